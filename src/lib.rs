@@ -1,0 +1,45 @@
+//! slurm-dws: Slurm power-saving hooks and a daemon that provision nodes through
+//! Google Compute Engine Dynamic Workload Scheduler (DWS) Flex Start.
+//!
+//! # Map of the modules
+//!
+//! | module        | one job                                                                  |
+//! |---------------|--------------------------------------------------------------------------|
+//! | [`hostlist`]  | Slurm hostlist expressions: expand and compress exactly as Slurm does    |
+//! | [`config`]    | the TOML config: search order, validation, defaults, slurm.conf lines    |
+//! | [`naming`]    | node names ↔ (nodeset, index); MIG / resize-request names; ownership     |
+//! | [`store`]     | SQLite: nodes, resize requests, MIGs, outbox, events. All SQL lives here |
+//! | [`gce`]       | the typed Compute Engine client (auth, retries, rate limit, pagination)  |
+//! | [`sim`]       | the Compute Engine simulator served by `slurm-dws-sim`                   |
+//! | [`slurm`]     | talking to Slurm: resume file, `squeue`/`sinfo --json`, `scontrol`       |
+//! | [`protocol`]  | the Unix-socket request/response shared by hooks, CLI and daemon         |
+//! | [`hook`]      | `resume` / `suspend` / `resume-fail`: record durably, wake the daemon    |
+//! | [`daemon`]    | the long-running service: socket server, pass loop, shutdown            |
+//! | [`reconcile`] | one reconcile pass: observe, plan (pure), act                            |
+//! | [`cli`]       | argument parsing and the admin commands' output                          |
+//! | [`devcluster`]| a real local slurmctld + slurmd cluster for tests and `make demo`        |
+//!
+//! # The path of a resume, from hook to GCE
+//!
+//! 1. slurmctld runs `slurm-dws-resume HOSTLIST`. [`hook`] validates the hostlist, reads
+//!    `SLURM_RESUME_FILE`, appends one row to the store's inbox (one SQLite commit) and pokes
+//!    the daemon's socket. Exit 0 means the request is durable.
+//! 2. The [`daemon`] wakes a [`reconcile`] pass. The pass ingests the inbox into per-node
+//!    desired state, observes GCE (one list per MIG with work in flight) and Slurm, and plans.
+//! 3. Planning is a pure function of (desired, observed, now). Its steps that mutate GCE are
+//!    written to the outbox with their `requestId` before they are sent by [`gce`], so a crash
+//!    at any point resumes the same mutation instead of making a second one.
+
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod devcluster;
+pub mod gce;
+pub mod hook;
+pub mod hostlist;
+pub mod naming;
+pub mod protocol;
+pub mod reconcile;
+pub mod sim;
+pub mod slurm;
+pub mod store;

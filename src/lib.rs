@@ -37,6 +37,7 @@ pub mod devcluster;
 pub mod gce;
 pub mod hook;
 pub mod hostlist;
+pub mod model;
 pub mod naming;
 pub mod protocol;
 pub mod reconcile;

@@ -1,1 +1,129 @@
-//! (in progress)
+//! The Unix-socket protocol shared by hooks, the CLI and the daemon: one JSON request, one JSON response.
+//!
+//! Framing is one JSON object per line, both ways. Every request carries the protocol version, so an old
+//! CLI talking to a new daemon gets a clear refusal rather than a misread. Messages are small; the reader
+//! refuses lines over [`MAX_MESSAGE`] so garbage on the socket cannot exhaust the daemon's memory.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+/// The protocol version this build speaks.
+pub const VERSION: u32 = 1;
+/// The longest line either side accepts.
+pub const MAX_MESSAGE: usize = 1 << 20;
+
+/// A request on the socket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub v: u32,
+    #[serde(flatten)]
+    pub request: Request,
+}
+
+/// What a client can ask.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "request", rename_all = "snake_case")]
+pub enum Request {
+    /// A hook recorded something: run a pass soon. (Mutating: root or the service user only.)
+    Wake,
+    /// Liveness and the last pass report. (Read-only: any local user.)
+    Status,
+    /// Run one pass now and return its report. (Mutating.)
+    Reconcile,
+    /// Garbage collection: with `dry_run`, what a pass would delete and why; else delete it now. (Mutating
+    /// unless `dry_run`.)
+    Gc { dry_run: bool },
+}
+
+impl Request {
+    /// Whether the request changes anything (and so needs a privileged peer).
+    pub fn is_mutating(&self) -> bool {
+        !matches!(self, Request::Status | Request::Gc { dry_run: true })
+    }
+}
+
+/// The daemon's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "response", rename_all = "snake_case")]
+pub enum Response {
+    Ok,
+    /// A JSON document (status, pass report, gc report) whose shape the request defines.
+    Report { report: serde_json::Value },
+    Error { message: String },
+}
+
+/// Why a client call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("daemon not reachable at {path}: {source}")]
+    Connect { path: String, source: std::io::Error },
+    #[error("daemon at {path} did not answer within {secs}s")]
+    Timeout { path: String, secs: u64 },
+    #[error("talking to the daemon: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("daemon sent a bad answer: {0}")]
+    Decode(#[from] serde_json::Error),
+    #[error("daemon closed the connection without answering")]
+    Closed,
+}
+
+/// Sends one request and waits at most `timeout` for the answer.
+pub async fn call(socket: &Path, request: Request, timeout: Duration) -> Result<Response, ClientError> {
+    let path = socket.display().to_string();
+    let fut = async {
+        let mut stream = UnixStream::connect(socket)
+            .await
+            .map_err(|source| ClientError::Connect { path: path.clone(), source })?;
+        let mut line = serde_json::to_vec(&Envelope { v: VERSION, request })?;
+        line.push(b'\n');
+        stream.write_all(&line).await?;
+        let mut reader = BufReader::new(stream);
+        let answer = read_line(&mut reader).await?.ok_or(ClientError::Closed)?;
+        Ok(serde_json::from_str(&answer)?)
+    };
+    tokio::time::timeout(timeout, fut)
+        .await
+        .unwrap_or_else(|_| Err(ClientError::Timeout { path: path.clone(), secs: timeout.as_secs() }))
+}
+
+/// Reads one line of at most [`MAX_MESSAGE`] bytes; `None` at end of stream.
+pub async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> std::io::Result<Option<String>> {
+    let mut buf = Vec::new();
+    let mut limited = r.take(MAX_MESSAGE as u64 + 1);
+    let n = limited.read_until(b'\n', &mut buf).await?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.len() > MAX_MESSAGE {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "message too long"));
+    }
+    String::from_utf8(buf)
+        .map(|s| Some(s.trim_end().to_string()))
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "message is not UTF-8"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_shapes_are_stable() {
+        let e = Envelope { v: 1, request: Request::Gc { dry_run: true } };
+        assert_eq!(serde_json::to_string(&e).unwrap(), r#"{"v":1,"request":"gc","dry_run":true}"#);
+        let back: Envelope = serde_json::from_str(r#"{"v":1,"request":"wake"}"#).unwrap();
+        assert_eq!(back.request, Request::Wake);
+        assert!(serde_json::from_str::<Envelope>(r#"{"v":1,"request":"format_disk"}"#).is_err());
+    }
+
+    #[test]
+    fn only_reads_are_unprivileged() {
+        assert!(!Request::Status.is_mutating());
+        assert!(!Request::Gc { dry_run: true }.is_mutating());
+        assert!(Request::Gc { dry_run: false }.is_mutating());
+        assert!(Request::Wake.is_mutating());
+        assert!(Request::Reconcile.is_mutating());
+    }
+}

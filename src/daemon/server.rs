@@ -1,0 +1,138 @@
+//! The daemon's Unix socket: peer-credential checks, one request per connection, forwarded to the pass loop.
+//!
+//! Anyone on the host may ask for status (read-only, like `sinfo`); a hook's wake-up, `reconcile` and
+//! `gc` change things and are accepted only from root, the daemon's own user, and the configured service
+//! user (SO_PEERCRED, which the kernel fills in: it cannot be forged by the client).
+
+use super::{Command, Liveness};
+use crate::protocol::{self, Envelope, Request, Response};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot};
+
+/// How long one client may take to send its request.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Binds the socket, replacing a stale one (a socket file nobody listens on) but refusing to steal the
+/// socket of a daemon that is running.
+pub(super) fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                "another slurm-dws daemon is listening on this socket",
+            ));
+        }
+        std::fs::remove_file(path)?;
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let listener = UnixListener::bind(path)?;
+    // Anyone may connect; what they may ask is decided per request from their credentials.
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+    Ok(listener)
+}
+
+/// The uids allowed to send mutating requests: root, ourselves, and the service user if it exists.
+pub(super) fn allowed_uids(service_user: Option<&str>) -> Vec<u32> {
+    let mut uids = vec![0, nix::unistd::geteuid().as_raw()];
+    if let Some(user) = service_user {
+        if let Ok(Some(u)) = nix::unistd::User::from_name(user) {
+            uids.push(u.uid.as_raw());
+        }
+    }
+    uids.sort_unstable();
+    uids.dedup();
+    uids
+}
+
+pub(super) async fn serve(
+    listener: UnixListener,
+    tx: mpsc::Sender<Command>,
+    liveness: Arc<Mutex<Liveness>>,
+    allowed: Vec<u32>,
+) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { continue };
+        let tx = tx.clone();
+        let liveness = liveness.clone();
+        let allowed = allowed.clone();
+        tokio::spawn(async move {
+            if let Err(e) = handle(stream, tx, liveness, &allowed).await {
+                tracing::debug!(error = %e, "socket client");
+            }
+        });
+    }
+}
+
+async fn handle(
+    stream: UnixStream,
+    tx: mpsc::Sender<Command>,
+    liveness: Arc<Mutex<Liveness>>,
+    allowed: &[u32],
+) -> std::io::Result<()> {
+    let uid = stream.peer_cred()?.uid();
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    let response = match tokio::time::timeout(READ_TIMEOUT, protocol::read_line(&mut reader)).await {
+        Err(_) => Response::Error { message: "no request within 5 s".into() },
+        Ok(Err(e)) => Response::Error { message: format!("bad request: {e}") },
+        Ok(Ok(None)) => return Ok(()),
+        Ok(Ok(Some(line))) => match serde_json::from_str::<Envelope>(&line) {
+            Err(e) => Response::Error { message: format!("bad request: {e}") },
+            Ok(env) if env.v != protocol::VERSION => Response::Error {
+                message: format!("protocol version {} not supported (daemon speaks {})", env.v, protocol::VERSION),
+            },
+            Ok(env) if env.request.is_mutating() && !allowed.contains(&uid) => {
+                tracing::warn!(uid, request = ?env.request, "refused: not root or the service user");
+                Response::Error {
+                    message: format!("permission denied: uid {uid} may only read status (root or the service user may change things)"),
+                }
+            }
+            Ok(env) => answer(env.request, &tx, &liveness).await,
+        },
+    };
+    let mut out = serde_json::to_vec(&response).unwrap_or_default();
+    out.push(b'\n');
+    write.write_all(&out).await
+}
+
+async fn answer(request: Request, tx: &mpsc::Sender<Command>, liveness: &Arc<Mutex<Liveness>>) -> Response {
+    let gone = || Response::Error { message: "daemon is shutting down".into() };
+    match request {
+        Request::Wake => match tx.try_send(Command::Wake) {
+            // A full queue already holds wake-ups: this one is served by the same pass.
+            Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => Response::Ok,
+            Err(_) => gone(),
+        },
+        Request::Status => {
+            let l = liveness.lock().unwrap().clone();
+            Response::Report { report: serde_json::to_value(l).unwrap_or_default() }
+        }
+        Request::Reconcile => {
+            let (reply, rx) = oneshot::channel();
+            if tx.send(Command::Reconcile(reply)).await.is_err() {
+                return gone();
+            }
+            match rx.await {
+                Ok(r) => Response::Report { report: serde_json::to_value(r).unwrap_or_default() },
+                Err(_) => gone(),
+            }
+        }
+        Request::Gc { dry_run } => {
+            let (reply, rx) = oneshot::channel();
+            if tx.send(Command::Gc { dry_run, reply }).await.is_err() {
+                return gone();
+            }
+            match rx.await {
+                Ok(report) => Response::Report { report },
+                Err(_) => gone(),
+            }
+        }
+    }
+}

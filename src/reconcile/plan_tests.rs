@@ -1,0 +1,583 @@
+//! Table tests of the planner: one case per rule, including the Slurm states peers get stuck in.
+
+use super::plan::*;
+use super::types::*;
+use crate::model::*;
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use std::collections::{BTreeMap, BTreeSet};
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 23, 12, 0, 0).unwrap()
+}
+
+fn cfg() -> PlanConfig {
+    let ns = |name: &str, st: u32, dy: u32, qt: u64| NodesetPlan {
+        name: name.into(),
+        node_count_static: st,
+        node_count_dynamic_max: dy,
+        max_run_duration: 604_800,
+        use_job_duration: true,
+        boot_allowance: 600,
+        queue_timeout: qt,
+        eol_grace: 600,
+    };
+    PlanConfig {
+        cluster_name: "hpc".into(),
+        region: "us-central1".into(),
+        orphan_grace: 300,
+        mig_gc_grace: 300,
+        backoff_initial: 60,
+        backoff_max: 1800,
+        internal_ip: false,
+        nodesets: [ns("a", 0, 2000, 0), ns("b", 1, 4, 3600), ns("gpu", 0, 20, 0), ns("gpu2", 0, 20, 0)]
+            .into_iter()
+            .map(|n| (n.name.clone(), n))
+            .collect(),
+    }
+}
+
+fn node(name: &str, state: NodeState) -> Node {
+    let (ns, idx, st) = cfg().node_ref(name).expect("test node is ours");
+    let mut n = new_node(name, &ns, idx, st, t0() - Duration::hours(1));
+    n.state = state;
+    n
+}
+
+fn request(id: i64, nodes: &[&str], phase: RequestPhase) -> Request {
+    Request {
+        id,
+        nodeset: cfg().node_ref(nodes[0]).unwrap().0,
+        job_id: Some(7),
+        tag: format!("t{id:07}"),
+        mig: format!("hpc-a-j7-t{id:07}"),
+        name: format!("rr-t{id:07}"),
+        nodes: nodes.iter().map(|s| s.to_string()).collect(),
+        run_duration: 6000,
+        phase,
+        gce_state: None,
+        created_at: t0() - Duration::minutes(5),
+        updated_at: t0() - Duration::minutes(5),
+        last_error: None,
+    }
+}
+
+fn mig(name: &str, state: MigState) -> Mig {
+    Mig {
+        name: name.into(),
+        nodeset: "a".into(),
+        region: "us-central1".into(),
+        target_size: 0,
+        state,
+        created_at: t0() - Duration::hours(1),
+        empty_since: None,
+    }
+}
+
+fn vm(name: &str, mig: &str) -> ObservedVm {
+    ObservedVm {
+        name: name.into(),
+        status: "RUNNING".into(),
+        mig: Some(mig.into()),
+        created: Some(t0() - Duration::minutes(30)),
+        termination: Some(t0() + Duration::hours(2)),
+        network_ip: Some("10.0.0.2".into()),
+    }
+}
+
+fn slurm(state: &str, flags: &[&str], reason: &str) -> SlurmNode {
+    SlurmNode {
+        state: state.into(),
+        flags: flags.iter().map(|f| f.to_string()).collect::<BTreeSet<_>>(),
+        reason: reason.into(),
+    }
+}
+
+struct World {
+    d: Desired,
+    o: Observed,
+}
+
+impl World {
+    fn new() -> World {
+        World {
+            d: Desired::default(),
+            o: Observed {
+                vms: Some(BTreeMap::new()),
+                migs: Some(BTreeMap::new()),
+                slurm: Some(BTreeMap::new()),
+                reservations: Some(BTreeSet::new()),
+                ..Default::default()
+            },
+        }
+    }
+    fn node(mut self, n: Node) -> World {
+        self.d.nodes.insert(n.name.clone(), n);
+        self
+    }
+    fn req(mut self, r: Request) -> World {
+        self.d.requests.insert(r.id, r);
+        self
+    }
+    fn mig(mut self, m: Mig, observed_size: Option<u32>) -> World {
+        if let Some(size) = observed_size {
+            self.o.migs.as_mut().unwrap().insert(
+                m.name.clone(),
+                ObservedMig {
+                    name: m.name.clone(),
+                    nodeset: m.nodeset.clone(),
+                    tag: "x".into(),
+                    job_id: None,
+                    target_size: size,
+                    created: None,
+                },
+            );
+        }
+        self.d.migs.insert(m.name.clone(), m);
+        self
+    }
+    fn vm(mut self, v: ObservedVm) -> World {
+        self.o.vms.as_mut().unwrap().insert(v.name.clone(), v);
+        self
+    }
+    fn slurm(mut self, name: &str, s: SlurmNode) -> World {
+        self.o.slurm.as_mut().unwrap().insert(name.into(), s);
+        self
+    }
+    fn rr(mut self, mig: &str, state: &str, error: Option<(&str, &str)>, capacity: bool) -> World {
+        self.o.requests.insert(
+            mig.into(),
+            ObservedRequest {
+                state: state.into(),
+                error: error.map(|(c, m)| (c.into(), m.into())),
+                capacity_error: capacity,
+                last_attempt: None,
+            },
+        );
+        self
+    }
+    fn plan(&self) -> Plan {
+        plan(&cfg(), &self.d, &self.o, t0())
+    }
+}
+
+fn node_after<'a>(p: &'a Plan, name: &str) -> Option<&'a Node> {
+    p.nodes.iter().find(|n| n.name == name)
+}
+
+fn has_update(p: &Plan, node: &str, state: &str) -> bool {
+    p.slurm.iter().any(|s| {
+        matches!(s, SlurmStep::UpdateState { nodes, state: st, .. } if st == state && nodes.iter().any(|n| n == node))
+    })
+}
+
+#[test]
+fn run_durations() {
+    let c = cfg();
+    let ns = &c.nodesets["a"];
+    let cases: &[(Option<u32>, JobLimit, u64, bool)] = &[
+        (Some(1), JobLimit::Minutes(90), 90 * 60 + 600, false),
+        (Some(1), JobLimit::Unlimited, 604_800, true),
+        (Some(1), JobLimit::Unknown, 604_800, true),
+        (None, JobLimit::Unknown, 604_800, true),
+        (Some(1), JobLimit::Minutes(10 * 24 * 60), 604_800, true),
+        (Some(1), JobLimit::Minutes(0), 600, false), // 0 + boot_allowance 600 = 600: in range
+    ];
+    for (job, limit, want, noted) in cases {
+        let rd = run_duration(ns, *job, *limit);
+        assert_eq!(rd.seconds, *want, "{job:?} {limit:?}");
+        assert_eq!(rd.note.is_some(), *noted, "{job:?} {limit:?}: {:?}", rd.note);
+    }
+    let mut short = ns.clone();
+    short.boot_allowance = 0;
+    let rd = run_duration(&short, Some(1), JobLimit::Minutes(1));
+    assert_eq!(rd.seconds, 600);
+    assert!(rd.note.unwrap().contains("clamped"));
+    let mut fixed = ns.clone();
+    fixed.use_job_duration = false;
+    fixed.max_run_duration = 7200;
+    assert_eq!(run_duration(&fixed, Some(1), JobLimit::Minutes(90)), RunDuration { seconds: 7200, note: None });
+}
+
+#[test]
+fn node_names_never_confused() {
+    let c = cfg();
+    assert_eq!(c.node_ref("hpc-gpu-1"), Some(("gpu".into(), 1, false)));
+    assert_eq!(c.node_ref("hpc-gpu-10"), Some(("gpu".into(), 10, false)));
+    assert_eq!(c.node_ref("hpc-gpu2-1"), Some(("gpu2".into(), 1, false)));
+    assert_eq!(c.node_ref("hpc-b-0"), Some(("b".into(), 0, true)));
+    for bad in ["hpc-gpu-20", "hpc-gpu-01", "hpc-gpu-", "hpc-gpu-x", "other-a-1", "hpc-a", "hpcx-a-1", "hpc-c-1"] {
+        assert_eq!(c.node_ref(bad), None, "{bad}");
+    }
+}
+
+#[test]
+fn pending_nodes_group_by_nodeset_and_job_and_split_at_1000() {
+    let mut w = World::new();
+    for i in 0..1500 {
+        let mut n = node(&format!("hpc-a-{i}"), NodeState::ResumePending);
+        n.job_id = Some(if i < 1200 { 1 } else { 2 });
+        w = w.node(n);
+    }
+    for i in 0..3 {
+        w = w.node(node(&format!("hpc-gpu-{i}"), NodeState::ResumePending));
+    }
+    w.o.job_limits.insert(1, JobLimit::Minutes(90));
+    w.o.job_limits.insert(2, JobLimit::Unlimited);
+    let p = w.plan();
+    let sizes: Vec<(String, Option<u32>, usize, u64)> =
+        p.new_groups.iter().map(|g| (g.nodeset.clone(), g.job_id, g.nodes.len(), g.run_duration)).collect();
+    assert_eq!(
+        sizes,
+        vec![
+            ("a".into(), Some(1), 1000, 6000),
+            ("a".into(), Some(1), 200, 6000),
+            ("a".into(), Some(2), 300, 604_800),
+            ("gpu".into(), None, 3, 604_800),
+        ]
+    );
+    assert!(p.events.iter().any(|e| e.kind == "run_duration" && e.message.contains("no time limit")));
+    assert!(p.gce.is_empty(), "groups are recorded before anything is sent");
+}
+
+#[test]
+fn nothing_is_requested_when_vms_cannot_be_listed() {
+    let mut w = World::new().node(node("hpc-a-1", NodeState::ResumePending));
+    w.o.vms = None;
+    assert!(w.plan().new_groups.is_empty());
+}
+
+#[test]
+fn request_lifecycle_steps() {
+    let mut n = node("hpc-a-1", NodeState::Requested);
+    n.request_id = Some(1);
+    // planned → insert the MIG
+    let w = World::new().node(n.clone()).req(request(1, &["hpc-a-1"], RequestPhase::Planned));
+    assert!(matches!(w.plan().gce.as_slice(), [GceStep::InsertMig { request: 1, .. }]));
+    // planned, MIG seen → MIG ready → insert the resize request in the same round
+    let r = request(1, &["hpc-a-1"], RequestPhase::Planned);
+    let w = World::new().node(n.clone()).req(r.clone()).mig(mig(&r.mig, MigState::Creating), Some(0));
+    let p = w.plan();
+    assert!(matches!(p.gce.as_slice(), [GceStep::InsertResizeRequest { request: 1, .. }]), "{:?}", p.gce);
+    assert_eq!(p.requests[0].phase, RequestPhase::MigReady);
+    // active, ACCEPTED → nothing but the state
+    let r = request(1, &["hpc-a-1"], RequestPhase::Active);
+    let w = World::new().node(n.clone()).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(1)).rr(&r.mig, "ACCEPTED", None, false);
+    let p = w.plan();
+    assert!(p.gce.is_empty());
+    assert_eq!(p.requests[0].gce_state.as_deref(), Some("ACCEPTED"));
+    // SUCCEEDED → node up
+    let w = World::new().node(n.clone()).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(1)).rr(&r.mig, "SUCCEEDED", None, false).vm(vm("hpc-a-1", &r.mig));
+    let p = w.plan();
+    assert_eq!(node_after(&p, "hpc-a-1").unwrap().state, NodeState::Up);
+    assert_eq!(p.requests[0].phase, RequestPhase::Succeeded);
+    // the end-of-life reservation starts eol_grace before the VM's real termination time
+    let res = p.slurm.iter().find_map(|s| match s {
+        SlurmStep::CreateReservation { start, node, .. } => Some((node.clone(), *start)),
+        _ => None,
+    });
+    assert_eq!(res, Some(("hpc-a-1".into(), t0() + Duration::hours(2) - Duration::seconds(600))));
+}
+
+#[test]
+fn failed_request_requeues_releases_and_backs_off() {
+    let mut n = node("hpc-a-1", NodeState::Requested);
+    n.request_id = Some(1);
+    let r = request(1, &["hpc-a-1"], RequestPhase::Active);
+    let w = World::new()
+        .node(n)
+        .req(r.clone())
+        .mig(mig(&r.mig, MigState::Active), Some(0))
+        .rr(&r.mig, "FAILED", Some(("ZONE_RESOURCE_POOL_EXHAUSTED", "no a3u in us-central1-a")), true)
+        .slurm("hpc-a-1", slurm("allocated", &["CLOUD", "NOT_RESPONDING", "POWERING_UP"], ""));
+    let p = w.plan();
+    let after = node_after(&p, "hpc-a-1").unwrap();
+    assert_eq!(after.state, NodeState::PoweredDown);
+    assert!(after.last_error.as_ref().unwrap().contains("ZONE_RESOURCE_POOL_EXHAUSTED"));
+    assert!(has_update(&p, "hpc-a-1", "power_down_force"), "the job is requeued through Slurm: {:?}", p.slurm);
+    let reason = p.slurm.iter().find_map(|s| match s {
+        SlurmStep::UpdateState { reason, .. } => reason.clone(),
+        _ => None,
+    });
+    assert!(reason.unwrap().contains(&r.name), "the Slurm reason names the request");
+    assert!(p.gce.iter().any(|s| matches!(s, GceStep::DeleteMig { mig, .. } if *mig == r.mig)));
+    assert_eq!(p.backoffs_set.len(), 1);
+    assert_eq!(p.backoffs_set[0].until, t0() + Duration::seconds(60));
+    assert!(p.events.iter().any(|e| e.kind == "request_failed" && e.message.contains("no a3u")));
+}
+
+#[test]
+fn backoff_grows_and_caps() {
+    let c = cfg();
+    let mut prev: Option<Backoff> = None;
+    let mut secs = vec![];
+    for _ in 0..8 {
+        let b = next_backoff(&c, prev.as_ref(), "x", t0());
+        secs.push((b.until - t0()).num_seconds());
+        prev = Some(b);
+    }
+    assert_eq!(secs, vec![60, 120, 240, 480, 960, 1800, 1800, 1800]);
+}
+
+#[test]
+fn nodes_in_backoff_are_answered_at_once() {
+    let mut w = World::new().node(node("hpc-a-3", NodeState::ResumePending));
+    w.d.backoffs.insert(
+        "a".into(),
+        Backoff { nodeset: "a".into(), until: t0() + Duration::minutes(5), level: 0, reason: "stockout".into() },
+    );
+    let p = w.plan();
+    assert!(p.new_groups.is_empty());
+    assert_eq!(node_after(&p, "hpc-a-3").unwrap().state, NodeState::PoweredDown);
+    assert!(has_update(&p, "hpc-a-3", "power_down_force"));
+    // ...and the backoff ends by itself
+    let mut w = World::new();
+    w.d.backoffs.insert("a".into(), Backoff { nodeset: "a".into(), until: t0(), level: 3, reason: "x".into() });
+    assert_eq!(w.plan().backoffs_cleared, vec!["a".to_string()]);
+}
+
+#[test]
+fn queued_past_timeout_is_cancelled_and_then_released() {
+    let mut n = node("hpc-b-2", NodeState::Requested);
+    n.request_id = Some(1);
+    let mut r = request(1, &["hpc-b-2"], RequestPhase::Active);
+    r.nodeset = "b".into();
+    r.created_at = t0() - Duration::seconds(3601);
+    let w = World::new().node(n.clone()).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(1)).rr(&r.mig, "ACCEPTED", None, false);
+    let p = w.plan();
+    assert!(matches!(p.gce.as_slice(), [GceStep::CancelResizeRequest { request: 1, .. }]), "{:?}", p.gce);
+    assert!(p.events.iter().any(|e| e.kind == "queue_timeout"));
+    // when GCE says CANCELLED the cause recorded is the timeout
+    let mut r2 = p.requests[0].clone();
+    r2.gce_state = Some("ACCEPTED".into());
+    let w = World::new().node(n).req(r2.clone()).mig(mig(&r.mig, MigState::Active), Some(0)).rr(&r.mig, "CANCELLED", None, false);
+    let p = w.plan();
+    assert!(node_after(&p, "hpc-b-2").unwrap().last_error.as_ref().unwrap().contains("queue_timeout"));
+}
+
+#[test]
+fn suspend_of_queued_request_cancels_it() {
+    let mut n = node("hpc-a-1", NodeState::Suspending);
+    n.request_id = Some(1);
+    let r = request(1, &["hpc-a-1"], RequestPhase::Active);
+    let w = World::new().node(n).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(1)).rr(&r.mig, "ACCEPTED", None, false);
+    let p = w.plan();
+    assert!(matches!(p.gce.as_slice(), [GceStep::CancelResizeRequest { .. }]));
+    assert!(node_after(&p, "hpc-a-1").is_none(), "the node waits, suspending, for the cancel");
+}
+
+#[test]
+fn suspend_deletes_exactly_the_nodes_vms_batched_per_mig() {
+    let mut w = World::new().mig(mig("hpc-a-j7-t0000001", MigState::Active), Some(3));
+    for i in 0..3 {
+        let mut n = node(&format!("hpc-a-{i}"), if i < 2 { NodeState::Suspending } else { NodeState::Up });
+        n.mig = Some("hpc-a-j7-t0000001".into());
+        w = w.node(n).vm(vm(&format!("hpc-a-{i}"), "hpc-a-j7-t0000001"));
+    }
+    let p = w.plan();
+    assert_eq!(
+        p.gce,
+        vec![GceStep::DeleteInstances {
+            mig: "hpc-a-j7-t0000001".into(),
+            instances: vec!["hpc-a-0".into(), "hpc-a-1".into()]
+        }]
+    );
+    // once the VM is gone the node is powered down
+    let w = World::new().node(node("hpc-a-0", NodeState::Suspending));
+    assert_eq!(node_after(&w.plan(), "hpc-a-0").unwrap().state, NodeState::PoweredDown);
+}
+
+#[test]
+fn a_vm_that_appears_for_a_suspended_node_is_deleted() {
+    let mut n = node("hpc-a-1", NodeState::PoweredDown);
+    n.request_id = Some(1);
+    let w = World::new()
+        .node(n)
+        .mig(mig("hpc-a-j7-t0000001", MigState::Active), Some(1))
+        .vm(vm("hpc-a-1", "hpc-a-j7-t0000001"))
+        .slurm("hpc-a-1", slurm("idle", &["CLOUD", "POWERED_DOWN"], ""));
+    let p = w.plan();
+    assert!(p.gce.iter().any(|s| matches!(s, GceStep::DeleteInstances { instances, .. } if instances == &vec!["hpc-a-1".to_string()])));
+}
+
+#[test]
+fn expiry_of_a_dynamic_node_takes_it_out_of_service() {
+    let mut n = node("hpc-a-1", NodeState::Up);
+    n.termination_time = Some(t0() - Duration::seconds(5));
+    n.vm_status = Some("RUNNING".into());
+    n.reservation = Some(eol_reservation("hpc-a-1"));
+    let w = World::new().node(n).slurm("hpc-a-1", slurm("allocated", &["CLOUD"], ""));
+    let p = w.plan();
+    let after = node_after(&p, "hpc-a-1").unwrap();
+    assert_eq!(after.state, NodeState::PoweredDown);
+    assert!(has_update(&p, "hpc-a-1", "power_down_force"));
+    assert!(p.slurm.iter().any(|s| matches!(s, SlurmStep::DeleteReservation { .. })));
+    assert!(p.events.iter().any(|e| e.kind == "expired"));
+}
+
+#[test]
+fn expiry_of_a_static_node_reprovisions_in_the_same_pass() {
+    let mut n = node("hpc-b-0", NodeState::Up);
+    assert!(n.is_static);
+    n.termination_time = Some(t0() - Duration::seconds(5));
+    n.vm_status = Some("RUNNING".into());
+    let w = World::new().node(n).slurm("hpc-b-0", slurm("idle", &["CLOUD"], ""));
+    let p = w.plan();
+    assert_eq!(node_after(&p, "hpc-b-0").unwrap().state, NodeState::ResumePending);
+    assert!(has_update(&p, "hpc-b-0", "down"), "out of service while re-provisioning");
+    assert_eq!(p.new_groups.len(), 1, "re-provisioned in the same pass");
+    assert_eq!(p.new_groups[0].nodes, vec!["hpc-b-0".to_string()]);
+}
+
+#[test]
+fn a_static_node_back_up_returns_to_service() {
+    let mut n = node("hpc-b-0", NodeState::Up);
+    n.vm_status = Some("STAGING".into());
+    n.mig = Some("hpc-b-t1".into());
+    let w = World::new()
+        .node(n)
+        .mig(mig("hpc-b-t1", MigState::Active), Some(1))
+        .vm(vm("hpc-b-0", "hpc-b-t1"))
+        .slurm("hpc-b-0", slurm("down", &["CLOUD"], "slurm-dws: run duration ended; re-provisioning"));
+    assert!(has_update(&w.plan(), "hpc-b-0", "resume"));
+}
+
+#[test]
+fn static_nodes_are_provisioned_from_startup() {
+    let w = World::new().slurm("hpc-b-0", slurm("idle", &["CLOUD", "POWERED_DOWN"], ""));
+    let p = w.plan();
+    assert_eq!(p.new_groups.len(), 1);
+    assert_eq!(p.new_groups[0].nodes, vec!["hpc-b-0".to_string()]);
+    assert!(has_update(&p, "hpc-b-0", "power_up"), "Slurm is told to expect the node");
+}
+
+#[test]
+fn odd_slurm_states_peers_get_stuck_in() {
+    // down~ after ResumeTimeout, no VM: back to powered-down and usable
+    let w = World::new()
+        .node(node("hpc-a-4", NodeState::PoweredDown))
+        .slurm("hpc-a-4", slurm("down", &["CLOUD", "POWERED_DOWN", "NOT_RESPONDING"], "ResumeTimeout reached"));
+    assert!(has_update(&w.plan(), "hpc-a-4", "resume"));
+    // an admin's own DOWN is left alone
+    let w = World::new()
+        .node(node("hpc-a-4", NodeState::PoweredDown))
+        .slurm("hpc-a-4", slurm("down", &["CLOUD", "POWERED_DOWN"], "bad GPU, ticket 123"));
+    assert!(w.plan().slurm.is_empty());
+    // IDLE+CLOUD+POWERED_DOWN+NOT_RESPONDING: Slurm can resume it; nothing to do, nothing harmful done
+    let w = World::new()
+        .node(node("hpc-a-5", NodeState::PoweredDown))
+        .slurm("hpc-a-5", slurm("idle", &["CLOUD", "POWERED_DOWN", "NOT_RESPONDING"], ""));
+    let p = w.plan();
+    assert!(p.slurm.is_empty() && p.gce.is_empty() && p.new_groups.is_empty());
+}
+
+#[test]
+fn drift_powering_up_without_record_is_requested_after_grace() {
+    let mut n = node("hpc-a-6", NodeState::PoweredDown);
+    n.state_since = t0() - Duration::seconds(DRIFT_GRACE_SECS + 1);
+    let w = World::new().node(n.clone()).slurm("hpc-a-6", slurm("allocated", &["CLOUD", "POWERING_UP"], ""));
+    assert_eq!(w.plan().new_groups.len(), 1);
+    n.state_since = t0() - Duration::seconds(5);
+    let w = World::new().node(n).slurm("hpc-a-6", slurm("allocated", &["CLOUD", "POWERING_UP"], ""));
+    assert!(w.plan().new_groups.is_empty(), "a hook may be committing right now");
+}
+
+#[test]
+fn drift_node_in_service_without_vm_leaves_service() {
+    let mut n = node("hpc-a-7", NodeState::PoweredDown);
+    n.state_since = t0() - Duration::hours(1);
+    let w = World::new().node(n).slurm("hpc-a-7", slurm("idle", &["CLOUD"], ""));
+    assert!(has_update(&w.plan(), "hpc-a-7", "power_down_force"));
+}
+
+#[test]
+fn orphans_are_deleted_only_after_grace_and_only_in_owned_migs() {
+    let mut old = vm("hpc-a-9", "hpc-a-t1");
+    old.created = Some(t0() - Duration::seconds(301));
+    let mut young = vm("hpc-a-8", "hpc-a-t1");
+    young.created = Some(t0() - Duration::seconds(60));
+    let mut foreign = vm("hpc-a-7", "someone-elses-mig");
+    foreign.created = Some(t0() - Duration::days(1));
+    let w = World::new().mig(mig("hpc-a-t1", MigState::Active), Some(2)).vm(old).vm(young).vm(foreign);
+    let p = w.plan();
+    assert_eq!(p.gce, vec![GceStep::DeleteInstances { mig: "hpc-a-t1".into(), instances: vec!["hpc-a-9".into()] }]);
+}
+
+#[test]
+fn empty_migs_are_collected_after_grace() {
+    let w = World::new().mig(mig("hpc-a-t1", MigState::Active), Some(0));
+    let p = w.plan();
+    assert_eq!(p.migs[0].empty_since, Some(t0()));
+    assert!(p.gce.is_empty());
+    let mut m = mig("hpc-a-t1", MigState::Active);
+    m.empty_since = Some(t0() - Duration::seconds(300));
+    let p = World::new().mig(m.clone(), Some(0)).plan();
+    assert!(matches!(p.gce.as_slice(), [GceStep::DeleteMig { .. }]));
+    // a MIG with an active request is never empty
+    let mut n = node("hpc-a-1", NodeState::Requested);
+    n.request_id = Some(1);
+    let mut r = request(1, &["hpc-a-1"], RequestPhase::Active);
+    r.mig = "hpc-a-t1".into();
+    let p = World::new().node(n).req(r).mig(m, Some(0)).plan();
+    assert!(!p.gce.iter().any(|s| matches!(s, GceStep::DeleteMig { .. })));
+    // a MIG that disappeared is recorded as deleted
+    let p = World::new().mig(mig("hpc-a-t2", MigState::Deleting), None).plan();
+    assert_eq!(p.migs[0].state, MigState::Deleted);
+}
+
+#[test]
+fn failed_lists_decide_nothing_from_absence() {
+    let mut n = node("hpc-a-1", NodeState::Up);
+    n.vm_status = Some("RUNNING".into());
+    let mut w = World::new().node(n).mig(mig("hpc-a-t1", MigState::Active), None);
+    w.o.vms = None;
+    w.o.migs = None;
+    w.o.slurm = None;
+    let p = w.plan();
+    assert!(p.nodes.is_empty() && p.gce.is_empty() && p.slurm.is_empty() && p.migs.is_empty(), "{p:?}");
+}
+
+#[test]
+fn owned_migs_unknown_to_the_store_are_adopted() {
+    let mut w = World::new();
+    w.o.migs.as_mut().unwrap().insert(
+        "hpc-a-j3-deadbeef".into(),
+        ObservedMig {
+            name: "hpc-a-j3-deadbeef".into(),
+            nodeset: "a".into(),
+            tag: "deadbeef".into(),
+            job_id: Some(3),
+            target_size: 2,
+            created: None,
+        },
+    );
+    let w = w
+        .vm(vm("hpc-a-1", "hpc-a-j3-deadbeef"))
+        .slurm("hpc-a-1", slurm("allocated", &["CLOUD"], ""));
+    let p = w.plan();
+    assert!(p.migs.iter().any(|m| m.name == "hpc-a-j3-deadbeef" && m.state == MigState::Active));
+    assert_eq!(node_after(&p, "hpc-a-1").unwrap().state, NodeState::Up, "Slurm uses it: adopted, not deleted");
+    assert!(p.gce.is_empty());
+}
+
+#[test]
+fn planning_is_idempotent_once_applied() {
+    // Apply a plan's node/request/mig changes and plan again with the same observation: no new steps.
+    let mut n = node("hpc-a-1", NodeState::Up);
+    n.mig = Some("hpc-a-t1".into());
+    let w = World::new()
+        .node(n)
+        .mig(mig("hpc-a-t1", MigState::Active), Some(1))
+        .vm(vm("hpc-a-1", "hpc-a-t1"))
+        .slurm("hpc-a-1", slurm("idle", &["CLOUD"], ""));
+    let p1 = w.plan();
+    let mut w2 = World { d: w.d.clone(), o: w.o.clone() };
+    for n in &p1.nodes {
+        w2.d.nodes.insert(n.name.clone(), n.clone());
+    }
+    for m in &p1.migs {
+        w2.d.migs.insert(m.name.clone(), m.clone());
+    }
+    w2.o.reservations.as_mut().unwrap().insert(eol_reservation("hpc-a-1"));
+    let p2 = w2.plan();
+    assert!(p2.is_empty(), "second plan: {p2:?}");
+}

@@ -1,1 +1,392 @@
-//! (in progress)
+//! The TOML config: where it is found, the validated [`Config`] with every default filled, and the slurm.conf lines.
+//!
+//! Loading happens in two steps, as in kanidm: the file is parsed into [`raw::RawConfig`]
+//! (serde, `deny_unknown_fields`, every field optional), then [`validate`] checks every value
+//! offline and resolves defaults into [`Config`]. Code outside this module only ever sees a
+//! `Config`, so it never has to ask "was this set?" or "is this in range?".
+//!
+//! Durations are integer seconds (`u64`), as in slurm.conf.
+
+pub mod raw;
+pub mod slurm_conf;
+mod validate;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+pub use slurm_conf::render_slurm_conf;
+pub use validate::{is_cluster_name, is_nodeset_name, is_rfc1035, DEFAULT_ENDPOINT};
+
+/// Environment variable naming the config file; checked after `--config`.
+pub const ENV_CONFIG: &str = "SLURM_DWS_CONFIG";
+/// Slurm's own config path; the hooks get nothing else, so we look for `slurm-dws.toml` beside it.
+pub const ENV_SLURM_CONF: &str = "SLURM_CONF";
+/// The file name looked for beside `$SLURM_CONF`.
+pub const FILE_NAME: &str = "slurm-dws.toml";
+/// Where the config lives when nothing else says.
+pub const DEFAULT_PATH: &str = "/etc/slurm-dws/slurm-dws.toml";
+
+/// The validated configuration. Every field is resolved: no defaults are left to the reader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The file this was read from (for messages; not a key).
+    pub source: PathBuf,
+    /// Node names are `{cluster_name}-{nodeset}-{index}`; also proves ownership of MIGs.
+    pub cluster_name: String,
+    /// Holds the SQLite database.
+    pub state_dir: PathBuf,
+    /// The daemon's Unix socket, used by hooks and the admin CLI.
+    pub socket: PathBuf,
+    /// Where hooks append their log lines (slurmctld discards their stderr).
+    pub log_file: PathBuf,
+    pub gcp: Gcp,
+    pub slurm: Slurm,
+    pub reconcile: Reconcile,
+    pub daemon: Daemon,
+    /// In file order; at least one, names unique.
+    pub nodesets: Vec<Nodeset>,
+}
+
+/// `[gcp]`: where and how to call Compute Engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gcp {
+    pub project: String,
+    pub region: String,
+    /// Base URL of the Compute v1 API; always ends with `/`.
+    pub endpoint: String,
+    pub credentials: Credentials,
+    /// Client-side rate limit, below GCE's per-project quota so other tools keep some.
+    pub calls_per_minute: u32,
+    /// Time limit of one HTTP call (seconds).
+    pub request_timeout: u64,
+    /// How long one logical call is retried on retryable errors before giving up (seconds).
+    pub retry_deadline: u64,
+}
+
+/// How the GCE client gets its access token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// Application Default Credentials chain (key file env var, gcloud ADC, metadata server).
+    Auto,
+    /// Only the GCE metadata server (the controller VM's service account).
+    Metadata,
+    /// No token at all: only for a loopback `http://` endpoint (the simulator).
+    None,
+    /// A service-account key file.
+    KeyFile(PathBuf),
+}
+
+impl Credentials {
+    /// The spelling used in the config file.
+    pub fn as_config_str(&self) -> String {
+        match self {
+            Credentials::Auto => "auto".into(),
+            Credentials::Metadata => "metadata".into(),
+            Credentials::None => "none".into(),
+            Credentials::KeyFile(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// `[slurm]`: how to run Slurm's commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slurm {
+    /// Directory holding `scontrol`, `squeue`, `sinfo`.
+    pub bin_dir: PathBuf,
+    /// Exported as `SLURM_CONF` to Slurm commands when set.
+    pub conf: Option<PathBuf>,
+    pub node_addr: NodeAddr,
+    /// Time box of one Slurm command (seconds).
+    pub command_timeout: u64,
+}
+
+/// Whether slurm-dws tells slurmctld where a node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeAddr {
+    /// slurmctld resolves the node name itself (GCE internal DNS, or `cloud_reg_addrs`).
+    None,
+    /// `scontrol update nodename=N nodeaddr=<networkIP>` once the VM is up.
+    InternalIp,
+}
+
+impl NodeAddr {
+    /// The spelling used in the config file.
+    pub fn as_config_str(self) -> &'static str {
+        match self {
+            NodeAddr::None => "none",
+            NodeAddr::InternalIp => "internal_ip",
+        }
+    }
+}
+
+/// `[reconcile]`: the daemon's pass loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reconcile {
+    /// Seconds between periodic passes (hooks also wake a pass at once).
+    pub interval: u64,
+    /// A VM with no node to back must be this old before it is deleted.
+    pub orphan_grace: u64,
+    /// An empty, owned MIG must stay empty this long before it is deleted.
+    pub mig_gc_grace: u64,
+    /// First per-nodeset backoff after a capacity error.
+    pub backoff_initial: u64,
+    /// The backoff doubles up to this.
+    pub backoff_max: u64,
+}
+
+/// `[daemon]`: the service itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Daemon {
+    /// Prometheus endpoint; `None` = no metrics listener.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Besides root, the only user allowed to send hook and mutating commands over the socket
+    /// (slurmctld runs the hooks as SlurmUser). `None` (`service_user = ""`) = root only.
+    pub service_user: Option<String>,
+}
+
+/// One `[[nodeset]]`: a group of identical nodes backed by one instance template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nodeset {
+    pub name: String,
+    /// Relative or full URL of a global or regional instance template.
+    pub instance_template: String,
+    /// Zones of `gcp.region` the regional MIGs may use.
+    pub zones: Vec<String>,
+    /// Indices `[0, node_count_static)`: kept provisioned by the daemon.
+    pub node_count_static: u32,
+    /// Indices `[static, static + dynamic_max)`: powered up and down by Slurm.
+    pub node_count_dynamic_max: u32,
+    /// Slurm partition holding this nodeset's nodes (several nodesets may share one).
+    pub partition: String,
+    /// Extra `NodeName=` parameters, appended verbatim (e.g. `CPUs=208 RealMemory=1800000`).
+    pub node_conf: String,
+    pub dws_flex: DwsFlex,
+}
+
+impl Nodeset {
+    /// Total number of node names of this nodeset.
+    pub fn node_count(&self) -> u32 {
+        self.node_count_static + self.node_count_dynamic_max
+    }
+
+    /// Indices of the static nodes.
+    pub fn static_indices(&self) -> Range<u32> {
+        0..self.node_count_static
+    }
+
+    /// Indices of the dynamic nodes.
+    pub fn dynamic_indices(&self) -> Range<u32> {
+        self.node_count_static..self.node_count()
+    }
+
+    /// Every index, static first.
+    pub fn indices(&self) -> Range<u32> {
+        0..self.node_count()
+    }
+
+    /// Whether `index` is a static node (it need not be in range).
+    pub fn is_static(&self, index: u32) -> bool {
+        index < self.node_count_static
+    }
+}
+
+/// `[nodeset.dws_flex]`: how run durations and queueing are handled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DwsFlex {
+    pub enabled: bool,
+    /// Run duration when the job's TimeLimit is not used (600..604800).
+    pub max_run_duration: u64,
+    /// Size the run duration from the job's TimeLimit.
+    pub use_job_duration: bool,
+    /// Added to TimeLimit: the VM's clock starts before the job does.
+    pub boot_allowance: u64,
+    /// Cancel a request still queued after this long; 0 = wait for ever.
+    pub queue_timeout: u64,
+    /// Stop scheduling onto a node this long before GCE deletes it.
+    pub eol_grace: u64,
+}
+
+/// Smallest run duration GCE accepts (`requestedRunDuration`).
+pub const MIN_RUN_DURATION: u64 = 600;
+/// Largest run duration GCE accepts: 7 days.
+pub const MAX_RUN_DURATION: u64 = 604_800;
+
+/// One thing wrong with a config that parsed: which key, where, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Key path, e.g. `nodeset[1].dws_flex.max_run_duration`.
+    pub key: String,
+    /// 1-based line of the offending value, when the key was present in the file.
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+/// Why a config could not be loaded. Every message names the file, and the key when there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read (missing, unreadable).
+    #[error("cannot read config {path} ({found_by}): {source}")]
+    Read {
+        path: PathBuf,
+        /// How the path was chosen, e.g. `from $SLURM_DWS_CONFIG`.
+        found_by: String,
+        source: std::io::Error,
+    },
+    /// Not valid TOML, an unknown key, or a value of the wrong type.
+    #[error("{}", parse_location(file, *line, *column, key.as_deref(), message))]
+    Parse {
+        file: PathBuf,
+        line: Option<usize>,
+        column: Option<usize>,
+        /// Key path, when it could be told from the position.
+        key: Option<String>,
+        message: String,
+    },
+    /// Well-formed TOML whose values break the rules: every problem, one per line.
+    #[error("{}", problems.iter().map(|p| problem_line(file, p)).collect::<Vec<_>>().join("\n"))]
+    Invalid { file: PathBuf, problems: Vec<Problem> },
+}
+
+impl ConfigError {
+    /// The first error as one line (for a CLI that prints exactly one line), with a count of the rest.
+    pub fn first_line(&self) -> String {
+        match self {
+            ConfigError::Invalid { file, problems } if problems.len() > 1 => format!(
+                "{} (and {} more problem{})",
+                problem_line(file, &problems[0]),
+                problems.len() - 1,
+                if problems.len() == 2 { "" } else { "s" }
+            ),
+            other => other.to_string().replace('\n', " "),
+        }
+    }
+
+    /// The key paths this error is about (empty for a read error).
+    pub fn keys(&self) -> Vec<&str> {
+        match self {
+            ConfigError::Read { .. } => vec![],
+            ConfigError::Parse { key, .. } => key.iter().map(String::as_str).collect(),
+            ConfigError::Invalid { problems, .. } => {
+                problems.iter().map(|p| p.key.as_str()).collect()
+            }
+        }
+    }
+}
+
+fn parse_location(
+    file: &Path,
+    line: Option<usize>,
+    column: Option<usize>,
+    key: Option<&str>,
+    message: &str,
+) -> String {
+    let mut out = file.display().to_string();
+    if let Some(line) = line {
+        out.push_str(&format!(":{line}"));
+        if let Some(column) = column {
+            out.push_str(&format!(":{column}"));
+        }
+    }
+    if let Some(key) = key {
+        out.push_str(&format!(": {key}"));
+    }
+    format!("{out}: {message}")
+}
+
+fn problem_line(file: &Path, p: &Problem) -> String {
+    parse_location(file, p.line, None, Some(&p.key), &p.message)
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "line {line}: {}: {}", self.key, self.message),
+            None => write!(f, "{}: {}", self.key, self.message),
+        }
+    }
+}
+
+impl Config {
+    /// Find, read and validate the config: `explicit` (`--config`), else `$SLURM_DWS_CONFIG`,
+    /// else `slurm-dws.toml` beside `$SLURM_CONF`, else [`DEFAULT_PATH`].
+    pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        Self::load_with_env(explicit, |k| std::env::var_os(k))
+    }
+
+    /// [`Config::load`] with the environment passed in, so tests need not touch the process's.
+    ///
+    /// `--config` and `$SLURM_DWS_CONFIG` must exist when given. The file beside `$SLURM_CONF`
+    /// is skipped when it does not exist: slurmctld always sets `SLURM_CONF` for the hooks, and
+    /// they must then find the same `/etc/slurm-dws/slurm-dws.toml` the daemon reads.
+    pub fn load_with_env(
+        explicit: Option<&Path>,
+        env: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Config, ConfigError> {
+        let env = |k: &str| env(k).filter(|v| !v.is_empty());
+        if let Some(path) = explicit {
+            return Self::load_file(path, "from --config");
+        }
+        if let Some(path) = env(ENV_CONFIG) {
+            return Self::load_file(Path::new(&path), &format!("from ${ENV_CONFIG}"));
+        }
+        let mut also_tried = String::new();
+        if let Some(slurm_conf) = env(ENV_SLURM_CONF) {
+            let dir = Path::new(&slurm_conf)
+                .parent()
+                .unwrap_or(Path::new("/"))
+                .to_path_buf();
+            let candidate = dir.join(FILE_NAME);
+            match std::fs::read_to_string(&candidate) {
+                Ok(text) => return Self::from_toml_str(&text, &candidate),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    also_tried = format!(
+                        "; {} beside ${ENV_SLURM_CONF} does not exist",
+                        candidate.display()
+                    );
+                }
+                Err(source) => {
+                    return Err(ConfigError::Read {
+                        path: candidate,
+                        found_by: format!("beside ${ENV_SLURM_CONF}"),
+                        source,
+                    })
+                }
+            }
+        }
+        Self::load_file(
+            Path::new(DEFAULT_PATH),
+            &format!("the default path, as neither --config nor ${ENV_CONFIG} is set{also_tried}"),
+        )
+    }
+
+    fn load_file(path: &Path, found_by: &str) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            found_by: found_by.to_string(),
+            source,
+        })?;
+        Self::from_toml_str(&text, path)
+    }
+
+    /// Parse and validate config text; `origin` is the file it came from (for messages and `source`).
+    pub fn from_toml_str(text: &str, origin: &Path) -> Result<Config, ConfigError> {
+        let raw: raw::RawConfig =
+            toml::from_str(text).map_err(|e| validate::parse_error(text, origin, &e))?;
+        validate::resolve(raw, text, origin)
+    }
+
+    /// The nodeset called `name`.
+    pub fn nodeset(&self, name: &str) -> Option<&Nodeset> {
+        self.nodesets.iter().find(|n| n.name == name)
+    }
+
+    /// The resolved config as TOML: every key with its effective value. It parses back to the
+    /// same `Config`, so `check-config` output is itself a valid config file.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(&raw::RawConfig::from(self))
+            .expect("a resolved config always serializes to TOML")
+    }
+}

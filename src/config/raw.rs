@@ -1,0 +1,209 @@
+//! The config file exactly as written: serde structs that reject unknown keys, nothing resolved yet.
+//!
+//! Every field is optional here, even the required ones, so that validation can report every
+//! missing key at once (with the file and key path) instead of serde stopping at the first.
+//! Values are wrapped in [`Spanned`] so a validation error can point at the line it came from.
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+/// A value as read from the file, with its byte span for error messages.
+pub type Val<T> = Option<Spanned<T>>;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub cluster_name: Val<String>,
+    pub state_dir: Val<String>,
+    pub socket: Val<String>,
+    pub log_file: Val<String>,
+    pub gcp: Option<RawGcp>,
+    pub slurm: Option<RawSlurm>,
+    pub reconcile: Option<RawReconcile>,
+    pub daemon: Option<RawDaemon>,
+    /// `[[nodeset]]` in the file (singular, as each table is one nodeset).
+    pub nodeset: Option<Vec<RawNodeset>>,
+}
+
+/// `[gcp]`.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGcp {
+    pub project: Val<String>,
+    pub region: Val<String>,
+    pub endpoint: Val<String>,
+    pub credentials: Val<String>,
+    pub calls_per_minute: Val<u32>,
+    pub request_timeout: Val<u64>,
+    pub retry_deadline: Val<u64>,
+}
+
+/// `[slurm]`.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSlurm {
+    pub bin_dir: Val<String>,
+    pub conf: Val<String>,
+    pub node_addr: Val<String>,
+    pub command_timeout: Val<u64>,
+}
+
+/// `[reconcile]`.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReconcile {
+    pub interval: Val<u64>,
+    pub orphan_grace: Val<u64>,
+    pub mig_gc_grace: Val<u64>,
+    pub backoff_initial: Val<u64>,
+    pub backoff_max: Val<u64>,
+}
+
+/// `[daemon]`.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDaemon {
+    pub metrics_listen: Val<String>,
+    pub service_user: Val<String>,
+}
+
+/// One `[[nodeset]]`.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNodeset {
+    pub name: Val<String>,
+    pub instance_template: Val<String>,
+    pub zones: Val<Vec<String>>,
+    pub node_count_static: Val<u32>,
+    pub node_count_dynamic_max: Val<u32>,
+    pub partition: Val<String>,
+    pub node_conf: Val<String>,
+    pub dws_flex: Option<RawDwsFlex>,
+}
+
+/// `[nodeset.dws_flex]`.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDwsFlex {
+    pub enabled: Val<bool>,
+    pub max_run_duration: Val<u64>,
+    pub use_job_duration: Val<bool>,
+    pub boot_allowance: Val<u64>,
+    pub queue_timeout: Val<u64>,
+    pub eol_grace: Val<u64>,
+}
+
+/// Every key of the schema as a dotted path (`nodeset.dws_flex.enabled`).
+///
+/// Kept next to the structs on purpose: a test checks this list against the structs (through a
+/// fully populated config serialized back to TOML) and against `docs/configuration.md`, so the
+/// schema, this list and the documentation cannot drift apart.
+pub const KEYS: &[&str] = &[
+    "cluster_name",
+    "state_dir",
+    "socket",
+    "log_file",
+    "gcp.project",
+    "gcp.region",
+    "gcp.endpoint",
+    "gcp.credentials",
+    "gcp.calls_per_minute",
+    "gcp.request_timeout",
+    "gcp.retry_deadline",
+    "slurm.bin_dir",
+    "slurm.conf",
+    "slurm.node_addr",
+    "slurm.command_timeout",
+    "reconcile.interval",
+    "reconcile.orphan_grace",
+    "reconcile.mig_gc_grace",
+    "reconcile.backoff_initial",
+    "reconcile.backoff_max",
+    "daemon.metrics_listen",
+    "daemon.service_user",
+    "nodeset.name",
+    "nodeset.instance_template",
+    "nodeset.zones",
+    "nodeset.node_count_static",
+    "nodeset.node_count_dynamic_max",
+    "nodeset.partition",
+    "nodeset.node_conf",
+    "nodeset.dws_flex.enabled",
+    "nodeset.dws_flex.max_run_duration",
+    "nodeset.dws_flex.use_job_duration",
+    "nodeset.dws_flex.boot_allowance",
+    "nodeset.dws_flex.queue_timeout",
+    "nodeset.dws_flex.eol_grace",
+];
+
+fn val<T>(v: T) -> Val<T> {
+    Some(Spanned::new(0..0, v))
+}
+
+fn path_val(p: &std::path::Path) -> Val<String> {
+    val(p.display().to_string())
+}
+
+/// The resolved config back in file form, every key set to its effective value.
+///
+/// Built with struct literals (no `..Default::default()`), so a key added to the raw structs
+/// does not compile until it is printed here too.
+impl From<&super::Config> for RawConfig {
+    fn from(c: &super::Config) -> Self {
+        RawConfig {
+            cluster_name: val(c.cluster_name.clone()),
+            state_dir: path_val(&c.state_dir),
+            socket: path_val(&c.socket),
+            log_file: path_val(&c.log_file),
+            gcp: Some(RawGcp {
+                project: val(c.gcp.project.clone()),
+                region: val(c.gcp.region.clone()),
+                endpoint: val(c.gcp.endpoint.clone()),
+                credentials: val(c.gcp.credentials.as_config_str()),
+                calls_per_minute: val(c.gcp.calls_per_minute),
+                request_timeout: val(c.gcp.request_timeout),
+                retry_deadline: val(c.gcp.retry_deadline),
+            }),
+            slurm: Some(RawSlurm {
+                bin_dir: path_val(&c.slurm.bin_dir),
+                conf: c.slurm.conf.as_deref().and_then(path_val),
+                node_addr: val(c.slurm.node_addr.as_config_str().to_string()),
+                command_timeout: val(c.slurm.command_timeout),
+            }),
+            reconcile: Some(RawReconcile {
+                interval: val(c.reconcile.interval),
+                orphan_grace: val(c.reconcile.orphan_grace),
+                mig_gc_grace: val(c.reconcile.mig_gc_grace),
+                backoff_initial: val(c.reconcile.backoff_initial),
+                backoff_max: val(c.reconcile.backoff_max),
+            }),
+            daemon: Some(RawDaemon {
+                metrics_listen: c.daemon.metrics_listen.and_then(|a| val(a.to_string())),
+                service_user: val(c.daemon.service_user.clone().unwrap_or_default()),
+            }),
+            nodeset: Some(
+                c.nodesets
+                    .iter()
+                    .map(|n| RawNodeset {
+                        name: val(n.name.clone()),
+                        instance_template: val(n.instance_template.clone()),
+                        zones: val(n.zones.clone()),
+                        node_count_static: val(n.node_count_static),
+                        node_count_dynamic_max: val(n.node_count_dynamic_max),
+                        partition: val(n.partition.clone()),
+                        node_conf: val(n.node_conf.clone()),
+                        dws_flex: Some(RawDwsFlex {
+                            enabled: val(n.dws_flex.enabled),
+                            max_run_duration: val(n.dws_flex.max_run_duration),
+                            use_job_duration: val(n.dws_flex.use_job_duration),
+                            boot_allowance: val(n.dws_flex.boot_allowance),
+                            queue_timeout: val(n.dws_flex.queue_timeout),
+                            eol_grace: val(n.dws_flex.eol_grace),
+                        }),
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}

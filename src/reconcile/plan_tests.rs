@@ -29,7 +29,7 @@ fn cfg() -> PlanConfig {
         backoff_initial: 60,
         backoff_max: 1800,
         internal_ip: false,
-        nodesets: [ns("a", 0, 2000, 0), ns("b", 1, 4, 3600), ns("gpu", 0, 20, 0), ns("gpu2", 0, 20, 0)]
+        nodesets: [ns("a", 0, 2000, 0), ns("b", 0, 5, 3600), ns("gpu", 0, 20, 0), ns("gpu2", 0, 20, 0)]
             .into_iter()
             .map(|n| (n.name.clone(), n))
             .collect(),
@@ -95,6 +95,7 @@ fn slurm(state: &str, flags: &[&str], reason: &str) -> SlurmNode {
 struct World {
     d: Desired,
     o: Observed,
+    c: PlanConfig,
 }
 
 impl World {
@@ -108,7 +109,14 @@ impl World {
                 reservations: Some(BTreeSet::new()),
                 ..Default::default()
             },
+            c: cfg(),
         }
+    }
+    /// Nodeset b with one static node (hpc-b-0).
+    fn with_static(mut self) -> World {
+        self.c.nodesets.get_mut("b").unwrap().node_count_static = 1;
+        self.c.nodesets.get_mut("b").unwrap().node_count_dynamic_max = 4;
+        self
     }
     fn node(mut self, n: Node) -> World {
         self.d.nodes.insert(n.name.clone(), n);
@@ -156,7 +164,7 @@ impl World {
         self
     }
     fn plan(&self) -> Plan {
-        plan(&cfg(), &self.d, &self.o, t0())
+        plan(&self.c, &self.d, &self.o, t0())
     }
 }
 
@@ -200,7 +208,7 @@ fn run_durations() {
 
 #[test]
 fn node_names_never_confused() {
-    let c = cfg();
+    let c = World::new().with_static().c;
     assert_eq!(c.node_ref("hpc-gpu-1"), Some(("gpu".into(), 1, false)));
     assert_eq!(c.node_ref("hpc-gpu-10"), Some(("gpu".into(), 10, false)));
     assert_eq!(c.node_ref("hpc-gpu2-1"), Some(("gpu2".into(), 1, false)));
@@ -417,10 +425,10 @@ fn expiry_of_a_dynamic_node_takes_it_out_of_service() {
 #[test]
 fn expiry_of_a_static_node_reprovisions_in_the_same_pass() {
     let mut n = node("hpc-b-0", NodeState::Up);
-    assert!(n.is_static);
+    n.is_static = true;
     n.termination_time = Some(t0() - Duration::seconds(5));
     n.vm_status = Some("RUNNING".into());
-    let w = World::new().node(n).slurm("hpc-b-0", slurm("idle", &["CLOUD"], ""));
+    let w = World::new().with_static().node(n).slurm("hpc-b-0", slurm("idle", &["CLOUD"], ""));
     let p = w.plan();
     assert_eq!(node_after(&p, "hpc-b-0").unwrap().state, NodeState::ResumePending);
     assert!(has_update(&p, "hpc-b-0", "down"), "out of service while re-provisioning");
@@ -431,6 +439,7 @@ fn expiry_of_a_static_node_reprovisions_in_the_same_pass() {
 #[test]
 fn a_static_node_back_up_returns_to_service() {
     let mut n = node("hpc-b-0", NodeState::Up);
+    n.is_static = true;
     n.vm_status = Some("STAGING".into());
     n.mig = Some("hpc-b-t1".into());
     let w = World::new()
@@ -443,7 +452,7 @@ fn a_static_node_back_up_returns_to_service() {
 
 #[test]
 fn static_nodes_are_provisioned_from_startup() {
-    let w = World::new().slurm("hpc-b-0", slurm("idle", &["CLOUD", "POWERED_DOWN"], ""));
+    let w = World::new().with_static().slurm("hpc-b-0", slurm("idle", &["CLOUD", "POWERED_DOWN"], ""));
     let p = w.plan();
     assert_eq!(p.new_groups.len(), 1);
     assert_eq!(p.new_groups[0].nodes, vec!["hpc-b-0".to_string()]);
@@ -570,7 +579,7 @@ fn planning_is_idempotent_once_applied() {
         .vm(vm("hpc-a-1", "hpc-a-t1"))
         .slurm("hpc-a-1", slurm("idle", &["CLOUD"], ""));
     let p1 = w.plan();
-    let mut w2 = World { d: w.d.clone(), o: w.o.clone() };
+    let mut w2 = World { d: w.d.clone(), o: w.o.clone(), c: w.c.clone() };
     for n in &p1.nodes {
         w2.d.nodes.insert(n.name.clone(), n.clone());
     }

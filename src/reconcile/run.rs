@@ -366,7 +366,7 @@ impl Reconciler {
         for g in &p.new_groups {
             let tag = self.unused_tag(desired);
             let mig = self.naming.mig_name(&g.nodeset, g.job_id, &tag);
-            let name = self.naming.resize_request_name(&tag);
+            let name = crate::naming::resize_request_name(&tag);
             let r = tx.insert_request(&g.nodeset, g.job_id, &tag, &mig, &name, &g.nodes, g.run_duration, now).await?;
             let m = Mig {
                 name: mig.clone(),

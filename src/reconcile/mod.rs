@@ -11,10 +11,13 @@
 //!   the two re-sends the same requestId, which GCE answers with the original Operation.
 //! - Planning is a pure function of (desired, observed, now) with table tests (`plan.rs`).
 
+pub mod gce_edge;
 pub mod ingest;
 pub mod plan;
+mod run;
 pub mod types;
 
+pub use run::{gc_items, next_pass_in, plan_config, PassReport, Reconciler, StepReport, Trigger};
 pub use types::*;
 
 #[cfg(test)]

@@ -470,6 +470,12 @@ impl Reconciler {
                     tx.outbox_update(entry.id, OutboxState::Done, None, now).await?;
                     gce_edge::learn(&step, observed, desired);
                 }
+                StepResult::Moot(e) => {
+                    tx.outbox_update(entry.id, OutboxState::Done, Some(e), now).await?;
+                    if let GceStep::CancelResizeRequest { mig, .. } = &step {
+                        observed.requests.remove(mig); // stale: decide after the next poll
+                    }
+                }
                 StepResult::Retry(e) => {
                     tx.outbox_update(entry.id, OutboxState::Pending, Some(e), now).await?;
                     tracing::warn!(step = kind, target = %target, request_id = %entry.request_id, error = %e, "GCE step failed; the next pass retries it");
@@ -497,9 +503,9 @@ impl Reconciler {
             report.gce_steps.push(StepReport {
                 step: kind.to_string(),
                 target,
-                ok: matches!(result, StepResult::Done),
+                ok: matches!(result, StepResult::Done | StepResult::Moot(_)),
                 error: match result {
-                    StepResult::Done => None,
+                    StepResult::Done | StepResult::Moot(_) => None,
                     StepResult::Retry(e) => Some(e),
                     StepResult::Refused { error, .. } => Some(error),
                 },

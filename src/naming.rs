@@ -227,7 +227,9 @@ pub fn new_tag(rng: &mut impl rand::Rng) -> String {
 
 /// Whether `s` has the shape of a tag made by [`new_tag`].
 pub fn is_tag(s: &str) -> bool {
-    s.len() == 8 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 8
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// The resize request of a group: `rr-{tag}` (unique within its MIG, which is per group anyway).
@@ -238,7 +240,11 @@ pub fn resize_request_name(tag: &str) -> String {
 impl fmt::Display for NodeRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = if self.is_static { "static" } else { "dynamic" };
-        write!(f, "{} node {} of nodeset {}", kind, self.index, self.nodeset)
+        write!(
+            f,
+            "{} node {} of nodeset {}",
+            kind, self.index, self.nodeset
+        )
     }
 }
 
@@ -298,25 +304,79 @@ node_count_dynamic_max = 20
             ("hpc-gpu-1", ok("gpu", 1, false)),
             ("hpc-gpu2-1", ok("gpu2", 1, false)),
             ("hpc-gpu2-10", ok("gpu2", 10, false)),
-            ("hpc-a3u-16", err("hpc-a3u-16", "index 16 is outside nodeset a3u (0..16)")),
-            ("hpc-a3u-99", err("hpc-a3u-99", "index 99 is outside nodeset a3u (0..16)")),
-            ("hpc-gpu-10", err("hpc-gpu-10", "index 10 is outside nodeset gpu (0..2)")),
-            ("hpc-a3u-4294967296", err("hpc-a3u-4294967296", "index 4294967296 is outside nodeset a3u (0..16)")),
+            (
+                "hpc-a3u-16",
+                err("hpc-a3u-16", "index 16 is outside nodeset a3u (0..16)"),
+            ),
+            (
+                "hpc-a3u-99",
+                err("hpc-a3u-99", "index 99 is outside nodeset a3u (0..16)"),
+            ),
+            (
+                "hpc-gpu-10",
+                err("hpc-gpu-10", "index 10 is outside nodeset gpu (0..2)"),
+            ),
+            (
+                "hpc-a3u-4294967296",
+                err(
+                    "hpc-a3u-4294967296",
+                    "index 4294967296 is outside nodeset a3u (0..16)",
+                ),
+            ),
             ("foo-1", err("foo-1", "no nodeset of cluster hpc matches")),
-            ("hpc-gp-1", err("hpc-gp-1", "no nodeset of cluster hpc matches")),
-            ("hpc-gpu3-1", err("hpc-gpu3-1", "no nodeset of cluster hpc matches")),
-            ("hpcx-a3u-1", err("hpcx-a3u-1", "no nodeset of cluster hpc matches")),
-            ("HPC-a3u-1", err("HPC-a3u-1", "no nodeset of cluster hpc matches")),
+            (
+                "hpc-gp-1",
+                err("hpc-gp-1", "no nodeset of cluster hpc matches"),
+            ),
+            (
+                "hpc-gpu3-1",
+                err("hpc-gpu3-1", "no nodeset of cluster hpc matches"),
+            ),
+            (
+                "hpcx-a3u-1",
+                err("hpcx-a3u-1", "no nodeset of cluster hpc matches"),
+            ),
+            (
+                "HPC-a3u-1",
+                err("HPC-a3u-1", "no nodeset of cluster hpc matches"),
+            ),
             ("hpc", err("hpc", "no nodeset of cluster hpc matches")),
             ("", err("", "no nodeset of cluster hpc matches")),
             ("hpc-a3u", err("hpc-a3u", "no index after nodeset a3u")),
-            ("hpc-a3u-01", err("hpc-a3u-01", "index 01 has a leading zero (slurm-dws node names have none)")),
-            ("hpc-a3u-00", err("hpc-a3u-00", "index 00 has a leading zero (slurm-dws node names have none)")),
-            ("hpc-a3u-", err("hpc-a3u-", "index \"\" is not a decimal number")),
-            ("hpc-a3u-1a", err("hpc-a3u-1a", "index \"1a\" is not a decimal number")),
-            ("hpc-a3u-+1", err("hpc-a3u-+1", "index \"+1\" is not a decimal number")),
-            ("hpc-a3u-1-2", err("hpc-a3u-1-2", "index \"1-2\" is not a decimal number")),
-            ("hpc-a3u- 1", err("hpc-a3u- 1", "index \" 1\" is not a decimal number")),
+            (
+                "hpc-a3u-01",
+                err(
+                    "hpc-a3u-01",
+                    "index 01 has a leading zero (slurm-dws node names have none)",
+                ),
+            ),
+            (
+                "hpc-a3u-00",
+                err(
+                    "hpc-a3u-00",
+                    "index 00 has a leading zero (slurm-dws node names have none)",
+                ),
+            ),
+            (
+                "hpc-a3u-",
+                err("hpc-a3u-", "index \"\" is not a decimal number"),
+            ),
+            (
+                "hpc-a3u-1a",
+                err("hpc-a3u-1a", "index \"1a\" is not a decimal number"),
+            ),
+            (
+                "hpc-a3u-+1",
+                err("hpc-a3u-+1", "index \"+1\" is not a decimal number"),
+            ),
+            (
+                "hpc-a3u-1-2",
+                err("hpc-a3u-1-2", "index \"1-2\" is not a decimal number"),
+            ),
+            (
+                "hpc-a3u- 1",
+                err("hpc-a3u- 1", "index \" 1\" is not a decimal number"),
+            ),
         ];
         for (node, want) in cases {
             assert_eq!(n.parse(node), want, "{node}");
@@ -355,7 +415,12 @@ node_count_dynamic_max = 20
         let cases = [
             ("a3u", Some(42), "0a1b2c3d", "hpc-a3u-j42-0a1b2c3d"),
             ("a3u", None, "0a1b2c3d", "hpc-a3u-0a1b2c3d"),
-            ("gpu2", Some(u32::MAX), "ffffffff", "hpc-gpu2-j4294967295-ffffffff"),
+            (
+                "gpu2",
+                Some(u32::MAX),
+                "ffffffff",
+                "hpc-gpu2-j4294967295-ffffffff",
+            ),
         ];
         for (ns, job, tag, want) in cases {
             let name = n.mig_name(ns, job, tag);
@@ -395,7 +460,10 @@ node_count_dynamic_max = 20
     fn ownership() {
         let n = naming();
         let d = n.ownership_description("a3u", "0a1b2c3d", Some(42));
-        assert_eq!(d, "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d job=42");
+        assert_eq!(
+            d,
+            "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d job=42"
+        );
         assert_eq!(
             n.ownership_description("a3u", "0a1b2c3d", None),
             "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d"
@@ -408,7 +476,11 @@ node_count_dynamic_max = 20
             })
         };
         let cases: &[(&str, &str, Option<Owned>)] = &[
-            ("hpc-a3u-j42-0a1b2c3d", &d, owned("a3u", "0a1b2c3d", Some(42))),
+            (
+                "hpc-a3u-j42-0a1b2c3d",
+                &d,
+                owned("a3u", "0a1b2c3d", Some(42)),
+            ),
             (
                 "hpc-a3u-0a1b2c3d",
                 "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d",
@@ -427,7 +499,11 @@ node_count_dynamic_max = 20
                 owned("a3u", "0a1b2c3d", None),
             ),
             // Right name, description of another cluster.
-            ("hpc-a3u-j42-0a1b2c3d", "slurm-dws/v1 cluster=hpc2 nodeset=a3u tag=0a1b2c3d job=42", None),
+            (
+                "hpc-a3u-j42-0a1b2c3d",
+                "slurm-dws/v1 cluster=hpc2 nodeset=a3u tag=0a1b2c3d job=42",
+                None,
+            ),
             // Right description, name not matching it.
             ("hpc-a3u-j43-0a1b2c3d", &d, None),
             ("hpc-gpu-j42-0a1b2c3d", &d, None),
@@ -436,13 +512,37 @@ node_count_dynamic_max = 20
             // A hand-made MIG with our prefix and no (or a free-text) description.
             ("hpc-a3u-j42-0a1b2c3d", "", None),
             ("hpc-a3u-j42-0a1b2c3d", "made by alice", None),
-            ("hpc-a3u-j42-0a1b2c3d", "slurm-dws/v2 cluster=hpc nodeset=a3u tag=0a1b2c3d job=42", None),
+            (
+                "hpc-a3u-j42-0a1b2c3d",
+                "slurm-dws/v2 cluster=hpc nodeset=a3u tag=0a1b2c3d job=42",
+                None,
+            ),
             // Malformed or duplicated fields.
-            ("hpc-a3u-j42-0a1b2c3d", "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d job=042", None),
-            ("hpc-a3u-j42-0a1b2c3d", "slurm-dws/v1 cluster=hpc cluster=hpc nodeset=a3u tag=0a1b2c3d job=42", None),
-            ("hpc-a3u-j42-0a1b2c3d", "slurm-dws/v1 cluster=hpc nodeset=a3u job=42", None),
-            ("hpc-a3u-j42-0A1B2C3D", "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0A1B2C3D job=42", None),
-            ("hpc-a3u-j42-0a1b2c3d", "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d job=42 junk", None),
+            (
+                "hpc-a3u-j42-0a1b2c3d",
+                "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d job=042",
+                None,
+            ),
+            (
+                "hpc-a3u-j42-0a1b2c3d",
+                "slurm-dws/v1 cluster=hpc cluster=hpc nodeset=a3u tag=0a1b2c3d job=42",
+                None,
+            ),
+            (
+                "hpc-a3u-j42-0a1b2c3d",
+                "slurm-dws/v1 cluster=hpc nodeset=a3u job=42",
+                None,
+            ),
+            (
+                "hpc-a3u-j42-0A1B2C3D",
+                "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0A1B2C3D job=42",
+                None,
+            ),
+            (
+                "hpc-a3u-j42-0a1b2c3d",
+                "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d job=42 junk",
+                None,
+            ),
         ];
         for (name, desc, want) in cases {
             assert_eq!(&n.parse_ownership(name, desc), want, "{name} / {desc}");

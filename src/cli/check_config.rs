@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::{write_out, CliError};
-use crate::config::{render_slurm_conf, Config};
+use crate::config::{render_slurm_conf, Config, ConfigError};
 
 /// Options of `check-config`.
 #[derive(Debug, Clone, clap::Args)]
@@ -23,7 +23,8 @@ pub struct Args {
     pub path: Option<PathBuf>,
 }
 
-/// Load `config` (or `args.path`) and print the result to `out`.
+/// Load `config` (or `args.path`) and print the result to `out`; an invalid config also lists
+/// every problem on `out`, one per line.
 pub fn run(config: Option<&Path>, args: &Args, out: &mut impl Write) -> Result<(), CliError> {
     let explicit = match (config, args.path.as_deref()) {
         (Some(a), Some(b)) if a != b => {
@@ -35,7 +36,17 @@ pub fn run(config: Option<&Path>, args: &Args, out: &mut impl Write) -> Result<(
         }
         (a, b) => a.or(b),
     };
-    let config = Config::load(explicit)?;
+    let config = match Config::load(explicit) {
+        Ok(config) => config,
+        Err(e) => {
+            // stderr gets the first problem as one line (via main); stdout lists them all, so
+            // one run is enough to fix the whole file.
+            if let ConfigError::Invalid { .. } = e {
+                write_out(out, &format!("{e}\n"))?;
+            }
+            return Err(e.into());
+        }
+    };
     if args.print_slurm_conf {
         let hook_dir = match &args.hook_dir {
             Some(dir) if dir.is_absolute() => dir.clone(),
@@ -62,5 +73,7 @@ pub fn run(config: Option<&Path>, args: &Args, out: &mut impl Write) -> Result<(
 fn default_hook_dir() -> Result<PathBuf, CliError> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::runtime(format!("cannot find this executable's path: {e}")))?;
-    Ok(exe.parent().map_or_else(|| PathBuf::from("/"), Path::to_path_buf))
+    Ok(exe
+        .parent()
+        .map_or_else(|| PathBuf::from("/"), Path::to_path_buf))
 }

@@ -247,7 +247,10 @@ pub enum ConfigError {
     },
     /// Well-formed TOML whose values break the rules: every problem, one per line.
     #[error("{}", problems.iter().map(|p| problem_line(file, p)).collect::<Vec<_>>().join("\n"))]
-    Invalid { file: PathBuf, problems: Vec<Problem> },
+    Invalid {
+        file: PathBuf,
+        problems: Vec<Problem>,
+    },
 }
 
 impl ConfigError {

@@ -178,8 +178,11 @@ pub(super) fn resolve(raw: RawConfig, text: &str, origin: &Path) -> Result<Confi
     }
     let state_dir = ck.abs_path("state_dir", &raw.state_dir, "/var/lib/slurm-dws");
     let socket = ck.abs_path("socket", &raw.socket, "/run/slurm-dws/slurm-dws.sock");
-    let default_log = state_dir.join("slurm-dws.log").display().to_string();
-    let log_file = ck.abs_path("log_file", &raw.log_file, &default_log);
+    // Unset: derived from state_dir, whose own check already covers a relative path.
+    let log_file = match raw.log_file {
+        Some(_) => ck.abs_path("log_file", &raw.log_file, ""),
+        None => state_dir.join("slurm-dws.log"),
+    };
 
     let gcp = resolve_gcp(&mut ck, raw.gcp.unwrap_or_default());
     let slurm = resolve_slurm(&mut ck, raw.slurm.unwrap_or_default());
@@ -197,7 +200,13 @@ pub(super) fn resolve(raw: RawConfig, text: &str, origin: &Path) -> Result<Confi
     let mut nodesets: Vec<Nodeset> = Vec::with_capacity(raw_nodesets.len());
     for (i, rn) in raw_nodesets.into_iter().enumerate() {
         let name_line = ck.line(&rn.name);
-        let ns = resolve_nodeset(&mut ck, i, rn, &cluster_name, &gcp.region);
+        // A bad region is reported once, not again for every zone and template.
+        let region = if is_region(&gcp.region) {
+            gcp.region.as_str()
+        } else {
+            ""
+        };
+        let ns = resolve_nodeset(&mut ck, i, rn, &cluster_name, region);
         if let Some(first) = nodesets
             .iter()
             .position(|n| !ns.name.is_empty() && n.name == ns.name)
@@ -504,7 +513,7 @@ fn resolve_nodeset(
                  every one of them even while powered down; split it into several nodesets"
             ),
         );
-    } else if !name.is_empty() && !cluster.is_empty() {
+    } else if is_nodeset_name(&name) && is_cluster_name(cluster) {
         let last = format!("{cluster}-{name}-{}", total - 1);
         if !is_rfc1035(&last) {
             ck.bad(
@@ -521,7 +530,9 @@ fn resolve_nodeset(
         && partition
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if !partition_ok && !(n.partition.is_none() && name.is_empty()) {
+    // A default partition is the nodeset's name: only judge it when that name is itself valid
+    // (a nodeset called "default" would still collide with Slurm's keyword).
+    if !partition_ok && (n.partition.is_some() || is_nodeset_name(&name)) {
         ck.bad(
             &key("partition"),
             &n.partition,
@@ -638,9 +649,8 @@ pub fn is_rfc1035(s: &str) -> bool {
 
 fn is_project_id(s: &str) -> bool {
     !s.is_empty()
-        && s.chars().all(|c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.' | ':')
-        })
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.' | ':'))
 }
 
 /// `us-central1`, `northamerica-northeast2`: letters, '-', letters, digits.
@@ -815,11 +825,15 @@ mod tests {
         assert!(is_cluster_name("hpc") && is_cluster_name("a123456789"));
         assert!(!is_cluster_name("a1234567890") && !is_cluster_name("1a") && !is_cluster_name(""));
         assert!(!is_cluster_name("Hpc") && !is_cluster_name("h-p"));
-        assert!(is_nodeset_name("a3u") && is_nodeset_name("0") && is_nodeset_name("abcdefghijklmn"));
+        assert!(
+            is_nodeset_name("a3u") && is_nodeset_name("0") && is_nodeset_name("abcdefghijklmn")
+        );
         assert!(!is_nodeset_name("abcdefghijklmno") && !is_nodeset_name("A3U"));
         assert!(!is_nodeset_name("a-b") && !is_nodeset_name(""));
         assert!(is_region("us-central1") && is_region("northamerica-northeast2"));
-        assert!(!is_region("us-central") && !is_region("us-central1-a") && !is_region("uscentral1"));
+        assert!(
+            !is_region("us-central") && !is_region("us-central1-a") && !is_region("uscentral1")
+        );
         assert!(is_rfc1035("a") && is_rfc1035("hpc-a3u-12") && !is_rfc1035("-a"));
         assert!(!is_rfc1035("a-") && !is_rfc1035("1a") && !is_rfc1035(&"a".repeat(64)));
     }
@@ -827,13 +841,19 @@ mod tests {
     #[test]
     fn key_paths_from_positions() {
         let text = "cluster_name = \"x\"\n[gcp]\nproject = 1\n[[nodeset]]\nname = \"a\"\n[[nodeset]]\nname = \"b\"\n[nodeset.dws_flex]\nbogus = 1\n[bogus]\n";
-        assert_eq!(key_at(text, 3, "invalid type").as_deref(), Some("gcp.project"));
+        assert_eq!(
+            key_at(text, 3, "invalid type").as_deref(),
+            Some("gcp.project")
+        );
         assert_eq!(key_at(text, 7, "x").as_deref(), Some("nodeset[1].name"));
         assert_eq!(
             key_at(text, 9, "unknown key `bogus`, expected").as_deref(),
             Some("nodeset[1].dws_flex.bogus")
         );
-        assert_eq!(key_at(text, 10, "unknown key `bogus`").as_deref(), Some("bogus"));
+        assert_eq!(
+            key_at(text, 10, "unknown key `bogus`").as_deref(),
+            Some("bogus")
+        );
         assert_eq!(key_at(text, 1, "x").as_deref(), Some("cluster_name"));
     }
 }

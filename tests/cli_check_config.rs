@@ -1,0 +1,203 @@
+//! `slurm-dws check-config` and `version` as a user runs them: the built binary, exit codes, stdout and stderr.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn slurm_dws(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_slurm-dws"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("SLURM_DWS_CONFIG")
+        .env_remove("SLURM_CONF")
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The example with one line replaced, written to a temp file.
+fn broken_example(from: &str, to: &str) -> (tempfile::TempDir, String) {
+    broken_example_n(&[(from, to)])
+}
+
+/// The example with each `(from, to)` applied once, written to a temp file.
+fn broken_example_n(edits: &[(&str, &str)]) -> (tempfile::TempDir, String) {
+    let mut text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/slurm-dws.toml"))
+            .unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "test bug: {from:?}");
+        text = text.replacen(from, to, 1);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("slurm-dws.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path.display().to_string())
+}
+
+/// Exit 2 and exactly one stderr line, which names `key`.
+fn assert_rejected(o: &Output, key: &str) -> String {
+    assert_eq!(o.status.code(), Some(2), "stderr: {}", stderr(o));
+    let err = stderr(o);
+    assert_eq!(err.lines().count(), 1, "one stderr line, got {err:?}");
+    assert!(err.starts_with("slurm-dws: "), "{err}");
+    assert!(err.contains(key), "{err:?} should name {key}");
+    err
+}
+
+#[test]
+fn example_is_valid_and_printed_resolved() {
+    let o = slurm_dws(&["check-config", "conf/slurm-dws.toml"]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    assert!(stderr(&o).is_empty());
+    let out = stdout(&o);
+    assert!(
+        out.starts_with("# slurm-dws config read from conf/slurm-dws.toml is valid."),
+        "{out}"
+    );
+    for line in [
+        "cluster_name = \"hpc\"",
+        "calls_per_minute = 1200",
+        "retry_deadline = 120",
+        "backoff_max = 1800",
+        "service_user = \"slurm\"",
+        "[[nodeset]]",
+        "name = \"h4d\"",
+        "node_count_static = 0",
+        "boot_allowance = 600",
+    ] {
+        assert!(out.lines().any(|l| l == line), "missing {line:?} in\n{out}");
+    }
+    // The printed config is itself a valid config.
+    let dir = tempfile::tempdir().unwrap();
+    let again = dir.path().join("again.toml");
+    std::fs::write(&again, &out).unwrap();
+    let o2 = slurm_dws(&["check-config", "--config", again.to_str().unwrap()]);
+    assert_eq!(o2.status.code(), Some(0), "{}", stderr(&o2));
+}
+
+#[test]
+fn config_from_the_environment() {
+    let o = Command::new(env!("CARGO_BIN_EXE_slurm-dws"))
+        .arg("check-config")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("SLURM_DWS_CONFIG", "conf/slurm-dws.toml")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn unknown_key_exits_2_naming_it() {
+    let (_d, path) = broken_example("eol_grace = 600", "eol_grace = 600\nbogus_key = 1");
+    let err = assert_rejected(
+        &slurm_dws(&["check-config", &path]),
+        "nodeset[0].dws_flex.bogus_key",
+    );
+    assert!(err.contains("unknown key"), "{err}");
+}
+
+#[test]
+fn bad_duration_exits_2_naming_it() {
+    let (_d, path) = broken_example("max_run_duration = 86400", "max_run_duration = 60");
+    let o = slurm_dws(&["check-config", &path]);
+    let err = assert_rejected(&o, "nodeset[1].dws_flex.max_run_duration");
+    assert!(err.contains("600..604800"), "{err}");
+    // stdout lists every problem, one per line.
+    assert!(stdout(&o).contains("nodeset[1].dws_flex.max_run_duration"));
+}
+
+#[test]
+fn capital_letters_in_a_nodeset_name_exit_2() {
+    let (_d, path) = broken_example("name = \"a3u\"", "name = \"A3U\"");
+    assert_rejected(&slurm_dws(&["check-config", &path]), "nodeset[0].name");
+}
+
+#[test]
+fn several_problems_still_one_stderr_line() {
+    let (_d, path) = broken_example_n(&[
+        ("name = \"a3u\"", "name = \"A3U\""),
+        ("queue_timeout = 0", "queue_timeout = 5"),
+    ]);
+    let o = slurm_dws(&["check-config", &path]);
+    let err = assert_rejected(&o, "nodeset[0].name");
+    assert!(err.contains("(and 1 more problem)"), "{err}");
+    assert_eq!(stdout(&o).lines().count(), 2, "{}", stdout(&o));
+}
+
+#[test]
+fn missing_file_exits_2() {
+    let err = assert_rejected(
+        &slurm_dws(&["check-config", "/nonexistent/slurm-dws.toml"]),
+        "/nonexistent/slurm-dws.toml",
+    );
+    assert!(err.contains("cannot read config"), "{err}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(slurm_dws(&["no-such-command"]).status.code(), Some(2));
+    assert_eq!(
+        slurm_dws(&["check-config", "--hook-dir", "/x", "conf/slurm-dws.toml"])
+            .status
+            .code(),
+        Some(2)
+    );
+    let o = slurm_dws(&["check-config", "--config", "a.toml", "b.toml"]);
+    assert_rejected(&o, "disagree");
+    let o = slurm_dws(&[
+        "check-config",
+        "--print-slurm-conf",
+        "--hook-dir",
+        "rel",
+        "conf/slurm-dws.toml",
+    ]);
+    assert_rejected(&o, "--hook-dir");
+}
+
+#[test]
+fn print_slurm_conf() {
+    let o = slurm_dws(&[
+        "check-config",
+        "--print-slurm-conf",
+        "--hook-dir",
+        "/usr/local/sbin",
+        "conf/slurm-dws.toml",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    for line in [
+        "ResumeProgram=/usr/local/sbin/slurm-dws-resume",
+        "SuspendExcNodes=hpc-a3u-[0-1]",
+        "NodeName=hpc-a3u-[0-15] State=CLOUD CPUs=208 RealMemory=1800000 Gres=gpu:8",
+        "NodeName=hpc-h4d-[0-63] State=CLOUD CPUs=192 RealMemory=720000",
+        "PartitionName=a3u Nodes=hpc-a3u-[0-15] ResumeTimeout=65535 State=UP",
+        "PartitionName=cpu Nodes=hpc-h4d-[0-63] ResumeTimeout=65535 State=UP",
+    ] {
+        assert!(out.lines().any(|l| l == line), "missing {line:?} in\n{out}");
+    }
+    // Without --hook-dir the hooks are expected beside the executable.
+    let o = slurm_dws(&["check-config", "--print-slurm-conf", "conf/slurm-dws.toml"]);
+    let exe_dir = Path::new(env!("CARGO_BIN_EXE_slurm-dws")).parent().unwrap();
+    let want = format!(
+        "ResumeProgram={}",
+        exe_dir.join("slurm-dws-resume").display()
+    );
+    assert!(stdout(&o).lines().any(|l| l == want), "{}", stdout(&o));
+}
+
+#[test]
+fn version() {
+    let o = slurm_dws(&["version"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        stdout(&o),
+        format!("slurm-dws {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}

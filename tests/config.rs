@@ -1,0 +1,633 @@
+//! The config as an admin meets it: the shipped example, defaults, search order, every validation rule, docs drift.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use slurm_dws::config::raw::{RawConfig, KEYS};
+use slurm_dws::config::{
+    render_slurm_conf, Config, ConfigError, Credentials, NodeAddr, DEFAULT_PATH,
+};
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn example() -> Config {
+    let path = repo("conf/slurm-dws.toml");
+    Config::load(Some(&path)).expect("the shipped example is valid")
+}
+
+const BASE: &str = r#"cluster_name = "hpc"
+[gcp]
+project = "p"
+region = "us-central1"
+[[nodeset]]
+name = "a3u"
+instance_template = "projects/p/global/instanceTemplates/t"
+zones = ["us-central1-a"]
+node_count_dynamic_max = 4
+[nodeset.dws_flex]
+max_run_duration = 3600
+"#;
+
+/// `(from, to)` replacements applied to [`BASE`].
+type Edits<'a> = &'a [(&'a str, &'a str)];
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::from_toml_str(text, Path::new("/etc/slurm-dws/test.toml"))
+}
+
+/// BASE with each `(from, to)` replacement applied (each `from` must occur).
+fn edited(edits: &[(&str, &str)]) -> String {
+    let mut text = BASE.to_string();
+    for (from, to) in edits {
+        assert!(text.contains(from), "test bug: {from:?} not in BASE");
+        text = text.replacen(from, to, 1);
+    }
+    text
+}
+
+#[test]
+fn example_parses_with_the_values_it_shows() {
+    let c = example();
+    assert!(c.source.ends_with("conf/slurm-dws.toml"));
+    assert_eq!(c.cluster_name, "hpc");
+    assert_eq!(c.state_dir, Path::new("/var/lib/slurm-dws"));
+    assert_eq!(c.socket, Path::new("/run/slurm-dws/slurm-dws.sock"));
+    assert_eq!(c.log_file, Path::new("/var/lib/slurm-dws/slurm-dws.log"));
+    assert_eq!(c.gcp.project, "my-project");
+    assert_eq!(c.gcp.region, "us-central1");
+    assert_eq!(c.gcp.endpoint, "https://compute.googleapis.com/compute/v1/");
+    assert_eq!(c.gcp.credentials, Credentials::Auto);
+    assert_eq!(
+        (
+            c.gcp.calls_per_minute,
+            c.gcp.request_timeout,
+            c.gcp.retry_deadline
+        ),
+        (1200, 30, 120)
+    );
+    assert_eq!(c.slurm.bin_dir, Path::new("/usr/bin"));
+    assert_eq!(
+        c.slurm.conf.as_deref(),
+        Some(Path::new("/etc/slurm/slurm.conf"))
+    );
+    assert_eq!(c.slurm.node_addr, NodeAddr::None);
+    assert_eq!(c.slurm.command_timeout, 30);
+    let r = &c.reconcile;
+    assert_eq!(
+        (
+            r.interval,
+            r.orphan_grace,
+            r.mig_gc_grace,
+            r.backoff_initial,
+            r.backoff_max
+        ),
+        (30, 300, 300, 60, 1800)
+    );
+    assert_eq!(
+        c.daemon.metrics_listen,
+        Some("127.0.0.1:9464".parse::<SocketAddr>().unwrap())
+    );
+    assert_eq!(c.daemon.service_user.as_deref(), Some("slurm"));
+
+    assert_eq!(c.nodesets.len(), 2);
+    let a3u = c.nodeset("a3u").unwrap();
+    assert_eq!(
+        a3u.instance_template,
+        "projects/my-project/regions/us-central1/instanceTemplates/a3u-flex"
+    );
+    assert_eq!(a3u.zones, ["us-central1-a", "us-central1-c"]);
+    assert_eq!((a3u.node_count_static, a3u.node_count_dynamic_max), (2, 14));
+    assert_eq!((a3u.static_indices(), a3u.dynamic_indices()), (0..2, 2..16));
+    assert_eq!(a3u.partition, "a3u");
+    assert_eq!(a3u.node_conf, "CPUs=208 RealMemory=1800000 Gres=gpu:8");
+    let f = &a3u.dws_flex;
+    assert!(f.enabled && f.use_job_duration);
+    assert_eq!(
+        (
+            f.max_run_duration,
+            f.boot_allowance,
+            f.queue_timeout,
+            f.eol_grace
+        ),
+        (604800, 600, 0, 600)
+    );
+
+    let h4d = c.nodeset("h4d").unwrap();
+    assert_eq!((h4d.node_count_static, h4d.node_count_dynamic_max), (0, 64));
+    assert_eq!(h4d.partition, "cpu");
+    assert_eq!(
+        (h4d.dws_flex.max_run_duration, h4d.dws_flex.queue_timeout),
+        (86400, 3600)
+    );
+    assert!(h4d.dws_flex.enabled && h4d.dws_flex.use_job_duration);
+    assert!(c.nodeset("nope").is_none());
+}
+
+#[test]
+fn defaults_fill_everything_not_written() {
+    let c = parse(
+        r#"cluster_name = "hpc"
+[gcp]
+project = "p"
+region = "us-central1"
+[[nodeset]]
+name = "a3u"
+instance_template = "projects/p/global/instanceTemplates/t"
+zones = ["us-central1-a"]
+node_count_dynamic_max = 1
+"#,
+    )
+    .unwrap();
+    assert_eq!(c.state_dir, Path::new("/var/lib/slurm-dws"));
+    assert_eq!(c.socket, Path::new("/run/slurm-dws/slurm-dws.sock"));
+    assert_eq!(c.log_file, Path::new("/var/lib/slurm-dws/slurm-dws.log"));
+    assert_eq!(c.gcp.endpoint, "https://compute.googleapis.com/compute/v1/");
+    assert_eq!(c.gcp.credentials, Credentials::Auto);
+    assert_eq!(
+        (
+            c.gcp.calls_per_minute,
+            c.gcp.request_timeout,
+            c.gcp.retry_deadline
+        ),
+        (1200, 30, 120)
+    );
+    assert_eq!(c.slurm.bin_dir, Path::new("/usr/bin"));
+    assert_eq!(c.slurm.conf, None);
+    assert_eq!(c.slurm.node_addr, NodeAddr::None);
+    assert_eq!(c.slurm.command_timeout, 30);
+    let r = &c.reconcile;
+    assert_eq!(
+        (
+            r.interval,
+            r.orphan_grace,
+            r.mig_gc_grace,
+            r.backoff_initial,
+            r.backoff_max
+        ),
+        (30, 300, 300, 60, 1800)
+    );
+    assert_eq!(c.daemon.metrics_listen, None);
+    assert_eq!(c.daemon.service_user.as_deref(), Some("slurm"));
+    let n = &c.nodesets[0];
+    assert_eq!((n.node_count_static, n.node_count_dynamic_max), (0, 1));
+    assert_eq!(n.partition, "a3u");
+    assert_eq!(n.node_conf, "");
+    let f = &n.dws_flex;
+    assert!(f.enabled && f.use_job_duration);
+    assert_eq!(
+        (
+            f.max_run_duration,
+            f.boot_allowance,
+            f.queue_timeout,
+            f.eol_grace
+        ),
+        (604800, 600, 0, 600)
+    );
+}
+
+#[test]
+fn derived_and_normalised_values() {
+    let c = parse(&edited(&[
+        (
+            "cluster_name = \"hpc\"",
+            "cluster_name = \"hpc\"\nstate_dir = \"/srv/dws\"",
+        ),
+        (
+            "region = \"us-central1\"",
+            "region = \"us-central1\"\nendpoint = \"http://127.0.0.1:8080/compute/v1\"\ncredentials = \"none\"",
+        ),
+        ("[[nodeset]]", "[slurm]\nnode_addr = \"internal_ip\"\n[daemon]\nservice_user = \"\"\n[[nodeset]]"),
+    ]))
+    .unwrap();
+    assert_eq!(c.log_file, Path::new("/srv/dws/slurm-dws.log"));
+    assert_eq!(c.gcp.endpoint, "http://127.0.0.1:8080/compute/v1/");
+    assert_eq!(c.gcp.credentials, Credentials::None);
+    assert_eq!(c.slurm.node_addr, NodeAddr::InternalIp);
+    assert_eq!(c.daemon.service_user, None);
+
+    for (cred, want) in [
+        ("metadata", Credentials::Metadata),
+        (
+            "/etc/slurm-dws/key.json",
+            Credentials::KeyFile("/etc/slurm-dws/key.json".into()),
+        ),
+    ] {
+        let text = edited(&[(
+            "region = \"us-central1\"",
+            &format!("region = \"us-central1\"\ncredentials = \"{cred}\""),
+        )]);
+        assert_eq!(parse(&text).unwrap().gcp.credentials, want);
+    }
+    for endpoint in [
+        "http://localhost:1/",
+        "http://[::1]:9/compute/v1/",
+        "http://127.1.2.3/",
+    ] {
+        let text = edited(&[(
+            "region = \"us-central1\"",
+            &format!("region = \"us-central1\"\nendpoint = \"{endpoint}\"\ncredentials = \"none\""),
+        )]);
+        assert!(parse(&text).is_ok(), "{endpoint}");
+    }
+}
+
+#[test]
+fn resolved_config_prints_as_toml_that_parses_back_to_itself() {
+    let c = example();
+    let again = Config::from_toml_str(&c.to_toml(), &c.source).unwrap();
+    assert_eq!(again, c);
+}
+
+/// Every validation rule: the edit, the key the error must name, and words the message must say.
+#[test]
+fn each_rule_names_its_key() {
+    let cases: &[(Edits, &str, &str)] = &[
+        (&[("cluster_name = \"hpc\"", "")], "cluster_name", "is required"),
+        (&[("\"hpc\"", "\"Hpc\"")], "cluster_name", "[a-z][a-z0-9]{0,9}"),
+        (&[("\"hpc\"", "\"hpc12345678\"")], "cluster_name", "[a-z][a-z0-9]{0,9}"),
+        (&[("\"hpc\"", "\"9hpc\"")], "cluster_name", "[a-z][a-z0-9]{0,9}"),
+        (&[("\"hpc\"", "\"hpc\"\nstate_dir = \"var/lib\"")], "state_dir", "absolute"),
+        (&[("\"hpc\"", "\"hpc\"\nsocket = \"x.sock\"")], "socket", "absolute"),
+        (&[("\"hpc\"", "\"hpc\"\nlog_file = \"x.log\"")], "log_file", "absolute"),
+        (&[("project = \"p\"\n", "")], "gcp.project", "is required"),
+        (&[("project = \"p\"", "project = \"My Project\"")], "gcp.project", "project id"),
+        (&[("region = \"us-central1\"\n", "")], "gcp.region", "is required"),
+        (&[("region = \"us-central1\"", "region = \"us-central1-a\"")], "gcp.region", "region name"),
+        (&[("project = \"p\"", "project = \"p\"\nendpoint = \"ftp://x/\"")], "gcp.endpoint", "https://"),
+        (&[("project = \"p\"", "project = \"p\"\nendpoint = \"https://\"")], "gcp.endpoint", "invalid host"),
+        (&[("project = \"p\"", "project = \"p\"\ncredentials = \"none\"")], "gcp.credentials", "loopback"),
+        (
+            &[("project = \"p\"", "project = \"p\"\ncredentials = \"none\"\nendpoint = \"https://127.0.0.1/\"")],
+            "gcp.credentials",
+            "http:// endpoint on a loopback",
+        ),
+        (
+            &[("project = \"p\"", "project = \"p\"\ncredentials = \"none\"\nendpoint = \"http://10.1.2.3/\"")],
+            "gcp.credentials",
+            "loopback",
+        ),
+        (
+            &[("project = \"p\"", "project = \"p\"\ncredentials = \"none\"\nendpoint = \"http://localhost.evil.com/\"")],
+            "gcp.credentials",
+            "loopback",
+        ),
+        (&[("project = \"p\"", "project = \"p\"\ncredentials = \"key.json\"")], "gcp.credentials", "absolute path"),
+        (&[("project = \"p\"", "project = \"p\"\ncalls_per_minute = 0")], "gcp.calls_per_minute", "minimum is 1"),
+        (&[("project = \"p\"", "project = \"p\"\nrequest_timeout = 0")], "gcp.request_timeout", "minimum 1"),
+        (&[("project = \"p\"", "project = \"p\"\nretry_deadline = 10")], "gcp.retry_deadline", "request_timeout"),
+        (&[("[[nodeset]]", "[slurm]\nbin_dir = \"bin\"\n[[nodeset]]")], "slurm.bin_dir", "absolute"),
+        (&[("[[nodeset]]", "[slurm]\nconf = \"slurm.conf\"\n[[nodeset]]")], "slurm.conf", "absolute"),
+        (&[("[[nodeset]]", "[slurm]\nnode_addr = \"external\"\n[[nodeset]]")], "slurm.node_addr", "none or internal_ip"),
+        (&[("[[nodeset]]", "[slurm]\ncommand_timeout = 0\n[[nodeset]]")], "slurm.command_timeout", "minimum 1"),
+        (&[("[[nodeset]]", "[reconcile]\ninterval = 0\n[[nodeset]]")], "reconcile.interval", "minimum 1"),
+        (&[("[[nodeset]]", "[reconcile]\nbackoff_initial = 0\n[[nodeset]]")], "reconcile.backoff_initial", "minimum 1"),
+        (&[("[[nodeset]]", "[reconcile]\nbackoff_max = 10\n[[nodeset]]")], "reconcile.backoff_max", "backoff_initial"),
+        (&[("[[nodeset]]", "[daemon]\nmetrics_listen = \"9464\"\n[[nodeset]]")], "daemon.metrics_listen", "IP address and port"),
+        (&[("[[nodeset]]", "[daemon]\nservice_user = \"a b\"\n[[nodeset]]")], "daemon.service_user", "user name"),
+        (&[("name = \"a3u\"\n", "")], "nodeset[0].name", "is required"),
+        (&[("name = \"a3u\"", "name = \"A3U\"")], "nodeset[0].name", "[a-z0-9]{1,14}"),
+        (&[("name = \"a3u\"", "name = \"a-3\"")], "nodeset[0].name", "[a-z0-9]{1,14}"),
+        (&[("name = \"a3u\"", "name = \"abcdefghijklmno\"")], "nodeset[0].name", "[a-z0-9]{1,14}"),
+        (&[("instance_template = \"projects/p/global/instanceTemplates/t\"\n", "")], "nodeset[0].instance_template", "is required"),
+        (&[("global/instanceTemplates/t", "regions/europe-west4/instanceTemplates/t")], "nodeset[0].instance_template", "its own region"),
+        (&[("projects/p/global/instanceTemplates/t", "my-template")], "nodeset[0].instance_template", "not an instance template"),
+        (&[("zones = [\"us-central1-a\"]\n", "")], "nodeset[0].zones", "is required"),
+        (&[("[\"us-central1-a\"]", "[]")], "nodeset[0].zones", "at least one zone"),
+        (&[("[\"us-central1-a\"]", "[\"europe-west4-a\"]")], "nodeset[0].zones", "not a zone of gcp.region"),
+        (&[("[\"us-central1-a\"]", "[\"us-central1\"]")], "nodeset[0].zones", "not a zone of gcp.region"),
+        (&[("[\"us-central1-a\"]", "[\"us-central1-a\", \"us-central1-a\"]")], "nodeset[0].zones", "twice"),
+        (&[("node_count_dynamic_max = 4", "node_count_dynamic_max = 0")], "nodeset[0].node_count_dynamic_max", "at least one node"),
+        (&[("node_count_dynamic_max = 4\n", "")], "nodeset[0].node_count_dynamic_max", "at least one node"),
+        (
+            &[("node_count_dynamic_max = 4", "node_count_static = 50000\nnode_count_dynamic_max = 50001")],
+            "nodeset[0].node_count_dynamic_max",
+            "above 100000",
+        ),
+        (&[("node_count_dynamic_max = 4", "node_count_dynamic_max = 4\npartition = \"a b\"")], "nodeset[0].partition", "letters, digits"),
+        (&[("node_count_dynamic_max = 4", "node_count_dynamic_max = 4\npartition = \"DEFAULT\"")], "nodeset[0].partition", "DEFAULT"),
+        (&[("node_count_dynamic_max = 4", "node_count_dynamic_max = 4\nnode_conf = \"State=IDLE\"")], "nodeset[0].node_conf", "State="),
+        (&[("node_count_dynamic_max = 4", "node_count_dynamic_max = 4\nnode_conf = \"CPUs=2 # x\"")], "nodeset[0].node_conf", "'#'"),
+        (&[("max_run_duration = 3600", "max_run_duration = 599")], "nodeset[0].dws_flex.max_run_duration", "600..604800"),
+        (&[("max_run_duration = 3600", "max_run_duration = 604801")], "nodeset[0].dws_flex.max_run_duration", "600..604800"),
+        (&[("max_run_duration = 3600", "max_run_duration = 3600\nboot_allowance = 604201")], "nodeset[0].dws_flex.boot_allowance", "604200"),
+        (&[("max_run_duration = 3600", "max_run_duration = 3600\nqueue_timeout = 59")], "nodeset[0].dws_flex.queue_timeout", "at least 60"),
+        (&[("max_run_duration = 3600", "max_run_duration = 3600\neol_grace = 3600")], "nodeset[0].dws_flex.eol_grace", "below max_run_duration"),
+        (&[("[[nodeset]]\nname = \"a3u\"\ninstance_template = \"projects/p/global/instanceTemplates/t\"\nzones = [\"us-central1-a\"]\nnode_count_dynamic_max = 4\n[nodeset.dws_flex]\nmax_run_duration = 3600\n", "")], "nodeset", "at least one [[nodeset]]"),
+    ];
+    for (edits, key, words) in cases {
+        let text = edited(edits);
+        let err = parse(&text).expect_err(&format!("{edits:?} should be rejected"));
+        let ConfigError::Invalid { file, problems } = &err else {
+            panic!("{edits:?}: expected a validation error, got {err}");
+        };
+        assert_eq!(file, Path::new("/etc/slurm-dws/test.toml"));
+        assert_eq!(problems.len(), 1, "{edits:?}: one problem, got {err}");
+        assert_eq!(problems[0].key, *key, "{edits:?}: {err}");
+        assert!(problems[0].message.contains(words), "{edits:?}: {err}");
+        let line = err.first_line();
+        assert!(!line.contains('\n'));
+        assert!(line.starts_with("/etc/slurm-dws/test.toml"), "{line}");
+        assert!(line.contains(&format!(": {key}: ")), "{line}");
+    }
+}
+
+#[test]
+fn validation_errors_point_at_the_line_and_all_are_reported() {
+    let text = edited(&[
+        ("name = \"a3u\"", "name = \"A3U\""),
+        ("max_run_duration = 3600", "max_run_duration = 100"),
+    ]);
+    let err = parse(&text).unwrap_err();
+    let ConfigError::Invalid { problems, .. } = &err else {
+        panic!("{err}")
+    };
+    let got: Vec<(&str, Option<usize>)> =
+        problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
+    assert_eq!(
+        got,
+        [
+            ("nodeset[0].name", Some(6)),
+            ("nodeset[0].dws_flex.max_run_duration", Some(11))
+        ]
+    );
+    assert_eq!(err.to_string().lines().count(), 2);
+    assert_eq!(
+        err.first_line(),
+        "/etc/slurm-dws/test.toml:6: nodeset[0].name: \"A3U\" must match [a-z0-9]{1,14} \
+         (lowercase: it is part of node and MIG names) (and 1 more problem)"
+    );
+}
+
+#[test]
+fn duplicate_nodesets_are_rejected() {
+    let second = "[[nodeset]]\nname = \"a3u\"\ninstance_template = \"global/instanceTemplates/t\"\nzones = [\"us-central1-b\"]\nnode_count_dynamic_max = 1\n";
+    let err = parse(&format!("{BASE}{second}")).unwrap_err();
+    let ConfigError::Invalid { problems, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(problems.len(), 1, "{err}");
+    assert_eq!(problems[0].key, "nodeset[1].name");
+    assert_eq!(problems[0].line, Some(13));
+    assert!(problems[0]
+        .message
+        .contains("duplicate nodeset \"a3u\" (also nodeset[0])"));
+    // A name that is a prefix of another is fine.
+    let ok = second.replace("\"a3u\"", "\"a3u2\"");
+    assert_eq!(parse(&format!("{BASE}{ok}")).unwrap().nodesets.len(), 2);
+}
+
+#[test]
+fn unknown_keys_and_wrong_types_name_the_key_and_line() {
+    let cases: &[(Edits, &str, usize, &str)] = &[
+        (
+            &[(
+                "cluster_name = \"hpc\"",
+                "cluster_name = \"hpc\"\nbogus = 1",
+            )],
+            "bogus",
+            2,
+            "unknown key `bogus`",
+        ),
+        (
+            &[("project = \"p\"", "project = \"p\"\nzone = \"x\"")],
+            "gcp.zone",
+            4,
+            "unknown key `zone`",
+        ),
+        (
+            &[(
+                "node_count_dynamic_max = 4",
+                "node_count_dynamic_max = 4\nmax_run_duration = 5",
+            )],
+            "nodeset[0].max_run_duration",
+            10,
+            "unknown key",
+        ),
+        (
+            &[(
+                "max_run_duration = 3600",
+                "max_run_duration = 3600\nenable = true",
+            )],
+            "nodeset[0].dws_flex.enable",
+            12,
+            "unknown key `enable`",
+        ),
+        (&[("[gcp]", "[gpc]")], "gpc", 2, "unknown key `gpc`"),
+        (
+            &[("max_run_duration = 3600", "max_run_duration = \"1h\"")],
+            "nodeset[0].dws_flex.max_run_duration",
+            11,
+            "invalid type",
+        ),
+        (
+            &[("max_run_duration = 3600", "max_run_duration = -5")],
+            "nodeset[0].dws_flex.max_run_duration",
+            11,
+            "u64",
+        ),
+        (
+            &[("node_count_dynamic_max = 4", "node_count_dynamic_max = 4.5")],
+            "nodeset[0].node_count_dynamic_max",
+            9,
+            "invalid type",
+        ),
+        (
+            &[("zones = [\"us-central1-a\"]", "zones = \"us-central1-a\"")],
+            "nodeset[0].zones",
+            8,
+            "invalid type",
+        ),
+    ];
+    for (edits, key, line, words) in cases {
+        let err = parse(&edited(edits)).unwrap_err();
+        let ConfigError::Parse {
+            file,
+            line: l,
+            key: k,
+            message,
+            ..
+        } = &err
+        else {
+            panic!("{edits:?}: expected a parse error, got {err}");
+        };
+        assert_eq!(file, Path::new("/etc/slurm-dws/test.toml"));
+        assert_eq!(k.as_deref(), Some(*key), "{err}");
+        assert_eq!(*l, Some(*line), "{err}");
+        assert!(message.contains(words), "{err}");
+        assert!(!err.first_line().contains('\n'));
+        assert!(
+            err.first_line()
+                .starts_with(&format!("/etc/slurm-dws/test.toml:{line}:")),
+            "{err}"
+        );
+    }
+    // Not TOML at all: still one line with a position.
+    let err = parse("cluster_name = \n").unwrap_err();
+    assert!(
+        matches!(err, ConfigError::Parse { line: Some(1), .. }),
+        "{err}"
+    );
+    assert!(!err.first_line().contains('\n'));
+}
+
+#[test]
+fn search_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, cluster: &str| {
+        let p = dir.path().join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, BASE.replace("\"hpc\"", &format!("\"{cluster}\""))).unwrap();
+        p
+    };
+    let explicit = write("explicit.toml", "explicit");
+    let from_env = write("env.toml", "env");
+    let beside = write("etc/slurm/slurm-dws.toml", "beside");
+    let slurm_conf: OsString = dir.path().join("etc/slurm/slurm.conf").into();
+    let env_config: OsString = from_env.clone().into();
+    let env = |config: Option<OsString>, slurm: Option<OsString>| {
+        move |k: &str| match k {
+            "SLURM_DWS_CONFIG" => config.clone(),
+            "SLURM_CONF" => slurm.clone(),
+            _ => None,
+        }
+    };
+    let cluster = |r: Result<Config, ConfigError>| r.unwrap().cluster_name;
+
+    let all = env(Some(env_config.clone()), Some(slurm_conf.clone()));
+    assert_eq!(
+        cluster(Config::load_with_env(Some(&explicit), &all)),
+        "explicit"
+    );
+    assert_eq!(cluster(Config::load_with_env(None, &all)), "env");
+    let no_env = env(Some(OsString::new()), Some(slurm_conf.clone()));
+    assert_eq!(cluster(Config::load_with_env(None, no_env)), "beside");
+    let c = Config::load_with_env(None, env(None, Some(slurm_conf))).unwrap();
+    assert_eq!(c.source, beside);
+
+    // A named file that is missing is an error that says which path and why it was chosen.
+    let missing = dir.path().join("missing.toml");
+    let err = Config::load_with_env(Some(&missing), env(None, None)).unwrap_err();
+    assert!(matches!(err, ConfigError::Read { .. }));
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&missing.display().to_string()) && msg.contains("--config"),
+        "{msg}"
+    );
+    let err = Config::load_with_env(None, env(Some(missing.clone().into()), None)).unwrap_err();
+    assert!(err.to_string().contains("$SLURM_DWS_CONFIG"), "{err}");
+
+    // Nothing beside SLURM_CONF: fall through to the default path, and say both.
+    let elsewhere: OsString = dir.path().join("nowhere/slurm.conf").into();
+    let err = Config::load_with_env(None, env(None, Some(elsewhere))).unwrap_err();
+    let msg = err.to_string();
+    if !Path::new(DEFAULT_PATH).exists() {
+        assert!(msg.contains(DEFAULT_PATH), "{msg}");
+        assert!(msg.contains("nowhere/slurm-dws.toml"), "{msg}");
+    }
+}
+
+#[test]
+fn slurm_conf_example_is_the_rendered_example() {
+    let rendered = render_slurm_conf(&example(), Path::new("/usr/local/sbin"));
+    let shipped = std::fs::read_to_string(repo("conf/slurm.conf.example")).unwrap();
+    assert_eq!(
+        shipped, rendered,
+        "conf/slurm.conf.example is stale: regenerate it with \
+         `slurm-dws check-config conf/slurm-dws.toml --print-slurm-conf --hook-dir /usr/local/sbin`"
+    );
+}
+
+#[test]
+fn slurm_conf_lines() {
+    let text = format!(
+        "{BASE}[[nodeset]]\nname = \"b\"\ninstance_template = \"global/instanceTemplates/t\"\n\
+         zones = [\"us-central1-b\"]\nnode_count_static = 1\nnode_count_dynamic_max = 0\n\
+         partition = \"a3u\"\n[nodeset.dws_flex]\nenabled = false\n\
+         [[nodeset]]\nname = \"c\"\ninstance_template = \"global/instanceTemplates/t\"\n\
+         zones = [\"us-central1-b\"]\nnode_count_static = 3\nnode_count_dynamic_max = 2\n\
+         [nodeset.dws_flex]\nenabled = false\n"
+    );
+    let out = render_slurm_conf(&parse(&text).unwrap(), Path::new("/opt/bin"));
+    let lines: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
+    for want in [
+        "ResumeProgram=/opt/bin/slurm-dws-resume",
+        "SuspendProgram=/opt/bin/slurm-dws-suspend",
+        "ResumeFailProgram=/opt/bin/slurm-dws-resume-fail",
+        "ResumeRate=0",
+        "SuspendRate=0",
+        "PrivateData=cloud",
+        "SuspendExcNodes=hpc-b-0,hpc-c-[0-2]",
+        "NodeName=hpc-a3u-[0-3] State=CLOUD",
+        "NodeName=hpc-b-0 State=CLOUD",
+        "NodeName=hpc-c-[0-4] State=CLOUD",
+        // Nodesets sharing a partition are merged; flex if any of them is.
+        "PartitionName=a3u Nodes=hpc-a3u-[0-3],hpc-b-0 ResumeTimeout=65535 State=UP",
+        "PartitionName=c Nodes=hpc-c-[0-4] State=UP",
+    ] {
+        assert!(lines.contains(&want), "missing {want:?} in\n{out}");
+    }
+    // Every setting line is explained by a comment right above it (or its group).
+    assert!(out.lines().next().unwrap().starts_with('#'));
+    assert!(!render_slurm_conf(&parse(BASE).unwrap(), Path::new("/x")).contains("SuspendExcNodes="));
+}
+
+/// Collect dotted keys of a TOML value (array of tables contribute their element keys).
+fn keys_of(prefix: &str, v: &toml::Value, out: &mut BTreeSet<String>) {
+    match v {
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                keys_of(&path, v, out);
+            }
+        }
+        toml::Value::Array(a) if a.first().is_some_and(toml::Value::is_table) => {
+            for item in a {
+                keys_of(prefix, item, out);
+            }
+        }
+        _ => {
+            out.insert(prefix.to_string());
+        }
+    }
+}
+
+#[test]
+fn key_list_matches_the_schema() {
+    // The example sets every optional key, so its resolved form carries every key there is.
+    let raw = RawConfig::from(&example());
+    let mut serialized = BTreeSet::new();
+    keys_of("", &toml::Value::try_from(&raw).unwrap(), &mut serialized);
+    let listed: BTreeSet<String> = KEYS.iter().map(|k| k.to_string()).collect();
+    assert_eq!(serialized, listed, "raw::KEYS and the raw structs disagree");
+}
+
+#[test]
+fn docs_describe_exactly_the_schema() {
+    let doc = std::fs::read_to_string(repo("docs/configuration.md")).unwrap();
+    // Table rows whose first cell is a backquoted key path.
+    let documented: BTreeSet<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .map(str::to_string)
+        .collect();
+    let listed: BTreeSet<String> = KEYS.iter().map(|k| k.to_string()).collect();
+    let undocumented: Vec<_> = listed.difference(&documented).collect();
+    let unknown: Vec<_> = documented.difference(&listed).collect();
+    assert!(
+        undocumented.is_empty(),
+        "keys missing from docs/configuration.md: {undocumented:?}"
+    );
+    assert!(
+        unknown.is_empty(),
+        "docs/configuration.md documents keys that do not exist: {unknown:?}"
+    );
+}

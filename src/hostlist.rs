@@ -311,6 +311,9 @@ fn parse(expr: &str) -> Result<Vec<Item<'_>>, HostlistError> {
     let mut items = Vec::new();
     let mut start = 0;
     let mut in_bracket = false;
+    // The first separator inside the open bracket, if any: a `[` after it means the first
+    // bracket was left open (`n[1-3,m[4]`), not that brackets are nested (`n[1-[2]]`).
+    let mut separator_in_bracket: Option<usize> = None;
     for (i, ch) in expr.char_indices() {
         match ch {
             ',' | ' ' | '\t' if !in_bracket => {
@@ -319,12 +322,23 @@ fn parse(expr: &str) -> Result<Vec<Item<'_>>, HostlistError> {
                 }
                 start = i + 1;
             }
+            ',' | ' ' | '\t' => {
+                separator_in_bracket.get_or_insert(i);
+            }
             '[' if in_bracket => {
-                return Err(HostlistError::NestedBracket {
-                    item: excerpt(token_around(expr, start, i)),
+                return Err(match separator_in_bracket {
+                    Some(end) => HostlistError::UnclosedBracket {
+                        item: excerpt(&expr[start..end]),
+                    },
+                    None => HostlistError::NestedBracket {
+                        item: excerpt(token_around(expr, start, i)),
+                    },
                 })
             }
-            '[' => in_bracket = true,
+            '[' => {
+                in_bracket = true;
+                separator_in_bracket = None;
+            }
             ']' if !in_bracket => {
                 return Err(HostlistError::UnmatchedBracket {
                     item: excerpt(token_around(expr, start, i)),
@@ -341,8 +355,9 @@ fn parse(expr: &str) -> Result<Vec<Item<'_>>, HostlistError> {
         }
     }
     if in_bracket {
+        let end = separator_in_bracket.unwrap_or(expr.len());
         return Err(HostlistError::UnclosedBracket {
-            item: excerpt(&expr[start..]),
+            item: excerpt(&expr[start..end]),
         });
     }
     if start < expr.len() {
@@ -724,11 +739,17 @@ mod tests {
                     item: "n[1-3".into(),
                 },
             ),
-            // A separator inside an open bracket does not end it.
+            // Slurm: `n]`, `m3`; and `n[1-3,m4`, `n[1-3,m5`.
             (
                 "n[1-2,m3",
                 HostlistError::UnclosedBracket {
-                    item: "n[1-2,m3".into(),
+                    item: "n[1-2".into(),
+                },
+            ),
+            (
+                "n[1-3,m[4-5]",
+                HostlistError::UnclosedBracket {
+                    item: "n[1-3".into(),
                 },
             ),
             // Slurm: the literal names `n]` and `n1-2]`.

@@ -615,7 +615,10 @@ mod tests {
             // Padding comes from the text of LO, whatever the width of HI.
             ("n[1-010]", "n1 n2 n3 n4 n5 n6 n7 n8 n9 n10"),
             ("n[01-5]", "n01 n02 n03 n04 n05"),
-            ("n[001-10]", "n001 n002 n003 n004 n005 n006 n007 n008 n009 n010"),
+            (
+                "n[001-10]",
+                "n001 n002 n003 n004 n005 n006 n007 n008 n009 n010",
+            ),
             ("n[010-12]", "n010 n011 n012"),
             ("n[9-010]", "n9 n10"),
             ("n[0001-0003,2]", "n0001 n0002 n0003 n2"),
@@ -683,7 +686,10 @@ mod tests {
             ("n[1,2,]", range("", "n[1,2,]", Empty)),
             ("n[,1]", range("", "n[,1]", Empty)),
             ("n[1-65537]", range("1-65537", "n[1-65537]", TooManyHosts)),
-            ("n[1-100000]", range("1-100000", "n[1-100000]", TooManyHosts)),
+            (
+                "n[1-100000]",
+                range("1-100000", "n[1-100000]", TooManyHosts),
+            ),
             ("n[]", HostlistError::EmptyBrackets { item: "n[]".into() }),
             (
                 "n[1-2]x",
@@ -933,7 +939,10 @@ mod tests {
     fn compress_keeps_names_whose_suffix_slurm_cannot_read() {
         // Slurm prints `n[18446744073709551615,18446744073709551615]` here: two other names.
         let list = ["n18446744073709551615", "n18446744073709551616"];
-        assert_eq!(compress(&list), "n18446744073709551615,n18446744073709551616");
+        assert_eq!(
+            compress(&list),
+            "n18446744073709551615,n18446744073709551616"
+        );
     }
 
     #[test]

@@ -73,7 +73,10 @@ impl Scontrol {
 
     fn hostlist(&self, names: &[String]) -> String {
         let (ok, stdout, stderr) = self.run("hostlist", &names.join(","));
-        assert!(ok && stderr.is_empty(), "scontrol show hostlist failed: {stderr}");
+        assert!(
+            ok && stderr.is_empty(),
+            "scontrol show hostlist failed: {stderr}"
+        );
         stdout.trim_end_matches('\n').to_owned()
     }
 }
@@ -251,7 +254,9 @@ fn expand_and_compress_agree_with_scontrol() {
     let Some(scontrol) = Scontrol::find() else {
         eprintln!();
         eprintln!("!!!!!!!!!! hostlist oracle NOT RUN: `scontrol` is not on PATH !!!!!!!!!!");
-        eprintln!("!!!!!!!!!! install slurm-client (make test does) to compare with Slurm !!!!!!!!!!");
+        eprintln!(
+            "!!!!!!!!!! install slurm-client (make test does) to compare with Slurm !!!!!!!!!!"
+        );
         eprintln!();
         return;
     };
@@ -321,7 +326,9 @@ fn expand_and_compress_agree_with_scontrol() {
                         "compress(expand({expr:?})): ours {ours_c:?}, scontrol {theirs_c:?}"
                     ));
                 } else if expand(&ours_c).as_deref() != Ok(ours) {
-                    failures.push(format!("compress({expr:?}) = {ours_c:?} does not expand back"));
+                    failures.push(format!(
+                        "compress({expr:?}) = {ours_c:?} does not expand back"
+                    ));
                 } else {
                     compress_ok += 1;
                 }
@@ -359,7 +366,10 @@ fn expand_and_compress_agree_with_scontrol() {
         failures.len(),
         failures.join("\n")
     );
-    assert!(both_reject > 0 && stricter > 0, "the generator must exercise invalid input");
+    assert!(
+        both_reject > 0 && stricter > 0,
+        "the generator must exercise invalid input"
+    );
 }
 
 #[test]

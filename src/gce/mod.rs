@@ -1,1 +1,35 @@
-//! (in progress)
+//! The typed Compute Engine client: auth, retries with backoff, rate limit, pagination.
+//!
+//! This is the only module that talks to GCE. Its pieces, one concern each:
+//!
+//! | file           | job                                                                  |
+//! |----------------|----------------------------------------------------------------------|
+//! | `types.rs`     | the API resources on the wire (checked against the discovery doc)    |
+//! | `error.rs`     | [`GceError`] with full detail, and [`ErrorClass`] for callers        |
+//! | `auth.rs`      | [`Credentials`] → [`TokenSource`]; metadata server; secrets redacted |
+//! | `retry.rs`     | exponential backoff with full jitter, `Retry-After`                  |
+//! | `ratelimit.rs` | the token bucket shared by all calls of a [`Client`]                 |
+//! | `client.rs`    | [`Client`]: send, authenticate, retry, classify, count               |
+//! | `endpoints.rs` | one method per API call; pagination; [`Client::wait_done`]           |
+//!
+//! Callers branch on [`GceError::class`], never on message text. A mutation's `request_id` is
+//! chosen and persisted by the caller first, so a retry — by this client after a timeout, or
+//! by the next reconcile pass after a crash — reaches GCE as the same request.
+
+pub mod auth;
+pub mod client;
+pub mod endpoints;
+pub mod error;
+pub mod ratelimit;
+pub mod retry;
+pub mod types;
+
+pub use auth::{AccessToken, Credentials, MetadataServer, StaticToken, TokenFuture, TokenSource};
+pub use client::{Client, ClientOptions, Location, MethodStats};
+pub use endpoints::{OperationScope, MAX_DELETE_INSTANCES};
+pub use error::{
+    classify_code, classify_errors, classify_http, classify_operation, ApiError, ErrorClass,
+    ErrorReason, GceError, OperationFailed,
+};
+pub use retry::Backoff;
+pub use types::*;

@@ -1,0 +1,962 @@
+//! Compute Engine v1 resources as they travel on the wire (the subset slurm-dws reads and sends).
+//!
+//! Every field name and type here was checked against `reference/compute.v1.discovery.json`.
+//! The rules that keep these types honest against a real GCE:
+//! - camelCase on the wire, and `#[serde(default)]` on every struct: GCE omits empty fields.
+//! - int64/uint64 fields are JSON strings on the wire (`requestedRunDuration.seconds`); int32
+//!   fields (`targetSize`, `httpErrorStatusCode`) are numbers. [`int64_string`] reads either.
+//! - Enum-valued fields are `String`s, except the two state machines callers branch on
+//!   ([`OperationStatus`], [`ResizeRequestState`]), which keep an `Unknown` catch-all: GCE adds
+//!   values over time (beta's `PROVISIONING`), and an unknown value must never fail a whole list.
+//! - Output-only and empty fields are skipped on serialization, so a request body carries only
+//!   what the caller set (the simulator rejects unknown or misspelt fields).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Serde helpers for int64 fields, which the Compute API encodes as JSON strings.
+///
+/// Serializes as a string (what GCE sends and expects); deserializes from a string or a
+/// number, because being lenient on input costs nothing and some proxies re-encode.
+pub mod int64_string {
+    use serde::{de, Deserialize, Deserializer, Serializer};
+
+    /// Writes `v` as a JSON string.
+    pub fn serialize<S: Serializer>(v: &i64, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(v)
+    }
+
+    /// Reads a JSON string or number.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Num(i64),
+            Str(String),
+        }
+        match Repr::deserialize(d)? {
+            Repr::Num(n) => Ok(n),
+            Repr::Str(s) => s.trim().parse().map_err(de::Error::custom),
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Last path segment of a resource URL (`.../zones/us-central1-a` → `us-central1-a`).
+pub fn last_segment(url: &str) -> &str {
+    url.rsplit('/').next().unwrap_or(url)
+}
+
+/// Parses a GCE RFC 3339 timestamp (`2025-01-02T03:04:05.678-08:00`).
+pub fn parse_timestamp(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// `Duration` (protobuf): `seconds` is int64 (a string on the wire), `nanos` int32.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GceDuration {
+    #[serde(with = "int64_string")]
+    pub seconds: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nanos: Option<i32>,
+}
+
+impl GceDuration {
+    /// A whole number of seconds, as slurm-dws always sends.
+    pub fn from_secs(seconds: i64) -> Self {
+        Self {
+            seconds,
+            nanos: None,
+        }
+    }
+}
+
+/// One error inside an Operation, a resize request status or a managed instance's last attempt.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OperationErrorItem {
+    /// The error type identifier, e.g. `ZONE_RESOURCE_POOL_EXHAUSTED`, `QUOTA_EXCEEDED`.
+    pub code: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub location: String,
+    /// `errorInfo` / `quotaInfo` / `help` / `localizedMessage`, kept as GCE sent them so no
+    /// detail is lost on the way to the event log.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub error_details: Vec<serde_json::Value>,
+}
+
+impl OperationErrorItem {
+    /// `errorDetails[].errorInfo.reason` values, which sometimes carry the precise stockout code.
+    pub fn error_info_reasons(&self) -> impl Iterator<Item = &str> {
+        self.error_details
+            .iter()
+            .filter_map(|d| d.get("errorInfo")?.get("reason")?.as_str())
+    }
+}
+
+/// `{ "errors": [...] }`, the shape of `Operation.error` and `status.error`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OperationErrorList {
+    pub errors: Vec<OperationErrorItem>,
+}
+
+/// State of an Operation. Unknown values are kept as `Unknown` instead of failing to parse.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum OperationStatus {
+    #[default]
+    Pending,
+    Running,
+    Done,
+    #[serde(other)]
+    Unknown,
+}
+
+/// A long-running Compute Engine operation, returned by every mutation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Operation {
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    pub status: OperationStatus,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub status_message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<OperationErrorList>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_error_status_code: Option<i32>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub http_error_message: String,
+    /// e.g. `compute.regionInstanceGroupManagers.insert` or `insert`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub operation_type: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub target_link: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub target_id: String,
+    /// URL of the zone, for a zonal operation.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub zone: String,
+    /// URL of the region, for a regional operation.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub region: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub self_link: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<i32>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub insert_time: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub start_time: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub end_time: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub client_operation_id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub user: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<serde_json::Value>,
+}
+
+impl Operation {
+    /// True once GCE will not change the operation any more.
+    pub fn is_done(&self) -> bool {
+        self.status == OperationStatus::Done
+    }
+
+    /// The errors of a finished operation (empty when it succeeded or is still running).
+    pub fn errors(&self) -> &[OperationErrorItem] {
+        self.error.as_ref().map_or(&[], |e| e.errors.as_slice())
+    }
+}
+
+/// `versions[]` of a MIG: which template its VMs are made from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceGroupManagerVersion {
+    pub instance_template: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+}
+
+/// `instanceLifecyclePolicy` of a MIG.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceLifecyclePolicy {
+    /// `DO_NOTHING` for DWS Flex Start (a failed VM is not recreated behind our back).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub default_action_on_failure: String,
+}
+
+/// One zone of a regional MIG's `distributionPolicy.zones[]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DistributionPolicyZone {
+    /// `zones/us-central1-a` (or a full URL as GCE returns it).
+    pub zone: String,
+}
+
+/// `distributionPolicy` of a regional MIG.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DistributionPolicy {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<DistributionPolicyZone>,
+    /// `ANY_SINGLE_ZONE` for DWS Flex Start (all VMs of a request in one zone).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub target_shape: String,
+}
+
+/// `updatePolicy` of a MIG.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct UpdatePolicy {
+    /// `NONE` for DWS Flex Start: GCE must not move VMs between zones.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub instance_redistribution_type: String,
+}
+
+/// `resourcePolicies` of a MIG.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceGroupManagerResourcePolicies {
+    /// URL of a workload policy (compact placement, `HIGH_THROUGHPUT`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub workload_policy: String,
+}
+
+/// `currentActions` of a MIG: how many managed instances are in each action (all int32).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceGroupManagerActionsSummary {
+    pub abandoning: i32,
+    pub creating: i32,
+    pub creating_without_retries: i32,
+    pub deleting: i32,
+    pub none: i32,
+    pub recreating: i32,
+    pub refreshing: i32,
+    pub restarting: i32,
+    pub resuming: i32,
+    pub starting: i32,
+    pub stopping: i32,
+    pub suspending: i32,
+    pub verifying: i32,
+}
+
+/// `status` of a MIG (an object, not a string). Only what slurm-dws reads.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceGroupManagerStatus {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_stable: Option<bool>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub autoscaler: String,
+}
+
+/// A managed instance group (zonal or regional).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceGroupManager {
+    pub name: String,
+    /// Free text; slurm-dws writes its ownership proof here (MIGs have no labels).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub base_instance_name: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<InstanceGroupManagerVersion>,
+    /// int32 on the wire. Must be sent (as 0) on insert.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_size: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance_lifecycle_policy: Option<InstanceLifecyclePolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distribution_policy: Option<DistributionPolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub update_policy: Option<UpdatePolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_policies: Option<InstanceGroupManagerResourcePolicies>,
+    /// `PAGELESS` (default) or `PAGINATED`: whether listManagedInstances pages.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub list_managed_instances_results: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<InstanceGroupManagerStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_actions: Option<InstanceGroupManagerActionsSummary>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub instance_group: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub zone: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub region: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub self_link: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub creation_timestamp: String,
+}
+
+/// State of a resize request (v1). Unknown values (beta's `PROVISIONING`, alpha's `DELETING`)
+/// parse as `Unknown`: opaque, not final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ResizeRequestState {
+    Creating,
+    /// Queued: waiting for capacity and quota, possibly for hours.
+    Accepted,
+    Succeeded,
+    /// Final; VMs it made were rolled back. `status.error` says why.
+    Failed,
+    Cancelled,
+    StateUnspecified,
+    #[serde(other)]
+    Unknown,
+}
+
+impl ResizeRequestState {
+    /// True for SUCCEEDED, FAILED and CANCELLED: GCE will not change the request any more.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed | Self::Cancelled)
+    }
+}
+
+/// `instances[]` of a resize request: the exact VM names to create.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PerInstanceConfig {
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub status: String,
+}
+
+/// `status.lastAttempt` of a resize request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ResizeRequestLastAttempt {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<OperationErrorList>,
+}
+
+/// `status` of a resize request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ResizeRequestStatus {
+    /// Final errors (set on FAILED, never removed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<OperationErrorList>,
+    /// Transient errors of the last provisioning attempt while ACCEPTED; may be stale.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_attempt: Option<ResizeRequestLastAttempt>,
+}
+
+/// A MIG resize request (DWS Flex Start): N named VMs for a run duration, all at once.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceGroupManagerResizeRequest {
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// Exact VM names (mutually exclusive with `resize_by`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<PerInstanceConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resize_by: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_run_duration: Option<GceDuration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<ResizeRequestState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<ResizeRequestStatus>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub zone: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub region: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub self_link: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub creation_timestamp: String,
+}
+
+impl InstanceGroupManagerResizeRequest {
+    /// The body of a resize-request insert for exact VM names.
+    pub fn for_instances(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        instances: impl IntoIterator<Item = String>,
+        run_duration_secs: i64,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            instances: instances
+                .into_iter()
+                .map(|name| PerInstanceConfig {
+                    name,
+                    status: String::new(),
+                })
+                .collect(),
+            requested_run_duration: Some(GceDuration::from_secs(run_duration_secs)),
+            ..Self::default()
+        }
+    }
+
+    /// Final errors (`status.error.errors[]`), empty unless FAILED.
+    pub fn errors(&self) -> &[OperationErrorItem] {
+        self.status
+            .as_ref()
+            .and_then(|s| s.error.as_ref())
+            .map_or(&[], |e| e.errors.as_slice())
+    }
+
+    /// Transient errors of the last attempt (`status.lastAttempt.error.errors[]`).
+    pub fn last_attempt_errors(&self) -> &[OperationErrorItem] {
+        self.status
+            .as_ref()
+            .and_then(|s| s.last_attempt.as_ref())
+            .and_then(|a| a.error.as_ref())
+            .map_or(&[], |e| e.errors.as_slice())
+    }
+}
+
+/// `lastAttempt` of a managed instance: `{ "errors": { "errors": [...] } }`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ManagedInstanceLastAttempt {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<OperationErrorList>,
+}
+
+/// `scheduling` of a managed instance.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ManagedInstanceScheduling {
+    /// When GCE will delete the VM (end of the run duration).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub termination_timestamp: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub graceful_shutdown_timestamp: String,
+}
+
+/// One entry of listManagedInstances. A queued instance has a `name` but no `instance` URL yet.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ManagedInstance {
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// URL of the VM; empty while the instance is still queued.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub instance: String,
+    /// PENDING, PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED, DEPROVISIONING, ...
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub instance_status: String,
+    /// CREATING, DELETING, NONE, ...
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub current_action: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub target_status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_attempt: Option<ManagedInstanceLastAttempt>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<ManagedInstanceScheduling>,
+}
+
+impl ManagedInstance {
+    /// The VM's name: `name` when GCE sent it, else the last segment of `instance`.
+    pub fn vm_name(&self) -> &str {
+        if self.name.is_empty() {
+            last_segment(&self.instance)
+        } else {
+            &self.name
+        }
+    }
+
+    /// Errors of the last create/delete attempt.
+    pub fn last_attempt_errors(&self) -> &[OperationErrorItem] {
+        self.last_attempt
+            .as_ref()
+            .and_then(|a| a.errors.as_ref())
+            .map_or(&[], |e| e.errors.as_slice())
+    }
+
+    /// When GCE will delete the VM, if it said so.
+    pub fn termination_time(&self) -> Option<DateTime<Utc>> {
+        parse_timestamp(&self.scheduling.as_ref()?.termination_timestamp)
+    }
+}
+
+/// One `metadata.items[]` entry.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MetadataItem {
+    pub key: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+/// `metadata` of an instance or template.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Metadata {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<MetadataItem>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub fingerprint: String,
+}
+
+/// `networkInterfaces[]` of an instance.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NetworkInterface {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(rename = "networkIP", skip_serializing_if = "String::is_empty")]
+    pub network_ip: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub network: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subnetwork: String,
+}
+
+/// `scheduling` of an instance or instance template.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Scheduling {
+    /// `FLEX_START` for DWS Flex Start (must be explicit, else STANDARD).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub provisioning_model: String,
+    /// `DELETE` for DWS Flex Start.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub instance_termination_action: String,
+    /// `TERMINATE` for DWS Flex Start.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub on_host_maintenance: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub automatic_restart: Option<bool>,
+    #[serde(skip_serializing_if = "is_false")]
+    pub preemptible: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_run_duration: Option<GceDuration>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub termination_time: String,
+}
+
+/// `resourceStatus.scheduling` of an instance.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ResourceStatusScheduling {
+    /// When GCE will delete the VM (RFC 3339).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub termination_timestamp: String,
+}
+
+/// `resourceStatus` of an instance.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ResourceStatus {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<ResourceStatusScheduling>,
+}
+
+/// A VM.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Instance {
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED, ...
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub status: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub status_message: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub zone: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub machine_type: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub creation_timestamp: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub network_interfaces: Vec<NetworkInterface>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<Scheduling>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_status: Option<ResourceStatus>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub self_link: String,
+}
+
+impl Instance {
+    /// Value of a metadata key (a MIG-made VM has `created-by` = the MIG's URL).
+    pub fn metadata_value(&self, key: &str) -> Option<&str> {
+        self.metadata
+            .as_ref()?
+            .items
+            .iter()
+            .find(|i| i.key == key)?
+            .value
+            .as_deref()
+    }
+
+    /// URL of the MIG that made this VM (`created-by` metadata).
+    pub fn created_by(&self) -> Option<&str> {
+        self.metadata_value("created-by")
+    }
+
+    /// Internal IP of the first network interface.
+    pub fn internal_ip(&self) -> Option<&str> {
+        self.network_interfaces
+            .first()
+            .map(|n| n.network_ip.as_str())
+            .filter(|ip| !ip.is_empty())
+    }
+
+    /// When GCE will delete the VM (`resourceStatus.scheduling.terminationTimestamp`).
+    pub fn termination_time(&self) -> Option<DateTime<Utc>> {
+        parse_timestamp(
+            &self
+                .resource_status
+                .as_ref()?
+                .scheduling
+                .as_ref()?
+                .termination_timestamp,
+        )
+    }
+
+    /// When the VM was created.
+    pub fn created_at(&self) -> Option<DateTime<Utc>> {
+        parse_timestamp(&self.creation_timestamp)
+    }
+}
+
+/// `reservationAffinity` of an instance template.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ReservationAffinity {
+    /// `NO_RESERVATION` for DWS Flex Start.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub consume_reservation_type: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+/// `properties` of an instance template (what `check-config` verifies).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceProperties {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub machine_type: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<Scheduling>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservation_affinity: Option<ReservationAffinity>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resource_policies: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub guest_accelerators: Vec<serde_json::Value>,
+}
+
+/// An instance template (global or regional).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceTemplate {
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub properties: Option<InstanceProperties>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub region: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub self_link: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub creation_timestamp: String,
+}
+
+impl InstanceTemplate {
+    /// `properties.scheduling`, if the template has one.
+    pub fn scheduling(&self) -> Option<&Scheduling> {
+        self.properties.as_ref()?.scheduling.as_ref()
+    }
+}
+
+/// Body of `deleteInstances` (zonal and regional have the same shape).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DeleteInstancesRequest {
+    /// Names of queued instances, or URLs of created ones; never both in one call.
+    pub instances: Vec<String>,
+    pub skip_instances_on_validation_error: bool,
+}
+
+/// One page of a list call. GCE names the item array `items`, except listManagedInstances
+/// (`managedInstances`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[serde(bound(deserialize = "T: Deserialize<'de>"))]
+pub(crate) struct Page<T> {
+    #[serde(default, alias = "managedInstances")]
+    pub items: Vec<T>,
+    #[serde(default)]
+    pub next_page_token: String,
+}
+
+/// One `items` value of an aggregated list.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct InstancesScopedList {
+    pub instances: Vec<Instance>,
+}
+
+/// One page of `instances.aggregatedList`: `items` maps `zones/x` to a scoped list.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct InstanceAggregatedPage {
+    pub items: BTreeMap<String, InstancesScopedList>,
+    pub next_page_token: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn run_duration_seconds_is_a_string_on_the_wire() {
+        let rr = InstanceGroupManagerResizeRequest::for_instances(
+            "rr-1",
+            "slurm-dws/v1",
+            vec!["hpc-a3u-0".to_string(), "hpc-a3u-1".to_string()],
+            3600,
+        );
+        let v = serde_json::to_value(&rr).unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "name": "rr-1",
+                "description": "slurm-dws/v1",
+                "instances": [{"name": "hpc-a3u-0"}, {"name": "hpc-a3u-1"}],
+                "requestedRunDuration": {"seconds": "3600"}
+            })
+        );
+    }
+
+    #[test]
+    fn int64_reads_string_or_number() {
+        let a: GceDuration = serde_json::from_value(json!({"seconds": "604800"})).unwrap();
+        let b: GceDuration =
+            serde_json::from_value(json!({"seconds": 604800, "nanos": 5})).unwrap();
+        assert_eq!(a.seconds, 604_800);
+        assert_eq!(b.seconds, 604_800);
+        assert_eq!(b.nanos, Some(5));
+        assert!(serde_json::from_value::<GceDuration>(json!({"seconds": "x"})).is_err());
+    }
+
+    #[test]
+    fn unknown_enum_values_are_tolerated() {
+        let rr: InstanceGroupManagerResizeRequest =
+            serde_json::from_value(json!({"name": "r", "state": "PROVISIONING"})).unwrap();
+        assert_eq!(rr.state, Some(ResizeRequestState::Unknown));
+        assert!(!rr.state.unwrap().is_final());
+        let op: Operation =
+            serde_json::from_value(json!({"name": "o", "status": "SOMETHING_NEW"})).unwrap();
+        assert_eq!(op.status, OperationStatus::Unknown);
+        assert!(!op.is_done());
+        let mi: ManagedInstance = serde_json::from_value(
+            json!({"name": "n", "instanceStatus": "BRAND_NEW", "currentAction": "X"}),
+        )
+        .unwrap();
+        assert_eq!(mi.instance_status, "BRAND_NEW");
+    }
+
+    #[test]
+    fn resize_request_from_gce_parses_fully() {
+        let rr: InstanceGroupManagerResizeRequest = serde_json::from_value(json!({
+            "kind": "compute#instanceGroupManagerResizeRequest",
+            "id": "123456789012345678",
+            "creationTimestamp": "2025-05-01T10:00:00.000-07:00",
+            "name": "rr-1",
+            "zone": "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a",
+            "instances": [{"name": "hpc-a3u-0"}],
+            "requestedRunDuration": {"seconds": "7200"},
+            "state": "FAILED",
+            "status": {
+                "error": {"errors": [{
+                    "code": "ZONE_RESOURCE_POOL_EXHAUSTED",
+                    "message": "The zone does not have enough resources",
+                    "errorDetails": [{"errorInfo": {"reason": "RESOURCE_AVAILABILITY", "domain": "compute.googleapis.com", "metadatas": {"zone": "us-central1-a"}}}]
+                }]},
+                "lastAttempt": {"error": {"errors": [{"code": "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "message": "Waiting for resources"}]}}
+            },
+            "selfLink": "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a/instanceGroupManagers/m/resizeRequests/rr-1",
+            "someFutureField": {"x": 1}
+        }))
+        .unwrap();
+        assert_eq!(rr.state, Some(ResizeRequestState::Failed));
+        assert!(rr.state.unwrap().is_final());
+        assert_eq!(rr.requested_run_duration.as_ref().unwrap().seconds, 7200);
+        assert_eq!(rr.errors()[0].code, "ZONE_RESOURCE_POOL_EXHAUSTED");
+        assert_eq!(
+            rr.errors()[0].error_info_reasons().collect::<Vec<_>>(),
+            ["RESOURCE_AVAILABILITY"]
+        );
+        assert_eq!(
+            rr.last_attempt_errors()[0].code,
+            "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"
+        );
+    }
+
+    #[test]
+    fn mig_insert_body_has_only_what_was_set() {
+        let mig = InstanceGroupManager {
+            name: "hpc-a3u-x1".into(),
+            description: "slurm-dws/v1 cluster=hpc nodeset=a3u".into(),
+            versions: vec![InstanceGroupManagerVersion {
+                instance_template: "projects/p/regions/r/instanceTemplates/t".into(),
+                name: String::new(),
+            }],
+            target_size: Some(0),
+            instance_lifecycle_policy: Some(InstanceLifecyclePolicy {
+                default_action_on_failure: "DO_NOTHING".into(),
+            }),
+            distribution_policy: Some(DistributionPolicy {
+                zones: vec![DistributionPolicyZone {
+                    zone: "zones/us-central1-a".into(),
+                }],
+                target_shape: "ANY_SINGLE_ZONE".into(),
+            }),
+            update_policy: Some(UpdatePolicy {
+                instance_redistribution_type: "NONE".into(),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&mig).unwrap(),
+            json!({
+                "name": "hpc-a3u-x1",
+                "description": "slurm-dws/v1 cluster=hpc nodeset=a3u",
+                "versions": [{"instanceTemplate": "projects/p/regions/r/instanceTemplates/t"}],
+                "targetSize": 0,
+                "instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"},
+                "distributionPolicy": {"zones": [{"zone": "zones/us-central1-a"}], "targetShape": "ANY_SINGLE_ZONE"},
+                "updatePolicy": {"instanceRedistributionType": "NONE"}
+            })
+        );
+    }
+
+    #[test]
+    fn mig_from_gce_parses_object_status_and_actions() {
+        let mig: InstanceGroupManager = serde_json::from_value(json!({
+            "name": "m", "targetSize": 3,
+            "status": {"isStable": false, "versionTarget": {"isReached": true}},
+            "currentActions": {"creating": 2, "none": 1},
+            "listManagedInstancesResults": "PAGINATED",
+            "resourcePolicies": {"workloadPolicy": "projects/p/regions/r/resourcePolicies/wp"}
+        }))
+        .unwrap();
+        assert_eq!(mig.target_size, Some(3));
+        assert_eq!(mig.status.unwrap().is_stable, Some(false));
+        assert_eq!(mig.current_actions.unwrap().creating, 2);
+    }
+
+    #[test]
+    fn instance_helpers() {
+        let vm: Instance = serde_json::from_value(json!({
+            "name": "hpc-a3u-0", "status": "RUNNING",
+            "creationTimestamp": "2025-05-01T10:00:00.000-07:00",
+            "labels": {"slurm-dws": "hpc"},
+            "metadata": {"items": [{"key": "created-by", "value": "projects/1/regions/r/instanceGroupManagers/m"}]},
+            "networkInterfaces": [{"networkIP": "10.0.0.5"}],
+            "scheduling": {"provisioningModel": "FLEX_START"},
+            "resourceStatus": {"scheduling": {"terminationTimestamp": "2025-05-01T12:00:00.000-07:00"}}
+        }))
+        .unwrap();
+        assert_eq!(vm.internal_ip(), Some("10.0.0.5"));
+        assert_eq!(
+            vm.created_by(),
+            Some("projects/1/regions/r/instanceGroupManagers/m")
+        );
+        assert_eq!(
+            vm.termination_time().unwrap().to_rfc3339(),
+            "2025-05-01T19:00:00+00:00"
+        );
+        assert_eq!(
+            vm.scheduling.as_ref().unwrap().provisioning_model,
+            "FLEX_START"
+        );
+        // networkIP keeps its odd capitalisation on the way out.
+        let v = serde_json::to_value(&vm).unwrap();
+        assert_eq!(v["networkInterfaces"][0]["networkIP"], "10.0.0.5");
+    }
+
+    #[test]
+    fn managed_instance_without_url_uses_name() {
+        let mi: ManagedInstance = serde_json::from_value(json!({
+            "name": "hpc-a3u-3", "instanceStatus": "PENDING", "currentAction": "CREATING",
+            "lastAttempt": {"errors": {"errors": [{"code": "ZONE_RESOURCE_POOL_EXHAUSTED"}]}},
+            "scheduling": {"terminationTimestamp": "2025-05-01T12:00:00Z"}
+        }))
+        .unwrap();
+        assert_eq!(mi.vm_name(), "hpc-a3u-3");
+        assert_eq!(
+            mi.last_attempt_errors()[0].code,
+            "ZONE_RESOURCE_POOL_EXHAUSTED"
+        );
+        assert!(mi.termination_time().is_some());
+        let mi2 = ManagedInstance {
+            instance: "https://x/projects/p/zones/z/instances/vm-7".into(),
+            ..Default::default()
+        };
+        assert_eq!(mi2.vm_name(), "vm-7");
+    }
+
+    #[test]
+    fn pages_accept_items_or_managed_instances() {
+        let p: Page<ManagedInstance> = serde_json::from_value(
+            json!({"managedInstances": [{"name": "a"}], "nextPageToken": "t"}),
+        )
+        .unwrap();
+        assert_eq!(p.items.len(), 1);
+        assert_eq!(p.next_page_token, "t");
+        let p: Page<Instance> =
+            serde_json::from_value(json!({"kind": "compute#instanceList"})).unwrap();
+        assert!(p.items.is_empty());
+        let a: InstanceAggregatedPage = serde_json::from_value(json!({"items": {
+            "zones/a": {"instances": [{"name": "x"}]},
+            "zones/b": {"warning": {"code": "NO_RESULTS_ON_PAGE"}}
+        }}))
+        .unwrap();
+        assert_eq!(a.items["zones/a"].instances[0].name, "x");
+        assert!(a.items["zones/b"].instances.is_empty());
+    }
+}

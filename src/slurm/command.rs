@@ -1,0 +1,206 @@
+//! Running one Slurm command: no shell, a fixed environment, a hard time limit.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::process::Command;
+
+use super::SlurmError;
+
+/// What a finished command printed.
+pub(crate) struct Output {
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+    pub success: bool,
+    pub status: String,
+}
+
+/// Runs `bin_dir/program args...` with `SLURM_CONF` (when given), `TZ=UTC` (scontrol prints and
+/// parses times in local time; UTC makes them unambiguous) and `LC_ALL=C`. The child is killed
+/// and reaped when `timeout` passes, so a hung slurmctld never hangs the caller.
+pub(crate) async fn run(
+    bin_dir: &Path,
+    conf: Option<&Path>,
+    timeout: Duration,
+    program: &str,
+    args: &[String],
+) -> Result<Output, SlurmError> {
+    let path: PathBuf = bin_dir.join(program);
+    let display = display_command(program, args);
+    let mut cmd = Command::new(&path);
+    cmd.args(args)
+        .env("TZ", "UTC")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(conf) = conf {
+        cmd.env("SLURM_CONF", conf);
+    }
+    let mut child = cmd.spawn().map_err(|source| SlurmError::Spawn {
+        program: path.clone(),
+        source,
+    })?;
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+
+    let finished = tokio::time::timeout(timeout, async {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let (o, e, status) = tokio::join!(
+            stdout.read_to_end(&mut out),
+            stderr.read_to_end(&mut err),
+            child.wait()
+        );
+        o.and(e).and(status).map(|status| (out, err, status))
+    })
+    .await;
+
+    match finished {
+        Err(_elapsed) => {
+            // kill() sends SIGKILL and reaps, so no zombie is left behind.
+            let _ = child.kill().await;
+            Err(SlurmError::Timeout {
+                command: display,
+                timeout,
+            })
+        }
+        Ok(Err(source)) => Err(SlurmError::Io {
+            command: display,
+            source,
+        }),
+        Ok(Ok((stdout, stderr, status))) => Ok(Output {
+            stdout,
+            stderr: String::from_utf8_lossy(&stderr).trim().to_string(),
+            success: status.success(),
+            status: status.to_string(),
+        }),
+    }
+}
+
+/// Runs the command and turns a non-zero exit into [`SlurmError::Failed`] carrying stderr.
+pub(crate) async fn run_ok(
+    bin_dir: &Path,
+    conf: Option<&Path>,
+    timeout: Duration,
+    program: &str,
+    args: &[String],
+) -> Result<Output, SlurmError> {
+    let out = run(bin_dir, conf, timeout, program, args).await?;
+    if out.success {
+        Ok(out)
+    } else {
+        Err(failed(program, args, &out))
+    }
+}
+
+pub(crate) fn failed(program: &str, args: &[String], out: &Output) -> SlurmError {
+    SlurmError::Failed {
+        command: display_command(program, args),
+        status: out.status.clone(),
+        stderr: out.stderr.clone(),
+    }
+}
+
+/// The command as an admin would type it, for error messages and logs.
+pub(crate) fn display_command(program: &str, args: &[String]) -> String {
+    let mut s = program.to_string();
+    for a in args {
+        s.push(' ');
+        if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$;&|<>\\".contains(c)) {
+            s.push('\'');
+            s.push_str(&a.replace('\'', r"'\''"));
+            s.push('\'');
+        } else {
+            s.push_str(a);
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_quotes_what_a_shell_would_split() {
+        let args: Vec<String> = ["update", "nodename=a-[1-2]", "reason=it's down; $x", ""]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            display_command("scontrol", &args),
+            r#"scontrol update nodename=a-[1-2] 'reason=it'\''s down; $x' ''"#
+        );
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_child() {
+        let started = std::time::Instant::now();
+        let err = run(
+            Path::new("/bin"),
+            None,
+            Duration::from_millis(200),
+            "sleep",
+            &["30".to_string()],
+        )
+        .await
+        .err()
+        .unwrap();
+        assert!(matches!(err, SlurmError::Timeout { .. }), "{err}");
+        assert!(err.is_timeout());
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn failure_carries_stderr_and_args_are_not_shell_words() {
+        let args = vec!["-c".to_string(), "echo 'bad thing' >&2; exit 3".to_string()];
+        let err = run_ok(Path::new("/bin"), None, Duration::from_secs(5), "sh", &args)
+            .await
+            .err()
+            .unwrap();
+        match err {
+            SlurmError::Failed { stderr, status, .. } => {
+                assert_eq!(stderr, "bad thing");
+                assert!(status.contains('3'), "{status}");
+            }
+            other => panic!("unexpected {other}"),
+        }
+        // An argument with shell syntax reaches the program verbatim.
+        let out = run_ok(
+            Path::new("/bin"),
+            Some(Path::new("/x/slurm.conf")),
+            Duration::from_secs(5),
+            "sh",
+            &[
+                "-c".to_string(),
+                r#"printf '%s|%s|%s' "$1" "$SLURM_CONF" "$TZ""#.to_string(),
+                "sh".to_string(),
+                "a b; $(rm -rf /) 'q'".to_string(),
+            ],
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            "a b; $(rm -rf /) 'q'|/x/slurm.conf|UTC"
+        );
+    }
+
+    #[tokio::test]
+    async fn missing_program_is_a_spawn_error() {
+        let err = run(
+            Path::new("/nonexistent-dir"),
+            None,
+            Duration::from_secs(1),
+            "scontrol",
+            &[],
+        )
+        .await
+        .err()
+        .unwrap();
+        assert!(matches!(err, SlurmError::Spawn { .. }), "{err}");
+    }
+}

@@ -114,8 +114,10 @@ async fn record(cfg: &Config, kind: HookKind, hostlist_arg: &str) -> Result<Reco
         .await
         .map_err(|e| HookError::Runtime(format!("recording the request: {e}")))?;
     store.close().await;
-    let daemon_woken =
-        matches!(protocol::call(&cfg.socket, protocol::Request::Wake, WAKE_TIMEOUT).await, Ok(protocol::Response::Ok));
+    let daemon_woken = matches!(
+        protocol::call(&cfg.socket, protocol::Request::Wake, WAKE_TIMEOUT).await,
+        Ok(protocol::Response::Ok)
+    );
     Ok(Recorded { inbox_id, nodes: nodes.len(), jobs: jobs.len(), daemon_woken })
 }
 
@@ -130,7 +132,10 @@ pub fn read_resume_file(path: Option<&Path>) -> (Vec<(u32, String)>, Option<Stri
         Err(e) => {
             return (
                 Vec::new(),
-                Some(format!("SLURM_RESUME_FILE {}: {e}: the nodes are resumed without a job", path.display())),
+                Some(format!(
+                    "SLURM_RESUME_FILE {}: {e}: the nodes are resumed without a job",
+                    path.display()
+                )),
             )
         }
     };
@@ -149,7 +154,8 @@ pub fn read_resume_file(path: Option<&Path>) -> (Vec<(u32, String)>, Option<Stri
                 })
                 .map(|j| (j.job_id, j.nodes))
                 .collect();
-            let note = (!bad.is_empty()).then(|| format!("SLURM_RESUME_FILE: {}: those nodes have no job", bad.join("; ")));
+            let note = (!bad.is_empty())
+                .then(|| format!("SLURM_RESUME_FILE: {}: those nodes have no job", bad.join("; ")));
             (jobs, note)
         }
         Err(e) => (
@@ -162,7 +168,8 @@ pub fn read_resume_file(path: Option<&Path>) -> (Vec<(u32, String)>, Option<Stri
 /// Appends one line to the hook log (stdout and stderr go nowhere under slurmctld).
 fn log_line(path: &Path, kind: HookKind, line: &str) {
     let stamp = Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    let text = format!("{stamp} slurm-dws-{}[{}]: {line}\n", kind.as_str().replace('_', "-"), std::process::id());
+    let text =
+        format!("{stamp} slurm-dws-{}[{}]: {line}\n", kind.as_str().replace('_', "-"), std::process::id());
     let _ = std::io::stderr().write_all(text.as_bytes());
     if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).mode(0o640).open(path) {
         let _ = f.write_all(text.as_bytes());

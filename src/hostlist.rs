@@ -93,11 +93,7 @@ pub enum HostlistError {
     TextAfterBracket { item: String },
     /// One element of a bracket group is not a usable `N` or `LO-HI` range.
     #[error("invalid range '{range}' in '{item}': {problem}")]
-    InvalidRange {
-        range: String,
-        item: String,
-        problem: RangeProblem,
-    },
+    InvalidRange { range: String, item: String, problem: RangeProblem },
     /// A bracket group with more than [`MAX_RANGES_PER_GROUP`] ranges (Slurm's limit).
     #[error("too many ranges in one bracket of '{item}': at most {MAX_RANGES_PER_GROUP}")]
     TooManyRanges { item: String },
@@ -147,10 +143,7 @@ pub fn expand(expr: &str) -> Result<Vec<String>, HostlistError> {
     for item in &items {
         total = total.saturating_add(item.count());
         if total > MAX_NAMES {
-            return Err(HostlistError::TooManyNames {
-                limit: MAX_NAMES,
-                expr: excerpt(expr),
-            });
+            return Err(HostlistError::TooManyNames { limit: MAX_NAMES, expr: excerpt(expr) });
         }
     }
     let mut names = Vec::with_capacity(total);
@@ -248,17 +241,13 @@ impl Range {
 
 impl Item<'_> {
     fn group_count(group: &[Range]) -> usize {
-        group
-            .iter()
-            .fold(0usize, |n, r| n.saturating_add(r.count() as usize))
+        group.iter().fold(0usize, |n, r| n.saturating_add(r.count() as usize))
     }
 
     /// How many names the item expands to, saturating (the caller only compares it with
     /// [`MAX_NAMES`]).
     fn count(&self) -> usize {
-        self.groups
-            .iter()
-            .fold(1usize, |n, g| n.saturating_mul(Self::group_count(g)))
+        self.groups.iter().fold(1usize, |n, g| n.saturating_mul(Self::group_count(g)))
     }
 
     fn expand_into(&self, out: &mut Vec<String>) {
@@ -327,12 +316,8 @@ fn parse(expr: &str) -> Result<Vec<Item<'_>>, HostlistError> {
             }
             '[' if in_bracket => {
                 return Err(match separator_in_bracket {
-                    Some(end) => HostlistError::UnclosedBracket {
-                        item: excerpt(&expr[start..end]),
-                    },
-                    None => HostlistError::NestedBracket {
-                        item: excerpt(token_around(expr, start, i)),
-                    },
+                    Some(end) => HostlistError::UnclosedBracket { item: excerpt(&expr[start..end]) },
+                    None => HostlistError::NestedBracket { item: excerpt(token_around(expr, start, i)) },
                 })
             }
             '[' => {
@@ -340,9 +325,7 @@ fn parse(expr: &str) -> Result<Vec<Item<'_>>, HostlistError> {
                 separator_in_bracket = None;
             }
             ']' if !in_bracket => {
-                return Err(HostlistError::UnmatchedBracket {
-                    item: excerpt(token_around(expr, start, i)),
-                })
+                return Err(HostlistError::UnmatchedBracket { item: excerpt(token_around(expr, start, i)) })
             }
             ']' => in_bracket = false,
             c if c.is_control() => {
@@ -356,9 +339,7 @@ fn parse(expr: &str) -> Result<Vec<Item<'_>>, HostlistError> {
     }
     if in_bracket {
         let end = separator_in_bracket.unwrap_or(expr.len());
-        return Err(HostlistError::UnclosedBracket {
-            item: excerpt(&expr[start..end]),
-        });
+        return Err(HostlistError::UnclosedBracket { item: excerpt(&expr[start..end]) });
     }
     if start < expr.len() {
         items.push(parse_item(&expr[start..])?);
@@ -369,9 +350,7 @@ fn parse(expr: &str) -> Result<Vec<Item<'_>>, HostlistError> {
 /// The item that contains position `at`, for error messages: from its start to the next
 /// separator (bracket structure is broken there, so any separator will do).
 fn token_around(expr: &str, start: usize, at: usize) -> &str {
-    let end = expr[at..]
-        .find([',', ' ', '\t'])
-        .map_or(expr.len(), |n| at + n);
+    let end = expr[at..].find([',', ' ', '\t']).map_or(expr.len(), |n| at + n);
     &expr[start..end]
 }
 
@@ -390,9 +369,7 @@ fn parse_item(item: &str) -> Result<Item<'_>, HostlistError> {
         check_suffix(item)?;
         lits.push(item);
     } else if !rest.is_empty() {
-        return Err(HostlistError::TextAfterBracket {
-            item: excerpt(item),
-        });
+        return Err(HostlistError::TextAfterBracket { item: excerpt(item) });
     }
     Ok(Item { lits, groups })
 }
@@ -412,16 +389,12 @@ fn check_suffix(name: &str) -> Result<(), HostlistError> {
 /// Parses the inside of one bracket group: `N` and `LO-HI` ranges separated by commas.
 fn parse_group(body: &str, item: &str) -> Result<Vec<Range>, HostlistError> {
     if body.is_empty() {
-        return Err(HostlistError::EmptyBrackets {
-            item: excerpt(item),
-        });
+        return Err(HostlistError::EmptyBrackets { item: excerpt(item) });
     }
     let mut ranges = Vec::new();
     for text in body.split(',') {
         if ranges.len() == MAX_RANGES_PER_GROUP {
-            return Err(HostlistError::TooManyRanges {
-                item: excerpt(item),
-            });
+            return Err(HostlistError::TooManyRanges { item: excerpt(item) });
         }
         ranges.push(parse_range(text, item)?);
     }
@@ -429,11 +402,8 @@ fn parse_group(body: &str, item: &str) -> Result<Vec<Range>, HostlistError> {
 }
 
 fn parse_range(text: &str, item: &str) -> Result<Range, HostlistError> {
-    let invalid = |problem| HostlistError::InvalidRange {
-        range: excerpt(text),
-        item: excerpt(item),
-        problem,
-    };
+    let invalid =
+        |problem| HostlistError::InvalidRange { range: excerpt(text), item: excerpt(item), problem };
     if text.is_empty() {
         return Err(invalid(RangeProblem::Empty));
     }
@@ -443,10 +413,8 @@ fn parse_range(text: &str, item: &str) -> Result<Range, HostlistError> {
         return Err(invalid(RangeProblem::NotNumeric));
     }
     let number = |s: &str| {
-        parse_number(s).ok_or_else(|| HostlistError::NumberTooLarge {
-            number: excerpt(s),
-            item: excerpt(item),
-        })
+        parse_number(s)
+            .ok_or_else(|| HostlistError::NumberTooLarge { number: excerpt(s), item: excerpt(item) })
     };
     let (lo, hi) = (number(lo_text)?, number(hi_text)?);
     if lo > hi {
@@ -455,11 +423,7 @@ fn parse_range(text: &str, item: &str) -> Result<Range, HostlistError> {
     if hi - lo >= MAX_RANGE_HOSTS {
         return Err(invalid(RangeProblem::TooManyHosts));
     }
-    Ok(Range {
-        lo,
-        hi,
-        width: lo_text.len(),
-    })
+    Ok(Range { lo, hi, width: lo_text.len() })
 }
 
 /// Parses decimal digits (any number of leading zeros) into a number ≤ [`MAX_NUMBER`].
@@ -517,30 +481,15 @@ impl<'a> Run<'a> {
         let prefix = name.trim_end_matches(|c: char| c.is_ascii_digit());
         let suffix = &name[prefix.len()..];
         match parse_number(suffix) {
-            Some(n) if !suffix.is_empty() => Run {
-                prefix,
-                lo: n,
-                hi: n,
-                width: suffix.len(),
-                single: false,
-            },
-            _ => Run {
-                prefix: name,
-                lo: 0,
-                hi: 0,
-                width: 0,
-                single: true,
-            },
+            Some(n) if !suffix.is_empty() => Run { prefix, lo: n, hi: n, width: suffix.len(), single: false },
+            _ => Run { prefix: name, lo: 0, hi: 0, width: 0, single: true },
         }
     }
 
     /// Slurm's `hostlist_push_range`: a name joins the previous run only when it is the
     /// next number, with the same prefix and an equivalent zero padding.
     fn try_extend(&mut self, next: &Run<'_>) -> bool {
-        if self.single
-            || next.single
-            || self.hi.checked_add(1) != Some(next.lo)
-            || self.prefix != next.prefix
+        if self.single || next.single || self.hi.checked_add(1) != Some(next.lo) || self.prefix != next.prefix
         {
             return false;
         }
@@ -615,10 +564,7 @@ mod tests {
             // Padding comes from the text of LO, whatever the width of HI.
             ("n[1-010]", "n1 n2 n3 n4 n5 n6 n7 n8 n9 n10"),
             ("n[01-5]", "n01 n02 n03 n04 n05"),
-            (
-                "n[001-10]",
-                "n001 n002 n003 n004 n005 n006 n007 n008 n009 n010",
-            ),
+            ("n[001-10]", "n001 n002 n003 n004 n005 n006 n007 n008 n009 n010"),
             ("n[010-12]", "n010 n011 n012"),
             ("n[9-010]", "n9 n10"),
             ("n[0001-0003,2]", "n0001 n0002 n0003 n2"),
@@ -627,10 +573,7 @@ mod tests {
             ("a[1-2][3-4]", "a13 a14 a23 a24"),
             ("n[1-2]x[3-4]", "n1x3 n1x4 n2x3 n2x4"),
             ("[1-2]b[3-4]", "1b3 1b4 2b3 2b4"),
-            (
-                "a[1-2]b[1-2]c[1-2]",
-                "a1b1c1 a1b1c2 a2b1c1 a2b1c2 a1b2c1 a1b2c2 a2b2c1 a2b2c2",
-            ),
+            ("a[1-2]b[1-2]c[1-2]", "a1b1c1 a1b1c2 a2b1c1 a2b1c2 a1b2c1 a1b2c2 a2b2c1 a2b2c2"),
             (
                 "a[1-2]b[1-2]c[1-2]d[1-2]",
                 "a1b1c1d1 a1b1c1d2 a2b1c1d1 a2b1c1d2 a1b2c1d1 a1b2c1d2 a2b2c1d1 a2b2c1d2 \
@@ -656,10 +599,7 @@ mod tests {
             ("n.x[1-2]", "n.x1 n.x2"),
             ("n-[1-2]", "n-1 n-2"),
             ("n000000000000000000001", "n000000000000000000001"),
-            (
-                "n[18446744073709551613-18446744073709551614]",
-                "n18446744073709551613 n18446744073709551614",
-            ),
+            ("n[18446744073709551613-18446744073709551614]", "n18446744073709551613 n18446744073709551614"),
         ];
         for (expr, want) in cases {
             assert_eq!(expand(expr).unwrap(), names(want), "expand({expr:?})");
@@ -686,48 +626,14 @@ mod tests {
             ("n[1,2,]", range("", "n[1,2,]", Empty)),
             ("n[,1]", range("", "n[,1]", Empty)),
             ("n[1-65537]", range("1-65537", "n[1-65537]", TooManyHosts)),
-            (
-                "n[1-100000]",
-                range("1-100000", "n[1-100000]", TooManyHosts),
-            ),
+            ("n[1-100000]", range("1-100000", "n[1-100000]", TooManyHosts)),
             ("n[]", HostlistError::EmptyBrackets { item: "n[]".into() }),
-            (
-                "n[1-2]x",
-                HostlistError::TextAfterBracket {
-                    item: "n[1-2]x".into(),
-                },
-            ),
-            (
-                "x[1-2]y,z",
-                HostlistError::TextAfterBracket {
-                    item: "x[1-2]y".into(),
-                },
-            ),
-            (
-                "n[[1-2]]",
-                HostlistError::NestedBracket {
-                    item: "n[[1-2]]".into(),
-                },
-            ),
-            (
-                "n[1-[2-3]]",
-                HostlistError::NestedBracket {
-                    item: "n[1-[2-3]]".into(),
-                },
-            ),
-            (
-                "a[1-2]],b",
-                HostlistError::UnmatchedBracket {
-                    item: "a[1-2]]".into(),
-                },
-            ),
-            (
-                "n[1-2]\nx",
-                HostlistError::InvalidCharacter {
-                    ch: '\n',
-                    item: "n[1-2]\nx".into(),
-                },
-            ),
+            ("n[1-2]x", HostlistError::TextAfterBracket { item: "n[1-2]x".into() }),
+            ("x[1-2]y,z", HostlistError::TextAfterBracket { item: "x[1-2]y".into() }),
+            ("n[[1-2]]", HostlistError::NestedBracket { item: "n[[1-2]]".into() }),
+            ("n[1-[2-3]]", HostlistError::NestedBracket { item: "n[1-[2-3]]".into() }),
+            ("a[1-2]],b", HostlistError::UnmatchedBracket { item: "a[1-2]]".into() }),
+            ("n[1-2]\nx", HostlistError::InvalidCharacter { ch: '\n', item: "n[1-2]\nx".into() }),
         ];
         for (expr, want) in cases {
             assert_eq!(expand(expr), Err(want), "expand({expr:?})");
@@ -739,33 +645,13 @@ mod tests {
         // Slurm's answer in the comment; see the module docs for why we refuse.
         let cases: Vec<(&str, HostlistError)> = vec![
             // Slurm: `n]`.
-            (
-                "n[1-3",
-                HostlistError::UnclosedBracket {
-                    item: "n[1-3".into(),
-                },
-            ),
+            ("n[1-3", HostlistError::UnclosedBracket { item: "n[1-3".into() }),
             // Slurm: `n]`, `m3`; and `n[1-3,m4`, `n[1-3,m5`.
-            (
-                "n[1-2,m3",
-                HostlistError::UnclosedBracket {
-                    item: "n[1-2".into(),
-                },
-            ),
-            (
-                "n[1-3,m[4-5]",
-                HostlistError::UnclosedBracket {
-                    item: "n[1-3".into(),
-                },
-            ),
+            ("n[1-2,m3", HostlistError::UnclosedBracket { item: "n[1-2".into() }),
+            ("n[1-3,m[4-5]", HostlistError::UnclosedBracket { item: "n[1-3".into() }),
             // Slurm: the literal names `n]` and `n1-2]`.
             ("n]", HostlistError::UnmatchedBracket { item: "n]".into() }),
-            (
-                "n1-2]",
-                HostlistError::UnmatchedBracket {
-                    item: "n1-2]".into(),
-                },
-            ),
+            ("n1-2]", HostlistError::UnmatchedBracket { item: "n1-2]".into() }),
             // Slurm: `n1`; `n01 n02 n03`; `n01 n02 n03`; `n1 n02`.
             (
                 "n[1-]",
@@ -830,16 +716,10 @@ mod tests {
     #[test]
     fn error_messages_name_the_problem() {
         let msg = |expr: &str| expand(expr).unwrap_err().to_string();
-        assert_eq!(
-            msg("a[3-1]"),
-            "invalid range '3-1' in 'a[3-1]': the start is greater than the end"
-        );
+        assert_eq!(msg("a[3-1]"), "invalid range '3-1' in 'a[3-1]': the start is greater than the end");
         assert_eq!(msg("n[1-3"), "unclosed '[' in 'n[1-3'");
         assert_eq!(msg("n[]"), "empty brackets '[]' in 'n[]'");
-        assert_eq!(
-            msg("a[1-1000]b[1-1001]"),
-            "'a[1-1000]b[1-1001]' expands to more than 1000000 names"
-        );
+        assert_eq!(msg("a[1-1000]b[1-1001]"), "'a[1-1000]b[1-1001]' expands to more than 1000000 names");
         // A huge argument is quoted, not echoed whole.
         let long = format!("{}]", "x".repeat(10_000));
         assert!(msg(&long).len() < 300, "{}", msg(&long));
@@ -870,9 +750,7 @@ mod tests {
     fn limits_ranges_per_bracket_like_slurm() {
         let list = |n: usize| (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
         assert_eq!(
-            expand(&format!("n[{}]", list(MAX_RANGES_PER_GROUP)))
-                .unwrap()
-                .len(),
+            expand(&format!("n[{}]", list(MAX_RANGES_PER_GROUP))).unwrap().len(),
             MAX_RANGES_PER_GROUP
         );
         assert!(matches!(
@@ -925,10 +803,7 @@ mod tests {
                 "n000000000000000000001 n000000000000000000002",
                 "n[000000000000000000001-000000000000000000002]",
             ),
-            (
-                "n18446744073709551613 n18446744073709551614",
-                "n[18446744073709551613-18446744073709551614]",
-            ),
+            ("n18446744073709551613 n18446744073709551614", "n[18446744073709551613-18446744073709551614]"),
         ];
         for (list, want) in cases {
             assert_eq!(compress(&names(list)), *want, "compress({list:?})");
@@ -939,10 +814,7 @@ mod tests {
     fn compress_keeps_names_whose_suffix_slurm_cannot_read() {
         // Slurm prints `n[18446744073709551615,18446744073709551615]` here: two other names.
         let list = ["n18446744073709551615", "n18446744073709551616"];
-        assert_eq!(
-            compress(&list),
-            "n18446744073709551615,n18446744073709551616"
-        );
+        assert_eq!(compress(&list), "n18446744073709551615,n18446744073709551616");
     }
 
     #[test]

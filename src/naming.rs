@@ -85,10 +85,7 @@ impl Naming {
 
     /// Decode a node name, or say precisely why it is not one of ours.
     pub fn parse(&self, node: &str) -> Result<NodeRef, NotOurs> {
-        let not_ours = |reason: String| NotOurs {
-            node: node.to_string(),
-            reason,
-        };
+        let not_ours = |reason: String| NotOurs { node: node.to_string(), reason };
         let no_match = || not_ours(format!("no nodeset of cluster {} matches", self.cluster));
         let rest = node
             .strip_prefix(self.cluster.as_str())
@@ -109,21 +106,13 @@ impl Naming {
                 "index {index} has a leading zero (slurm-dws node names have none)"
             )));
         }
-        let outside = || {
-            not_ours(format!(
-                "index {index} is outside nodeset {nodeset} (0..{})",
-                range.node_count
-            ))
-        };
+        let outside =
+            || not_ours(format!("index {index} is outside nodeset {nodeset} (0..{})", range.node_count));
         let i: u32 = index.parse().map_err(|_| outside())?;
         if i >= range.node_count {
             return Err(outside());
         }
-        Ok(NodeRef {
-            nodeset: nodeset.to_string(),
-            index: i,
-            is_static: i < range.node_count_static,
-        })
+        Ok(NodeRef { nodeset: nodeset.to_string(), index: i, is_static: i < range.node_count_static })
     }
 
     /// `{cluster}-{nodeset}-{index}`.
@@ -133,20 +122,14 @@ impl Naming {
 
     /// The static nodes of `nodeset` in index order (empty for an unknown nodeset).
     pub fn static_nodes(&self, nodeset: &str) -> Vec<String> {
-        self.range(nodeset).map_or_else(Vec::new, |r| {
-            (0..r.node_count_static)
-                .map(|i| self.node_name(nodeset, i))
-                .collect()
-        })
+        self.range(nodeset)
+            .map_or_else(Vec::new, |r| (0..r.node_count_static).map(|i| self.node_name(nodeset, i)).collect())
     }
 
     /// Every node of `nodeset`, static first (empty for an unknown nodeset).
     pub fn all_nodes(&self, nodeset: &str) -> Vec<String> {
-        self.range(nodeset).map_or_else(Vec::new, |r| {
-            (0..r.node_count)
-                .map(|i| self.node_name(nodeset, i))
-                .collect()
-        })
+        self.range(nodeset)
+            .map_or_else(Vec::new, |r| (0..r.node_count).map(|i| self.node_name(nodeset, i)).collect())
     }
 
     /// `{cluster}-{nodeset}-`: what every node and MIG name of the nodeset starts with.
@@ -166,10 +149,7 @@ impl Naming {
     /// The MIG `description` that proves ownership:
     /// `slurm-dws/v1 cluster=C nodeset=N tag=T` plus ` job=J` when the group has a job.
     pub fn ownership_description(&self, nodeset: &str, tag: &str, job: Option<u32>) -> String {
-        let mut d = format!(
-            "{OWNERSHIP_MAGIC} cluster={} nodeset={nodeset} tag={tag}",
-            self.cluster
-        );
+        let mut d = format!("{OWNERSHIP_MAGIC} cluster={} nodeset={nodeset} tag={tag}", self.cluster);
         if let Some(job) = job {
             d.push_str(&format!(" job={job}"));
         }
@@ -227,9 +207,7 @@ pub fn new_tag(rng: &mut impl rand::Rng) -> String {
 
 /// Whether `s` has the shape of a tag made by [`new_tag`].
 pub fn is_tag(s: &str) -> bool {
-    s.len() == 8
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 8 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// The resize request of a group: `rr-{tag}` (unique within its MIG, which is per group anyway).
@@ -240,11 +218,7 @@ pub fn resize_request_name(tag: &str) -> String {
 impl fmt::Display for NodeRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = if self.is_static { "static" } else { "dynamic" };
-        write!(
-            f,
-            "{} node {} of nodeset {}",
-            kind, self.index, self.nodeset
-        )
+        write!(f, "{} node {} of nodeset {}", kind, self.index, self.nodeset)
     }
 }
 
@@ -283,19 +257,9 @@ node_count_dynamic_max = 20
     #[test]
     fn parse_table() {
         let n = naming();
-        let ok = |ns: &str, index, is_static| {
-            Ok(NodeRef {
-                nodeset: ns.to_string(),
-                index,
-                is_static,
-            })
-        };
-        let err = |node: &str, reason: &str| {
-            Err(NotOurs {
-                node: node.to_string(),
-                reason: reason.to_string(),
-            })
-        };
+        let ok = |ns: &str, index, is_static| Ok(NodeRef { nodeset: ns.to_string(), index, is_static });
+        let err =
+            |node: &str, reason: &str| Err(NotOurs { node: node.to_string(), reason: reason.to_string() });
         let cases = [
             ("hpc-a3u-0", ok("a3u", 0, true)),
             ("hpc-a3u-1", ok("a3u", 1, true)),
@@ -304,79 +268,28 @@ node_count_dynamic_max = 20
             ("hpc-gpu-1", ok("gpu", 1, false)),
             ("hpc-gpu2-1", ok("gpu2", 1, false)),
             ("hpc-gpu2-10", ok("gpu2", 10, false)),
-            (
-                "hpc-a3u-16",
-                err("hpc-a3u-16", "index 16 is outside nodeset a3u (0..16)"),
-            ),
-            (
-                "hpc-a3u-99",
-                err("hpc-a3u-99", "index 99 is outside nodeset a3u (0..16)"),
-            ),
-            (
-                "hpc-gpu-10",
-                err("hpc-gpu-10", "index 10 is outside nodeset gpu (0..2)"),
-            ),
+            ("hpc-a3u-16", err("hpc-a3u-16", "index 16 is outside nodeset a3u (0..16)")),
+            ("hpc-a3u-99", err("hpc-a3u-99", "index 99 is outside nodeset a3u (0..16)")),
+            ("hpc-gpu-10", err("hpc-gpu-10", "index 10 is outside nodeset gpu (0..2)")),
             (
                 "hpc-a3u-4294967296",
-                err(
-                    "hpc-a3u-4294967296",
-                    "index 4294967296 is outside nodeset a3u (0..16)",
-                ),
+                err("hpc-a3u-4294967296", "index 4294967296 is outside nodeset a3u (0..16)"),
             ),
             ("foo-1", err("foo-1", "no nodeset of cluster hpc matches")),
-            (
-                "hpc-gp-1",
-                err("hpc-gp-1", "no nodeset of cluster hpc matches"),
-            ),
-            (
-                "hpc-gpu3-1",
-                err("hpc-gpu3-1", "no nodeset of cluster hpc matches"),
-            ),
-            (
-                "hpcx-a3u-1",
-                err("hpcx-a3u-1", "no nodeset of cluster hpc matches"),
-            ),
-            (
-                "HPC-a3u-1",
-                err("HPC-a3u-1", "no nodeset of cluster hpc matches"),
-            ),
+            ("hpc-gp-1", err("hpc-gp-1", "no nodeset of cluster hpc matches")),
+            ("hpc-gpu3-1", err("hpc-gpu3-1", "no nodeset of cluster hpc matches")),
+            ("hpcx-a3u-1", err("hpcx-a3u-1", "no nodeset of cluster hpc matches")),
+            ("HPC-a3u-1", err("HPC-a3u-1", "no nodeset of cluster hpc matches")),
             ("hpc", err("hpc", "no nodeset of cluster hpc matches")),
             ("", err("", "no nodeset of cluster hpc matches")),
             ("hpc-a3u", err("hpc-a3u", "no index after nodeset a3u")),
-            (
-                "hpc-a3u-01",
-                err(
-                    "hpc-a3u-01",
-                    "index 01 has a leading zero (slurm-dws node names have none)",
-                ),
-            ),
-            (
-                "hpc-a3u-00",
-                err(
-                    "hpc-a3u-00",
-                    "index 00 has a leading zero (slurm-dws node names have none)",
-                ),
-            ),
-            (
-                "hpc-a3u-",
-                err("hpc-a3u-", "index \"\" is not a decimal number"),
-            ),
-            (
-                "hpc-a3u-1a",
-                err("hpc-a3u-1a", "index \"1a\" is not a decimal number"),
-            ),
-            (
-                "hpc-a3u-+1",
-                err("hpc-a3u-+1", "index \"+1\" is not a decimal number"),
-            ),
-            (
-                "hpc-a3u-1-2",
-                err("hpc-a3u-1-2", "index \"1-2\" is not a decimal number"),
-            ),
-            (
-                "hpc-a3u- 1",
-                err("hpc-a3u- 1", "index \" 1\" is not a decimal number"),
-            ),
+            ("hpc-a3u-01", err("hpc-a3u-01", "index 01 has a leading zero (slurm-dws node names have none)")),
+            ("hpc-a3u-00", err("hpc-a3u-00", "index 00 has a leading zero (slurm-dws node names have none)")),
+            ("hpc-a3u-", err("hpc-a3u-", "index \"\" is not a decimal number")),
+            ("hpc-a3u-1a", err("hpc-a3u-1a", "index \"1a\" is not a decimal number")),
+            ("hpc-a3u-+1", err("hpc-a3u-+1", "index \"+1\" is not a decimal number")),
+            ("hpc-a3u-1-2", err("hpc-a3u-1-2", "index \"1-2\" is not a decimal number")),
+            ("hpc-a3u- 1", err("hpc-a3u- 1", "index \" 1\" is not a decimal number")),
         ];
         for (node, want) in cases {
             assert_eq!(n.parse(node), want, "{node}");
@@ -385,10 +298,7 @@ node_count_dynamic_max = 20
             n.parse("hpc-a3u-99").unwrap_err().to_string(),
             "hpc-a3u-99: index 99 is outside nodeset a3u (0..16)"
         );
-        assert_eq!(
-            n.parse("foo-1").unwrap_err().to_string(),
-            "foo-1: no nodeset of cluster hpc matches"
-        );
+        assert_eq!(n.parse("foo-1").unwrap_err().to_string(), "foo-1: no nodeset of cluster hpc matches");
     }
 
     #[test]
@@ -415,12 +325,7 @@ node_count_dynamic_max = 20
         let cases = [
             ("a3u", Some(42), "0a1b2c3d", "hpc-a3u-j42-0a1b2c3d"),
             ("a3u", None, "0a1b2c3d", "hpc-a3u-0a1b2c3d"),
-            (
-                "gpu2",
-                Some(u32::MAX),
-                "ffffffff",
-                "hpc-gpu2-j4294967295-ffffffff",
-            ),
+            ("gpu2", Some(u32::MAX), "ffffffff", "hpc-gpu2-j4294967295-ffffffff"),
         ];
         for (ns, job, tag, want) in cases {
             let name = n.mig_name(ns, job, tag);
@@ -428,13 +333,7 @@ node_count_dynamic_max = 20
             assert!(crate::config::is_rfc1035(&name), "{name}");
         }
         // The longest possible MIG name still fits GCE's 63 characters.
-        let long = format!(
-            "{}-{}-j{}-{}",
-            "a".repeat(10),
-            "b".repeat(14),
-            u32::MAX,
-            "ffffffff"
-        );
+        let long = format!("{}-{}-j{}-{}", "a".repeat(10), "b".repeat(14), u32::MAX, "ffffffff");
         assert!(long.len() <= 63 && crate::config::is_rfc1035(&long));
         assert_eq!(resize_request_name("0a1b2c3d"), "rr-0a1b2c3d");
         assert!(crate::config::is_rfc1035(&resize_request_name("0a1b2c3d")));
@@ -460,27 +359,14 @@ node_count_dynamic_max = 20
     fn ownership() {
         let n = naming();
         let d = n.ownership_description("a3u", "0a1b2c3d", Some(42));
-        assert_eq!(
-            d,
-            "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d job=42"
-        );
+        assert_eq!(d, "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d job=42");
         assert_eq!(
             n.ownership_description("a3u", "0a1b2c3d", None),
             "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d"
         );
-        let owned = |ns: &str, tag: &str, job| {
-            Some(Owned {
-                nodeset: ns.into(),
-                tag: tag.into(),
-                job,
-            })
-        };
+        let owned = |ns: &str, tag: &str, job| Some(Owned { nodeset: ns.into(), tag: tag.into(), job });
         let cases: &[(&str, &str, Option<Owned>)] = &[
-            (
-                "hpc-a3u-j42-0a1b2c3d",
-                &d,
-                owned("a3u", "0a1b2c3d", Some(42)),
-            ),
+            ("hpc-a3u-j42-0a1b2c3d", &d, owned("a3u", "0a1b2c3d", Some(42))),
             (
                 "hpc-a3u-0a1b2c3d",
                 "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d",
@@ -499,11 +385,7 @@ node_count_dynamic_max = 20
                 owned("a3u", "0a1b2c3d", None),
             ),
             // Right name, description of another cluster.
-            (
-                "hpc-a3u-j42-0a1b2c3d",
-                "slurm-dws/v1 cluster=hpc2 nodeset=a3u tag=0a1b2c3d job=42",
-                None,
-            ),
+            ("hpc-a3u-j42-0a1b2c3d", "slurm-dws/v1 cluster=hpc2 nodeset=a3u tag=0a1b2c3d job=42", None),
             // Right description, name not matching it.
             ("hpc-a3u-j43-0a1b2c3d", &d, None),
             ("hpc-gpu-j42-0a1b2c3d", &d, None),
@@ -512,37 +394,17 @@ node_count_dynamic_max = 20
             // A hand-made MIG with our prefix and no (or a free-text) description.
             ("hpc-a3u-j42-0a1b2c3d", "", None),
             ("hpc-a3u-j42-0a1b2c3d", "made by alice", None),
-            (
-                "hpc-a3u-j42-0a1b2c3d",
-                "slurm-dws/v2 cluster=hpc nodeset=a3u tag=0a1b2c3d job=42",
-                None,
-            ),
+            ("hpc-a3u-j42-0a1b2c3d", "slurm-dws/v2 cluster=hpc nodeset=a3u tag=0a1b2c3d job=42", None),
             // Malformed or duplicated fields.
-            (
-                "hpc-a3u-j42-0a1b2c3d",
-                "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d job=042",
-                None,
-            ),
+            ("hpc-a3u-j42-0a1b2c3d", "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d job=042", None),
             (
                 "hpc-a3u-j42-0a1b2c3d",
                 "slurm-dws/v1 cluster=hpc cluster=hpc nodeset=a3u tag=0a1b2c3d job=42",
                 None,
             ),
-            (
-                "hpc-a3u-j42-0a1b2c3d",
-                "slurm-dws/v1 cluster=hpc nodeset=a3u job=42",
-                None,
-            ),
-            (
-                "hpc-a3u-j42-0A1B2C3D",
-                "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0A1B2C3D job=42",
-                None,
-            ),
-            (
-                "hpc-a3u-j42-0a1b2c3d",
-                "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d job=42 junk",
-                None,
-            ),
+            ("hpc-a3u-j42-0a1b2c3d", "slurm-dws/v1 cluster=hpc nodeset=a3u job=42", None),
+            ("hpc-a3u-j42-0A1B2C3D", "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0A1B2C3D job=42", None),
+            ("hpc-a3u-j42-0a1b2c3d", "slurm-dws/v1 cluster=hpc nodeset=a3u tag=0a1b2c3d job=42 junk", None),
         ];
         for (name, desc, want) in cases {
             assert_eq!(&n.parse_ownership(name, desc), want, "{name} / {desc}");

@@ -51,8 +51,12 @@ impl Request {
 pub enum Response {
     Ok,
     /// A JSON document (status, pass report, gc report) whose shape the request defines.
-    Report { report: serde_json::Value },
-    Error { message: String },
+    Report {
+        report: serde_json::Value,
+    },
+    Error {
+        message: String,
+    },
 }
 
 /// Why a client call failed.

@@ -29,8 +29,7 @@ fn broken_example(from: &str, to: &str) -> (tempfile::TempDir, String) {
 /// The example with each `(from, to)` applied once, written to a temp file.
 fn broken_example_n(edits: &[(&str, &str)]) -> (tempfile::TempDir, String) {
     let mut text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/slurm-dws.toml"))
-            .unwrap();
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/slurm-dws.toml")).unwrap();
     for (from, to) in edits {
         assert!(text.contains(from), "test bug: {from:?}");
         text = text.replacen(from, to, 1);
@@ -57,10 +56,7 @@ fn example_is_valid_and_printed_resolved() {
     assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
     assert!(stderr(&o).is_empty());
     let out = stdout(&o);
-    assert!(
-        out.starts_with("# slurm-dws config read from conf/slurm-dws.toml is valid."),
-        "{out}"
-    );
+    assert!(out.starts_with("# slurm-dws config read from conf/slurm-dws.toml is valid."), "{out}");
     for line in [
         "cluster_name = \"hpc\"",
         "calls_per_minute = 1200",
@@ -96,10 +92,7 @@ fn config_from_the_environment() {
 #[test]
 fn unknown_key_exits_2_naming_it() {
     let (_d, path) = broken_example("eol_grace = 600", "eol_grace = 600\nbogus_key = 1");
-    let err = assert_rejected(
-        &slurm_dws(&["check-config", &path]),
-        "nodeset[0].dws_flex.bogus_key",
-    );
+    let err = assert_rejected(&slurm_dws(&["check-config", &path]), "nodeset[0].dws_flex.bogus_key");
     assert!(err.contains("unknown key"), "{err}");
 }
 
@@ -121,10 +114,8 @@ fn capital_letters_in_a_nodeset_name_exit_2() {
 
 #[test]
 fn several_problems_still_one_stderr_line() {
-    let (_d, path) = broken_example_n(&[
-        ("name = \"a3u\"", "name = \"A3U\""),
-        ("queue_timeout = 0", "queue_timeout = 5"),
-    ]);
+    let (_d, path) =
+        broken_example_n(&[("name = \"a3u\"", "name = \"A3U\""), ("queue_timeout = 0", "queue_timeout = 5")]);
     let o = slurm_dws(&["check-config", &path]);
     let err = assert_rejected(&o, "nodeset[0].name");
     assert!(err.contains("(and 1 more problem)"), "{err}");
@@ -144,20 +135,12 @@ fn missing_file_exits_2() {
 fn usage_errors_exit_2() {
     assert_eq!(slurm_dws(&["no-such-command"]).status.code(), Some(2));
     assert_eq!(
-        slurm_dws(&["check-config", "--hook-dir", "/x", "conf/slurm-dws.toml"])
-            .status
-            .code(),
+        slurm_dws(&["check-config", "--hook-dir", "/x", "conf/slurm-dws.toml"]).status.code(),
         Some(2)
     );
     let o = slurm_dws(&["check-config", "--config", "a.toml", "b.toml"]);
     assert_rejected(&o, "disagree");
-    let o = slurm_dws(&[
-        "check-config",
-        "--print-slurm-conf",
-        "--hook-dir",
-        "rel",
-        "conf/slurm-dws.toml",
-    ]);
+    let o = slurm_dws(&["check-config", "--print-slurm-conf", "--hook-dir", "rel", "conf/slurm-dws.toml"]);
     assert_rejected(&o, "--hook-dir");
 }
 
@@ -185,10 +168,7 @@ fn print_slurm_conf() {
     // Without --hook-dir the hooks are expected beside the executable.
     let o = slurm_dws(&["check-config", "--print-slurm-conf", "conf/slurm-dws.toml"]);
     let exe_dir = Path::new(env!("CARGO_BIN_EXE_slurm-dws")).parent().unwrap();
-    let want = format!(
-        "ResumeProgram={}",
-        exe_dir.join("slurm-dws-resume").display()
-    );
+    let want = format!("ResumeProgram={}", exe_dir.join("slurm-dws-resume").display());
     assert!(stdout(&o).lines().any(|l| l == want), "{}", stdout(&o));
 }
 
@@ -196,8 +176,5 @@ fn print_slurm_conf() {
 fn version() {
     let o = slurm_dws(&["version"]);
     assert_eq!(o.status.code(), Some(0));
-    assert_eq!(
-        stdout(&o),
-        format!("slurm-dws {}\n", env!("CARGO_PKG_VERSION"))
-    );
+    assert_eq!(stdout(&o), format!("slurm-dws {}\n", env!("CARGO_PKG_VERSION")));
 }

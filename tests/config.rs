@@ -6,9 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use slurm_dws::config::raw::{RawConfig, KEYS};
-use slurm_dws::config::{
-    render_slurm_conf, Config, ConfigError, Credentials, NodeAddr, DEFAULT_PATH,
-};
+use slurm_dws::config::{render_slurm_conf, Config, ConfigError, Credentials, NodeAddr, DEFAULT_PATH};
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
@@ -61,44 +59,22 @@ fn example_parses_with_the_values_it_shows() {
     assert_eq!(c.gcp.region, "us-central1");
     assert_eq!(c.gcp.endpoint, "https://compute.googleapis.com/compute/v1/");
     assert_eq!(c.gcp.credentials, Credentials::Auto);
-    assert_eq!(
-        (
-            c.gcp.calls_per_minute,
-            c.gcp.request_timeout,
-            c.gcp.retry_deadline
-        ),
-        (1200, 30, 120)
-    );
+    assert_eq!((c.gcp.calls_per_minute, c.gcp.request_timeout, c.gcp.retry_deadline), (1200, 30, 120));
     assert_eq!(c.slurm.bin_dir, Path::new("/usr/bin"));
-    assert_eq!(
-        c.slurm.conf.as_deref(),
-        Some(Path::new("/etc/slurm/slurm.conf"))
-    );
+    assert_eq!(c.slurm.conf.as_deref(), Some(Path::new("/etc/slurm/slurm.conf")));
     assert_eq!(c.slurm.node_addr, NodeAddr::None);
     assert_eq!(c.slurm.command_timeout, 30);
     let r = &c.reconcile;
     assert_eq!(
-        (
-            r.interval,
-            r.orphan_grace,
-            r.mig_gc_grace,
-            r.backoff_initial,
-            r.backoff_max
-        ),
+        (r.interval, r.orphan_grace, r.mig_gc_grace, r.backoff_initial, r.backoff_max),
         (30, 300, 300, 60, 1800)
     );
-    assert_eq!(
-        c.daemon.metrics_listen,
-        Some("127.0.0.1:9464".parse::<SocketAddr>().unwrap())
-    );
+    assert_eq!(c.daemon.metrics_listen, Some("127.0.0.1:9464".parse::<SocketAddr>().unwrap()));
     assert_eq!(c.daemon.service_user.as_deref(), Some("slurm"));
 
     assert_eq!(c.nodesets.len(), 2);
     let a3u = c.nodeset("a3u").unwrap();
-    assert_eq!(
-        a3u.instance_template,
-        "projects/my-project/regions/us-central1/instanceTemplates/a3u-flex"
-    );
+    assert_eq!(a3u.instance_template, "projects/my-project/regions/us-central1/instanceTemplates/a3u-flex");
     assert_eq!(a3u.zones, ["us-central1-a", "us-central1-c"]);
     assert_eq!((a3u.node_count_static, a3u.node_count_dynamic_max), (2, 14));
     assert_eq!((a3u.static_indices(), a3u.dynamic_indices()), (0..2, 2..16));
@@ -106,23 +82,12 @@ fn example_parses_with_the_values_it_shows() {
     assert_eq!(a3u.node_conf, "CPUs=208 RealMemory=1800000 Gres=gpu:8");
     let f = &a3u.dws_flex;
     assert!(f.enabled && f.use_job_duration);
-    assert_eq!(
-        (
-            f.max_run_duration,
-            f.boot_allowance,
-            f.queue_timeout,
-            f.eol_grace
-        ),
-        (604800, 600, 0, 600)
-    );
+    assert_eq!((f.max_run_duration, f.boot_allowance, f.queue_timeout, f.eol_grace), (604800, 600, 0, 600));
 
     let h4d = c.nodeset("h4d").unwrap();
     assert_eq!((h4d.node_count_static, h4d.node_count_dynamic_max), (0, 64));
     assert_eq!(h4d.partition, "cpu");
-    assert_eq!(
-        (h4d.dws_flex.max_run_duration, h4d.dws_flex.queue_timeout),
-        (86400, 3600)
-    );
+    assert_eq!((h4d.dws_flex.max_run_duration, h4d.dws_flex.queue_timeout), (86400, 3600));
     assert!(h4d.dws_flex.enabled && h4d.dws_flex.use_job_duration);
     assert!(c.nodeset("nope").is_none());
 }
@@ -147,27 +112,14 @@ node_count_dynamic_max = 1
     assert_eq!(c.log_file, Path::new("/var/lib/slurm-dws/slurm-dws.log"));
     assert_eq!(c.gcp.endpoint, "https://compute.googleapis.com/compute/v1/");
     assert_eq!(c.gcp.credentials, Credentials::Auto);
-    assert_eq!(
-        (
-            c.gcp.calls_per_minute,
-            c.gcp.request_timeout,
-            c.gcp.retry_deadline
-        ),
-        (1200, 30, 120)
-    );
+    assert_eq!((c.gcp.calls_per_minute, c.gcp.request_timeout, c.gcp.retry_deadline), (1200, 30, 120));
     assert_eq!(c.slurm.bin_dir, Path::new("/usr/bin"));
     assert_eq!(c.slurm.conf, None);
     assert_eq!(c.slurm.node_addr, NodeAddr::None);
     assert_eq!(c.slurm.command_timeout, 30);
     let r = &c.reconcile;
     assert_eq!(
-        (
-            r.interval,
-            r.orphan_grace,
-            r.mig_gc_grace,
-            r.backoff_initial,
-            r.backoff_max
-        ),
+        (r.interval, r.orphan_grace, r.mig_gc_grace, r.backoff_initial, r.backoff_max),
         (30, 300, 300, 60, 1800)
     );
     assert_eq!(c.daemon.metrics_listen, None);
@@ -178,15 +130,7 @@ node_count_dynamic_max = 1
     assert_eq!(n.node_conf, "");
     let f = &n.dws_flex;
     assert!(f.enabled && f.use_job_duration);
-    assert_eq!(
-        (
-            f.max_run_duration,
-            f.boot_allowance,
-            f.queue_timeout,
-            f.eol_grace
-        ),
-        (604800, 600, 0, 600)
-    );
+    assert_eq!((f.max_run_duration, f.boot_allowance, f.queue_timeout, f.eol_grace), (604800, 600, 0, 600));
 }
 
 #[test]
@@ -211,10 +155,7 @@ fn derived_and_normalised_values() {
 
     for (cred, want) in [
         ("metadata", Credentials::Metadata),
-        (
-            "/etc/slurm-dws/key.json",
-            Credentials::KeyFile("/etc/slurm-dws/key.json".into()),
-        ),
+        ("/etc/slurm-dws/key.json", Credentials::KeyFile("/etc/slurm-dws/key.json".into())),
     ] {
         let text = edited(&[(
             "region = \"us-central1\"",
@@ -222,11 +163,7 @@ fn derived_and_normalised_values() {
         )]);
         assert_eq!(parse(&text).unwrap().gcp.credentials, want);
     }
-    for endpoint in [
-        "http://localhost:1/",
-        "http://[::1]:9/compute/v1/",
-        "http://127.1.2.3/",
-    ] {
+    for endpoint in ["http://localhost:1/", "http://[::1]:9/compute/v1/", "http://127.1.2.3/"] {
         let text = edited(&[(
             "region = \"us-central1\"",
             &format!("region = \"us-central1\"\nendpoint = \"{endpoint}\"\ncredentials = \"none\""),
@@ -342,18 +279,9 @@ fn validation_errors_point_at_the_line_and_all_are_reported() {
         ("max_run_duration = 3600", "max_run_duration = 100"),
     ]);
     let err = parse(&text).unwrap_err();
-    let ConfigError::Invalid { problems, .. } = &err else {
-        panic!("{err}")
-    };
-    let got: Vec<(&str, Option<usize>)> =
-        problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
-    assert_eq!(
-        got,
-        [
-            ("nodeset[0].name", Some(6)),
-            ("nodeset[0].dws_flex.max_run_duration", Some(11))
-        ]
-    );
+    let ConfigError::Invalid { problems, .. } = &err else { panic!("{err}") };
+    let got: Vec<(&str, Option<usize>)> = problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
+    assert_eq!(got, [("nodeset[0].name", Some(6)), ("nodeset[0].dws_flex.max_run_duration", Some(11))]);
     assert_eq!(err.to_string().lines().count(), 2);
     assert_eq!(
         err.first_line(),
@@ -366,15 +294,11 @@ fn validation_errors_point_at_the_line_and_all_are_reported() {
 fn duplicate_nodesets_are_rejected() {
     let second = "[[nodeset]]\nname = \"a3u\"\ninstance_template = \"global/instanceTemplates/t\"\nzones = [\"us-central1-b\"]\nnode_count_dynamic_max = 1\n";
     let err = parse(&format!("{BASE}{second}")).unwrap_err();
-    let ConfigError::Invalid { problems, .. } = &err else {
-        panic!("{err}")
-    };
+    let ConfigError::Invalid { problems, .. } = &err else { panic!("{err}") };
     assert_eq!(problems.len(), 1, "{err}");
     assert_eq!(problems[0].key, "nodeset[1].name");
     assert_eq!(problems[0].line, Some(13));
-    assert!(problems[0]
-        .message
-        .contains("duplicate nodeset \"a3u\" (also nodeset[0])"));
+    assert!(problems[0].message.contains("duplicate nodeset \"a3u\" (also nodeset[0])"));
     // A name that is a prefix of another is fine.
     let ok = second.replace("\"a3u\"", "\"a3u2\"");
     assert_eq!(parse(&format!("{BASE}{ok}")).unwrap().nodesets.len(), 2);
@@ -384,34 +308,20 @@ fn duplicate_nodesets_are_rejected() {
 fn unknown_keys_and_wrong_types_name_the_key_and_line() {
     let cases: &[(Edits, &str, usize, &str)] = &[
         (
-            &[(
-                "cluster_name = \"hpc\"",
-                "cluster_name = \"hpc\"\nbogus = 1",
-            )],
+            &[("cluster_name = \"hpc\"", "cluster_name = \"hpc\"\nbogus = 1")],
             "bogus",
             2,
             "unknown key `bogus`",
         ),
+        (&[("project = \"p\"", "project = \"p\"\nzone = \"x\"")], "gcp.zone", 4, "unknown key `zone`"),
         (
-            &[("project = \"p\"", "project = \"p\"\nzone = \"x\"")],
-            "gcp.zone",
-            4,
-            "unknown key `zone`",
-        ),
-        (
-            &[(
-                "node_count_dynamic_max = 4",
-                "node_count_dynamic_max = 4\nmax_run_duration = 5",
-            )],
+            &[("node_count_dynamic_max = 4", "node_count_dynamic_max = 4\nmax_run_duration = 5")],
             "nodeset[0].max_run_duration",
             10,
             "unknown key",
         ),
         (
-            &[(
-                "max_run_duration = 3600",
-                "max_run_duration = 3600\nenable = true",
-            )],
+            &[("max_run_duration = 3600", "max_run_duration = 3600\nenable = true")],
             "nodeset[0].dws_flex.enable",
             12,
             "unknown key `enable`",
@@ -444,14 +354,7 @@ fn unknown_keys_and_wrong_types_name_the_key_and_line() {
     ];
     for (edits, key, line, words) in cases {
         let err = parse(&edited(edits)).unwrap_err();
-        let ConfigError::Parse {
-            file,
-            line: l,
-            key: k,
-            message,
-            ..
-        } = &err
-        else {
+        let ConfigError::Parse { file, line: l, key: k, message, .. } = &err else {
             panic!("{edits:?}: expected a parse error, got {err}");
         };
         assert_eq!(file, Path::new("/etc/slurm-dws/test.toml"));
@@ -459,18 +362,11 @@ fn unknown_keys_and_wrong_types_name_the_key_and_line() {
         assert_eq!(*l, Some(*line), "{err}");
         assert!(message.contains(words), "{err}");
         assert!(!err.first_line().contains('\n'));
-        assert!(
-            err.first_line()
-                .starts_with(&format!("/etc/slurm-dws/test.toml:{line}:")),
-            "{err}"
-        );
+        assert!(err.first_line().starts_with(&format!("/etc/slurm-dws/test.toml:{line}:")), "{err}");
     }
     // Not TOML at all: still one line with a position.
     let err = parse("cluster_name = \n").unwrap_err();
-    assert!(
-        matches!(err, ConfigError::Parse { line: Some(1), .. }),
-        "{err}"
-    );
+    assert!(matches!(err, ConfigError::Parse { line: Some(1), .. }), "{err}");
     assert!(!err.first_line().contains('\n'));
 }
 
@@ -498,10 +394,7 @@ fn search_order() {
     let cluster = |r: Result<Config, ConfigError>| r.unwrap().cluster_name;
 
     let all = env(Some(env_config.clone()), Some(slurm_conf.clone()));
-    assert_eq!(
-        cluster(Config::load_with_env(Some(&explicit), &all)),
-        "explicit"
-    );
+    assert_eq!(cluster(Config::load_with_env(Some(&explicit), &all)), "explicit");
     assert_eq!(cluster(Config::load_with_env(None, &all)), "env");
     let no_env = env(Some(OsString::new()), Some(slurm_conf.clone()));
     assert_eq!(cluster(Config::load_with_env(None, no_env)), "beside");
@@ -513,10 +406,7 @@ fn search_order() {
     let err = Config::load_with_env(Some(&missing), env(None, None)).unwrap_err();
     assert!(matches!(err, ConfigError::Read { .. }));
     let msg = err.to_string();
-    assert!(
-        msg.contains(&missing.display().to_string()) && msg.contains("--config"),
-        "{msg}"
-    );
+    assert!(msg.contains(&missing.display().to_string()) && msg.contains("--config"), "{msg}");
     let err = Config::load_with_env(None, env(Some(missing.clone().into()), None)).unwrap_err();
     assert!(err.to_string().contains("$SLURM_DWS_CONFIG"), "{err}");
 
@@ -580,11 +470,7 @@ fn keys_of(prefix: &str, v: &toml::Value, out: &mut BTreeSet<String>) {
     match v {
         toml::Value::Table(t) => {
             for (k, v) in t {
-                let path = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
+                let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
                 keys_of(&path, v, out);
             }
         }
@@ -622,12 +508,6 @@ fn docs_describe_exactly_the_schema() {
     let listed: BTreeSet<String> = KEYS.iter().map(|k| k.to_string()).collect();
     let undocumented: Vec<_> = listed.difference(&documented).collect();
     let unknown: Vec<_> = documented.difference(&listed).collect();
-    assert!(
-        undocumented.is_empty(),
-        "keys missing from docs/configuration.md: {undocumented:?}"
-    );
-    assert!(
-        unknown.is_empty(),
-        "docs/configuration.md documents keys that do not exist: {unknown:?}"
-    );
+    assert!(undocumented.is_empty(), "keys missing from docs/configuration.md: {undocumented:?}");
+    assert!(unknown.is_empty(), "docs/configuration.md documents keys that do not exist: {unknown:?}");
 }

@@ -36,18 +36,11 @@ enum Verdict {
 impl Scontrol {
     fn find() -> Option<Self> {
         let path = std::env::var_os("PATH")?;
-        let bin = std::env::split_paths(&path)
-            .map(|dir| dir.join("scontrol"))
-            .find(|p| p.is_file())?;
+        let bin = std::env::split_paths(&path).map(|dir| dir.join("scontrol")).find(|p| p.is_file())?;
         let dir = tempfile::tempdir().expect("temp dir");
         let conf = dir.path().join("slurm.conf");
-        std::fs::write(&conf, "ClusterName=oracle\nSlurmctldHost=localhost\n")
-            .expect("write slurm.conf");
-        Some(Scontrol {
-            bin,
-            _dir: dir,
-            conf,
-        })
+        std::fs::write(&conf, "ClusterName=oracle\nSlurmctldHost=localhost\n").expect("write slurm.conf");
+        Some(Scontrol { bin, _dir: dir, conf })
     }
 
     fn run(&self, what: &str, arg: &str) -> (bool, String, String) {
@@ -73,10 +66,7 @@ impl Scontrol {
 
     fn hostlist(&self, names: &[String]) -> String {
         let (ok, stdout, stderr) = self.run("hostlist", &names.join(","));
-        assert!(
-            ok && stderr.is_empty(),
-            "scontrol show hostlist failed: {stderr}"
-        );
+        assert!(ok && stderr.is_empty(), "scontrol show hostlist failed: {stderr}");
         stdout.trim_end_matches('\n').to_owned()
     }
 }
@@ -106,18 +96,12 @@ impl Rng {
     }
 }
 
-const PREFIXES: &[&str] = &[
-    "n", "gpu-", "hpc-a3u-", "rack1-n", "n01-", "n1-", "", "A.b_", "x", "node",
-];
+const PREFIXES: &[&str] = &["n", "gpu-", "hpc-a3u-", "rack1-n", "n01-", "n1-", "", "A.b_", "x", "node"];
 const BETWEEN: &[&str] = &["-", "x", "", "-r", "0"];
 
 /// A number with `width` digits at least (zero padded), or fewer when `width` is 0.
 fn padded(rng: &mut Rng, value: u64, min_width: usize) -> String {
-    let extra = if rng.chance(30) {
-        rng.below(3) as usize
-    } else {
-        0
-    };
+    let extra = if rng.chance(30) { rng.below(3) as usize } else { 0 };
     format!("{value:0w$}", w = min_width + extra)
 }
 
@@ -134,11 +118,7 @@ fn range(rng: &mut Rng, max_hosts: u64) -> String {
         return lo_text;
     }
     let hi = lo + rng.below(max_hosts);
-    let hi_text = if rng.chance(70) {
-        format!("{hi:0w$}", w = lo_text.len())
-    } else {
-        padded(rng, hi, 0)
-    };
+    let hi_text = if rng.chance(70) { format!("{hi:0w$}", w = lo_text.len()) } else { padded(rng, hi, 0) };
     format!("{lo_text}-{hi_text}")
 }
 
@@ -240,11 +220,9 @@ fn documented_stricter(err: &HostlistError) -> bool {
         | HostlistError::InvalidCharacter { .. }
         | HostlistError::NumberTooLarge { .. }
         | HostlistError::TooManyNames { .. } => true,
-        HostlistError::InvalidRange {
-            range,
-            problem: RangeProblem::NotNumeric,
-            ..
-        } => range.ends_with('-') || range.contains(['+', ' ', '\t']),
+        HostlistError::InvalidRange { range, problem: RangeProblem::NotNumeric, .. } => {
+            range.ends_with('-') || range.contains(['+', ' ', '\t'])
+        }
         _ => false,
     }
 }
@@ -254,17 +232,14 @@ fn expand_and_compress_agree_with_scontrol() {
     let Some(scontrol) = Scontrol::find() else {
         eprintln!();
         eprintln!("!!!!!!!!!! hostlist oracle NOT RUN: `scontrol` is not on PATH !!!!!!!!!!");
-        eprintln!(
-            "!!!!!!!!!! install slurm-client (make test does) to compare with Slurm !!!!!!!!!!"
-        );
+        eprintln!("!!!!!!!!!! install slurm-client (make test does) to compare with Slurm !!!!!!!!!!");
         eprintln!();
         return;
     };
     let start = std::time::Instant::now();
     let mut rng = Rng(0x5EED_2205);
     let mut failures: Vec<String> = Vec::new();
-    let (mut expand_ok, mut compress_ok, mut compress_total, mut both_reject, mut stricter) =
-        (0, 0, 0, 0, 0);
+    let (mut expand_ok, mut compress_ok, mut compress_total, mut both_reject, mut stricter) = (0, 0, 0, 0, 0);
 
     // A few fixed cases first, then the generated ones.
     let mut exprs: Vec<String> = [
@@ -283,11 +258,7 @@ fn expand_and_compress_agree_with_scontrol() {
     .map(|s| s.to_string())
     .collect();
     while exprs.len() < EXPRESSIONS {
-        let expr = if rng.chance(20) {
-            invalid_expression(&mut rng)
-        } else {
-            valid_expression(&mut rng)
-        };
+        let expr = if rng.chance(20) { invalid_expression(&mut rng) } else { valid_expression(&mut rng) };
         exprs.push(expr);
     }
 
@@ -322,13 +293,10 @@ fn expand_and_compress_agree_with_scontrol() {
                 let ours_c = compress(ours);
                 let theirs_c = scontrol.hostlist(ours);
                 if ours_c != theirs_c {
-                    failures.push(format!(
-                        "compress(expand({expr:?})): ours {ours_c:?}, scontrol {theirs_c:?}"
-                    ));
+                    failures
+                        .push(format!("compress(expand({expr:?})): ours {ours_c:?}, scontrol {theirs_c:?}"));
                 } else if expand(&ours_c).as_deref() != Ok(ours) {
-                    failures.push(format!(
-                        "compress({expr:?}) = {ours_c:?} does not expand back"
-                    ));
+                    failures.push(format!("compress({expr:?}) = {ours_c:?} does not expand back"));
                 } else {
                     compress_ok += 1;
                 }
@@ -345,10 +313,8 @@ fn expand_and_compress_agree_with_scontrol() {
                 "expand({expr:?}): we reject ({err}), scontrol accepts: {:?}",
                 &theirs[..theirs.len().min(8)]
             )),
-            (Ok(ours), Verdict::Rejected(why)) => failures.push(format!(
-                "expand({expr:?}): we accept ({} names), scontrol rejects: {why}",
-                ours.len()
-            )),
+            (Ok(ours), Verdict::Rejected(why)) => failures
+                .push(format!("expand({expr:?}): we accept ({} names), scontrol rejects: {why}", ours.len())),
         }
     }
 
@@ -360,16 +326,8 @@ fn expand_and_compress_agree_with_scontrol() {
         exprs.len(),
         start.elapsed().as_secs_f64()
     );
-    assert!(
-        failures.is_empty(),
-        "{} disagreements with scontrol:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    assert!(
-        both_reject > 0 && stricter > 0,
-        "the generator must exercise invalid input"
-    );
+    assert!(failures.is_empty(), "{} disagreements with scontrol:\n{}", failures.len(), failures.join("\n"));
+    assert!(both_reject > 0 && stricter > 0, "the generator must exercise invalid input");
 }
 
 #[test]

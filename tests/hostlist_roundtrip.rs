@@ -9,15 +9,13 @@ use slurm_dws::hostlist::{compress, expand};
 /// A node name as Slurm and GCE would have them: letters, digits, `-`, `.` and `_`, often
 /// ending in a zero-padded number, sometimes with digits inside the prefix too.
 fn name() -> impl Strategy<Value = String> {
-    (
-        "[a-c]{0,2}(-[0-9]{1,2}-)?[a-c.-]{0,2}",
-        proptest::option::of((0u64..1200, 0usize..5)),
-    )
-        .prop_map(|(prefix, number)| match number {
+    ("[a-c]{0,2}(-[0-9]{1,2}-)?[a-c.-]{0,2}", proptest::option::of((0u64..1200, 0usize..5))).prop_map(
+        |(prefix, number)| match number {
             Some((n, width)) => format!("{prefix}{n:0width$}"),
             None if prefix.is_empty() => "x".to_owned(),
             None => prefix,
-        })
+        },
+    )
 }
 
 /// A list of names with runs (consecutive numbers), repeats and shuffles mixed in.
@@ -25,11 +23,10 @@ fn names() -> impl Strategy<Value = Vec<String>> {
     prop::collection::vec(
         prop_oneof![
             name().prop_map(|n| vec![n]),
-            ("[a-c-]{0,3}", 0u64..1000, 1u64..30, 0usize..4).prop_map(
-                |(prefix, lo, len, width)| (lo..lo + len)
+            ("[a-c-]{0,3}", 0u64..1000, 1u64..30, 0usize..4)
+                .prop_map(|(prefix, lo, len, width)| (lo..lo + len)
                     .map(|n| format!("{prefix}{n:0width$}"))
-                    .collect()
-            ),
+                    .collect()),
         ],
         0..12,
     )
@@ -46,11 +43,8 @@ fn expression() -> impl Strategy<Value = String> {
         }
     });
     let group = prop::collection::vec(range, 1..4).prop_map(|r| format!("[{}]", r.join(",")));
-    let item = (
-        "[a-z]{0,3}-?",
-        prop::collection::vec(("[a-z0-9-]{0,2}", group), 0..4),
-    )
-        .prop_map(|(head, groups)| {
+    let item = ("[a-z]{0,3}-?", prop::collection::vec(("[a-z0-9-]{0,2}", group), 0..4)).prop_map(
+        |(head, groups)| {
             let mut item = head;
             for (i, (between, group)) in groups.iter().enumerate() {
                 if i > 0 {
@@ -62,7 +56,8 @@ fn expression() -> impl Strategy<Value = String> {
                 item.push('z');
             }
             item
-        });
+        },
+    );
     prop::collection::vec(item, 1..4).prop_map(|items| items.join(","))
 }
 

@@ -59,16 +59,20 @@ pub async fn nodes(
     l: &Listing,
 ) -> Result<String, CliError> {
     let state = state
-        .map(|s| s.parse::<NodeState>().map_err(|_| {
-            CliError::usage(format!(
-                "unknown node state '{s}' (states: {})",
-                NodeState::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-            ))
-        }))
+        .map(|s| {
+            s.parse::<NodeState>().map_err(|_| {
+                CliError::usage(format!(
+                    "unknown node state '{s}' (states: {})",
+                    NodeState::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                ))
+            })
+        })
         .transpose()?;
     let mut wanted = Vec::new();
     for n in names {
-        wanted.extend(crate::hostlist::expand(n).map_err(|e| CliError::usage(format!("bad hostlist '{n}': {e}")))?);
+        wanted.extend(
+            crate::hostlist::expand(n).map_err(|e| CliError::usage(format!("bad hostlist '{n}': {e}")))?,
+        );
     }
     if let Some(ns) = nodeset {
         if cfg.nodeset(ns).is_none() {
@@ -103,7 +107,18 @@ pub async fn nodes(
             .collect();
         return Ok(to_json(&Value::Array(v)));
     }
-    let mut t = Table::new(&["NAME", "NODESET", "STATIC", "STATE", "SINCE", "JOB", "MIG", "VM", "TERMINATION", "LAST_ERROR"]);
+    let mut t = Table::new(&[
+        "NAME",
+        "NODESET",
+        "STATIC",
+        "STATE",
+        "SINCE",
+        "JOB",
+        "MIG",
+        "VM",
+        "TERMINATION",
+        "LAST_ERROR",
+    ]);
     for n in &nodes {
         t.push(vec![
             n.name.clone(),
@@ -129,7 +144,10 @@ pub async fn requests(cfg: &Config, active: bool, l: &Listing) -> Result<String,
         .await
         .map_err(rt)?
         .into_iter()
-        .filter(|r| !active || matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active))
+        .filter(|r| {
+            !active
+                || matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
+        })
         .collect();
     let now = Utc::now();
     if l.json {
@@ -145,7 +163,19 @@ pub async fn requests(cfg: &Config, active: bool, l: &Listing) -> Result<String,
             .collect();
         return Ok(to_json(&Value::Array(v)));
     }
-    let mut t = Table::new(&["NAME", "MIG", "NODESET", "JOB", "NODES", "COUNT", "STATE", "PHASE", "RUN_DURATION", "CREATED", "LAST_ERROR"]);
+    let mut t = Table::new(&[
+        "NAME",
+        "MIG",
+        "NODESET",
+        "JOB",
+        "NODES",
+        "COUNT",
+        "STATE",
+        "PHASE",
+        "RUN_DURATION",
+        "CREATED",
+        "LAST_ERROR",
+    ]);
     for r in &rs {
         t.push(vec![
             r.name.clone(),
@@ -202,7 +232,9 @@ pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, CliErro
         return Ok(t.with_timezone(&Utc));
     }
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: i64 = num.parse().map_err(|_| CliError::usage(format!("bad --since '{s}': use RFC3339 or an age like 15m, 2h, 1d")))?;
+    let n: i64 = num
+        .parse()
+        .map_err(|_| CliError::usage(format!("bad --since '{s}': use RFC3339 or an age like 15m, 2h, 1d")))?;
     let secs = match unit {
         "s" | "" => n,
         "m" => n * 60,
@@ -256,16 +288,19 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<String, CliError> {
     let requests = store.requests(true).await.map_err(rt)?;
     let outbox = store.pending_outbox().await.map_err(rt)?;
     let inbox = store.inbox_depth().await.map_err(rt)?;
-    let backoffs: Vec<Backoff> = store.backoffs().await.map_err(rt)?.into_iter().filter(|b| b.until > now).collect();
-    let last_pass: Option<Value> = match live.as_ref().and_then(|l| l.get("last_pass")).filter(|v| !v.is_null()) {
-        Some(p) => Some(p.clone()),
-        None => store.meta("last_pass").await.map_err(rt)?.and_then(|s| serde_json::from_str(&s).ok()),
-    };
+    let backoffs: Vec<Backoff> =
+        store.backoffs().await.map_err(rt)?.into_iter().filter(|b| b.until > now).collect();
+    let last_pass: Option<Value> =
+        match live.as_ref().and_then(|l| l.get("last_pass")).filter(|v| !v.is_null()) {
+            Some(p) => Some(p.clone()),
+            None => store.meta("last_pass").await.map_err(rt)?.and_then(|s| serde_json::from_str(&s).ok()),
+        };
     let mut counts: BTreeMap<&str, usize> = NodeState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
     for n in &nodes {
         *counts.entry(n.state.as_str()).or_default() += 1;
     }
-    let queued: Vec<&Request> = requests.iter().filter(|r| r.gce_state.as_deref() == Some("ACCEPTED")).collect();
+    let queued: Vec<&Request> =
+        requests.iter().filter(|r| r.gce_state.as_deref() == Some("ACCEPTED")).collect();
     let oldest = queued.iter().min_by_key(|r| r.created_at);
     let v = json!({
         "daemon": {
@@ -292,14 +327,25 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<String, CliError> {
     s.push_str(&format!(
         "daemon:        {}\n",
         match &live {
-            Some(l) => format!("running (pid {}, since {})", l["pid"], l["started_at"].as_str().unwrap_or("?")),
-            None => format!("NOT RUNNING (no answer on {}); hook requests wait in the inbox", cfg.socket.display()),
+            Some(l) =>
+                format!("running (pid {}, since {})", l["pid"], l["started_at"].as_str().unwrap_or("?")),
+            None => format!(
+                "NOT RUNNING (no answer on {}); hook requests wait in the inbox",
+                cfg.socket.display()
+            ),
         }
     ));
-    s.push_str(&format!("version:       {}\nconfig:        {}\n", env!("CARGO_PKG_VERSION"), cfg.source.display()));
+    s.push_str(&format!(
+        "version:       {}\nconfig:        {}\n",
+        env!("CARGO_PKG_VERSION"),
+        cfg.source.display()
+    ));
     match &last_pass {
         Some(p) => {
-            let started = p["started_at"].as_str().and_then(|t| DateTime::parse_from_rfc3339(t).ok()).map(|t| t.with_timezone(&Utc));
+            let started = p["started_at"]
+                .as_str()
+                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.with_timezone(&Utc));
             s.push_str(&format!(
                 "last pass:     #{} ({}) {} took {} ms: {}{}\n",
                 p["iteration"],
@@ -307,7 +353,14 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<String, CliError> {
                 when(started, now),
                 p["duration_ms"],
                 p["outcome"].as_str().unwrap_or("?"),
-                p["errors"].as_array().filter(|e| !e.is_empty()).map(|e| format!(" ({})", e.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join("; "))).unwrap_or_default()
+                p["errors"]
+                    .as_array()
+                    .filter(|e| !e.is_empty())
+                    .map(|e| format!(
+                        " ({})",
+                        e.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join("; ")
+                    ))
+                    .unwrap_or_default()
             ));
         }
         None => s.push_str("last pass:     none yet\n"),
@@ -318,9 +371,18 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<String, CliError> {
     ));
     s.push_str(&format!("requests:      {} open, {} queued in GCE\n", requests.len(), queued.len()));
     if let Some(r) = oldest {
-        s.push_str(&format!("oldest queued: {} in {} ({} old)\n", r.name, r.mig, age((now - r.created_at).num_seconds())));
+        s.push_str(&format!(
+            "oldest queued: {} in {} ({} old)\n",
+            r.name,
+            r.mig,
+            age((now - r.created_at).num_seconds())
+        ));
     }
-    s.push_str(&format!("pending work:  {} hook calls in the inbox, {} GCE mutations in the outbox\n", inbox, outbox.len()));
+    s.push_str(&format!(
+        "pending work:  {} hook calls in the inbox, {} GCE mutations in the outbox\n",
+        inbox,
+        outbox.len()
+    ));
     if backoffs.is_empty() {
         s.push_str("backoffs:      none\n");
     }
@@ -415,7 +477,13 @@ fn describe_state(s: NodeState) -> &'static str {
     }
 }
 
-fn next_step(cfg: &Config, n: &Node, r: Option<&Request>, backoff: Option<&Backoff>, now: DateTime<Utc>) -> String {
+fn next_step(
+    cfg: &Config,
+    n: &Node,
+    r: Option<&Request>,
+    backoff: Option<&Backoff>,
+    now: DateTime<Utc>,
+) -> String {
     let interval = cfg.reconcile.interval;
     match n.state {
         NodeState::PoweredDown if n.is_static => match backoff {
@@ -444,7 +512,13 @@ fn next_step(cfg: &Config, n: &Node, r: Option<&Request>, backoff: Option<&Backo
     }
 }
 
-fn render_story(name: &str, lines: &[String], events: &[Event], json_out: bool, now: DateTime<Utc>) -> String {
+fn render_story(
+    name: &str,
+    lines: &[String],
+    events: &[Event],
+    json_out: bool,
+    now: DateTime<Utc>,
+) -> String {
     if json_out {
         let v = json!({
             "node": name,
@@ -469,7 +543,11 @@ pub async fn ask_daemon(cfg: &Config, ask: Ask, json_out: bool) -> Result<String
         Ok(Response::Report { report }) => report,
         Ok(Response::Ok) => Value::Null,
         Ok(Response::Error { message }) => return Err(CliError::runtime(format!("daemon: {message}"))),
-        Err(e) => return Err(CliError::runtime(format!("{e}; is the daemon running? (systemctl status slurm-dws)"))),
+        Err(e) => {
+            return Err(CliError::runtime(format!(
+                "{e}; is the daemon running? (systemctl status slurm-dws)"
+            )))
+        }
     };
     if json_out {
         return Ok(to_json(&report));
@@ -491,7 +569,11 @@ fn render_pass(p: &Value) -> String {
             "  GCE {} {}: {}\n",
             st["step"].as_str().unwrap_or("?"),
             st["target"].as_str().unwrap_or("?"),
-            if st["ok"].as_bool() == Some(true) { "done".to_string() } else { format!("FAILED: {}", st["error"].as_str().unwrap_or("?")) }
+            if st["ok"].as_bool() == Some(true) {
+                "done".to_string()
+            } else {
+                format!("FAILED: {}", st["error"].as_str().unwrap_or("?"))
+            }
         ));
     }
     for e in p["errors"].as_array().into_iter().flatten() {

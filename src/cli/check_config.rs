@@ -50,12 +50,10 @@ pub fn run(config: Option<&Path>, args: &Args, out: &mut impl Write) -> Result<(
     if args.print_slurm_conf {
         let hook_dir = match &args.hook_dir {
             Some(dir) if dir.is_absolute() => dir.clone(),
-            Some(dir) => {
-                return Err(CliError::usage(format!(
-                    "--hook-dir {} must be an absolute path (slurmctld runs the hooks from its own directory)",
-                    dir.display()
-                )))
-            }
+            Some(dir) => return Err(CliError::usage(format!(
+                "--hook-dir {} must be an absolute path (slurmctld runs the hooks from its own directory)",
+                dir.display()
+            ))),
             None => default_hook_dir()?,
         };
         return write_out(out, &render_slurm_conf(&config, &hook_dir));
@@ -73,7 +71,5 @@ pub fn run(config: Option<&Path>, args: &Args, out: &mut impl Write) -> Result<(
 fn default_hook_dir() -> Result<PathBuf, CliError> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::runtime(format!("cannot find this executable's path: {e}")))?;
-    Ok(exe
-        .parent()
-        .map_or_else(|| PathBuf::from("/"), Path::to_path_buf))
+    Ok(exe.parent().map_or_else(|| PathBuf::from("/"), Path::to_path_buf))
 }

@@ -8,7 +8,9 @@
 //! the project's contract: 0 success, 1 failure at run time, 2 bad usage or bad input (clap's
 //! own usage errors exit 2 as well).
 
+pub mod admin;
 pub mod check_config;
+pub mod table;
 
 use std::fmt;
 use std::io::Write;
@@ -16,7 +18,9 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::config::ConfigError;
+use crate::config::{Config, ConfigError};
+use crate::model::HookKind;
+use crate::protocol::Request;
 
 /// `slurm-dws`: Slurm power saving through GCE DWS Flex Start.
 #[derive(Debug, Parser)]
@@ -50,6 +54,140 @@ pub enum Command {
     CheckConfig(check_config::Args),
     /// Print the version.
     Version,
+    /// Run the daemon (the systemd service): socket, reconcile passes, shutdown on SIGTERM.
+    Daemon,
+    /// The ResumeProgram hook: record a resume of HOSTLIST durably and wake the daemon.
+    Resume(HookArgs),
+    /// The SuspendProgram hook: record a suspend of HOSTLIST durably and wake the daemon.
+    Suspend(HookArgs),
+    /// The ResumeFailProgram hook: record that Slurm gave up resuming HOSTLIST.
+    ResumeFail(HookArgs),
+    /// Daemon liveness, the last pass, node counts, pending work, capacity backoffs.
+    Status(JsonArg),
+    /// Nodes slurm-dws tracks.
+    Nodes(NodesArgs),
+    /// Resize-request groups (one MIG + one resize request each).
+    Requests(RequestsArgs),
+    /// MIGs slurm-dws owns.
+    Migs(ListArgs),
+    /// The event log.
+    Events(EventsArgs),
+    /// A node's story: what asked for it, what backs it, when it dies, what happens next.
+    Explain(ExplainArgs),
+    /// Garbage collection: what a pass would delete and why (--dry-run), or delete it now.
+    Gc(GcArgs),
+    /// Run one reconcile pass now and print its report.
+    Reconcile(JsonArg),
+}
+
+/// The hooks' only argument.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HookArgs {
+    /// Slurm hostlist expression, e.g. `hpc-a3u-[0-3],hpc-b-7`.
+    pub hostlist: String,
+}
+
+/// `--json` alone.
+#[derive(Debug, Clone, clap::Args)]
+pub struct JsonArg {
+    /// Print JSON for scripts instead of text for people.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of every listing.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ListArgs {
+    /// Print JSON for scripts instead of a table for people.
+    #[arg(long)]
+    pub json: bool,
+    /// Sort the table by this column (e.g. `state`, `created`).
+    #[arg(long, value_name = "COLUMN")]
+    pub sort: Option<String>,
+}
+
+impl ListArgs {
+    fn listing(&self) -> admin::Listing {
+        admin::Listing { json: self.json, sort: self.sort.clone() }
+    }
+}
+
+/// Options of `nodes`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct NodesArgs {
+    #[command(flatten)]
+    pub list: ListArgs,
+    /// Only nodes of this nodeset.
+    #[arg(long)]
+    pub nodeset: Option<String>,
+    /// Only nodes in this state (powered_down, resume_pending, requested, up, suspending).
+    #[arg(long)]
+    pub state: Option<String>,
+    /// Only these nodes (hostlist expressions).
+    pub nodes: Vec<String>,
+}
+
+/// Options of `requests`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RequestsArgs {
+    #[command(flatten)]
+    pub list: ListArgs,
+    /// Only requests that are not final yet.
+    #[arg(long)]
+    pub active: bool,
+}
+
+/// Options of `events`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EventsArgs {
+    #[command(flatten)]
+    pub list: ListArgs,
+    /// Only events about this node.
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Only events since this time: RFC3339, or an age such as 15m, 2h, 1d.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// At most this many (the newest).
+    #[arg(long, default_value_t = 1000)]
+    pub limit: i64,
+}
+
+/// Options of `explain`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExplainArgs {
+    /// The node to explain.
+    pub node: String,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `gc`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GcArgs {
+    /// Only list what a pass would delete, and why.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The command line, with the hook names rewritten: slurm.conf cannot pass arguments, so
+/// `slurm-dws-resume HOSTLIST` (a symlink) means `slurm-dws resume HOSTLIST`.
+pub fn argv() -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let sub =
+        args.first().and_then(|a0| a0.to_str()).and_then(crate::hook::kind_from_argv0).map(|k| match k {
+            HookKind::Resume => "resume",
+            HookKind::Suspend => "suspend",
+            HookKind::ResumeFail => "resume-fail",
+        });
+    if let Some(sub) = sub {
+        args.insert(1, sub.into());
+    }
+    args
 }
 
 /// Exit code: success.
@@ -104,13 +242,84 @@ impl From<ConfigError> for CliError {
 pub fn run(cli: Cli) -> Result<(), CliError> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    match cli.command {
-        Command::CheckConfig(ref args) => check_config::run(cli.config.as_deref(), args, &mut out),
-        Command::Version => write_out(
-            &mut out,
-            &format!("slurm-dws {}\n", env!("CARGO_PKG_VERSION")),
-        ),
-    }
+    let command = match cli.command {
+        Command::CheckConfig(ref args) => return check_config::run(cli.config.as_deref(), args, &mut out),
+        Command::Version => {
+            return write_out(&mut out, &format!("slurm-dws {}\n", env!("CARGO_PKG_VERSION")))
+        }
+        Command::Daemon => return daemon(cli.config.as_deref(), cli.log_format),
+        other => other,
+    };
+    let cfg = Config::load(cli.config.as_deref())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::runtime(format!("cannot start the async runtime: {e}")))?;
+    let text = rt.block_on(async {
+        match command {
+            Command::Resume(a) => hook(&cfg, HookKind::Resume, &a.hostlist).await,
+            Command::Suspend(a) => hook(&cfg, HookKind::Suspend, &a.hostlist).await,
+            Command::ResumeFail(a) => hook(&cfg, HookKind::ResumeFail, &a.hostlist).await,
+            Command::Status(a) => admin::status(&cfg, &admin::Listing { json: a.json, sort: None }).await,
+            Command::Nodes(a) => {
+                admin::nodes(&cfg, a.nodeset.as_deref(), a.state.as_deref(), &a.nodes, &a.list.listing())
+                    .await
+            }
+            Command::Requests(a) => admin::requests(&cfg, a.active, &a.list.listing()).await,
+            Command::Migs(a) => admin::migs(&cfg, &a.listing()).await,
+            Command::Events(a) => {
+                admin::events(&cfg, a.node.as_deref(), a.since.as_deref(), a.limit, &a.list.listing()).await
+            }
+            Command::Explain(a) => admin::explain(&cfg, &a.node, a.json).await,
+            Command::Gc(a) => admin::ask_daemon(&cfg, Request::Gc { dry_run: a.dry_run }, a.json).await,
+            Command::Reconcile(a) => admin::ask_daemon(&cfg, Request::Reconcile, a.json).await,
+            Command::CheckConfig(_) | Command::Version | Command::Daemon => unreachable!("handled above"),
+        }
+    })?;
+    write_out(&mut out, &text)
+}
+
+/// A hook: nothing on stdout (slurmctld discards it); the outcome is in the log and the exit code.
+async fn hook(cfg: &Config, kind: HookKind, hostlist: &str) -> Result<String, CliError> {
+    crate::hook::run(cfg, kind, hostlist)
+        .await
+        .map(|_| String::new())
+        .map_err(|e| CliError { code: e.exit_code(), message: e.to_string() })
+}
+
+/// Sets up logging to stderr (journald under systemd): text for people, JSON for log pipelines.
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLURM_DWS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}
+
+/// `slurm-dws daemon`: runs until SIGTERM or SIGINT.
+fn daemon(config: Option<&std::path::Path>, format: LogFormat) -> Result<(), CliError> {
+    init_logging(format);
+    let cfg = Config::load(config)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::runtime(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(async {
+        let shutdown = async {
+            use tokio::signal::unix::{signal, SignalKind};
+            match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+                }
+                _ => std::future::pending::<()>().await,
+            }
+        };
+        crate::daemon::run(cfg, shutdown).await
+    })
+    .map_err(|e| CliError::runtime(format!("{e:#}")))
 }
 
 /// Write command output; a closed stdout is a run-time failure, not a panic.
@@ -140,15 +349,9 @@ mod tests {
 
     #[test]
     fn global_options_go_anywhere() {
-        let cli = Cli::try_parse_from([
-            "slurm-dws",
-            "check-config",
-            "--config",
-            "/x.toml",
-            "--log-format",
-            "json",
-        ])
-        .unwrap();
+        let cli =
+            Cli::try_parse_from(["slurm-dws", "check-config", "--config", "/x.toml", "--log-format", "json"])
+                .unwrap();
         assert_eq!(cli.config.as_deref(), Some(std::path::Path::new("/x.toml")));
         assert_eq!(cli.log_format, LogFormat::Json);
     }

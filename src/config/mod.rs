@@ -247,10 +247,7 @@ pub enum ConfigError {
     },
     /// Well-formed TOML whose values break the rules: every problem, one per line.
     #[error("{}", problems.iter().map(|p| problem_line(file, p)).collect::<Vec<_>>().join("\n"))]
-    Invalid {
-        file: PathBuf,
-        problems: Vec<Problem>,
-    },
+    Invalid { file: PathBuf, problems: Vec<Problem> },
 }
 
 impl ConfigError {
@@ -272,9 +269,7 @@ impl ConfigError {
         match self {
             ConfigError::Read { .. } => vec![],
             ConfigError::Parse { key, .. } => key.iter().map(String::as_str).collect(),
-            ConfigError::Invalid { problems, .. } => {
-                problems.iter().map(|p| p.key.as_str()).collect()
-            }
+            ConfigError::Invalid { problems, .. } => problems.iter().map(|p| p.key.as_str()).collect(),
         }
     }
 }
@@ -337,18 +332,12 @@ impl Config {
         }
         let mut also_tried = String::new();
         if let Some(slurm_conf) = env(ENV_SLURM_CONF) {
-            let dir = Path::new(&slurm_conf)
-                .parent()
-                .unwrap_or(Path::new("/"))
-                .to_path_buf();
+            let dir = Path::new(&slurm_conf).parent().unwrap_or(Path::new("/")).to_path_buf();
             let candidate = dir.join(FILE_NAME);
             match std::fs::read_to_string(&candidate) {
                 Ok(text) => return Self::from_toml_str(&text, &candidate),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    also_tried = format!(
-                        "; {} beside ${ENV_SLURM_CONF} does not exist",
-                        candidate.display()
-                    );
+                    also_tried = format!("; {} beside ${ENV_SLURM_CONF} does not exist", candidate.display());
                 }
                 Err(source) => {
                     return Err(ConfigError::Read {
@@ -389,7 +378,6 @@ impl Config {
     /// The resolved config as TOML: every key with its effective value. It parses back to the
     /// same `Config`, so `check-config` output is itself a valid config file.
     pub fn to_toml(&self) -> String {
-        toml::to_string(&raw::RawConfig::from(self))
-            .expect("a resolved config always serializes to TOML")
+        toml::to_string(&raw::RawConfig::from(self)).expect("a resolved config always serializes to TOML")
     }
 }

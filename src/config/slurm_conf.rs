@@ -28,10 +28,10 @@ pub fn compress_range(prefix: &str, indices: Range<u32>) -> Option<String> {
 pub fn render_slurm_conf(config: &Config, hook_dir: &Path) -> String {
     let hook = |name: &str| hook_dir.join(name).display().to_string();
     let prefix = |ns: &str| format!("{}-{ns}-", config.cluster_name);
-    let file = config.source.file_name().map_or_else(
-        || config.source.display().to_string(),
-        |f| f.to_string_lossy().into_owned(),
-    );
+    let file = config
+        .source
+        .file_name()
+        .map_or_else(|| config.source.display().to_string(), |f| f.to_string_lossy().into_owned());
     let mut out = String::new();
     let mut line = |s: &str| {
         out.push_str(s);
@@ -50,10 +50,7 @@ pub fn render_slurm_conf(config: &Config, hook_dir: &Path) -> String {
     line(&format!("ResumeProgram={}", hook("slurm-dws-resume")));
     line(&format!("SuspendProgram={}", hook("slurm-dws-suspend")));
     line("# A node that missed ResumeTimeout gets the suspend cleanup, and slurm-dws records why.");
-    line(&format!(
-        "ResumeFailProgram={}",
-        hook("slurm-dws-resume-fail")
-    ));
+    line(&format!("ResumeFailProgram={}", hook("slurm-dws-resume-fail")));
     line("# No rate limits: one call then carries all of a job's nodes, which become one resize");
     line("# request (one MIG, all VMs at once) instead of being split across calls.");
     line("ResumeRate=0");
@@ -69,9 +66,7 @@ pub fn render_slurm_conf(config: &Config, hook_dir: &Path) -> String {
     line("PrivateData=cloud");
     line("# idle_on_node_suspend: a node suspended while DOWN or DRAINED comes back IDLE, so a");
     line("#   failed resume does not leave it unusable.");
-    line(
-        "# cloud_reg_addrs: take a node's address from its slurmd's registration (no DNS needed).",
-    );
+    line("# cloud_reg_addrs: take a node's address from its slurmd's registration (no DNS needed).");
     line("SlurmctldParameters=idle_on_node_suspend,cloud_reg_addrs");
     line("# A node's address changes every time it is re-provisioned: do not cache it.");
     line("CommunicationParameters=NoAddrCache");
@@ -92,16 +87,11 @@ pub fn render_slurm_conf(config: &Config, hook_dir: &Path) -> String {
     }
 
     line("");
-    line(
-        "# Nodes: {cluster_name}-{nodeset}-{index}, static indices first. State=CLOUD: they exist",
-    );
+    line("# Nodes: {cluster_name}-{nodeset}-{index}, static indices first. State=CLOUD: they exist");
     line("# only while slurm-dws has a VM behind them.");
     for ns in &config.nodesets {
         let flex = if ns.dws_flex.enabled {
-            format!(
-                "DWS Flex, run duration up to {} s",
-                ns.dws_flex.max_run_duration
-            )
+            format!("DWS Flex, run duration up to {} s", ns.dws_flex.max_run_duration)
         } else {
             "DWS Flex disabled".to_string()
         };
@@ -142,15 +132,8 @@ pub fn render_slurm_conf(config: &Config, hook_dir: &Path) -> String {
         }
     }
     for (name, nodes, flex) in partitions {
-        let timeout = if flex {
-            format!(" ResumeTimeout={FLEX_RESUME_TIMEOUT}")
-        } else {
-            String::new()
-        };
-        line(&format!(
-            "PartitionName={name} Nodes={}{timeout} State=UP",
-            nodes.join(",")
-        ));
+        let timeout = if flex { format!(" ResumeTimeout={FLEX_RESUME_TIMEOUT}") } else { String::new() };
+        line(&format!("PartitionName={name} Nodes={}{timeout} State=UP", nodes.join(",")));
     }
     out
 }

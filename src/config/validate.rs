@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use super::raw::{RawConfig, RawDwsFlex, RawNodeset, Val};
 use super::{
-    Config, ConfigError, Credentials, Daemon, DwsFlex, Gcp, NodeAddr, Nodeset, Problem, Reconcile,
-    Slurm, MAX_RUN_DURATION, MIN_RUN_DURATION,
+    Config, ConfigError, Credentials, Daemon, DwsFlex, Gcp, NodeAddr, Nodeset, Problem, Reconcile, Slurm,
+    MAX_RUN_DURATION, MIN_RUN_DURATION,
 };
 
 /// Default `gcp.endpoint`: the real Compute v1 API.
@@ -44,13 +44,7 @@ pub(super) fn parse_error(text: &str, origin: &Path, e: &toml::de::Error) -> Con
         }
         None => (None, None, None),
     };
-    ConfigError::Parse {
-        file: origin.to_path_buf(),
-        line,
-        column,
-        key,
-        message,
-    }
+    ConfigError::Parse { file: origin.to_path_buf(), line, column, key, message }
 }
 
 /// Key path (`nodeset[1].dws_flex.bogus`) of the error reported on 1-based `line`.
@@ -77,25 +71,15 @@ fn key_at(text: &str, line: usize, message: &str) -> Option<String> {
         }
     }
     let here = lines.get(line.checked_sub(1)?)?.trim();
-    let field = message
-        .strip_prefix("unknown key `")
-        .and_then(|m| m.split('`').next())
-        .map(str::to_string);
+    let field = message.strip_prefix("unknown key `").and_then(|m| m.split('`').next()).map(str::to_string);
     if here.starts_with('[') {
         // The header itself is wrong (e.g. `[bogus]`): its own path is the key.
         let h = here.trim_start_matches('[').split(']').next()?;
         let count = nodesets + usize::from(here.starts_with("[[") && h.trim() == "nodeset");
         return Some(header(h, count));
     }
-    let key = field.or_else(|| {
-        here.split_once('=')
-            .map(|(k, _)| k.trim().trim_matches('"').to_string())
-    })?;
-    Some(if section.is_empty() {
-        key
-    } else {
-        format!("{section}.{key}")
-    })
+    let key = field.or_else(|| here.split_once('=').map(|(k, _)| k.trim().trim_matches('"').to_string()))?;
+    Some(if section.is_empty() { key } else { format!("{section}.{key}") })
 }
 
 /// Collects problems while resolving.
@@ -111,11 +95,7 @@ impl Checker<'_> {
 
     fn bad<T>(&mut self, key: &str, v: &Val<T>, message: impl Into<String>) {
         let line = self.line(v);
-        self.problems.push(Problem {
-            key: key.to_string(),
-            line,
-            message: message.into(),
-        });
+        self.problems.push(Problem { key: key.to_string(), line, message: message.into() });
     }
 
     /// The value, or a "required" problem.
@@ -161,14 +141,9 @@ fn get<T: Clone>(v: &Val<T>, default: T) -> T {
 
 /// Validate `raw` (parsed from `text`, read from `origin`) and fill every default.
 pub(super) fn resolve(raw: RawConfig, text: &str, origin: &Path) -> Result<Config, ConfigError> {
-    let mut ck = Checker {
-        text,
-        problems: Vec::new(),
-    };
+    let mut ck = Checker { text, problems: Vec::new() };
 
-    let cluster_name = ck
-        .required("cluster_name", &raw.cluster_name)
-        .unwrap_or_default();
+    let cluster_name = ck.required("cluster_name", &raw.cluster_name).unwrap_or_default();
     if raw.cluster_name.is_some() && !is_cluster_name(&cluster_name) {
         ck.bad(
             "cluster_name",
@@ -201,16 +176,9 @@ pub(super) fn resolve(raw: RawConfig, text: &str, origin: &Path) -> Result<Confi
     for (i, rn) in raw_nodesets.into_iter().enumerate() {
         let name_line = ck.line(&rn.name);
         // A bad region is reported once, not again for every zone and template.
-        let region = if is_region(&gcp.region) {
-            gcp.region.as_str()
-        } else {
-            ""
-        };
+        let region = if is_region(&gcp.region) { gcp.region.as_str() } else { "" };
         let ns = resolve_nodeset(&mut ck, i, rn, &cluster_name, region);
-        if let Some(first) = nodesets
-            .iter()
-            .position(|n| !ns.name.is_empty() && n.name == ns.name)
-        {
+        if let Some(first) = nodesets.iter().position(|n| !ns.name.is_empty() && n.name == ns.name) {
             ck.problems.push(Problem {
                 key: format!("nodeset[{i}].name"),
                 line: name_line,
@@ -226,10 +194,7 @@ pub(super) fn resolve(raw: RawConfig, text: &str, origin: &Path) -> Result<Confi
     if !ck.problems.is_empty() {
         let mut problems = ck.problems;
         problems.sort_by_key(|p| (p.line.is_none(), p.line));
-        return Err(ConfigError::Invalid {
-            file: origin.to_path_buf(),
-            problems,
-        });
+        return Err(ConfigError::Invalid { file: origin.to_path_buf(), problems });
     }
     Ok(Config {
         source: origin.to_path_buf(),
@@ -256,11 +221,7 @@ fn resolve_gcp(ck: &mut Checker, g: super::raw::RawGcp) -> Gcp {
     }
     let region = ck.required("gcp.region", &g.region).unwrap_or_default();
     if g.region.is_some() && !is_region(&region) {
-        ck.bad(
-            "gcp.region",
-            &g.region,
-            format!("{region:?} is not a region name like \"us-central1\""),
-        );
+        ck.bad("gcp.region", &g.region, format!("{region:?} is not a region name like \"us-central1\""));
     }
 
     let mut endpoint = get(&g.endpoint, DEFAULT_ENDPOINT.to_string());
@@ -307,19 +268,10 @@ fn resolve_gcp(ck: &mut Checker, g: super::raw::RawGcp) -> Gcp {
 
     let calls_per_minute = get(&g.calls_per_minute, 1200);
     if calls_per_minute == 0 {
-        ck.bad(
-            "gcp.calls_per_minute",
-            &g.calls_per_minute,
-            "0 would block every call; the minimum is 1",
-        );
+        ck.bad("gcp.calls_per_minute", &g.calls_per_minute, "0 would block every call; the minimum is 1");
     }
-    let request_timeout = ck.at_least(
-        "gcp.request_timeout",
-        &g.request_timeout,
-        30,
-        1,
-        "a call needs time to complete",
-    );
+    let request_timeout =
+        ck.at_least("gcp.request_timeout", &g.request_timeout, 30, 1, "a call needs time to complete");
     let retry_deadline = get(&g.retry_deadline, 120);
     if retry_deadline < request_timeout {
         ck.bad(
@@ -328,58 +280,27 @@ fn resolve_gcp(ck: &mut Checker, g: super::raw::RawGcp) -> Gcp {
             format!("{retry_deadline} is shorter than gcp.request_timeout ({request_timeout}), so not even one call could finish"),
         );
     }
-    Gcp {
-        project,
-        region,
-        endpoint,
-        credentials,
-        calls_per_minute,
-        request_timeout,
-        retry_deadline,
-    }
+    Gcp { project, region, endpoint, credentials, calls_per_minute, request_timeout, retry_deadline }
 }
 
 fn resolve_slurm(ck: &mut Checker, s: super::raw::RawSlurm) -> Slurm {
     let bin_dir = ck.abs_path("slurm.bin_dir", &s.bin_dir, "/usr/bin");
-    let conf = s
-        .conf
-        .is_some()
-        .then(|| ck.abs_path("slurm.conf", &s.conf, ""));
+    let conf = s.conf.is_some().then(|| ck.abs_path("slurm.conf", &s.conf, ""));
     let node_addr = match get(&s.node_addr, "none".to_string()).as_str() {
         "none" => NodeAddr::None,
         "internal_ip" => NodeAddr::InternalIp,
         other => {
-            ck.bad(
-                "slurm.node_addr",
-                &s.node_addr,
-                format!("{other:?} must be none or internal_ip"),
-            );
+            ck.bad("slurm.node_addr", &s.node_addr, format!("{other:?} must be none or internal_ip"));
             NodeAddr::None
         }
     };
-    let command_timeout = ck.at_least(
-        "slurm.command_timeout",
-        &s.command_timeout,
-        30,
-        1,
-        "scontrol needs time to answer",
-    );
-    Slurm {
-        bin_dir,
-        conf,
-        node_addr,
-        command_timeout,
-    }
+    let command_timeout =
+        ck.at_least("slurm.command_timeout", &s.command_timeout, 30, 1, "scontrol needs time to answer");
+    Slurm { bin_dir, conf, node_addr, command_timeout }
 }
 
 fn resolve_reconcile(ck: &mut Checker, r: super::raw::RawReconcile) -> Reconcile {
-    let interval = ck.at_least(
-        "reconcile.interval",
-        &r.interval,
-        30,
-        1,
-        "0 would run passes back to back",
-    );
+    let interval = ck.at_least("reconcile.interval", &r.interval, 30, 1, "0 would run passes back to back");
     let orphan_grace = get(&r.orphan_grace, 300);
     let mig_gc_grace = get(&r.mig_gc_grace, 300);
     let backoff_initial = ck.at_least(
@@ -397,13 +318,7 @@ fn resolve_reconcile(ck: &mut Checker, r: super::raw::RawReconcile) -> Reconcile
             format!("{backoff_max} is below reconcile.backoff_initial ({backoff_initial})"),
         );
     }
-    Reconcile {
-        interval,
-        orphan_grace,
-        mig_gc_grace,
-        backoff_initial,
-        backoff_max,
-    }
+    Reconcile { interval, orphan_grace, mig_gc_grace, backoff_initial, backoff_max }
 }
 
 fn resolve_daemon(ck: &mut Checker, d: super::raw::RawDaemon) -> Daemon {
@@ -422,30 +337,15 @@ fn resolve_daemon(ck: &mut Checker, d: super::raw::RawDaemon) -> Daemon {
         }
     });
     let user = get(&d.service_user, "slurm".to_string());
-    let valid_user = user
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    let valid_user = user.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
         && !user.starts_with('-');
     if !valid_user {
-        ck.bad(
-            "daemon.service_user",
-            &d.service_user,
-            format!("{user:?} is not a user name"),
-        );
+        ck.bad("daemon.service_user", &d.service_user, format!("{user:?} is not a user name"));
     }
-    Daemon {
-        metrics_listen,
-        service_user: (!user.is_empty()).then_some(user),
-    }
+    Daemon { metrics_listen, service_user: (!user.is_empty()).then_some(user) }
 }
 
-fn resolve_nodeset(
-    ck: &mut Checker,
-    i: usize,
-    n: RawNodeset,
-    cluster: &str,
-    region: &str,
-) -> Nodeset {
+fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, region: &str) -> Nodeset {
     let key = |k: &str| format!("nodeset[{i}].{k}");
     let name = ck.required(&key("name"), &n.name).unwrap_or_default();
     if n.name.is_some() && !is_nodeset_name(&name) {
@@ -456,9 +356,7 @@ fn resolve_nodeset(
         );
     }
 
-    let instance_template = ck
-        .required(&key("instance_template"), &n.instance_template)
-        .unwrap_or_default();
+    let instance_template = ck.required(&key("instance_template"), &n.instance_template).unwrap_or_default();
     if n.instance_template.is_some() {
         if let Err(why) = check_template(&instance_template, region) {
             ck.bad(&key("instance_template"), &n.instance_template, why);
@@ -467,11 +365,7 @@ fn resolve_nodeset(
 
     let zones = ck.required(&key("zones"), &n.zones).unwrap_or_default();
     if n.zones.is_some() && zones.is_empty() {
-        ck.bad(
-            &key("zones"),
-            &n.zones,
-            "must list at least one zone of gcp.region",
-        );
+        ck.bad(&key("zones"), &n.zones, "must list at least one zone of gcp.region");
     }
     for (j, z) in zones.iter().enumerate() {
         let in_region = z
@@ -482,7 +376,9 @@ fn resolve_nodeset(
             ck.bad(
                 &key("zones"),
                 &n.zones,
-                format!("{z:?} is not a zone of gcp.region {region:?} (expected {region}-a, {region}-b, ...)"),
+                format!(
+                    "{z:?} is not a zone of gcp.region {region:?} (expected {region}-a, {region}-b, ...)"
+                ),
             );
         } else if zones[..j].contains(z) {
             ck.bad(&key("zones"), &n.zones, format!("{z:?} is listed twice"));
@@ -492,11 +388,8 @@ fn resolve_nodeset(
     let node_count_static = get(&n.node_count_static, 0);
     let node_count_dynamic_max = get(&n.node_count_dynamic_max, 0);
     let total = u64::from(node_count_static) + u64::from(node_count_dynamic_max);
-    let count_val = if n.node_count_dynamic_max.is_some() {
-        &n.node_count_dynamic_max
-    } else {
-        &n.node_count_static
-    };
+    let count_val =
+        if n.node_count_dynamic_max.is_some() { &n.node_count_dynamic_max } else { &n.node_count_static };
     if total == 0 {
         ck.bad(
             &key("node_count_dynamic_max"),
@@ -527,9 +420,7 @@ fn resolve_nodeset(
     let partition = get(&n.partition, name.clone());
     let partition_ok = !partition.is_empty()
         && !partition.eq_ignore_ascii_case("default")
-        && partition
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        && partition.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
     // A default partition is the nodeset's name: only judge it when that name is itself valid
     // (a nodeset called "default" would still collide with Slurm's keyword).
     if !partition_ok && (n.partition.is_some() || is_nodeset_name(&name)) {
@@ -631,9 +522,7 @@ pub fn is_cluster_name(s: &str) -> bool {
 
 /// `[a-z0-9]{1,14}`.
 pub fn is_nodeset_name(s: &str) -> bool {
-    (1..=14).contains(&s.len())
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    (1..=14).contains(&s.len()) && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
 }
 
 /// An RFC 1035 label as GCE uses it: `[a-z]([-a-z0-9]*[a-z0-9])?`, 1..=63 characters.
@@ -642,15 +531,13 @@ pub fn is_rfc1035(s: &str) -> bool {
     !b.is_empty()
         && b.len() <= 63
         && b[0].is_ascii_lowercase()
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[b.len() - 1] != b'-'
 }
 
 fn is_project_id(s: &str) -> bool {
     !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.' | ':'))
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.' | ':'))
 }
 
 /// `us-central1`, `northamerica-northeast2`: letters, '-', letters, digits.
@@ -688,36 +575,25 @@ fn parse_http_url(s: &str) -> Result<HttpUrl, String> {
         return Err("must not carry user credentials".into());
     }
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let (addr, after) = v6
-            .split_once(']')
-            .ok_or("has an unclosed '[' in its host")?;
-        let ip: Ipv6Addr = addr
-            .parse()
-            .map_err(|_| format!("has an invalid IPv6 host {addr:?}"))?;
+        let (addr, after) = v6.split_once(']').ok_or("has an unclosed '[' in its host")?;
+        let ip: Ipv6Addr = addr.parse().map_err(|_| format!("has an invalid IPv6 host {addr:?}"))?;
         let port = match after {
             "" => None,
             p => Some(p.strip_prefix(':').ok_or("has junk after its host")?),
         };
-        return check_port(port).map(|()| HttpUrl {
-            scheme,
-            loopback: ip.is_loopback(),
-        });
+        return check_port(port).map(|()| HttpUrl { scheme, loopback: ip.is_loopback() });
     } else {
         match authority.split_once(':') {
             Some((h, p)) => (h, Some(p)),
             None => (authority, None),
         }
     };
-    if host.is_empty()
-        || !host
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'))
-    {
+    if host.is_empty() || !host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.')) {
         return Err(format!("has an invalid host {host:?}"));
     }
     check_port(port)?;
-    let loopback = host.eq_ignore_ascii_case("localhost")
-        || host.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback());
+    let loopback =
+        host.eq_ignore_ascii_case("localhost") || host.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback());
     Ok(HttpUrl { scheme, loopback })
 }
 
@@ -764,9 +640,7 @@ fn check_template(t: &str, region: &str) -> Result<(), String> {
         _ => return Err(format!("{t:?} is not an instance template; {FORMS}")),
     };
     if !is_rfc1035(name) {
-        return Err(format!(
-            "{t:?}: template name {name:?} is not a valid resource name"
-        ));
+        return Err(format!("{t:?}: template name {name:?} is not a valid resource name"));
     }
     Ok(())
 }
@@ -825,15 +699,11 @@ mod tests {
         assert!(is_cluster_name("hpc") && is_cluster_name("a123456789"));
         assert!(!is_cluster_name("a1234567890") && !is_cluster_name("1a") && !is_cluster_name(""));
         assert!(!is_cluster_name("Hpc") && !is_cluster_name("h-p"));
-        assert!(
-            is_nodeset_name("a3u") && is_nodeset_name("0") && is_nodeset_name("abcdefghijklmn")
-        );
+        assert!(is_nodeset_name("a3u") && is_nodeset_name("0") && is_nodeset_name("abcdefghijklmn"));
         assert!(!is_nodeset_name("abcdefghijklmno") && !is_nodeset_name("A3U"));
         assert!(!is_nodeset_name("a-b") && !is_nodeset_name(""));
         assert!(is_region("us-central1") && is_region("northamerica-northeast2"));
-        assert!(
-            !is_region("us-central") && !is_region("us-central1-a") && !is_region("uscentral1")
-        );
+        assert!(!is_region("us-central") && !is_region("us-central1-a") && !is_region("uscentral1"));
         assert!(is_rfc1035("a") && is_rfc1035("hpc-a3u-12") && !is_rfc1035("-a"));
         assert!(!is_rfc1035("a-") && !is_rfc1035("1a") && !is_rfc1035(&"a".repeat(64)));
     }
@@ -841,19 +711,13 @@ mod tests {
     #[test]
     fn key_paths_from_positions() {
         let text = "cluster_name = \"x\"\n[gcp]\nproject = 1\n[[nodeset]]\nname = \"a\"\n[[nodeset]]\nname = \"b\"\n[nodeset.dws_flex]\nbogus = 1\n[bogus]\n";
-        assert_eq!(
-            key_at(text, 3, "invalid type").as_deref(),
-            Some("gcp.project")
-        );
+        assert_eq!(key_at(text, 3, "invalid type").as_deref(), Some("gcp.project"));
         assert_eq!(key_at(text, 7, "x").as_deref(), Some("nodeset[1].name"));
         assert_eq!(
             key_at(text, 9, "unknown key `bogus`, expected").as_deref(),
             Some("nodeset[1].dws_flex.bogus")
         );
-        assert_eq!(
-            key_at(text, 10, "unknown key `bogus`").as_deref(),
-            Some("bogus")
-        );
+        assert_eq!(key_at(text, 10, "unknown key `bogus`").as_deref(), Some("bogus"));
         assert_eq!(key_at(text, 1, "x").as_deref(), Some("cluster_name"));
     }
 }

@@ -37,7 +37,8 @@ pub struct Liveness {
 /// Runs the daemon until `shutdown` resolves (SIGTERM/SIGINT in the binary; a future in tests).
 pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let store = Store::open(&cfg.state_dir).await.context("opening the state store")?;
-    let mut reconciler = Reconciler::new(cfg.clone(), store.clone()).await.context("starting the reconciler")?;
+    let mut reconciler =
+        Reconciler::new(cfg.clone(), store.clone()).await.context("starting the reconciler")?;
     let listener = server::bind(&cfg.socket).with_context(|| format!("binding {}", cfg.socket.display()))?;
     let liveness = Arc::new(Mutex::new(Liveness {
         version: env!("CARGO_PKG_VERSION").to_string(),

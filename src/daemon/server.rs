@@ -86,7 +86,11 @@ async fn handle(
         Ok(Ok(Some(line))) => match serde_json::from_str::<Envelope>(&line) {
             Err(e) => Response::Error { message: format!("bad request: {e}") },
             Ok(env) if env.v != protocol::VERSION => Response::Error {
-                message: format!("protocol version {} not supported (daemon speaks {})", env.v, protocol::VERSION),
+                message: format!(
+                    "protocol version {} not supported (daemon speaks {})",
+                    env.v,
+                    protocol::VERSION
+                ),
             },
             Ok(env) if env.request.is_mutating() && !allowed.contains(&uid) => {
                 tracing::warn!(uid, request = ?env.request, "refused: not root or the service user");

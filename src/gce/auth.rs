@@ -49,9 +49,7 @@ pub struct AccessToken {
 impl AccessToken {
     /// Wraps a token string.
     pub fn new(secret: impl Into<String>) -> Self {
-        Self {
-            secret: secret.into(),
-        }
+        Self { secret: secret.into() }
     }
 
     /// The token, for the `Authorization` header and nothing else.
@@ -81,21 +79,14 @@ pub trait TokenSource: fmt::Debug + Send + Sync {
 pub fn token_source(creds: &Credentials) -> Result<Option<Arc<dyn TokenSource>>, GceError> {
     Ok(match creds {
         Credentials::None => None,
-        Credentials::Auto => Some(Arc::new(GcpAuthSource {
-            provider: OnceCell::new(),
-        })),
+        Credentials::Auto => Some(Arc::new(GcpAuthSource { provider: OnceCell::new() })),
         Credentials::KeyFile(path) => {
-            let sa = gcp_auth::CustomServiceAccount::from_file(path).map_err(|e| {
-                GceError::Auth(format!("service-account key file {}: {e}", path.display()))
-            })?;
+            let sa = gcp_auth::CustomServiceAccount::from_file(path)
+                .map_err(|e| GceError::Auth(format!("service-account key file {}: {e}", path.display())))?;
             let provider: Arc<dyn gcp_auth::TokenProvider> = Arc::new(sa);
-            Some(Arc::new(GcpAuthSource {
-                provider: OnceCell::new_with(Some(provider)),
-            }))
+            Some(Arc::new(GcpAuthSource { provider: OnceCell::new_with(Some(provider)) }))
         }
-        Credentials::Metadata => Some(Arc::new(MetadataTokenSource::new(
-            MetadataServer::from_env()?,
-        ))),
+        Credentials::Metadata => Some(Arc::new(MetadataTokenSource::new(MetadataServer::from_env()?))),
     })
 }
 
@@ -177,10 +168,7 @@ impl MetadataServer {
             .await
             .map_err(|e| GceError::Auth(format!("metadata server {url}: {e}")))?;
         if !resp.status().is_success() {
-            return Err(GceError::Auth(format!(
-                "metadata server {url}: HTTP {}",
-                resp.status().as_u16()
-            )));
+            return Err(GceError::Auth(format!("metadata server {url}: HTTP {}", resp.status().as_u16())));
         }
         Ok(resp)
     }
@@ -195,9 +183,7 @@ impl MetadataServer {
             .map_err(|e| GceError::Auth(format!("metadata project-id: {e}")))?;
         let id = text.trim();
         if id.is_empty() {
-            return Err(GceError::Auth(
-                "metadata server returned an empty project id".into(),
-            ));
+            return Err(GceError::Auth("metadata server returned an empty project id".into()));
         }
         Ok(id.to_string())
     }
@@ -210,10 +196,7 @@ impl MetadataServer {
             .json()
             .await
             .map_err(|e| GceError::Auth(format!("metadata token: {e}")))?;
-        Ok((
-            AccessToken::new(tok.access_token),
-            Duration::from_secs(tok.expires_in),
-        ))
+        Ok((AccessToken::new(tok.access_token), Duration::from_secs(tok.expires_in)))
     }
 }
 
@@ -231,10 +214,7 @@ pub struct MetadataTokenSource {
 impl MetadataTokenSource {
     /// A caching source over `server`.
     pub fn new(server: MetadataServer) -> Self {
-        Self {
-            server,
-            cache: Mutex::new(None),
-        }
+        Self { server, cache: Mutex::new(None) }
     }
 }
 

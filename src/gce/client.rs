@@ -93,15 +93,7 @@ pub(crate) struct Call {
 
 impl Call {
     pub fn new(method: String, verb: Method, path: String) -> Self {
-        Self {
-            method,
-            verb,
-            path,
-            query: Vec::new(),
-            body: None,
-            timeout: None,
-            deadline: None,
-        }
+        Self { method, verb, path, query: Vec::new(), body: None, timeout: None, deadline: None }
     }
 }
 
@@ -139,8 +131,7 @@ fn is_loopback(url: &Url) -> bool {
         return false;
     };
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    host.eq_ignore_ascii_case("localhost") || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 impl Client {
@@ -163,10 +154,7 @@ impl Client {
     }
 
     /// A client whose tokens come from `source` (tests, or tokens obtained elsewhere).
-    pub fn with_token_source(
-        opts: ClientOptions,
-        source: Arc<dyn TokenSource>,
-    ) -> Result<Self, GceError> {
+    pub fn with_token_source(opts: ClientOptions, source: Arc<dyn TokenSource>) -> Result<Self, GceError> {
         let endpoint = check_endpoint(&opts.endpoint)?;
         Self::build(opts, endpoint, Some(source))
     }
@@ -216,11 +204,7 @@ impl Client {
 
     /// Calls and errors by method id, for metrics.
     pub fn stats(&self) -> BTreeMap<String, MethodStats> {
-        self.inner
-            .stats
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.inner.stats.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// `projects/{project}/`.
@@ -284,11 +268,7 @@ impl Client {
     }
 
     /// One HTTP attempt.
-    async fn attempt<T: DeserializeOwned>(
-        &self,
-        call: &Call,
-        timeout: Duration,
-    ) -> Result<T, GceError> {
+    async fn attempt<T: DeserializeOwned>(&self, call: &Call, timeout: Duration) -> Result<T, GceError> {
         self.inner.limiter.acquire().await;
         let mut url = self
             .inner
@@ -296,15 +276,11 @@ impl Client {
             .join(&call.path)
             .map_err(|e| GceError::InvalidArgument(format!("path {}: {e}", call.path)))?;
         if !call.query.is_empty() {
-            url.query_pairs_mut()
-                .extend_pairs(call.query.iter().map(|(k, v)| (*k, v.as_str())));
+            url.query_pairs_mut().extend_pairs(call.query.iter().map(|(k, v)| (*k, v.as_str())));
         }
         let path = url.path().to_string();
-        let mut req = self
-            .inner
-            .http
-            .request(call.verb.clone(), url)
-            .timeout(timeout.max(Duration::from_millis(1)));
+        let mut req =
+            self.inner.http.request(call.verb.clone(), url).timeout(timeout.max(Duration::from_millis(1)));
         if let Some(tokens) = &self.inner.tokens {
             let tok = tokens.token().await?;
             let mut value = HeaderValue::from_str(&format!("Bearer {}", tok.secret()))
@@ -313,9 +289,7 @@ impl Client {
             req = req.header(AUTHORIZATION, value);
         }
         req = match &call.body {
-            Some(body) => req
-                .header(CONTENT_TYPE, "application/json")
-                .body(body.clone()),
+            Some(body) => req.header(CONTENT_TYPE, "application/json").body(body.clone()),
             // Google's front end answers 411 to a body-less POST without a length.
             None if call.verb == Method::POST => req.header(CONTENT_LENGTH, "0").body(Vec::new()),
             None => req,
@@ -329,11 +303,8 @@ impl Client {
         };
         let resp = req.send().await.map_err(transport)?;
         let status = resp.status();
-        let retry_after = resp
-            .headers()
-            .get(RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_retry_after);
+        let retry_after =
+            resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
         let bytes = resp.bytes().await.map_err(transport)?;
         debug!(method = %call.method, %path, status = status.as_u16(),
                elapsed_ms = began.elapsed().as_millis() as u64, "GCE call");
@@ -347,10 +318,8 @@ impl Client {
                 retry_after,
             ))));
         }
-        serde_json::from_slice(&bytes).map_err(|e| GceError::Decode {
-            method: call.method.clone(),
-            message: e.to_string(),
-        })
+        serde_json::from_slice(&bytes)
+            .map_err(|e| GceError::Decode { method: call.method.clone(), message: e.to_string() })
     }
 }
 
@@ -421,21 +390,14 @@ mod tests {
             assert_eq!(err.class(), ErrorClass::Invalid, "{bad}");
             assert!(err.to_string().contains(bad) || err.to_string().contains("endpoint"));
         }
-        let err = Client::new(
-            opts("https://compute.googleapis.com/compute/v1/"),
-            Credentials::None,
-        )
-        .unwrap_err();
+        let err =
+            Client::new(opts("https://compute.googleapis.com/compute/v1/"), Credentials::None).unwrap_err();
         assert!(err.to_string().contains("loopback"), "{err}");
     }
 
     #[test]
     fn auto_credentials_build_lazily_and_debug_is_clean() {
-        let c = Client::new(
-            opts("https://compute.googleapis.com/compute/v1/"),
-            Credentials::Auto,
-        )
-        .unwrap();
+        let c = Client::new(opts("https://compute.googleapis.com/compute/v1/"), Credentials::Auto).unwrap();
         let dbg = format!("{c:?}");
         assert!(dbg.contains("compute.googleapis.com"), "{dbg}");
         assert!(dbg.contains("initialized: false"), "{dbg}");
@@ -444,13 +406,7 @@ mod tests {
 
     #[test]
     fn location_paths() {
-        assert_eq!(
-            Location::Region("us-central1".into()).path(),
-            "regions/us-central1"
-        );
-        assert_eq!(
-            Location::Zone("us-central1-a".into()).path(),
-            "zones/us-central1-a"
-        );
+        assert_eq!(Location::Region("us-central1".into()).path(), "regions/us-central1");
+        assert_eq!(Location::Zone("us-central1-a".into()).path(), "zones/us-central1-a");
     }
 }

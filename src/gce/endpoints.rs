@@ -73,9 +73,7 @@ impl Operation {
         let failed = !self.errors().is_empty()
             || (self.is_done() && self.http_error_status_code.is_some_and(|s| s >= 400));
         if failed {
-            Err(GceError::Operation(Box::new(OperationFailed {
-                operation: self,
-            })))
+            Err(GceError::Operation(Box::new(OperationFailed { operation: self })))
         } else {
             Ok(self)
         }
@@ -87,9 +85,7 @@ impl Operation {
 fn check_request_id(request_id: &str) -> Result<(), GceError> {
     match uuid::Uuid::parse_str(request_id) {
         Ok(u) if !u.is_nil() => Ok(()),
-        _ => Err(GceError::InvalidArgument(format!(
-            "requestId {request_id:?} is not a non-nil UUID"
-        ))),
+        _ => Err(GceError::InvalidArgument(format!("requestId {request_id:?} is not a non-nil UUID"))),
     }
 }
 
@@ -149,11 +145,7 @@ impl Client {
     fn mig_base(&self, loc: &Location) -> (&'static str, String) {
         (
             loc.collection("instanceGroupManagers", "regionInstanceGroupManagers"),
-            format!(
-                "{}/{}/instanceGroupManagers",
-                self.project_path(),
-                loc.path()
-            ),
+            format!("{}/{}/instanceGroupManagers", self.project_path(), loc.path()),
         )
     }
 
@@ -173,18 +165,9 @@ impl Client {
     }
 
     /// Reads one MIG.
-    pub async fn get_mig(
-        &self,
-        loc: &Location,
-        name: &str,
-    ) -> Result<InstanceGroupManager, GceError> {
+    pub async fn get_mig(&self, loc: &Location, name: &str) -> Result<InstanceGroupManager, GceError> {
         let (coll, base) = self.mig_base(loc);
-        self.execute(&Call::new(
-            format!("{coll}.get"),
-            Method::GET,
-            format!("{base}/{name}"),
-        ))
-        .await
+        self.execute(&Call::new(format!("{coll}.get"), Method::GET, format!("{base}/{name}"))).await
     }
 
     /// Lists every MIG of the location (all pages), optionally filtered.
@@ -194,8 +177,7 @@ impl Client {
         filter: Option<&str>,
     ) -> Result<Vec<InstanceGroupManager>, GceError> {
         let (coll, base) = self.mig_base(loc);
-        self.list_all(format!("{coll}.list"), Method::GET, base, filter)
-            .await
+        self.list_all(format!("{coll}.list"), Method::GET, base, filter).await
     }
 
     /// Deletes a MIG, with its resize requests and VMs.
@@ -206,12 +188,8 @@ impl Client {
         request_id: &str,
     ) -> Result<Operation, GceError> {
         let (coll, base) = self.mig_base(loc);
-        let call = self.mutation(
-            format!("{coll}.delete"),
-            Method::DELETE,
-            format!("{base}/{name}"),
-            request_id,
-        )?;
+        let call =
+            self.mutation(format!("{coll}.delete"), Method::DELETE, format!("{base}/{name}"), request_id)?;
         self.execute(&call).await
     }
 
@@ -268,10 +246,7 @@ impl Client {
     fn rr_base(&self, loc: &Location, mig: &str) -> (&'static str, String) {
         let (_, base) = self.mig_base(loc);
         (
-            loc.collection(
-                "instanceGroupManagerResizeRequests",
-                "regionInstanceGroupManagerResizeRequests",
-            ),
+            loc.collection("instanceGroupManagerResizeRequests", "regionInstanceGroupManagerResizeRequests"),
             format!("{base}/{mig}/resizeRequests"),
         )
     }
@@ -299,12 +274,7 @@ impl Client {
         name: &str,
     ) -> Result<InstanceGroupManagerResizeRequest, GceError> {
         let (coll, base) = self.rr_base(loc, mig);
-        self.execute(&Call::new(
-            format!("{coll}.get"),
-            Method::GET,
-            format!("{base}/{name}"),
-        ))
-        .await
+        self.execute(&Call::new(format!("{coll}.get"), Method::GET, format!("{base}/{name}"))).await
     }
 
     /// Lists every resize request of a MIG (all pages), optionally filtered.
@@ -315,8 +285,7 @@ impl Client {
         filter: Option<&str>,
     ) -> Result<Vec<InstanceGroupManagerResizeRequest>, GceError> {
         let (coll, base) = self.rr_base(loc, mig);
-        self.list_all(format!("{coll}.list"), Method::GET, base, filter)
-            .await
+        self.list_all(format!("{coll}.list"), Method::GET, base, filter).await
     }
 
     /// Cancels a queued (ACCEPTED) resize request. On a final request GCE accepts the call
@@ -347,12 +316,8 @@ impl Client {
         request_id: &str,
     ) -> Result<Operation, GceError> {
         let (coll, base) = self.rr_base(loc, mig);
-        let call = self.mutation(
-            format!("{coll}.delete"),
-            Method::DELETE,
-            format!("{base}/{name}"),
-            request_id,
-        )?;
+        let call =
+            self.mutation(format!("{coll}.delete"), Method::DELETE, format!("{base}/{name}"), request_id)?;
         self.execute(&call).await
     }
 
@@ -370,11 +335,7 @@ impl Client {
 
     /// Lists every VM of a zone (all pages), optionally filtered
     /// (`name eq 'hpc-a3u-.*'` or `labels.k = "v"`; do not mix the styles).
-    pub async fn list_instances(
-        &self,
-        zone: &str,
-        filter: Option<&str>,
-    ) -> Result<Vec<Instance>, GceError> {
+    pub async fn list_instances(&self, zone: &str, filter: Option<&str>) -> Result<Vec<Instance>, GceError> {
         self.list_all(
             "instances.list".into(),
             Method::GET,
@@ -386,10 +347,7 @@ impl Client {
 
     /// Lists every VM of the project in every zone (all pages), optionally filtered. Each
     /// VM's `zone` says where it is.
-    pub async fn aggregated_list_instances(
-        &self,
-        filter: Option<&str>,
-    ) -> Result<Vec<Instance>, GceError> {
+    pub async fn aggregated_list_instances(&self, filter: Option<&str>) -> Result<Vec<Instance>, GceError> {
         let method = "instances.aggregatedList".to_string();
         let path = format!("{}/aggregated/instances", self.project_path());
         let mut out = Vec::new();
@@ -439,10 +397,7 @@ impl Client {
         self.execute(&Call::new(
             "regionInstanceTemplates.get".into(),
             Method::GET,
-            format!(
-                "{}/regions/{region}/instanceTemplates/{name}",
-                self.project_path()
-            ),
+            format!("{}/regions/{region}/instanceTemplates/{name}", self.project_path()),
         ))
         .await
     }
@@ -450,37 +405,25 @@ impl Client {
     /// Reads the template a nodeset names, given as a URL or partial URL
     /// (`projects/p/regions/r/instanceTemplates/t`, `.../global/instanceTemplates/t`) or a
     /// bare global template name. The project in the reference wins over the client's.
-    pub async fn get_instance_template_ref(
-        &self,
-        reference: &str,
-    ) -> Result<InstanceTemplate, GceError> {
+    pub async fn get_instance_template_ref(&self, reference: &str) -> Result<InstanceTemplate, GceError> {
         let r = TemplateRef::parse(reference)?;
         let project = r.project.unwrap_or(self.project());
         let (method, path) = match r.region {
             Some(region) => (
                 "regionInstanceTemplates.get",
-                format!(
-                    "projects/{project}/regions/{region}/instanceTemplates/{}",
-                    r.name
-                ),
+                format!("projects/{project}/regions/{region}/instanceTemplates/{}", r.name),
             ),
-            None => (
-                "instanceTemplates.get",
-                format!("projects/{project}/global/instanceTemplates/{}", r.name),
-            ),
+            None => {
+                ("instanceTemplates.get", format!("projects/{project}/global/instanceTemplates/{}", r.name))
+            }
         };
-        self.execute(&Call::new(method.into(), Method::GET, path))
-            .await
+        self.execute(&Call::new(method.into(), Method::GET, path)).await
     }
 
     // ----- operations --------------------------------------------------------------------
 
     /// Reads an operation.
-    pub async fn get_operation(
-        &self,
-        scope: &OperationScope,
-        name: &str,
-    ) -> Result<Operation, GceError> {
+    pub async fn get_operation(&self, scope: &OperationScope, name: &str) -> Result<Operation, GceError> {
         let (coll, base) = scope.parts();
         self.execute(&Call::new(
             format!("{coll}.get"),
@@ -492,11 +435,7 @@ impl Client {
 
     /// One `wait` call: returns when the operation is DONE or after about two minutes,
     /// sometimes at once. Use [`Client::wait_done`] to wait for the end.
-    pub async fn wait_operation(
-        &self,
-        scope: &OperationScope,
-        name: &str,
-    ) -> Result<Operation, GceError> {
+    pub async fn wait_operation(&self, scope: &OperationScope, name: &str) -> Result<Operation, GceError> {
         self.wait_once(scope, name, None).await
     }
 
@@ -525,11 +464,7 @@ impl Client {
     /// early). A DONE operation with errors is returned as [`GceError::Operation`]; a still
     /// running one at the deadline as [`GceError::OperationTimeout`] (retryable: wait again
     /// later, the operation continues without us).
-    pub async fn wait_done(
-        &self,
-        op: &Operation,
-        deadline: Instant,
-    ) -> Result<Operation, GceError> {
+    pub async fn wait_done(&self, op: &Operation, deadline: Instant) -> Result<Operation, GceError> {
         let scope = OperationScope::of(op);
         let mut current = op.clone();
         let mut early_returns: u32 = 0;
@@ -572,24 +507,12 @@ struct TemplateRef<'a> {
 impl<'a> TemplateRef<'a> {
     fn parse(reference: &'a str) -> Result<Self, GceError> {
         let bad = || GceError::InvalidArgument(format!("instance template {reference:?}"));
-        let segs: Vec<&str> = reference
-            .trim_end_matches('/')
-            .split('/')
-            .filter(|s| !s.is_empty())
-            .collect();
+        let segs: Vec<&str> = reference.trim_end_matches('/').split('/').filter(|s| !s.is_empty()).collect();
         let name = *segs.last().ok_or_else(bad)?;
         if segs.len() == 1 {
-            return Ok(Self {
-                project: None,
-                region: None,
-                name,
-            });
+            return Ok(Self { project: None, region: None, name });
         }
-        let find = |key: &str| {
-            segs.iter()
-                .position(|s| *s == key)
-                .and_then(|i| segs.get(i + 1).copied())
-        };
+        let find = |key: &str| segs.iter().position(|s| *s == key).and_then(|i| segs.get(i + 1).copied());
         if segs.len() < 2 || segs[segs.len() - 2] != "instanceTemplates" {
             return Err(bad());
         }
@@ -597,11 +520,7 @@ impl<'a> TemplateRef<'a> {
         if region.is_none() && !segs.contains(&"global") {
             return Err(bad());
         }
-        Ok(Self {
-            project: find("projects"),
-            region,
-            name,
-        })
+        Ok(Self { project: find("projects"), region, name })
     }
 }
 
@@ -611,16 +530,8 @@ mod tests {
 
     #[test]
     fn template_references() {
-        let r =
-            TemplateRef::parse("projects/p1/regions/us-central1/instanceTemplates/a3u").unwrap();
-        assert_eq!(
-            r,
-            TemplateRef {
-                project: Some("p1"),
-                region: Some("us-central1"),
-                name: "a3u"
-            }
-        );
+        let r = TemplateRef::parse("projects/p1/regions/us-central1/instanceTemplates/a3u").unwrap();
+        assert_eq!(r, TemplateRef { project: Some("p1"), region: Some("us-central1"), name: "a3u" });
         let r = TemplateRef::parse(
             "https://www.googleapis.com/compute/v1/projects/p2/global/instanceTemplates/t",
         )
@@ -645,30 +556,15 @@ mod tests {
             zone: "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a".into(),
             ..Default::default()
         };
-        assert_eq!(
-            OperationScope::of(&op),
-            OperationScope::Zone("us-central1-a".into())
-        );
-        let op = Operation {
-            region: "projects/p/regions/us-central1".into(),
-            ..Default::default()
-        };
-        assert_eq!(
-            OperationScope::of(&op),
-            OperationScope::Region("us-central1".into())
-        );
-        assert_eq!(
-            OperationScope::of(&Operation::default()),
-            OperationScope::Global
-        );
+        assert_eq!(OperationScope::of(&op), OperationScope::Zone("us-central1-a".into()));
+        let op = Operation { region: "projects/p/regions/us-central1".into(), ..Default::default() };
+        assert_eq!(OperationScope::of(&op), OperationScope::Region("us-central1".into()));
+        assert_eq!(OperationScope::of(&Operation::default()), OperationScope::Global);
     }
 
     #[test]
     fn into_result_reports_failed_operations() {
-        let ok = Operation {
-            status: crate::gce::types::OperationStatus::Done,
-            ..Default::default()
-        };
+        let ok = Operation { status: crate::gce::types::OperationStatus::Done, ..Default::default() };
         assert!(ok.into_result().is_ok());
         let failed: Operation = serde_json::from_value(serde_json::json!({
             "name": "op", "status": "DONE", "httpErrorStatusCode": 403,

@@ -276,18 +276,12 @@ impl ApiError {
             .into_iter()
             .flatten()
             .filter_map(|d| d.get("reason")?.as_str());
-        self.errors
-            .iter()
-            .map(|e| e.reason.as_str())
-            .chain(detail_reasons)
-            .filter(|r| !r.is_empty())
+        self.errors.iter().map(|e| e.reason.as_str()).chain(detail_reasons).filter(|r| !r.is_empty())
     }
 
     /// The code shown in `Display`: the most telling reason, else `error.status`.
     pub fn headline_code(&self) -> &str {
-        self.reasons()
-            .min_by_key(|r| classify_code(r).map_or(u8::MAX, |c| c.rank()))
-            .unwrap_or(&self.status)
+        self.reasons().min_by_key(|r| classify_code(r).map_or(u8::MAX, |c| c.rank())).unwrap_or(&self.status)
     }
 
     /// The class of this answer; see [`classify_http`].
@@ -305,10 +299,7 @@ impl ApiError {
 /// 3. Otherwise the most specific reason (`notFound`, `alreadyExists`, `conditionNotMet`,
 ///    `invalid`, `forbidden` ...) and finally the HTTP status alone.
 pub fn classify_http(e: &ApiError) -> ErrorClass {
-    let by_reason = e
-        .reasons()
-        .filter_map(classify_code)
-        .min_by_key(|c| c.rank());
+    let by_reason = e.reasons().filter_map(classify_code).min_by_key(|c| c.rank());
     if let Some(c @ (ErrorClass::Capacity | ErrorClass::Quota)) = by_reason {
         return c;
     }
@@ -353,12 +344,7 @@ pub enum GceError {
     Operation(Box<OperationFailed>),
     /// No answer: connection refused or reset, DNS, TLS, or the request timed out.
     #[error("{method}: {}{message}", if *.timeout { "timed out: " } else { "" })]
-    Transport {
-        method: String,
-        path: String,
-        message: String,
-        timeout: bool,
-    },
+    Transport { method: String, path: String, message: String, timeout: bool },
     /// The operation was still running when the caller's deadline passed.
     #[error("operation {} ({}) still {:?} at the deadline", .0.name, .0.operation_type, .0.status)]
     OperationTimeout(Box<Operation>),
@@ -394,10 +380,7 @@ fn fmt_operation(op: &Operation) -> String {
     } else {
         op.operation_type.trim_start_matches("compute.").to_string()
     };
-    let status = op
-        .http_error_status_code
-        .map(|s| format!("{s} "))
-        .unwrap_or_default();
+    let status = op.http_error_status_code.map(|s| format!("{s} ")).unwrap_or_default();
     let errs: Vec<String> = op
         .errors()
         .iter()
@@ -409,11 +392,7 @@ fn fmt_operation(op: &Operation) -> String {
             }
         })
         .collect();
-    let detail = if errs.is_empty() {
-        one_line(&op.http_error_message)
-    } else {
-        errs.join("; ")
-    };
+    let detail = if errs.is_empty() { one_line(&op.http_error_message) } else { errs.join("; ") };
     format!("{what}: {status}{detail} (operation {})", op.name)
 }
 
@@ -452,10 +431,7 @@ impl GceError {
     pub fn http_status(&self) -> Option<u16> {
         match self {
             Self::Api(e) => Some(e.http_status),
-            Self::Operation(f) => f
-                .operation
-                .http_error_status_code
-                .and_then(|s| u16::try_from(s).ok()),
+            Self::Operation(f) => f.operation.http_error_status_code.and_then(|s| u16::try_from(s).ok()),
             _ => None,
         }
     }
@@ -539,26 +515,12 @@ mod tests {
         assert!(t.is_retryable());
         assert_eq!(t.to_string(), "instances.list: connection refused");
         assert_eq!(GceError::Auth("no token".into()).class(), ErrorClass::Auth);
-        assert_eq!(
-            GceError::InvalidArgument("x".into()).class(),
-            ErrorClass::Invalid
-        );
-        assert_eq!(
-            GceError::Decode {
-                method: "m".into(),
-                message: "x".into()
-            }
-            .class(),
-            ErrorClass::Other
-        );
+        assert_eq!(GceError::InvalidArgument("x".into()).class(), ErrorClass::Invalid);
+        assert_eq!(GceError::Decode { method: "m".into(), message: "x".into() }.class(), ErrorClass::Other);
     }
 
     fn item(code: &str) -> OperationErrorItem {
-        OperationErrorItem {
-            code: code.into(),
-            message: format!("{code} happened"),
-            ..Default::default()
-        }
+        OperationErrorItem { code: code.into(), message: format!("{code} happened"), ..Default::default() }
     }
 
     #[test]
@@ -591,9 +553,8 @@ mod tests {
         );
         // An errorInfo reason can carry the code when the top-level code is generic.
         let mut generic = item("UNKNOWN_ERROR");
-        generic.error_details = vec![
-            json!({"errorInfo": {"reason": "QUOTA_EXCEEDED", "domain": "compute.googleapis.com"}}),
-        ];
+        generic.error_details =
+            vec![json!({"errorInfo": {"reason": "QUOTA_EXCEEDED", "domain": "compute.googleapis.com"}})];
         assert_eq!(classify_errors(&[generic]), Quota);
     }
 
@@ -638,30 +599,19 @@ mod tests {
             "regionInstanceGroupManagers.insert: 503 ZONE_RESOURCE_POOL_EXHAUSTED: The zone \
              'projects/p/zones/us-central1-a' does not have enough resources available to fulfill the request."
         );
-        let Some(GceError::Api(a)) = Some(e) else {
-            unreachable!()
-        };
+        let Some(GceError::Api(a)) = Some(e) else { unreachable!() };
         assert_eq!(a.errors.len(), 2);
         assert_eq!(a.errors[0].domain, "global");
         assert_eq!(a.code, Some(503));
         assert_eq!(a.path, "projects/p/regions/r/instanceGroupManagers");
-        let bare = GceError::Api(Box::new(ApiError::from_response(
-            "instances.get",
-            "GET",
-            "/p",
-            502,
-            b"",
-            None,
-        )));
+        let bare =
+            GceError::Api(Box::new(ApiError::from_response("instances.get", "GET", "/p", 502, b"", None)));
         assert_eq!(bare.to_string(), "instances.get: HTTP 502");
     }
 
     #[test]
     fn normalizes_camel_case_reasons() {
-        assert_eq!(
-            normalize_code("zoneResourcePoolExhausted"),
-            "ZONE_RESOURCE_POOL_EXHAUSTED"
-        );
+        assert_eq!(normalize_code("zoneResourcePoolExhausted"), "ZONE_RESOURCE_POOL_EXHAUSTED");
         assert_eq!(normalize_code("QUOTA_EXCEEDED"), "QUOTA_EXCEEDED");
         assert_eq!(normalize_code("notFound"), "NOT_FOUND");
     }

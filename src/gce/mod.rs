@@ -28,8 +28,8 @@ pub use auth::{AccessToken, Credentials, MetadataServer, StaticToken, TokenFutur
 pub use client::{Client, ClientOptions, Location, MethodStats};
 pub use endpoints::{OperationScope, MAX_DELETE_INSTANCES};
 pub use error::{
-    classify_code, classify_errors, classify_http, classify_operation, ApiError, ErrorClass,
-    ErrorReason, GceError, OperationFailed,
+    classify_code, classify_errors, classify_http, classify_operation, ApiError, ErrorClass, ErrorReason,
+    GceError, OperationFailed,
 };
 pub use retry::Backoff;
 pub use types::*;

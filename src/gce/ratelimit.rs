@@ -30,12 +30,7 @@ impl TokenBucket {
     pub fn new(calls_per_minute: u32, now: Instant) -> Self {
         let rate = f64::from(calls_per_minute.max(1)) / 60.0;
         let capacity = (rate * BURST_SECONDS).max(1.0);
-        Self {
-            rate,
-            capacity,
-            tokens: capacity,
-            last: now,
-        }
+        Self { rate, capacity, tokens: capacity, last: now }
     }
 
     /// Takes one token at `now` and returns how long the caller must wait before using it.
@@ -70,10 +65,7 @@ impl RateLimiter {
     /// Waits until the caller may send one request.
     pub async fn acquire(&self) {
         let Some(bucket) = &self.bucket else { return };
-        let wait = bucket
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .reserve(Instant::now());
+        let wait = bucket.lock().unwrap_or_else(|p| p.into_inner()).reserve(Instant::now());
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }

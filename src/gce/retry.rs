@@ -19,10 +19,7 @@ pub struct Backoff {
 
 impl Default for Backoff {
     fn default() -> Self {
-        Self {
-            initial: Duration::from_millis(500),
-            max: Duration::from_secs(32),
-        }
+        Self { initial: Duration::from_millis(500), max: Duration::from_secs(32) }
     }
 }
 
@@ -62,10 +59,7 @@ mod tests {
 
     #[test]
     fn ceiling_doubles_up_to_max() {
-        let b = Backoff {
-            initial: Duration::from_millis(100),
-            max: Duration::from_secs(2),
-        };
+        let b = Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(2) };
         let ceilings: Vec<u128> = (0..8).map(|a| b.ceiling(a).as_millis()).collect();
         assert_eq!(ceilings, [100, 200, 400, 800, 1600, 2000, 2000, 2000]);
         assert_eq!(b.ceiling(u32::MAX), Duration::from_secs(2));
@@ -88,18 +82,14 @@ mod tests {
     #[test]
     fn jitter_actually_spreads() {
         let b = Backoff::default();
-        let draws: std::collections::BTreeSet<Duration> =
-            (0..100).map(|_| b.delay(5, None)).collect();
+        let draws: std::collections::BTreeSet<Duration> = (0..100).map(|_| b.delay(5, None)).collect();
         assert!(draws.len() > 50, "only {} distinct delays", draws.len());
     }
 
     #[test]
     fn retry_after_wins() {
         let b = Backoff::default();
-        assert_eq!(
-            b.delay(0, Some(Duration::from_secs(90))),
-            Duration::from_secs(90)
-        );
+        assert_eq!(b.delay(0, Some(Duration::from_secs(90))), Duration::from_secs(90));
         assert_eq!(parse_retry_after(" 7 "), Some(Duration::from_secs(7)));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
     }

@@ -54,9 +54,7 @@ pub fn last_segment(url: &str) -> &str {
 
 /// Parses a GCE RFC 3339 timestamp (`2025-01-02T03:04:05.678-08:00`).
 pub fn parse_timestamp(s: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
+    DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&Utc))
 }
 
 /// `Duration` (protobuf): `seconds` is int64 (a string on the wire), `nanos` int32.
@@ -72,10 +70,7 @@ pub struct GceDuration {
 impl GceDuration {
     /// A whole number of seconds, as slurm-dws always sends.
     pub fn from_secs(seconds: i64) -> Self {
-        Self {
-            seconds,
-            nanos: None,
-        }
+        Self { seconds, nanos: None }
     }
 }
 
@@ -98,9 +93,7 @@ pub struct OperationErrorItem {
 impl OperationErrorItem {
     /// `errorDetails[].errorInfo.reason` values, which sometimes carry the precise stockout code.
     pub fn error_info_reasons(&self) -> impl Iterator<Item = &str> {
-        self.error_details
-            .iter()
-            .filter_map(|d| d.get("errorInfo")?.get("reason")?.as_str())
+        self.error_details.iter().filter_map(|d| d.get("errorInfo")?.get("reason")?.as_str())
     }
 }
 
@@ -406,10 +399,7 @@ impl InstanceGroupManagerResizeRequest {
             description: description.into(),
             instances: instances
                 .into_iter()
-                .map(|name| PerInstanceConfig {
-                    name,
-                    status: String::new(),
-                })
+                .map(|name| PerInstanceConfig { name, status: String::new() })
                 .collect(),
             requested_run_duration: Some(GceDuration::from_secs(run_duration_secs)),
             ..Self::default()
@@ -418,10 +408,7 @@ impl InstanceGroupManagerResizeRequest {
 
     /// Final errors (`status.error.errors[]`), empty unless FAILED.
     pub fn errors(&self) -> &[OperationErrorItem] {
-        self.status
-            .as_ref()
-            .and_then(|s| s.error.as_ref())
-            .map_or(&[], |e| e.errors.as_slice())
+        self.status.as_ref().and_then(|s| s.error.as_ref()).map_or(&[], |e| e.errors.as_slice())
     }
 
     /// Transient errors of the last attempt (`status.lastAttempt.error.errors[]`).
@@ -489,10 +476,7 @@ impl ManagedInstance {
 
     /// Errors of the last create/delete attempt.
     pub fn last_attempt_errors(&self) -> &[OperationErrorItem] {
-        self.last_attempt
-            .as_ref()
-            .and_then(|a| a.errors.as_ref())
-            .map_or(&[], |e| e.errors.as_slice())
+        self.last_attempt.as_ref().and_then(|a| a.errors.as_ref()).map_or(&[], |e| e.errors.as_slice())
     }
 
     /// When GCE will delete the VM, if it said so.
@@ -609,13 +593,7 @@ pub struct Instance {
 impl Instance {
     /// Value of a metadata key (a MIG-made VM has `created-by` = the MIG's URL).
     pub fn metadata_value(&self, key: &str) -> Option<&str> {
-        self.metadata
-            .as_ref()?
-            .items
-            .iter()
-            .find(|i| i.key == key)?
-            .value
-            .as_deref()
+        self.metadata.as_ref()?.items.iter().find(|i| i.key == key)?.value.as_deref()
     }
 
     /// URL of the MIG that made this VM (`created-by` metadata).
@@ -625,22 +603,12 @@ impl Instance {
 
     /// Internal IP of the first network interface.
     pub fn internal_ip(&self) -> Option<&str> {
-        self.network_interfaces
-            .first()
-            .map(|n| n.network_ip.as_str())
-            .filter(|ip| !ip.is_empty())
+        self.network_interfaces.first().map(|n| n.network_ip.as_str()).filter(|ip| !ip.is_empty())
     }
 
     /// When GCE will delete the VM (`resourceStatus.scheduling.terminationTimestamp`).
     pub fn termination_time(&self) -> Option<DateTime<Utc>> {
-        parse_timestamp(
-            &self
-                .resource_status
-                .as_ref()?
-                .scheduling
-                .as_ref()?
-                .termination_timestamp,
-        )
+        parse_timestamp(&self.resource_status.as_ref()?.scheduling.as_ref()?.termination_timestamp)
     }
 
     /// When the VM was created.
@@ -774,8 +742,7 @@ mod tests {
     #[test]
     fn int64_reads_string_or_number() {
         let a: GceDuration = serde_json::from_value(json!({"seconds": "604800"})).unwrap();
-        let b: GceDuration =
-            serde_json::from_value(json!({"seconds": 604800, "nanos": 5})).unwrap();
+        let b: GceDuration = serde_json::from_value(json!({"seconds": 604800, "nanos": 5})).unwrap();
         assert_eq!(a.seconds, 604_800);
         assert_eq!(b.seconds, 604_800);
         assert_eq!(b.nanos, Some(5));
@@ -788,14 +755,12 @@ mod tests {
             serde_json::from_value(json!({"name": "r", "state": "PROVISIONING"})).unwrap();
         assert_eq!(rr.state, Some(ResizeRequestState::Unknown));
         assert!(!rr.state.unwrap().is_final());
-        let op: Operation =
-            serde_json::from_value(json!({"name": "o", "status": "SOMETHING_NEW"})).unwrap();
+        let op: Operation = serde_json::from_value(json!({"name": "o", "status": "SOMETHING_NEW"})).unwrap();
         assert_eq!(op.status, OperationStatus::Unknown);
         assert!(!op.is_done());
-        let mi: ManagedInstance = serde_json::from_value(
-            json!({"name": "n", "instanceStatus": "BRAND_NEW", "currentAction": "X"}),
-        )
-        .unwrap();
+        let mi: ManagedInstance =
+            serde_json::from_value(json!({"name": "n", "instanceStatus": "BRAND_NEW", "currentAction": "X"}))
+                .unwrap();
         assert_eq!(mi.instance_status, "BRAND_NEW");
     }
 
@@ -826,14 +791,8 @@ mod tests {
         assert!(rr.state.unwrap().is_final());
         assert_eq!(rr.requested_run_duration.as_ref().unwrap().seconds, 7200);
         assert_eq!(rr.errors()[0].code, "ZONE_RESOURCE_POOL_EXHAUSTED");
-        assert_eq!(
-            rr.errors()[0].error_info_reasons().collect::<Vec<_>>(),
-            ["RESOURCE_AVAILABILITY"]
-        );
-        assert_eq!(
-            rr.last_attempt_errors()[0].code,
-            "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"
-        );
+        assert_eq!(rr.errors()[0].error_info_reasons().collect::<Vec<_>>(), ["RESOURCE_AVAILABILITY"]);
+        assert_eq!(rr.last_attempt_errors()[0].code, "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS");
     }
 
     #[test]
@@ -850,14 +809,10 @@ mod tests {
                 default_action_on_failure: "DO_NOTHING".into(),
             }),
             distribution_policy: Some(DistributionPolicy {
-                zones: vec![DistributionPolicyZone {
-                    zone: "zones/us-central1-a".into(),
-                }],
+                zones: vec![DistributionPolicyZone { zone: "zones/us-central1-a".into() }],
                 target_shape: "ANY_SINGLE_ZONE".into(),
             }),
-            update_policy: Some(UpdatePolicy {
-                instance_redistribution_type: "NONE".into(),
-            }),
+            update_policy: Some(UpdatePolicy { instance_redistribution_type: "NONE".into() }),
             ..Default::default()
         };
         assert_eq!(
@@ -902,18 +857,9 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(vm.internal_ip(), Some("10.0.0.5"));
-        assert_eq!(
-            vm.created_by(),
-            Some("projects/1/regions/r/instanceGroupManagers/m")
-        );
-        assert_eq!(
-            vm.termination_time().unwrap().to_rfc3339(),
-            "2025-05-01T19:00:00+00:00"
-        );
-        assert_eq!(
-            vm.scheduling.as_ref().unwrap().provisioning_model,
-            "FLEX_START"
-        );
+        assert_eq!(vm.created_by(), Some("projects/1/regions/r/instanceGroupManagers/m"));
+        assert_eq!(vm.termination_time().unwrap().to_rfc3339(), "2025-05-01T19:00:00+00:00");
+        assert_eq!(vm.scheduling.as_ref().unwrap().provisioning_model, "FLEX_START");
         // networkIP keeps its odd capitalisation on the way out.
         let v = serde_json::to_value(&vm).unwrap();
         assert_eq!(v["networkInterfaces"][0]["networkIP"], "10.0.0.5");
@@ -928,10 +874,7 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(mi.vm_name(), "hpc-a3u-3");
-        assert_eq!(
-            mi.last_attempt_errors()[0].code,
-            "ZONE_RESOURCE_POOL_EXHAUSTED"
-        );
+        assert_eq!(mi.last_attempt_errors()[0].code, "ZONE_RESOURCE_POOL_EXHAUSTED");
         assert!(mi.termination_time().is_some());
         let mi2 = ManagedInstance {
             instance: "https://x/projects/p/zones/z/instances/vm-7".into(),
@@ -942,14 +885,12 @@ mod tests {
 
     #[test]
     fn pages_accept_items_or_managed_instances() {
-        let p: Page<ManagedInstance> = serde_json::from_value(
-            json!({"managedInstances": [{"name": "a"}], "nextPageToken": "t"}),
-        )
-        .unwrap();
+        let p: Page<ManagedInstance> =
+            serde_json::from_value(json!({"managedInstances": [{"name": "a"}], "nextPageToken": "t"}))
+                .unwrap();
         assert_eq!(p.items.len(), 1);
         assert_eq!(p.next_page_token, "t");
-        let p: Page<Instance> =
-            serde_json::from_value(json!({"kind": "compute#instanceList"})).unwrap();
+        let p: Page<Instance> = serde_json::from_value(json!({"kind": "compute#instanceList"})).unwrap();
         assert!(p.items.is_empty());
         let a: InstanceAggregatedPage = serde_json::from_value(json!({"items": {
             "zones/a": {"instances": [{"name": "x"}]},

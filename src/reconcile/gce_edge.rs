@@ -54,7 +54,10 @@ fn region(cfg: &Config) -> Location {
 }
 
 /// Every VM whose name starts with `{cluster}-`, in one paginated aggregated list.
-pub async fn observe_vms(client: &gce::Client, cfg: &Config) -> Result<BTreeMap<String, ObservedVm>, GceError> {
+pub async fn observe_vms(
+    client: &gce::Client,
+    cfg: &Config,
+) -> Result<BTreeMap<String, ObservedVm>, GceError> {
     let filter = format!("name eq '{}-.*'", cfg.cluster_name);
     let vms = client.aggregated_list_instances(Some(&filter)).await?;
     let prefix = format!("{}-", cfg.cluster_name);
@@ -114,10 +117,13 @@ pub async fn observe_request(
             let errors = rr.errors();
             let error = errors.first().map(|e| (e.code.clone(), e.message.clone()));
             let class = (!errors.is_empty()).then(|| gce::classify_errors(errors));
-            let last_attempt =
-                rr.last_attempt_errors().first().map(|e| format!("{}: {}", e.code, e.message));
+            let last_attempt = rr.last_attempt_errors().first().map(|e| format!("{}: {}", e.code, e.message));
             Ok(ObservedRequest {
-                state: rr.state.map(|s| s.as_str().to_string()).unwrap_or_else(|| "UNKNOWN".into()),
+                state: rr
+                    .state
+                    .and_then(|s| serde_json::to_value(s).ok())
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_else(|| "UNKNOWN".into()),
                 error,
                 capacity_error: matches!(class, Some(ErrorClass::Capacity | ErrorClass::Quota)),
                 last_attempt,
@@ -143,12 +149,18 @@ pub fn intent(
     let naming = Naming::new(cfg);
     Ok(match step {
         GceStep::InsertMig { request, mig, .. } => {
-            let r = desired.requests.get(request).ok_or_else(|| anyhow::anyhow!("request {request} vanished"))?;
+            let r =
+                desired.requests.get(request).ok_or_else(|| anyhow::anyhow!("request {request} vanished"))?;
             (MutationKind::MigInsert, mig.clone(), serde_json::to_value(mig_body(cfg, &naming, r)?)?)
         }
         GceStep::InsertResizeRequest { request, mig } => {
-            let r = desired.requests.get(request).ok_or_else(|| anyhow::anyhow!("request {request} vanished"))?;
-            (MutationKind::ResizeRequestInsert, format!("{mig}/{}", r.name), serde_json::to_value(rr_body(r))?)
+            let r =
+                desired.requests.get(request).ok_or_else(|| anyhow::anyhow!("request {request} vanished"))?;
+            (
+                MutationKind::ResizeRequestInsert,
+                format!("{mig}/{}", r.name),
+                serde_json::to_value(rr_body(r))?,
+            )
         }
         GceStep::CancelResizeRequest { request, mig } => {
             let name = desired.requests.get(request).map(|r| r.name.clone()).unwrap_or_default();
@@ -207,8 +219,12 @@ pub fn mig_body(cfg: &Config, naming: &Naming, r: &Request) -> anyhow::Result<gc
 pub fn rr_body(r: &Request) -> gce::InstanceGroupManagerResizeRequest {
     gce::InstanceGroupManagerResizeRequest::for_instances(
         &r.name,
-        &format!("slurm-dws request group {} (job {})", r.id, r.job_id.map_or("none".into(), |j| j.to_string())),
-        &r.nodes,
+        &format!(
+            "slurm-dws request group {} (job {})",
+            r.id,
+            r.job_id.map_or("none".into(), |j| j.to_string())
+        ),
+        r.nodes.iter().cloned(),
         r.run_duration as i64,
     )
 }
@@ -226,25 +242,33 @@ pub async fn execute(
     let naming = Naming::new(cfg);
     let sent = match step {
         GceStep::InsertMig { .. } => {
-            let Some(r) = request else { return StepResult::Refused { error: "request vanished".into(), capacity: false } };
+            let Some(r) = request else {
+                return StepResult::Refused { error: "request vanished".into(), capacity: false };
+            };
             match mig_body(cfg, &naming, r) {
                 Ok(body) => client.insert_mig(&loc, &body, rid).await,
                 Err(e) => return StepResult::Refused { error: format!("CONFIG: {e}"), capacity: false },
             }
         }
         GceStep::InsertResizeRequest { mig, .. } => {
-            let Some(r) = request else { return StepResult::Refused { error: "request vanished".into(), capacity: false } };
+            let Some(r) = request else {
+                return StepResult::Refused { error: "request vanished".into(), capacity: false };
+            };
             client.insert_resize_request(&loc, mig, &rr_body(r), rid).await
         }
         GceStep::CancelResizeRequest { mig, .. } => {
             let Some(r) = request else { return StepResult::Done };
             client.cancel_resize_request(&loc, mig, &r.name, rid).await
         }
-        GceStep::DeleteInstances { mig, instances } => client.delete_instances(&loc, mig, instances, rid).await,
+        GceStep::DeleteInstances { mig, instances } => {
+            client.delete_instances(&loc, mig, instances, rid).await
+        }
         GceStep::DeleteMig { mig, .. } => client.delete_mig(&loc, mig, rid).await,
     };
     let outcome = match sent {
-        Ok(op) => client.wait_done(&op, Instant::now() + OPERATION_DEADLINE).await.and_then(|op| op.into_result()),
+        Ok(op) => {
+            client.wait_done(&op, Instant::now() + OPERATION_DEADLINE).await.and_then(|op| op.into_result())
+        }
         Err(e) => Err(e),
     };
     match outcome {
@@ -263,7 +287,9 @@ fn judge(step: &GceStep, e: &GceError) -> StepResult {
             StepResult::Done
         }
         // The thing to remove is gone already.
-        (GceStep::DeleteMig { .. } | GceStep::DeleteInstances { .. }, ErrorClass::NotFound) => StepResult::Done,
+        (GceStep::DeleteMig { .. } | GceStep::DeleteInstances { .. }, ErrorClass::NotFound) => {
+            StepResult::Done
+        }
         // Cancel of a request that is final already: nothing left to cancel; the next poll says how it ended.
         (GceStep::CancelResizeRequest { .. }, ErrorClass::ConditionNotMet | ErrorClass::NotFound) => {
             StepResult::Moot(text)
@@ -271,9 +297,10 @@ fn judge(step: &GceStep, e: &GceError) -> StepResult {
         (_, ErrorClass::Capacity | ErrorClass::Quota) => {
             StepResult::Refused { error: code_message(e), capacity: true }
         }
-        (GceStep::InsertMig { .. } | GceStep::InsertResizeRequest { .. }, ErrorClass::Invalid | ErrorClass::NotFound) => {
-            StepResult::Refused { error: code_message(e), capacity: false }
-        }
+        (
+            GceStep::InsertMig { .. } | GceStep::InsertResizeRequest { .. },
+            ErrorClass::Invalid | ErrorClass::NotFound,
+        ) => StepResult::Refused { error: code_message(e), capacity: false },
         _ => StepResult::Retry(text),
     }
 }
@@ -281,9 +308,14 @@ fn judge(step: &GceStep, e: &GceError) -> StepResult {
 /// `CODE: message` for the event log and Slurm's node reason.
 fn code_message(e: &GceError) -> String {
     let text = e.to_string();
-    match e.headline_code() {
-        "" => text,
-        code => format!("{code}: {text}"),
+    let code = match e {
+        GceError::Api(a) => Some(a.headline_code().to_string()),
+        GceError::Operation(o) => o.operation.errors().first().map(|x| x.code.clone()),
+        _ => None,
+    };
+    match code.filter(|c| !c.is_empty()) {
+        Some(code) => format!("{code}: {text}"),
+        None => text,
     }
 }
 
@@ -309,7 +341,12 @@ pub fn learn(step: &GceStep, observed: &mut Observed, desired: &Desired) {
         GceStep::InsertResizeRequest { mig, .. } => {
             observed.requests.insert(
                 mig.clone(),
-                ObservedRequest { state: "CREATING".into(), error: None, capacity_error: false, last_attempt: None },
+                ObservedRequest {
+                    state: "CREATING".into(),
+                    error: None,
+                    capacity_error: false,
+                    last_attempt: None,
+                },
             );
         }
         GceStep::CancelResizeRequest { mig, .. } => {

@@ -23,7 +23,12 @@ pub struct Ingested {
 }
 
 /// Applies `inbox` (oldest first) to `nodes`.
-pub fn ingest(cfg: &PlanConfig, nodes: &BTreeMap<String, Node>, inbox: &[InboxEntry], now: DateTime<Utc>) -> Ingested {
+pub fn ingest(
+    cfg: &PlanConfig,
+    nodes: &BTreeMap<String, Node>,
+    inbox: &[InboxEntry],
+    now: DateTime<Utc>,
+) -> Ingested {
     let mut work: BTreeMap<String, Node> = BTreeMap::new();
     let mut out = Ingested::default();
     for entry in inbox {
@@ -56,9 +61,9 @@ pub fn ingest(cfg: &PlanConfig, nodes: &BTreeMap<String, Node>, inbox: &[InboxEn
                 }
                 continue;
             };
-            let node = work
-                .entry(name.clone())
-                .or_insert_with(|| nodes.get(&name).cloned().unwrap_or_else(|| new_node(&name, &nodeset, index, is_static, now)));
+            let node = work.entry(name.clone()).or_insert_with(|| {
+                nodes.get(&name).cloned().unwrap_or_else(|| new_node(&name, &nodeset, index, is_static, now))
+            });
             let before = node.state;
             apply(node, entry.kind, job_of.get(&name).copied(), now);
             if node.state != before {
@@ -68,8 +73,12 @@ pub fn ingest(cfg: &PlanConfig, nodes: &BTreeMap<String, Node>, inbox: &[InboxEn
         if !changed.is_empty() {
             let jobs: Vec<String> = entry.jobs.iter().map(|(j, _)| j.to_string()).collect();
             let message = match entry.kind {
-                HookKind::Resume if jobs.is_empty() => format!("Slurm resumed {} nodes (no job)", changed.len()),
-                HookKind::Resume => format!("Slurm resumed {} nodes for job(s) {}", changed.len(), jobs.join(",")),
+                HookKind::Resume if jobs.is_empty() => {
+                    format!("Slurm resumed {} nodes (no job)", changed.len())
+                }
+                HookKind::Resume => {
+                    format!("Slurm resumed {} nodes for job(s) {}", changed.len(), jobs.join(","))
+                }
                 HookKind::Suspend => format!("Slurm suspended {} nodes", changed.len()),
                 HookKind::ResumeFail => {
                     format!("Slurm gave up resuming {} nodes (ResumeTimeout): cleaning up", changed.len())
@@ -100,7 +109,9 @@ fn apply(node: &mut Node, kind: HookKind, job: Option<u32>, now: DateTime<Utc>) 
         (HookKind::Suspend | HookKind::ResumeFail, NodeState::Up | NodeState::Requested) => {
             to(node, NodeState::Suspending);
         }
-        (HookKind::Suspend | HookKind::ResumeFail, NodeState::ResumePending) => to(node, NodeState::PoweredDown),
+        (HookKind::Suspend | HookKind::ResumeFail, NodeState::ResumePending) => {
+            to(node, NodeState::PoweredDown)
+        }
         (HookKind::Suspend | HookKind::ResumeFail, _) => {}
     }
     if kind == HookKind::ResumeFail {

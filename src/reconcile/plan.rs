@@ -76,7 +76,8 @@ pub fn run_duration(ns: &NodesetPlan, job: Option<u32>, limit: JobLimit) -> RunD
             )),
         ),
     };
-    let seconds = raw.clamp(MIN_RUN_DURATION, MAX_RUN_DURATION.min(ns.max_run_duration.max(MIN_RUN_DURATION)));
+    let seconds =
+        raw.clamp(MIN_RUN_DURATION, MAX_RUN_DURATION.min(ns.max_run_duration.max(MIN_RUN_DURATION)));
     if seconds != raw {
         note = Some(format!(
             "run duration {raw}s clamped to {seconds}s (allowed {MIN_RUN_DURATION}..{})",
@@ -87,10 +88,20 @@ pub fn run_duration(ns: &NodesetPlan, job: Option<u32>, limit: JobLimit) -> RunD
 }
 
 /// The next backoff after a capacity or quota failure: `initial * 2^level`, at most `max`.
-pub fn next_backoff(cfg: &PlanConfig, previous: Option<&Backoff>, reason: &str, now: DateTime<Utc>) -> Backoff {
+pub fn next_backoff(
+    cfg: &PlanConfig,
+    previous: Option<&Backoff>,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> Backoff {
     let level = previous.map_or(0, |b| b.level + 1);
     let secs = cfg.backoff_initial.saturating_mul(1i64 << level.min(20)).min(cfg.backoff_max).max(1);
-    Backoff { nodeset: String::new(), until: now + Duration::seconds(secs), level, reason: reason.to_string() }
+    Backoff {
+        nodeset: String::new(),
+        until: now + Duration::seconds(secs),
+        level,
+        reason: reason.to_string(),
+    }
 }
 
 fn secs_since(now: DateTime<Utc>, t: DateTime<Utc>) -> i64 {
@@ -284,7 +295,10 @@ impl Planner<'_> {
     fn delete_mig(&mut self, mig: &str, reason: &str) {
         let deleting = self.migs.get(mig).is_some_and(|m| m.state == MigState::Deleting);
         let seen = self.o.migs.as_ref().is_none_or(|m| m.contains_key(mig));
-        if !deleting && seen && !self.plan.gce.iter().any(|s| matches!(s, GceStep::DeleteMig { mig: m, .. } if m == mig)) {
+        if !deleting
+            && seen
+            && !self.plan.gce.iter().any(|s| matches!(s, GceStep::DeleteMig { mig: m, .. } if m == mig))
+        {
             self.plan.gce.push(GceStep::DeleteMig { mig: mig.to_string(), reason: reason.to_string() });
         }
     }
@@ -376,7 +390,10 @@ impl Planner<'_> {
                 } else if queue_timeout > 0 && secs_since(self.now, r.created_at) > queue_timeout {
                     let why = format!(
                         "queued for longer than queue_timeout ({queue_timeout}s){}",
-                        rr.last_attempt.as_deref().map(|l| format!("; last attempt: {l}")).unwrap_or_default()
+                        rr.last_attempt
+                            .as_deref()
+                            .map(|l| format!("; last attempt: {l}"))
+                            .unwrap_or_default()
                     );
                     if r.last_error.as_deref() != Some(why.as_str()) {
                         self.plan.event(
@@ -455,7 +472,10 @@ impl Planner<'_> {
                 NodeState::Requested => {
                     let rid = self.nodes[&name].request_id;
                     let open = rid.and_then(|id| self.requests.get(&id)).is_some_and(|r| {
-                        matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
+                        matches!(
+                            r.phase,
+                            RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active
+                        )
                     });
                     if !open {
                         // Its request group is gone (it can only be a bug or a hand-edited database).
@@ -508,7 +528,11 @@ impl Planner<'_> {
                     if node.is_static && vm.status == "RUNNING" && ours_down && !s.powered_down() {
                         // A static node slurm-dws took out of service while re-provisioning is back.
                         self.slurm_update(name, "resume", None);
-                        self.plan.event("returned", vec![name.to_string()], "static node's new VM is running: back in service");
+                        self.plan.event(
+                            "returned",
+                            vec![name.to_string()],
+                            "static node's new VM is running: back in service",
+                        );
                     } else if s.has("POWERED_DOWN")
                         && !s.powering_up()
                         && secs_since(self.now, node.state_since) > DRIFT_GRACE_SECS
@@ -533,7 +557,9 @@ impl Planner<'_> {
                 }
                 let expired = node.termination_time.is_some_and(|t| self.now >= t - Duration::seconds(120));
                 let msg = match (expired, node.termination_time) {
-                    (true, Some(t)) => format!("run duration ended at {}: GCE deleted the VM", t.to_rfc3339()),
+                    (true, Some(t)) => {
+                        format!("run duration ended at {}: GCE deleted the VM", t.to_rfc3339())
+                    }
                     _ => "the VM is gone (deleted outside slurm-dws, or GCE removed it)".to_string(),
                 };
                 let kind = if expired { "expired" } else { "vm_lost" };
@@ -551,9 +577,17 @@ impl Planner<'_> {
                     }
                     let in_service = self.slurm_node(name).is_none_or(|s| !s.powered_down() && !s.is_down());
                     if in_service {
-                        self.slurm_update(name, "down", Some(format!("{REASON_PREFIX} {msg}; re-provisioning")));
+                        self.slurm_update(
+                            name,
+                            "down",
+                            Some(format!("{REASON_PREFIX} {msg}; re-provisioning")),
+                        );
                     }
-                    self.plan.event(kind, vec![name.to_string()], format!("{msg}; static node: re-provisioning"));
+                    self.plan.event(
+                        kind,
+                        vec![name.to_string()],
+                        format!("{msg}; static node: re-provisioning"),
+                    );
                 } else {
                     self.set_state(name, NodeState::PoweredDown);
                     self.power_down_force(name, &msg);
@@ -572,7 +606,9 @@ impl Planner<'_> {
                     self.delete_instances.entry(mig).or_default().insert(name.to_string());
                 }
                 _ => {
-                    if node.last_error.as_deref() != Some("VM is not in a MIG slurm-dws owns: not deleting it") {
+                    if node.last_error.as_deref()
+                        != Some("VM is not in a MIG slurm-dws owns: not deleting it")
+                    {
                         self.plan.event(
                             "not_owned",
                             vec![name.to_string()],
@@ -657,16 +693,26 @@ impl Planner<'_> {
                 vec![name.to_string()],
                 format!("node was DOWN ({}) with no VM: returned to powered-down and usable", s.reason),
             );
-        } else if s.powering_up() && !node.is_static && secs_since(self.now, node.state_since) > DRIFT_GRACE_SECS {
+        } else if s.powering_up()
+            && !node.is_static
+            && secs_since(self.now, node.state_since) > DRIFT_GRACE_SECS
+        {
             self.set_state(name, NodeState::ResumePending);
             self.plan.event(
                 "drift",
                 vec![name.to_string()],
                 "Slurm is powering the node up but slurm-dws had no request for it: requesting a VM",
             );
-        } else if s.in_service() && !s.has("POWERED_DOWN") && secs_since(self.now, node.state_since) > DRIFT_GRACE_SECS {
+        } else if s.in_service()
+            && !s.has("POWERED_DOWN")
+            && secs_since(self.now, node.state_since) > DRIFT_GRACE_SECS
+        {
             self.power_down_force(name, "no VM backs this node");
-            self.plan.event("drift", vec![name.to_string()], "Slurm has the node in service but no VM backs it: taking it out");
+            self.plan.event(
+                "drift",
+                vec![name.to_string()],
+                "Slurm has the node in service but no VM backs it: taking it out",
+            );
         }
     }
 
@@ -687,18 +733,30 @@ impl Planner<'_> {
                     if let Some(x) = self.nodes.get_mut(&n.name) {
                         x.mig = Some(m);
                     }
-                    self.plan.event("adopted", vec![n.name.clone()], "resume: the node's VM already exists: reused");
+                    self.plan.event(
+                        "adopted",
+                        vec![n.name.clone()],
+                        "resume: the node's VM already exists: reused",
+                    );
                 }
                 continue;
             }
             if let Some(b) = self.in_backoff(&n.nodeset).cloned() {
                 if !n.is_static {
-                    let why = format!("nodeset {} is in capacity backoff until {}: {}", n.nodeset, b.until.to_rfc3339(), b.reason);
+                    let why = format!(
+                        "nodeset {} is in capacity backoff until {}: {}",
+                        n.nodeset,
+                        b.until.to_rfc3339(),
+                        b.reason
+                    );
                     self.set_state(&n.name, NodeState::PoweredDown);
                     if let Some(x) = self.nodes.get_mut(&n.name) {
                         x.last_error = Some(why.clone());
                     }
-                    self.power_down_force(&n.name, &format!("capacity backoff until {}", b.until.to_rfc3339()));
+                    self.power_down_force(
+                        &n.name,
+                        &format!("capacity backoff until {}", b.until.to_rfc3339()),
+                    );
                     self.plan.event("backoff_refused", vec![n.name.clone()], why);
                 }
                 continue;
@@ -708,7 +766,9 @@ impl Planner<'_> {
         for ((nodeset, job), mut members) in groups {
             let Some(ns) = self.cfg.nodesets.get(&nodeset) else { continue };
             members.sort_by_key(|n| n.index);
-            let limit = job.map_or(JobLimit::Unknown, |j| self.o.job_limits.get(&j).copied().unwrap_or(JobLimit::Unknown));
+            let limit = job.map_or(JobLimit::Unknown, |j| {
+                self.o.job_limits.get(&j).copied().unwrap_or(JobLimit::Unknown)
+            });
             let rd = run_duration(ns, job, limit);
             for chunk in members.chunks(MAX_GROUP) {
                 let names: Vec<String> = chunk.iter().map(|n| n.name.clone()).collect();
@@ -731,12 +791,16 @@ impl Planner<'_> {
         let busy: BTreeSet<String> = self
             .requests
             .values()
-            .filter(|r| matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active))
+            .filter(|r| {
+                matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
+            })
             .map(|r| r.mig.clone())
             .chain(
                 self.nodes
                     .values()
-                    .filter(|n| matches!(n.state, NodeState::Up | NodeState::Suspending | NodeState::Requested))
+                    .filter(|n| {
+                        matches!(n.state, NodeState::Up | NodeState::Suspending | NodeState::Requested)
+                    })
                     .filter_map(|n| n.mig.clone()),
             )
             .collect();
@@ -753,8 +817,13 @@ impl Planner<'_> {
                     let empty = om.target_size == 0 && !busy.contains(&name);
                     nm.empty_since = if empty { Some(m.empty_since.unwrap_or(self.now)) } else { None };
                     if let Some(since) = nm.empty_since {
-                        if secs_since(self.now, since) >= self.cfg.mig_gc_grace && nm.state != MigState::Deleting {
-                            self.delete_mig(&name, &format!("empty with no active request since {}", since.to_rfc3339()));
+                        if secs_since(self.now, since) >= self.cfg.mig_gc_grace
+                            && nm.state != MigState::Deleting
+                        {
+                            self.delete_mig(
+                                &name,
+                                &format!("empty with no active request since {}", since.to_rfc3339()),
+                            );
                         }
                     }
                     self.migs.insert(name, nm);
@@ -777,7 +846,10 @@ impl Planner<'_> {
             self.plan.event(
                 "adopted",
                 vec![],
-                format!("MIG {name} (nodeset {}, tag {}) is ours but was not on record: adopted", om.nodeset, om.tag),
+                format!(
+                    "MIG {name} (nodeset {}, tag {}) is ours but was not on record: adopted",
+                    om.nodeset, om.tag
+                ),
             );
             self.migs.insert(
                 name.clone(),
@@ -841,7 +913,13 @@ impl Planner<'_> {
             .values()
             .filter(|n| n.state == NodeState::Up)
             .filter(|n| n.reservation.as_ref().is_some_and(|r| !existing.contains(r)))
-            .filter(|n| !self.plan.slurm.iter().any(|s| matches!(s, SlurmStep::CreateReservation { node, .. } if node == &n.name)))
+            .filter(|n| {
+                !self
+                    .plan
+                    .slurm
+                    .iter()
+                    .any(|s| matches!(s, SlurmStep::CreateReservation { node, .. } if node == &n.name))
+            })
             .map(|n| n.name.clone())
             .collect();
         for name in lost {
@@ -860,10 +938,15 @@ impl Planner<'_> {
             }
         }
         for ((state, reason), nodes) in std::mem::take(&mut self.slurm_updates) {
-            self.plan.slurm.push(SlurmStep::UpdateState { nodes: nodes.into_iter().collect(), state, reason });
+            self.plan.slurm.push(SlurmStep::UpdateState {
+                nodes: nodes.into_iter().collect(),
+                state,
+                reason,
+            });
         }
         self.plan.nodes = self.nodes.into_values().filter(|n| d.nodes.get(&n.name) != Some(n)).collect();
-        self.plan.requests = self.requests.into_values().filter(|r| d.requests.get(&r.id) != Some(r)).collect();
+        self.plan.requests =
+            self.requests.into_values().filter(|r| d.requests.get(&r.id) != Some(r)).collect();
         self.plan.migs = self.migs.into_values().filter(|m| d.migs.get(&m.name) != Some(m)).collect();
         self.plan
     }

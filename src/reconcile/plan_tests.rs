@@ -203,7 +203,10 @@ fn run_durations() {
     let mut fixed = ns.clone();
     fixed.use_job_duration = false;
     fixed.max_run_duration = 7200;
-    assert_eq!(run_duration(&fixed, Some(1), JobLimit::Minutes(90)), RunDuration { seconds: 7200, note: None });
+    assert_eq!(
+        run_duration(&fixed, Some(1), JobLimit::Minutes(90)),
+        RunDuration { seconds: 7200, note: None }
+    );
 }
 
 #[test]
@@ -213,7 +216,9 @@ fn node_names_never_confused() {
     assert_eq!(c.node_ref("hpc-gpu-10"), Some(("gpu".into(), 10, false)));
     assert_eq!(c.node_ref("hpc-gpu2-1"), Some(("gpu2".into(), 1, false)));
     assert_eq!(c.node_ref("hpc-b-0"), Some(("b".into(), 0, true)));
-    for bad in ["hpc-gpu-20", "hpc-gpu-01", "hpc-gpu-", "hpc-gpu-x", "other-a-1", "hpc-a", "hpcx-a-1", "hpc-c-1"] {
+    for bad in
+        ["hpc-gpu-20", "hpc-gpu-01", "hpc-gpu-", "hpc-gpu-x", "other-a-1", "hpc-a", "hpcx-a-1", "hpc-c-1"]
+    {
         assert_eq!(c.node_ref(bad), None, "{bad}");
     }
 }
@@ -269,12 +274,21 @@ fn request_lifecycle_steps() {
     assert_eq!(p.requests[0].phase, RequestPhase::MigReady);
     // active, ACCEPTED → nothing but the state
     let r = request(1, &["hpc-a-1"], RequestPhase::Active);
-    let w = World::new().node(n.clone()).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(1)).rr(&r.mig, "ACCEPTED", None, false);
+    let w = World::new()
+        .node(n.clone())
+        .req(r.clone())
+        .mig(mig(&r.mig, MigState::Active), Some(1))
+        .rr(&r.mig, "ACCEPTED", None, false);
     let p = w.plan();
     assert!(p.gce.is_empty());
     assert_eq!(p.requests[0].gce_state.as_deref(), Some("ACCEPTED"));
     // SUCCEEDED → node up
-    let w = World::new().node(n.clone()).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(1)).rr(&r.mig, "SUCCEEDED", None, false).vm(vm("hpc-a-1", &r.mig));
+    let w = World::new()
+        .node(n.clone())
+        .req(r.clone())
+        .mig(mig(&r.mig, MigState::Active), Some(1))
+        .rr(&r.mig, "SUCCEEDED", None, false)
+        .vm(vm("hpc-a-1", &r.mig));
     let p = w.plan();
     assert_eq!(node_after(&p, "hpc-a-1").unwrap().state, NodeState::Up);
     assert_eq!(p.requests[0].phase, RequestPhase::Succeeded);
@@ -301,7 +315,11 @@ fn failed_request_requeues_releases_and_backs_off() {
     let after = node_after(&p, "hpc-a-1").unwrap();
     assert_eq!(after.state, NodeState::PoweredDown);
     assert!(after.last_error.as_ref().unwrap().contains("ZONE_RESOURCE_POOL_EXHAUSTED"));
-    assert!(has_update(&p, "hpc-a-1", "power_down_force"), "the job is requeued through Slurm: {:?}", p.slurm);
+    assert!(
+        has_update(&p, "hpc-a-1", "power_down_force"),
+        "the job is requeued through Slurm: {:?}",
+        p.slurm
+    );
     let reason = p.slurm.iter().find_map(|s| match s {
         SlurmStep::UpdateState { reason, .. } => reason.clone(),
         _ => None,
@@ -331,7 +349,12 @@ fn nodes_in_backoff_are_answered_at_once() {
     let mut w = World::new().node(node("hpc-a-3", NodeState::ResumePending));
     w.d.backoffs.insert(
         "a".into(),
-        Backoff { nodeset: "a".into(), until: t0() + Duration::minutes(5), level: 0, reason: "stockout".into() },
+        Backoff {
+            nodeset: "a".into(),
+            until: t0() + Duration::minutes(5),
+            level: 0,
+            reason: "stockout".into(),
+        },
     );
     let p = w.plan();
     assert!(p.new_groups.is_empty());
@@ -339,7 +362,8 @@ fn nodes_in_backoff_are_answered_at_once() {
     assert!(has_update(&p, "hpc-a-3", "power_down_force"));
     // ...and the backoff ends by itself
     let mut w = World::new();
-    w.d.backoffs.insert("a".into(), Backoff { nodeset: "a".into(), until: t0(), level: 3, reason: "x".into() });
+    w.d.backoffs
+        .insert("a".into(), Backoff { nodeset: "a".into(), until: t0(), level: 3, reason: "x".into() });
     assert_eq!(w.plan().backoffs_cleared, vec!["a".to_string()]);
 }
 
@@ -350,14 +374,23 @@ fn queued_past_timeout_is_cancelled_and_then_released() {
     let mut r = request(1, &["hpc-b-2"], RequestPhase::Active);
     r.nodeset = "b".into();
     r.created_at = t0() - Duration::seconds(3601);
-    let w = World::new().node(n.clone()).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(1)).rr(&r.mig, "ACCEPTED", None, false);
+    let w = World::new()
+        .node(n.clone())
+        .req(r.clone())
+        .mig(mig(&r.mig, MigState::Active), Some(1))
+        .rr(&r.mig, "ACCEPTED", None, false);
     let p = w.plan();
     assert!(matches!(p.gce.as_slice(), [GceStep::CancelResizeRequest { request: 1, .. }]), "{:?}", p.gce);
     assert!(p.events.iter().any(|e| e.kind == "queue_timeout"));
     // when GCE says CANCELLED the cause recorded is the timeout
     let mut r2 = p.requests[0].clone();
     r2.gce_state = Some("ACCEPTED".into());
-    let w = World::new().node(n).req(r2.clone()).mig(mig(&r.mig, MigState::Active), Some(0)).rr(&r.mig, "CANCELLED", None, false);
+    let w = World::new().node(n).req(r2.clone()).mig(mig(&r.mig, MigState::Active), Some(0)).rr(
+        &r.mig,
+        "CANCELLED",
+        None,
+        false,
+    );
     let p = w.plan();
     assert!(node_after(&p, "hpc-b-2").unwrap().last_error.as_ref().unwrap().contains("queue_timeout"));
 }
@@ -367,7 +400,11 @@ fn suspend_of_queued_request_cancels_it() {
     let mut n = node("hpc-a-1", NodeState::Suspending);
     n.request_id = Some(1);
     let r = request(1, &["hpc-a-1"], RequestPhase::Active);
-    let w = World::new().node(n).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(1)).rr(&r.mig, "ACCEPTED", None, false);
+    let w = World::new()
+        .node(n)
+        .req(r.clone())
+        .mig(mig(&r.mig, MigState::Active), Some(1))
+        .rr(&r.mig, "ACCEPTED", None, false);
     let p = w.plan();
     assert!(matches!(p.gce.as_slice(), [GceStep::CancelResizeRequest { .. }]));
     assert!(node_after(&p, "hpc-a-1").is_none(), "the node waits, suspending, for the cancel");
@@ -462,9 +499,10 @@ fn static_nodes_are_provisioned_from_startup() {
 #[test]
 fn odd_slurm_states_peers_get_stuck_in() {
     // down~ after ResumeTimeout, no VM: back to powered-down and usable
-    let w = World::new()
-        .node(node("hpc-a-4", NodeState::PoweredDown))
-        .slurm("hpc-a-4", slurm("down", &["CLOUD", "POWERED_DOWN", "NOT_RESPONDING"], "ResumeTimeout reached"));
+    let w = World::new().node(node("hpc-a-4", NodeState::PoweredDown)).slurm(
+        "hpc-a-4",
+        slurm("down", &["CLOUD", "POWERED_DOWN", "NOT_RESPONDING"], "ResumeTimeout reached"),
+    );
     assert!(has_update(&w.plan(), "hpc-a-4", "resume"));
     // an admin's own DOWN is left alone
     let w = World::new()
@@ -508,7 +546,10 @@ fn orphans_are_deleted_only_after_grace_and_only_in_owned_migs() {
     foreign.created = Some(t0() - Duration::days(1));
     let w = World::new().mig(mig("hpc-a-t1", MigState::Active), Some(2)).vm(old).vm(young).vm(foreign);
     let p = w.plan();
-    assert_eq!(p.gce, vec![GceStep::DeleteInstances { mig: "hpc-a-t1".into(), instances: vec!["hpc-a-9".into()] }]);
+    assert_eq!(
+        p.gce,
+        vec![GceStep::DeleteInstances { mig: "hpc-a-t1".into(), instances: vec!["hpc-a-9".into()] }]
+    );
 }
 
 #[test]
@@ -559,12 +600,14 @@ fn owned_migs_unknown_to_the_store_are_adopted() {
             created: None,
         },
     );
-    let w = w
-        .vm(vm("hpc-a-1", "hpc-a-j3-deadbeef"))
-        .slurm("hpc-a-1", slurm("allocated", &["CLOUD"], ""));
+    let w = w.vm(vm("hpc-a-1", "hpc-a-j3-deadbeef")).slurm("hpc-a-1", slurm("allocated", &["CLOUD"], ""));
     let p = w.plan();
     assert!(p.migs.iter().any(|m| m.name == "hpc-a-j3-deadbeef" && m.state == MigState::Active));
-    assert_eq!(node_after(&p, "hpc-a-1").unwrap().state, NodeState::Up, "Slurm uses it: adopted, not deleted");
+    assert_eq!(
+        node_after(&p, "hpc-a-1").unwrap().state,
+        NodeState::Up,
+        "Slurm uses it: adopted, not deleted"
+    );
     assert!(p.gce.is_empty());
 }
 

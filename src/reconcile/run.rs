@@ -167,8 +167,13 @@ impl Reconciler {
                 tx.add_event(now, &e.kind, &e.nodes, &e.message).await?;
             }
             for (node, why) in &ing.not_ours {
-                tx.add_event(now, "not_ours", std::slice::from_ref(node), &format!("{why}: set DOWN in Slurm"))
-                    .await?;
+                tx.add_event(
+                    now,
+                    "not_ours",
+                    std::slice::from_ref(node),
+                    &format!("{why}: set DOWN in Slurm"),
+                )
+                .await?;
             }
             tx.mark_inbox_processed(&ing.processed, now).await?;
             tx.prune_inbox(now - chrono::Duration::days(1)).await?;
@@ -269,9 +274,8 @@ impl Reconciler {
         }
         match reservations {
             Ok(r) => {
-                o.reservations = Some(
-                    r.into_iter().map(|r| r.name).filter(|n| n.starts_with(plan::EOL_PREFIX)).collect(),
-                )
+                o.reservations =
+                    Some(r.into_iter().map(|r| r.name).filter(|n| n.starts_with(plan::EOL_PREFIX)).collect())
             }
             Err(e) => report.errors.push(format!("reading Slurm's reservations: {e}")),
         }
@@ -367,7 +371,9 @@ impl Reconciler {
             let tag = self.unused_tag(desired);
             let mig = self.naming.mig_name(&g.nodeset, g.job_id, &tag);
             let name = crate::naming::resize_request_name(&tag);
-            let r = tx.insert_request(&g.nodeset, g.job_id, &tag, &mig, &name, &g.nodes, g.run_duration, now).await?;
+            let r = tx
+                .insert_request(&g.nodeset, g.job_id, &tag, &mig, &name, &g.nodes, g.run_duration, now)
+                .await?;
             let m = Mig {
                 name: mig.clone(),
                 nodeset: g.nodeset.clone(),
@@ -417,7 +423,9 @@ impl Reconciler {
     fn unused_tag(&self, desired: &Desired) -> String {
         loop {
             let tag = crate::naming::new_tag(&mut rand::thread_rng());
-            if !desired.requests.values().any(|r| r.tag == tag) && !desired.migs.keys().any(|m| m.ends_with(&tag)) {
+            if !desired.requests.values().any(|r| r.tag == tag)
+                && !desired.migs.keys().any(|m| m.ends_with(&tag))
+            {
                 return tag;
             }
         }
@@ -484,16 +492,26 @@ impl Reconciler {
                     tx.outbox_update(entry.id, OutboxState::Abandoned, Some(error), now).await?;
                     tracing::warn!(step = kind, target = %target, request_id = %entry.request_id, error = %error, "GCE refused the step");
                     // A refused insert fails its request group through the usual path.
-                    if let GceStep::InsertMig { request, mig, .. } | GceStep::InsertResizeRequest { request, mig } = &step {
+                    if let GceStep::InsertMig { request, mig, .. }
+                    | GceStep::InsertResizeRequest { request, mig } = &step
+                    {
                         if let Some(r) = desired.requests.get_mut(request) {
                             r.phase = RequestPhase::Active;
                             r.updated_at = now;
                             tx.update_request(r).await?;
                         }
-                        let (code, message) = error.split_once(": ").map_or(("ERROR".to_string(), error.clone()), |(c, m)| (c.to_string(), m.to_string()));
+                        let (code, message) =
+                            error.split_once(": ").map_or(("ERROR".to_string(), error.clone()), |(c, m)| {
+                                (c.to_string(), m.to_string())
+                            });
                         observed.requests.insert(
                             mig.clone(),
-                            ObservedRequest { state: "FAILED".into(), error: Some((code, message)), capacity_error: *capacity, last_attempt: None },
+                            ObservedRequest {
+                                state: "FAILED".into(),
+                                error: Some((code, message)),
+                                capacity_error: *capacity,
+                                last_attempt: None,
+                            },
                         );
                     } else {
                         tx.add_event(now, "gce_refused", &[], &format!("{kind} {target}: {error}")).await?;
@@ -523,21 +541,34 @@ impl Reconciler {
                 SlurmStep::UpdateState { nodes, state, reason } => {
                     let hl = crate::hostlist::compress(nodes);
                     self.slurm
-                        .update_nodes(&hl, &NodeUpdate { state: Some(state), reason: reason.as_deref(), ..Default::default() })
+                        .update_nodes(
+                            &hl,
+                            &NodeUpdate {
+                                state: Some(state),
+                                reason: reason.as_deref(),
+                                ..Default::default()
+                            },
+                        )
                         .await
                 }
                 SlurmStep::SetAddr { node, addr } => {
                     self.slurm
                         .update_nodes(
                             node,
-                            &NodeUpdate { node_addr: Some(addr), node_hostname: Some(node), ..Default::default() },
+                            &NodeUpdate {
+                                node_addr: Some(addr),
+                                node_hostname: Some(node),
+                                ..Default::default()
+                            },
                         )
                         .await
                 }
                 SlurmStep::CreateReservation { name, node, start, end } => {
                     self.slurm.create_reservation(name, node, *start, *end, "maint,ignore_jobs").await
                 }
-                SlurmStep::DeleteReservation { name } => self.slurm.delete_reservation(name).await.map(|_| ()),
+                SlurmStep::DeleteReservation { name } => {
+                    self.slurm.delete_reservation(name).await.map(|_| ())
+                }
             };
             if let Err(e) = result {
                 let msg = format!("Slurm {}: {e}", serde_json::to_string(s).unwrap_or_default());
@@ -558,7 +589,10 @@ impl Reconciler {
             let reason = format!("{} not managed by slurm-dws: {why}", plan::REASON_PREFIX);
             if let Err(e) = self
                 .slurm
-                .update_nodes(node, &NodeUpdate { state: Some("down"), reason: Some(&reason), ..Default::default() })
+                .update_nodes(
+                    node,
+                    &NodeUpdate { state: Some("down"), reason: Some(&reason), ..Default::default() },
+                )
                 .await
             {
                 report.errors.push(format!("setting {node} DOWN: {e}"));

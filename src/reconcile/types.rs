@@ -149,11 +149,25 @@ pub enum GceStep {
 #[serde(tag = "step", rename_all = "snake_case")]
 pub enum SlurmStep {
     /// `scontrol update nodename=... state=STATE reason=...`
-    UpdateState { nodes: Vec<String>, state: String, reason: Option<String> },
+    UpdateState {
+        nodes: Vec<String>,
+        state: String,
+        reason: Option<String>,
+    },
     /// `scontrol update nodename=N nodeaddr=IP nodehostname=N`
-    SetAddr { node: String, addr: String },
-    CreateReservation { name: String, node: String, start: DateTime<Utc>, end: DateTime<Utc> },
-    DeleteReservation { name: String },
+    SetAddr {
+        node: String,
+        addr: String,
+    },
+    CreateReservation {
+        name: String,
+        node: String,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+    },
+    DeleteReservation {
+        name: String,
+    },
 }
 
 /// A new request group to record (MIG and request names derive from the tag the executor chooses).
@@ -214,14 +228,15 @@ impl PlanConfig {
     pub fn node_ref(&self, name: &str) -> Option<(String, u32, bool)> {
         let rest = name.strip_prefix(&self.cluster_name)?.strip_prefix('-')?;
         let (nodeset, index) = rest.rsplit_once('-')?;
-        if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) || (index.len() > 1 && index.starts_with('0'))
+        if index.is_empty()
+            || !index.bytes().all(|b| b.is_ascii_digit())
+            || (index.len() > 1 && index.starts_with('0'))
         {
             return None;
         }
         let index: u32 = index.parse().ok()?;
         let ns = self.nodesets.get(nodeset)?;
-        (index < ns.node_count_static + ns.node_count_dynamic_max).then(|| {
-            (nodeset.to_string(), index, index < ns.node_count_static)
-        })
+        (index < ns.node_count_static + ns.node_count_dynamic_max)
+            .then(|| (nodeset.to_string(), index, index < ns.node_count_static))
     }
 }

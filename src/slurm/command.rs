@@ -40,21 +40,15 @@ pub(crate) async fn run(
     if let Some(conf) = conf {
         cmd.env("SLURM_CONF", conf);
     }
-    let mut child = cmd.spawn().map_err(|source| SlurmError::Spawn {
-        program: path.clone(),
-        source,
-    })?;
+    let mut child = cmd.spawn().map_err(|source| SlurmError::Spawn { program: path.clone(), source })?;
     let mut stdout = child.stdout.take().expect("stdout is piped");
     let mut stderr = child.stderr.take().expect("stderr is piped");
 
     let finished = tokio::time::timeout(timeout, async {
         let mut out = Vec::new();
         let mut err = Vec::new();
-        let (o, e, status) = tokio::join!(
-            stdout.read_to_end(&mut out),
-            stderr.read_to_end(&mut err),
-            child.wait()
-        );
+        let (o, e, status) =
+            tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err), child.wait());
         o.and(e).and(status).map(|status| (out, err, status))
     })
     .await;
@@ -63,15 +57,9 @@ pub(crate) async fn run(
         Err(_elapsed) => {
             // kill() sends SIGKILL and reaps, so no zombie is left behind.
             let _ = child.kill().await;
-            Err(SlurmError::Timeout {
-                command: display,
-                timeout,
-            })
+            Err(SlurmError::Timeout { command: display, timeout })
         }
-        Ok(Err(source)) => Err(SlurmError::Io {
-            command: display,
-            source,
-        }),
+        Ok(Err(source)) => Err(SlurmError::Io { command: display, source }),
         Ok(Ok((stdout, stderr, status))) => Ok(Output {
             stdout,
             stderr: String::from_utf8_lossy(&stderr).trim().to_string(),
@@ -127,9 +115,8 @@ mod tests {
 
     #[test]
     fn display_quotes_what_a_shell_would_split() {
-        let args: Vec<String> = ["update", "nodename=a-[1-2]", "reason=it's down; $x", ""]
-            .map(String::from)
-            .to_vec();
+        let args: Vec<String> =
+            ["update", "nodename=a-[1-2]", "reason=it's down; $x", ""].map(String::from).to_vec();
         assert_eq!(
             display_command("scontrol", &args),
             r#"scontrol update nodename=a-[1-2] 'reason=it'\''s down; $x' ''"#
@@ -139,16 +126,10 @@ mod tests {
     #[tokio::test]
     async fn timeout_kills_the_child() {
         let started = std::time::Instant::now();
-        let err = run(
-            Path::new("/bin"),
-            None,
-            Duration::from_millis(200),
-            "sleep",
-            &["30".to_string()],
-        )
-        .await
-        .err()
-        .unwrap();
+        let err = run(Path::new("/bin"), None, Duration::from_millis(200), "sleep", &["30".to_string()])
+            .await
+            .err()
+            .unwrap();
         assert!(matches!(err, SlurmError::Timeout { .. }), "{err}");
         assert!(err.is_timeout());
         assert!(started.elapsed() < Duration::from_secs(5));
@@ -157,10 +138,7 @@ mod tests {
     #[tokio::test]
     async fn failure_carries_stderr_and_args_are_not_shell_words() {
         let args = vec!["-c".to_string(), "echo 'bad thing' >&2; exit 3".to_string()];
-        let err = run_ok(Path::new("/bin"), None, Duration::from_secs(5), "sh", &args)
-            .await
-            .err()
-            .unwrap();
+        let err = run_ok(Path::new("/bin"), None, Duration::from_secs(5), "sh", &args).await.err().unwrap();
         match err {
             SlurmError::Failed { stderr, status, .. } => {
                 assert_eq!(stderr, "bad thing");
@@ -183,24 +161,15 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(
-            String::from_utf8(out.stdout).unwrap(),
-            "a b; $(rm -rf /) 'q'|/x/slurm.conf|UTC"
-        );
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), "a b; $(rm -rf /) 'q'|/x/slurm.conf|UTC");
     }
 
     #[tokio::test]
     async fn missing_program_is_a_spawn_error() {
-        let err = run(
-            Path::new("/nonexistent-dir"),
-            None,
-            Duration::from_secs(1),
-            "scontrol",
-            &[],
-        )
-        .await
-        .err()
-        .unwrap();
+        let err = run(Path::new("/nonexistent-dir"), None, Duration::from_secs(1), "scontrol", &[])
+            .await
+            .err()
+            .unwrap();
         assert!(matches!(err, SlurmError::Spawn { .. }), "{err}");
     }
 }

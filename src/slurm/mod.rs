@@ -43,10 +43,7 @@ pub struct ParseError {
 
 impl ParseError {
     pub(crate) fn new(what: &'static str, message: impl ToString) -> Self {
-        ParseError {
-            what,
-            message: message.to_string(),
-        }
+        ParseError { what, message: message.to_string() }
     }
 }
 
@@ -55,23 +52,13 @@ impl ParseError {
 #[derive(Debug, thiserror::Error)]
 pub enum SlurmError {
     #[error("cannot run {}: {source}", program.display())]
-    Spawn {
-        program: PathBuf,
-        source: std::io::Error,
-    },
+    Spawn { program: PathBuf, source: std::io::Error },
     #[error("`{command}` did not finish within {timeout:?} and was killed")]
     Timeout { command: String, timeout: Duration },
     #[error("`{command}` failed ({status}): {stderr}")]
-    Failed {
-        command: String,
-        status: String,
-        stderr: String,
-    },
+    Failed { command: String, status: String, stderr: String },
     #[error("`{command}`: {source}")]
-    Io {
-        command: String,
-        source: std::io::Error,
-    },
+    Io { command: String, source: std::io::Error },
     #[error(transparent)]
     Parse(#[from] ParseError),
     #[error("invalid argument: {0}")]
@@ -111,11 +98,7 @@ impl Slurm {
     /// `bin_dir` holds scontrol, squeue and sinfo; `conf` is exported as `SLURM_CONF` when set
     /// (otherwise the commands inherit ours); each call is killed after `timeout`.
     pub fn new(bin_dir: PathBuf, conf: Option<PathBuf>, timeout: Duration) -> Self {
-        Slurm {
-            bin_dir,
-            conf,
-            timeout,
-        }
+        Slurm { bin_dir, conf, timeout }
     }
 
     pub fn bin_dir(&self) -> &Path {
@@ -131,15 +114,9 @@ impl Slurm {
     }
 
     async fn run_ok(&self, program: &str, args: Vec<String>) -> Result<Vec<u8>, SlurmError> {
-        command::run_ok(
-            &self.bin_dir,
-            self.conf.as_deref(),
-            self.timeout,
-            program,
-            &args,
-        )
-        .await
-        .map(|out| out.stdout)
+        command::run_ok(&self.bin_dir, self.conf.as_deref(), self.timeout, program, &args)
+            .await
+            .map(|out| out.stdout)
     }
 
     /// `scontrol ping`: whether the controller answers.
@@ -155,19 +132,9 @@ impl Slurm {
         }
         // 22.05 ignores --jobs (we filter anyway); 23.02+ honours it and --states=all keeps
         // jobs that just ended visible there too.
-        let args = vec![
-            "--json".to_string(),
-            "--states=all".to_string(),
-            format!("--jobs={}", join(job_ids)),
-        ];
-        let out = command::run(
-            &self.bin_dir,
-            self.conf.as_deref(),
-            self.timeout,
-            "squeue",
-            &args,
-        )
-        .await?;
+        let args =
+            vec!["--json".to_string(), "--states=all".to_string(), format!("--jobs={}", join(job_ids))];
+        let out = command::run(&self.bin_dir, self.conf.as_deref(), self.timeout, "squeue", &args).await?;
         if !out.success {
             // A Slurm that honours --jobs may refuse a list in which no job exists any more.
             if out.stderr.contains("Invalid job id") {
@@ -186,18 +153,11 @@ impl Slurm {
     }
 
     /// `scontrol update nodename=HOSTLIST ...` for all nodes of `hostlist` at once.
-    pub async fn update_nodes(
-        &self,
-        hostlist: &str,
-        update: &NodeUpdate<'_>,
-    ) -> Result<(), SlurmError> {
+    pub async fn update_nodes(&self, hostlist: &str, update: &NodeUpdate<'_>) -> Result<(), SlurmError> {
         check_word("hostlist", hostlist)?;
         let mut args = vec!["update".to_string(), format!("nodename={hostlist}")];
-        let fields = [
-            ("state", update.state),
-            ("nodeaddr", update.node_addr),
-            ("nodehostname", update.node_hostname),
-        ];
+        let fields =
+            [("state", update.state), ("nodeaddr", update.node_addr), ("nodehostname", update.node_hostname)];
         for (key, value) in fields {
             if let Some(value) = value {
                 check_word(key, value)?;
@@ -212,9 +172,7 @@ impl Slurm {
             args.push(format!("reason={reason}"));
         }
         if args.len() == 2 {
-            return Err(SlurmError::InvalidArgument(format!(
-                "nothing to update on {hostlist}"
-            )));
+            return Err(SlurmError::InvalidArgument(format!("nothing to update on {hostlist}")));
         }
         self.run_ok("scontrol", args).await.map(drop)
     }
@@ -224,9 +182,7 @@ impl Slurm {
         if job_ids.is_empty() {
             return Ok(());
         }
-        self.run_ok("scontrol", vec!["requeue".into(), join(job_ids)])
-            .await
-            .map(drop)
+        self.run_ok("scontrol", vec!["requeue".into(), join(job_ids)]).await.map(drop)
     }
 
     /// Creates reservation `name` on `nodes` from `start` to `end` (UTC, whole seconds), owned by
@@ -267,18 +223,10 @@ impl Slurm {
     pub async fn delete_reservation(&self, name: &str) -> Result<bool, SlurmError> {
         check_word("reservation name", name)?;
         let args = vec!["delete".to_string(), format!("reservation={name}")];
-        let out = command::run(
-            &self.bin_dir,
-            self.conf.as_deref(),
-            self.timeout,
-            "scontrol",
-            &args,
-        )
-        .await?;
+        let out = command::run(&self.bin_dir, self.conf.as_deref(), self.timeout, "scontrol", &args).await?;
         if out.success {
             Ok(true)
-        } else if out.stderr.contains("Requested reservation is invalid")
-            || out.stderr.contains("not found")
+        } else if out.stderr.contains("Requested reservation is invalid") || out.stderr.contains("not found")
         {
             Ok(false)
         } else {
@@ -288,15 +236,8 @@ impl Slurm {
 
     /// Every reservation, from `scontrol -o show reservation`.
     pub async fn reservations(&self) -> Result<Vec<Reservation>, SlurmError> {
-        let out = self
-            .run_ok(
-                "scontrol",
-                vec!["-o".into(), "show".into(), "reservation".into()],
-            )
-            .await?;
-        Ok(reservation::parse_reservations(&String::from_utf8_lossy(
-            &out,
-        ))?)
+        let out = self.run_ok("scontrol", vec!["-o".into(), "show".into(), "reservation".into()]).await?;
+        Ok(reservation::parse_reservations(&String::from_utf8_lossy(&out))?)
     }
 }
 
@@ -307,9 +248,7 @@ fn join(ids: &[u32]) -> String {
 /// Values that scontrol reads as one `key=value` word must be non-empty and free of spaces.
 fn check_word(what: &str, value: &str) -> Result<(), SlurmError> {
     if value.is_empty() || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(SlurmError::InvalidArgument(format!(
-            "{what} {value:?} must be one non-empty word"
-        )));
+        return Err(SlurmError::InvalidArgument(format!("{what} {value:?} must be one non-empty word")));
     }
     Ok(())
 }
@@ -336,11 +275,7 @@ mod tests {
         "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > \"$(dirname \"$0\")/argv\"\n";
 
     fn recorded(dir: &tempfile::TempDir) -> Vec<String> {
-        std::fs::read_to_string(dir.path().join("argv"))
-            .unwrap()
-            .lines()
-            .map(String::from)
-            .collect()
+        std::fs::read_to_string(dir.path().join("argv")).unwrap().lines().map(String::from).collect()
     }
 
     #[tokio::test]
@@ -367,46 +302,18 @@ mod tests {
     async fn invalid_arguments_never_reach_slurm() {
         let (dir, slurm) = slurm_with_fake_scontrol(RECORD_ARGS);
         let cases = [
-            (
-                "",
-                NodeUpdate {
-                    state: Some("down"),
-                    ..Default::default()
-                },
-            ),
-            (
-                "a b",
-                NodeUpdate {
-                    state: Some("down"),
-                    ..Default::default()
-                },
-            ),
+            ("", NodeUpdate { state: Some("down"), ..Default::default() }),
+            ("a b", NodeUpdate { state: Some("down"), ..Default::default() }),
             ("a", NodeUpdate::default()),
-            (
-                "a",
-                NodeUpdate {
-                    state: Some("down"),
-                    reason: Some(""),
-                    ..Default::default()
-                },
-            ),
-            (
-                "a",
-                NodeUpdate {
-                    state: Some("down state=resume"),
-                    ..Default::default()
-                },
-            ),
+            ("a", NodeUpdate { state: Some("down"), reason: Some(""), ..Default::default() }),
+            ("a", NodeUpdate { state: Some("down state=resume"), ..Default::default() }),
         ];
         for (hostlist, update) in cases {
             let err = slurm.update_nodes(hostlist, &update).await.unwrap_err();
             assert!(matches!(err, SlurmError::InvalidArgument(_)), "{err}");
         }
         let now = Utc::now();
-        let err = slurm
-            .create_reservation("r", "a", now, now, "maint")
-            .await
-            .unwrap_err();
+        let err = slurm.create_reservation("r", "a", now, now, "maint").await.unwrap_err();
         assert!(matches!(err, SlurmError::InvalidArgument(_)), "{err}");
         assert!(!dir.path().join("argv").exists());
     }
@@ -417,10 +324,7 @@ mod tests {
         let (dir, slurm) = slurm_with_fake_scontrol(RECORD_ARGS);
         let start = Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, 0).unwrap();
         let end = Utc.with_ymd_and_hms(2026, 12, 1, 9, 10, 0).unwrap();
-        slurm
-            .create_reservation("dws-eol-x", "x-[1-2]", start, end, "maint,ignore_jobs")
-            .await
-            .unwrap();
+        slurm.create_reservation("dws-eol-x", "x-[1-2]", start, end, "maint,ignore_jobs").await.unwrap();
         assert_eq!(
             recorded(&dir),
             vec![
@@ -454,9 +358,8 @@ mod tests {
             "#!/bin/sh\necho 'delete_reservation reservation: Requested reservation is invalid' >&2\nexit 1\n",
         );
         assert!(!slurm.delete_reservation("gone").await.unwrap());
-        let (_dir, slurm) = slurm_with_fake_scontrol(
-            "#!/bin/sh\necho 'Unable to contact slurm controller' >&2\nexit 1\n",
-        );
+        let (_dir, slurm) =
+            slurm_with_fake_scontrol("#!/bin/sh\necho 'Unable to contact slurm controller' >&2\nexit 1\n");
         let err = slurm.delete_reservation("r").await.unwrap_err();
         assert!(err.to_string().contains("Unable to contact"), "{err}");
     }

@@ -46,19 +46,13 @@ pub fn parse_reservations(text: &str) -> Result<Vec<Reservation>, ParseError> {
 
 fn parse_line(line: &str) -> Result<Reservation, ParseError> {
     let pairs = split_pairs(line);
-    let get = |key: &str| {
-        pairs
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| v.as_str())
-    };
+    let get = |key: &str| pairs.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v.as_str());
     let name = get("ReservationName")
         .filter(|n| !n.is_empty())
         .ok_or_else(|| ParseError::new(WHAT, format!("no ReservationName in `{line}`")))?
         .to_string();
     let time = |key: &str| -> Result<DateTime<Utc>, ParseError> {
-        let raw = get(key)
-            .ok_or_else(|| ParseError::new(WHAT, format!("reservation {name}: no {key}")))?;
+        let raw = get(key).ok_or_else(|| ParseError::new(WHAT, format!("reservation {name}: no {key}")))?;
         NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M:%S")
             .map(|t| t.and_utc())
             .map_err(|e| ParseError::new(WHAT, format!("reservation {name}: {key}={raw}: {e}")))
@@ -88,9 +82,7 @@ fn split_pairs(line: &str) -> Vec<(String, String)> {
     let mut pairs: Vec<(String, String)> = Vec::new();
     for word in line.split_whitespace() {
         match word.split_once('=') {
-            Some((key, value))
-                if !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric()) =>
-            {
+            Some((key, value)) if !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric()) => {
                 pairs.push((key.to_string(), value.to_string()));
             }
             _ => {
@@ -121,9 +113,7 @@ ReservationName=r2 StartTime=2026-11-23T10:24:43 EndTime=2026-11-23T11:24:43 Dur
     #[test]
     fn captured_output() {
         let got = parse_reservations(CAPTURED).unwrap();
-        let flags: Vec<String> = ["MAINT", "IGNORE_JOBS", "SPEC_NODES"]
-            .map(String::from)
-            .to_vec();
+        let flags: Vec<String> = ["MAINT", "IGNORE_JOBS", "SPEC_NODES"].map(String::from).to_vec();
         assert_eq!(
             got,
             vec![
@@ -149,9 +139,7 @@ ReservationName=r2 StartTime=2026-11-23T10:24:43 EndTime=2026-11-23T11:24:43 Dur
 
     #[test]
     fn empty_and_odd_lines() {
-        assert!(parse_reservations("No reservations in the system\n")
-            .unwrap()
-            .is_empty());
+        assert!(parse_reservations("No reservations in the system\n").unwrap().is_empty());
         assert!(parse_reservations("").unwrap().is_empty());
         // A value with spaces, a node-less reservation, lower-case keys, no flags.
         let line = "ReservationName=r Comment=two words here StartTime=2026-01-01T00:00:00 \
@@ -160,24 +148,15 @@ ReservationName=r2 StartTime=2026-11-23T10:24:43 EndTime=2026-11-23T11:24:43 Dur
         assert_eq!(r.nodes, "");
         assert!(r.flags.is_empty());
         assert_eq!(r.end, utc(2026, 1, 1, 1, 0, 0));
-        assert_eq!(
-            split_pairs(line)[1],
-            ("Comment".to_string(), "two words here".to_string())
-        );
+        assert_eq!(split_pairs(line)[1], ("Comment".to_string(), "two words here".to_string()));
     }
 
     #[test]
     fn malformed_records_name_the_problem() {
         let cases = [
             ("StartTime=2026-01-01T00:00:00", "no ReservationName"),
-            (
-                "ReservationName=r EndTime=2026-01-01T00:00:00",
-                "reservation r: no StartTime",
-            ),
-            (
-                "ReservationName=r StartTime=Unknown EndTime=2026-01-01T00:00:00",
-                "StartTime=Unknown",
-            ),
+            ("ReservationName=r EndTime=2026-01-01T00:00:00", "reservation r: no StartTime"),
+            ("ReservationName=r StartTime=Unknown EndTime=2026-01-01T00:00:00", "StartTime=Unknown"),
         ];
         for (text, want) in cases {
             let err = parse_reservations(text).unwrap_err().to_string();
@@ -187,9 +166,6 @@ ReservationName=r2 StartTime=2026-11-23T10:24:43 EndTime=2026-11-23T11:24:43 Dur
 
     #[test]
     fn format_time_is_what_scontrol_reads() {
-        assert_eq!(
-            format_time(utc(2026, 12, 1, 9, 5, 7)),
-            "2026-12-01T09:05:07"
-        );
+        assert_eq!(format_time(utc(2026, 12, 1, 9, 5, 7)), "2026-12-01T09:05:07");
     }
 }

@@ -48,16 +48,12 @@ pub enum ResumeFileError {
     #[error("resume file: missing field `{0}`")]
     Missing(String),
     #[error("resume file: field `{field}` should be {expected}")]
-    WrongType {
-        field: String,
-        expected: &'static str,
-    },
+    WrongType { field: String, expected: &'static str },
 }
 
 /// Parses the bytes of `SLURM_RESUME_FILE`.
 pub fn parse(bytes: &[u8]) -> Result<ResumeFile, ResumeFileError> {
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| ResumeFileError::Json(e.to_string()))?;
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| ResumeFileError::Json(e.to_string()))?;
     let top = value.as_object().ok_or(ResumeFileError::NotAnObject)?;
 
     let all_nodes = if top.contains_key("all_nodes_resume") {
@@ -68,17 +64,10 @@ pub fn parse(bytes: &[u8]) -> Result<ResumeFile, ResumeFileError> {
 
     let jobs = match top.get("jobs") {
         None => return Err(ResumeFileError::Missing("jobs".into())),
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| parse_job(i, item))
-            .collect::<Result<Vec<_>, _>>()?,
-        Some(_) => {
-            return Err(ResumeFileError::WrongType {
-                field: "jobs".into(),
-                expected: "an array",
-            })
+        Some(Value::Array(items)) => {
+            items.iter().enumerate().map(|(i, item)| parse_job(i, item)).collect::<Result<Vec<_>, _>>()?
         }
+        Some(_) => return Err(ResumeFileError::WrongType { field: "jobs".into(), expected: "an array" }),
     };
     Ok(ResumeFile { all_nodes, jobs })
 }
@@ -91,13 +80,9 @@ fn parse_job(index: usize, item: &Value) -> Result<ResumeJob, ResumeFileError> {
     })?;
     let job_id = match job.get("job_id") {
         None => return Err(ResumeFileError::Missing(at("job_id"))),
-        Some(v) => v
-            .as_u64()
-            .and_then(|n| u32::try_from(n).ok())
-            .ok_or_else(|| ResumeFileError::WrongType {
-                field: at("job_id"),
-                expected: "an unsigned 32-bit integer",
-            })?,
+        Some(v) => v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| {
+            ResumeFileError::WrongType { field: at("job_id"), expected: "an unsigned 32-bit integer" }
+        })?,
     };
     // 23.02+ says `nodes_resume` (and `nodes_alloc`, which we do not need); 22.05 says `nodes`.
     let nodes = if job.contains_key("nodes_resume") {
@@ -109,32 +94,16 @@ fn parse_job(index: usize, item: &Value) -> Result<ResumeJob, ResumeFileError> {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.is_empty() => None,
         Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => {
-            return Err(ResumeFileError::WrongType {
-                field: at("partition"),
-                expected: "a string",
-            })
-        }
+        Some(_) => return Err(ResumeFileError::WrongType { field: at("partition"), expected: "a string" }),
     };
-    Ok(ResumeJob {
-        job_id,
-        nodes,
-        partition,
-    })
+    Ok(ResumeJob { job_id, nodes, partition })
 }
 
-fn string_field(
-    object: &Map<String, Value>,
-    key: &str,
-    field: &str,
-) -> Result<String, ResumeFileError> {
+fn string_field(object: &Map<String, Value>, key: &str, field: &str) -> Result<String, ResumeFileError> {
     match object.get(key) {
         None => Err(ResumeFileError::Missing(field.into())),
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(_) => Err(ResumeFileError::WrongType {
-            field: field.into(),
-            expected: "a string",
-        }),
+        Some(_) => Err(ResumeFileError::WrongType { field: field.into(), expected: "a string" }),
     }
 }
 
@@ -143,11 +112,7 @@ mod tests {
     use super::*;
 
     fn job(job_id: u32, nodes: &str, partition: Option<&str>) -> ResumeJob {
-        ResumeJob {
-            job_id,
-            nodes: nodes.into(),
-            partition: partition.map(str::to_string),
-        }
+        ResumeJob { job_id, nodes: nodes.into(), partition: partition.map(str::to_string) }
     }
 
     /// The verbatim 22.05 samples of reference/SLURM.md, plus the 23.02+ shape.
@@ -170,10 +135,7 @@ mod tests {
             ),
             (
                 r#"{"jobs":[],"all_nodes":"dws-a-6"}"#,
-                ResumeFile {
-                    all_nodes: "dws-a-6".into(),
-                    jobs: vec![],
-                },
+                ResumeFile { all_nodes: "dws-a-6".into(), jobs: vec![] },
             ),
             (
                 r#"{"all_nodes_resume":"dws-a-[1-2]","jobs":[{"extra":"","features":"","job_id":7,
@@ -187,10 +149,7 @@ mod tests {
             (
                 // Unknown fields anywhere are ignored; an empty partition means none.
                 r#"{"version":99,"all_nodes":"x-1","jobs":[{"job_id":4294967295,"nodes":"x-1","partition":"","gpus":8}]}"#,
-                ResumeFile {
-                    all_nodes: "x-1".into(),
-                    jobs: vec![job(u32::MAX, "x-1", None)],
-                },
+                ResumeFile { all_nodes: "x-1".into(), jobs: vec![job(u32::MAX, "x-1", None)] },
             ),
         ];
         for (text, want) in cases {
@@ -201,27 +160,15 @@ mod tests {
     #[test]
     fn rejects_malformed_documents_naming_the_problem() {
         use ResumeFileError::*;
-        let wrong = |field: &str, expected| WrongType {
-            field: field.into(),
-            expected,
-        };
+        let wrong = |field: &str, expected| WrongType { field: field.into(), expected };
         let cases: Vec<(&str, ResumeFileError)> = vec![
             (r#"[1,2]"#, NotAnObject),
             (r#"{"jobs":[]}"#, Missing("all_nodes".into())),
             (r#"{"all_nodes":"a"}"#, Missing("jobs".into())),
-            (
-                r#"{"all_nodes":7,"jobs":[]}"#,
-                wrong("all_nodes", "a string"),
-            ),
+            (r#"{"all_nodes":7,"jobs":[]}"#, wrong("all_nodes", "a string")),
             (r#"{"all_nodes":"a","jobs":{}}"#, wrong("jobs", "an array")),
-            (
-                r#"{"all_nodes":"a","jobs":[3]}"#,
-                wrong("jobs[0]", "an object"),
-            ),
-            (
-                r#"{"all_nodes":"a","jobs":[{"nodes":"a"}]}"#,
-                Missing("jobs[0].job_id".into()),
-            ),
+            (r#"{"all_nodes":"a","jobs":[3]}"#, wrong("jobs[0]", "an object")),
+            (r#"{"all_nodes":"a","jobs":[{"nodes":"a"}]}"#, Missing("jobs[0].job_id".into())),
             (
                 r#"{"all_nodes":"a","jobs":[{"job_id":1,"nodes":"a"},{"job_id":"2","nodes":"a"}]}"#,
                 wrong("jobs[1].job_id", "an unsigned 32-bit integer"),
@@ -234,10 +181,7 @@ mod tests {
                 r#"{"all_nodes":"a","jobs":[{"job_id":4294967296,"nodes":"a"}]}"#,
                 wrong("jobs[0].job_id", "an unsigned 32-bit integer"),
             ),
-            (
-                r#"{"all_nodes":"a","jobs":[{"job_id":1}]}"#,
-                Missing("jobs[0].nodes".into()),
-            ),
+            (r#"{"all_nodes":"a","jobs":[{"job_id":1}]}"#, Missing("jobs[0].nodes".into())),
             (
                 r#"{"all_nodes_resume":"a","jobs":[{"job_id":1,"nodes_resume":["a"]}]}"#,
                 wrong("jobs[0].nodes_resume", "a string"),
@@ -259,9 +203,6 @@ mod tests {
             let err = parse(&full[..cut]).unwrap_err();
             assert!(matches!(err, ResumeFileError::Json(_)), "cut {cut}: {err}");
         }
-        assert!(matches!(
-            parse(b"\xff\xfe").unwrap_err(),
-            ResumeFileError::Json(_)
-        ));
+        assert!(matches!(parse(b"\xff\xfe").unwrap_err(), ResumeFileError::Json(_)));
     }
 }

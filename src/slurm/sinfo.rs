@@ -86,8 +86,7 @@ struct RawNode {
 
 /// Parses `sinfo --json` output. A node listed twice (never seen, but cheap to guard) is kept once.
 pub fn parse_nodes(json: &[u8]) -> Result<Vec<NodeInfo>, ParseError> {
-    let doc: Document =
-        serde_json::from_slice(json).map_err(|e| ParseError::new("sinfo --json", e))?;
+    let doc: Document = serde_json::from_slice(json).map_err(|e| ParseError::new("sinfo --json", e))?;
     let mut nodes: Vec<NodeInfo> = Vec::with_capacity(doc.nodes.len());
     let mut seen = std::collections::HashSet::new();
     for raw in doc.nodes {
@@ -104,10 +103,7 @@ pub fn parse_nodes(json: &[u8]) -> Result<Vec<NodeInfo>, ParseError> {
             _ => {
                 return Err(ParseError::new(
                     "sinfo --json",
-                    format!(
-                        "node {}: `state` is neither a string nor an array",
-                        raw.name
-                    ),
+                    format!("node {}: `state` is neither a string nor an array", raw.name),
                 ))
             }
         };
@@ -173,27 +169,11 @@ mod tests {
     fn compact_states() {
         let cases = [
             (node("idle", &["CLOUD", "POWERED_DOWN"]), "idle~", true),
-            (
-                node("idle", &["CLOUD", "POWER_UP", "POWERED_DOWN"]),
-                "idle~",
-                true,
-            ),
-            (
-                node("allocated", &["CLOUD", "NOT_RESPONDING", "POWERING_UP"]),
-                "allocated#",
-                false,
-            ),
+            (node("idle", &["CLOUD", "POWER_UP", "POWERED_DOWN"]), "idle~", true),
+            (node("allocated", &["CLOUD", "NOT_RESPONDING", "POWERING_UP"]), "allocated#", false),
             (node("idle", &["CLOUD", "POWERING_DOWN"]), "idle%", false),
-            (
-                node("idle", &["CLOUD", "POWER_DOWN", "NOT_RESPONDING"]),
-                "idle!",
-                false,
-            ),
-            (
-                node("down", &["CLOUD", "POWERED_DOWN", "NOT_RESPONDING"]),
-                "down~",
-                true,
-            ),
+            (node("idle", &["CLOUD", "POWER_DOWN", "NOT_RESPONDING"]), "idle!", false),
+            (node("down", &["CLOUD", "POWERED_DOWN", "NOT_RESPONDING"]), "down~", true),
             (node("idle", &["CLOUD", "NOT_RESPONDING"]), "idle*", false),
             (node("allocated", &["CLOUD"]), "allocated", false),
         ];

@@ -47,9 +47,7 @@ impl TimeLimit {
                 } else if o.get("set").and_then(Value::as_bool) == Some(false) {
                     TimeLimit::Unknown
                 } else {
-                    o.get("number")
-                        .and_then(Value::as_u64)
-                        .map_or(TimeLimit::Unknown, TimeLimit::Minutes)
+                    o.get("number").and_then(Value::as_u64).map_or(TimeLimit::Unknown, TimeLimit::Minutes)
                 }
             }
             _ => TimeLimit::Unknown,
@@ -91,8 +89,7 @@ struct RawJob {
 /// Parses `squeue --json` output and keeps the jobs in `wanted` (all jobs when `wanted` is
 /// `None`), in Slurm's order.
 pub fn parse_jobs(json: &[u8], wanted: Option<&[u32]>) -> Result<Vec<JobInfo>, ParseError> {
-    let doc: Document =
-        serde_json::from_slice(json).map_err(|e| ParseError::new("squeue --json", e))?;
+    let doc: Document = serde_json::from_slice(json).map_err(|e| ParseError::new("squeue --json", e))?;
     // A field missing from the document (rather than present as null) is "not said".
     Ok(doc
         .jobs
@@ -118,11 +115,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 fn first_state(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
-        Value::Array(items) => items
-            .first()
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
+        Value::Array(items) => items.first().and_then(Value::as_str).unwrap_or_default().to_string(),
         _ => String::new(),
     }
 }
@@ -142,15 +135,7 @@ mod tests {
         let jobs = parse_jobs(CAPTURED, None).unwrap();
         let got: Vec<_> = jobs
             .iter()
-            .map(|j| {
-                (
-                    j.job_id,
-                    j.state.as_str(),
-                    j.time_limit,
-                    j.nodes.as_str(),
-                    j.partition.as_str(),
-                )
-            })
+            .map(|j| (j.job_id, j.state.as_str(), j.time_limit, j.nodes.as_str(), j.partition.as_str()))
             .collect();
         use TimeLimit::*;
         assert_eq!(
@@ -183,18 +168,9 @@ mod tests {
             (json!(90), Minutes(90)),
             (json!(0), Minutes(0)),
             (json!(null), Unlimited),
-            (
-                json!({"set": true, "infinite": false, "number": 45}),
-                Minutes(45),
-            ),
-            (
-                json!({"set": true, "infinite": true, "number": 0}),
-                Unlimited,
-            ),
-            (
-                json!({"set": false, "infinite": false, "number": 0}),
-                Unknown,
-            ),
+            (json!({"set": true, "infinite": false, "number": 45}), Minutes(45)),
+            (json!({"set": true, "infinite": true, "number": 0}), Unlimited),
+            (json!({"set": false, "infinite": false, "number": 0}), Unknown),
             (json!(-1), Unknown),
             (json!("1:30:00"), Unknown),
         ];

@@ -26,10 +26,8 @@ pub(super) async fn run(pool: &SqlitePool) -> Result<()> {
     )
     .execute(&mut *tx)
     .await?;
-    let applied: Option<i64> = sqlx::query("SELECT max(version) FROM schema_migrations")
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get(0)?;
+    let applied: Option<i64> =
+        sqlx::query("SELECT max(version) FROM schema_migrations").fetch_one(&mut *tx).await?.try_get(0)?;
     let applied = applied.unwrap_or(0);
     if applied > LATEST {
         return Err(StoreError::Corrupt(format!(
@@ -51,12 +49,11 @@ pub(super) async fn run(pool: &SqlitePool) -> Result<()> {
 }
 
 async fn current(pool: &SqlitePool) -> Result<Option<i64>> {
-    let exists: i64 = sqlx::query(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'",
-    )
-    .fetch_one(pool)
-    .await?
-    .try_get(0)?;
+    let exists: i64 =
+        sqlx::query("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
+            .fetch_one(pool)
+            .await?
+            .try_get(0)?;
     if exists == 0 {
         return Ok(None);
     }

@@ -14,7 +14,9 @@ mod migrate;
 
 use crate::model::*;
 use chrono::{DateTime, TimeZone, Utc};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
 use sqlx::{Row, Sqlite, SqlitePool, Transaction};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -234,11 +236,10 @@ impl Store {
 
     /// Outbox entries still pending, oldest first.
     pub async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE state = 'pending' ORDER BY id"
-        ))
-        .fetch_all(&self.pool)
-        .await?;
+        let rows =
+            sqlx::query(&format!("SELECT {OUTBOX_COLUMNS} FROM outbox WHERE state = 'pending' ORDER BY id"))
+                .fetch_all(&self.pool)
+                .await?;
         rows.iter().map(outbox_from_row).collect()
     }
 
@@ -579,10 +580,7 @@ impl StoreTx {
 
     /// Ends a nodeset's backoff.
     pub async fn clear_backoff(&mut self, nodeset: &str) -> Result<()> {
-        sqlx::query("DELETE FROM backoffs WHERE nodeset = ?")
-            .bind(nodeset)
-            .execute(&mut *self.tx)
-            .await?;
+        sqlx::query("DELETE FROM backoffs WHERE nodeset = ?").bind(nodeset).execute(&mut *self.tx).await?;
         Ok(())
     }
 

@@ -1,0 +1,379 @@
+//! The files of a local cluster: slurm.conf with the fast settings, and its helper scripts.
+
+use std::path::{Path, PathBuf};
+
+use super::{Auth, ClusterSpec};
+
+/// Where everything of one cluster lives, all under one private directory.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    pub dir: PathBuf,
+}
+
+impl Layout {
+    pub fn conf(&self) -> PathBuf {
+        self.dir.join("slurm.conf")
+    }
+    pub fn state(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+    pub fn spool(&self) -> PathBuf {
+        self.dir.join("spool")
+    }
+    pub fn run(&self) -> PathBuf {
+        self.dir.join("run")
+    }
+    pub fn log(&self) -> PathBuf {
+        self.dir.join("log")
+    }
+    pub fn bin(&self) -> PathBuf {
+        self.dir.join("bin")
+    }
+    pub fn jobs(&self) -> PathBuf {
+        self.dir.join("jobs")
+    }
+    pub fn munge(&self) -> PathBuf {
+        self.dir.join("munge")
+    }
+    pub fn munge_socket(&self) -> PathBuf {
+        self.munge().join("munge.socket.2")
+    }
+    pub fn slurmd_pid_file(&self, node: &str) -> PathBuf {
+        self.run().join(format!("slurmd-{node}.pid"))
+    }
+    pub fn slurmd_start(&self) -> PathBuf {
+        self.bin().join("slurmd-start")
+    }
+    pub fn slurmd_stop(&self) -> PathBuf {
+        self.bin().join("slurmd-stop")
+    }
+    pub fn prolog(&self) -> PathBuf {
+        self.bin().join("prolog")
+    }
+    /// A two-line slurm.conf that lets `scontrol show hostnames` run before the real one exists.
+    pub fn hostnames_conf(&self) -> PathBuf {
+        self.dir.join("hostnames.conf")
+    }
+}
+
+/// The value of `key` in a `Key=Value ...` line (case-insensitive key), e.g. `NodeName`.
+pub(crate) fn line_value<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace().find_map(|word| {
+        let (k, v) = word.split_once('=')?;
+        k.eq_ignore_ascii_case(key).then_some(v)
+    })
+}
+
+/// A node line completed for this host: `NodeAddr=127.0.0.1` unless given, and `Port=` with one
+/// port per node unless given (several slurmd share the host, so each needs its own port).
+pub(crate) fn complete_node_line(line: &str, first_port: u16, count: usize) -> String {
+    let mut out = line.trim().to_string();
+    if line_value(line, "NodeAddr").is_none() {
+        out.push_str(" NodeAddr=127.0.0.1");
+    }
+    if line_value(line, "Port").is_none() && count > 0 {
+        if count == 1 {
+            out.push_str(&format!(" Port={first_port}"));
+        } else {
+            let last = first_port as usize + count - 1;
+            out.push_str(&format!(" Port=[{first_port}-{last}]"));
+        }
+    }
+    out
+}
+
+/// slurm.conf: the fast single-host settings of reference/SLURM.md, then `extra_conf` (a key
+/// given there replaces the default instead of appearing twice), then nodes and partitions.
+pub(crate) fn render(
+    spec: &ClusterSpec,
+    layout: &Layout,
+    ctld_port: u16,
+    node_lines: &[String],
+) -> String {
+    let p = |path: PathBuf| path.display().to_string();
+    let mut settings: Vec<(String, String)> = vec![
+        ("ClusterName", spec.cluster_name.clone()),
+        ("SlurmctldHost", "localhost".into()),
+        ("SlurmctldPort", ctld_port.to_string()),
+        ("SlurmUser", "root".into()),
+        ("SlurmdUser", "root".into()),
+        ("StateSaveLocation", p(layout.state())),
+        ("SlurmdSpoolDir", p(layout.spool().join("%n"))),
+        ("SlurmctldPidFile", p(layout.run().join("slurmctld.pid"))),
+        ("SlurmdPidFile", p(layout.run().join("slurmd-%n.pid"))),
+        ("SlurmctldLogFile", p(layout.log().join("slurmctld.log"))),
+        ("SlurmdLogFile", p(layout.log().join("slurmd-%n.log"))),
+        ("ProctrackType", "proctrack/linuxproc".into()),
+        ("TaskPlugin", "task/none".into()),
+        ("SelectType", "select/cons_tres".into()),
+        ("SelectTypeParameters", "CR_CPU".into()),
+        ("ReturnToService", "2".into()),
+        ("PrivateData", "cloud".into()),
+        ("CommunicationParameters", "NoAddrCache".into()),
+        ("TreeWidth", "65533".into()),
+        ("ResumeRate", "0".into()),
+        ("SuspendRate", "0".into()),
+        ("SuspendTime", "15".into()),
+        ("SuspendTimeout", "5".into()),
+        ("ResumeTimeout", "60".into()),
+        (
+            "SlurmctldParameters",
+            "idle_on_node_suspend,power_save_interval=1".into(),
+        ),
+        ("DebugFlags", "Power".into()),
+        ("PrologSlurmctld", p(layout.prolog())),
+        ("MpiDefault", "none".into()),
+        ("JobCompType", "jobcomp/none".into()),
+        ("MailProg", "/bin/true".into()),
+        ("KillWait", "2".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    match spec.auth {
+        Auth::Munge => {
+            settings.push(("AuthType".into(), "auth/munge".into()));
+            settings.push(("CredType".into(), "cred/munge".into()));
+            settings.push((
+                "AuthInfo".into(),
+                format!("socket={}", layout.munge_socket().display()),
+            ));
+        }
+        Auth::None => {
+            settings.push(("AuthType".into(), "auth/none".into()));
+            settings.push(("CredType".into(), "cred/none".into()));
+        }
+    }
+
+    let mut free_lines = Vec::new();
+    for line in &spec.extra_conf {
+        let trimmed = line.trim();
+        match trimmed.split_once('=') {
+            Some((key, value)) if !trimmed.starts_with('#') && !key.contains(' ') => {
+                if let Some(slot) = settings
+                    .iter_mut()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(key))
+                {
+                    slot.1 = value.to_string();
+                } else {
+                    settings.push((key.to_string(), value.to_string()));
+                }
+            }
+            _ => free_lines.push(trimmed.to_string()),
+        }
+    }
+
+    let mut out = String::from("# slurm.conf of a slurm-dws devcluster (generated)\n");
+    for (k, v) in &settings {
+        out.push_str(&format!("{k}={v}\n"));
+    }
+    for line in free_lines
+        .iter()
+        .chain(node_lines)
+        .chain(&spec.partition_lines)
+    {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// PrologSlurmctld: wait until the job's nodes have left the powering states, so the job starts
+/// as soon as they registered instead of after slurmctld's ~30 s internal timer (reference
+/// SLURM.md). It gets no SLURM_CONF, so the path is baked in. It always exits 0: a prolog
+/// failure would requeue/hold the job, and the wait is only an optimisation.
+pub(crate) fn prolog_script(conf: &Path) -> String {
+    format!(
+        r#"#!/bin/sh
+# PrologSlurmctld of a slurm-dws devcluster (generated): wait for the job's nodes to be up.
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export SLURM_CONF='{conf}'
+i=0
+while [ "$i" -lt 600 ]; do
+    states=$(sinfo -h -N -n "$SLURM_JOB_NODELIST" -o %T 2>/dev/null) || states='unknown~'
+    case "$states" in
+        *'#'*|*'~'*|*'*'*|*'%'*) ;;
+        *) exit 0 ;;
+    esac
+    sleep 0.1
+    i=$((i + 1))
+done
+exit 0
+"#,
+        conf = conf.display()
+    )
+}
+
+/// `slurmd-start NODE`: starts `slurmd -b -N NODE -f CONF`, which daemonizes. Perl (Debian's
+/// essential perl-base) is here only to clear the signal mask first: a program started from a
+/// Slurm hook inherits blocked SIGTERM, and a slurmd started that way could never be stopped
+/// with TERM. It also reopens closed fds 0-2 (hooks run with them closed) and marks the
+/// environment so that stray processes of this cluster can be found at teardown.
+pub(crate) fn slurmd_start_script(layout: &Layout, marker: &str) -> String {
+    format!(
+        r#"#!/usr/bin/perl
+# slurmd-start NODE: start the slurmd of NODE for a slurm-dws devcluster (generated).
+use strict;
+use warnings;
+use POSIX ();
+my $name = shift @ARGV;
+defined $name && $name ne '' or die "usage: slurmd-start NODE\n";
+for my $fd (0 .. 2) {{
+    next if -e "/proc/self/fd/$fd";
+    my $null = POSIX::open('/dev/null', POSIX::O_RDWR());
+    POSIX::dup2($null, $fd) if defined $null && $null != $fd;
+}}
+POSIX::sigprocmask(POSIX::SIG_SETMASK(), POSIX::SigSet->new()) or die "sigprocmask: $!\n";
+$SIG{{$_}} = 'DEFAULT' for qw(TERM INT HUP QUIT USR1 USR2 ALRM);
+$ENV{{'{marker_key}'}} = '{marker}';
+$ENV{{'PATH'}} = '/usr/sbin:/usr/bin:/sbin:/bin';
+exec {{ '/usr/sbin/slurmd' }} 'slurmd', '-b', '-N', $name, '-f', '{conf}'
+    or die "exec /usr/sbin/slurmd: $!\n";
+"#,
+        marker_key = super::MARKER_ENV,
+        marker = marker,
+        conf = layout.conf().display(),
+    )
+}
+
+/// `slurmd-stop NODE`: stops that node's slurmd by its pid file (TERM, then KILL after 5 s);
+/// idempotent, and only kills a process that is a slurmd of this cluster's slurm.conf.
+pub(crate) fn slurmd_stop_script(layout: &Layout) -> String {
+    format!(
+        r#"#!/bin/sh
+# slurmd-stop NODE: stop the slurmd of NODE of a slurm-dws devcluster (generated).
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+f='{run}'/"slurmd-$1.pid"
+[ -n "$1" ] && [ -f "$f" ] || exit 0
+pid=$(cat "$f" 2>/dev/null)
+case "$pid" in ''|*[!0-9]*) exit 0 ;; esac
+alive() {{
+    [ -r "/proc/$pid/stat" ] || return 1
+    state=$(sed 's/.*) //' "/proc/$pid/stat" | cut -c1)
+    [ "$state" != Z ]
+}}
+ours() {{
+    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- '{conf}'
+}}
+if alive && ours; then
+    kill -TERM "$pid" 2>/dev/null
+    i=0
+    while [ "$i" -lt 50 ] && alive; do sleep 0.1; i=$((i + 1)); done
+    alive && kill -KILL "$pid" 2>/dev/null
+fi
+rm -f "$f"
+exit 0
+"#,
+        run = layout.run().display(),
+        conf = layout.conf().display(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: &[&str]) -> ClusterSpec {
+        ClusterSpec {
+            cluster_name: "t1".into(),
+            node_lines: vec![],
+            partition_lines: vec!["PartitionName=p Nodes=ALL".into()],
+            extra_conf: extra.iter().map(|s| s.to_string()).collect(),
+            auth: Auth::Munge,
+        }
+    }
+
+    #[test]
+    fn node_lines_get_an_address_and_one_port_per_node() {
+        let cases = [
+            (
+                "NodeName=a-[0-9] State=CLOUD CPUs=1",
+                17000,
+                10,
+                "NodeName=a-[0-9] State=CLOUD CPUs=1 NodeAddr=127.0.0.1 Port=[17000-17009]",
+            ),
+            (
+                "NodeName=b-0 State=CLOUD",
+                20000,
+                1,
+                "NodeName=b-0 State=CLOUD NodeAddr=127.0.0.1 Port=20000",
+            ),
+            (
+                "NodeName=c-[0-1] nodeaddr=10.0.0.1 port=[1-2]",
+                3,
+                2,
+                "NodeName=c-[0-1] nodeaddr=10.0.0.1 port=[1-2]",
+            ),
+            (
+                "NodeName=DEFAULT CPUs=1",
+                5,
+                0,
+                "NodeName=DEFAULT CPUs=1 NodeAddr=127.0.0.1",
+            ),
+        ];
+        for (line, port, count, want) in cases {
+            assert_eq!(complete_node_line(line, port, count), want);
+        }
+    }
+
+    #[test]
+    fn conf_has_the_fast_settings_and_extra_lines_override() {
+        let layout = Layout {
+            dir: "/tmp/dc".into(),
+        };
+        let conf = render(
+            &spec(&["SuspendTime=30", "ResumeProgram=/x/resume", "# comment"]),
+            &layout,
+            16817,
+            &["NodeName=n-0 Port=1".into()],
+        );
+        for want in [
+            "ClusterName=t1\n",
+            "SlurmctldPort=16817\n",
+            "SlurmUser=root\n",
+            "ProctrackType=proctrack/linuxproc\n",
+            "TaskPlugin=task/none\n",
+            "SelectTypeParameters=CR_CPU\n",
+            "ReturnToService=2\n",
+            "PrivateData=cloud\n",
+            "CommunicationParameters=NoAddrCache\n",
+            "TreeWidth=65533\n",
+            "ResumeRate=0\n",
+            "SuspendRate=0\n",
+            "SuspendTimeout=5\n",
+            "SlurmctldParameters=idle_on_node_suspend,power_save_interval=1\n",
+            "DebugFlags=Power\n",
+            "SlurmdSpoolDir=/tmp/dc/spool/%n\n",
+            "SlurmdPidFile=/tmp/dc/run/slurmd-%n.pid\n",
+            "SlurmdLogFile=/tmp/dc/log/slurmd-%n.log\n",
+            "PrologSlurmctld=/tmp/dc/bin/prolog\n",
+            "AuthInfo=socket=/tmp/dc/munge/munge.socket.2\n",
+            "SuspendTime=30\n",
+            "ResumeProgram=/x/resume\n",
+            "# comment\nNodeName=n-0 Port=1\nPartitionName=p Nodes=ALL\n",
+        ] {
+            assert!(conf.contains(want), "missing {want:?} in\n{conf}");
+        }
+        assert!(!conf.contains("SuspendTime=15"), "{conf}");
+        let none = render(
+            &ClusterSpec {
+                auth: Auth::None,
+                ..spec(&[])
+            },
+            &layout,
+            1,
+            &[],
+        );
+        assert!(none.contains("AuthType=auth/none\nCredType=cred/none\n"));
+        assert!(!none.contains("AuthInfo"));
+    }
+
+    #[test]
+    fn line_value_is_case_insensitive() {
+        assert_eq!(
+            line_value("nodename=x-[1-2] CPUs=1", "NodeName"),
+            Some("x-[1-2]")
+        );
+        assert_eq!(line_value("PartitionName=p", "NodeName"), None);
+    }
+}

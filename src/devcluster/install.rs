@@ -1,0 +1,127 @@
+//! Installing Debian's Slurm and munge when they are missing (idempotent, root only).
+
+use std::path::Path;
+use std::process::Command;
+
+use super::DevclusterError;
+
+/// The files a local cluster needs. `perl` (Debian's essential perl-base) runs the small helper
+/// that clears the signal mask before starting slurmd.
+pub const REQUIRED: &[&str] = &[
+    "/usr/sbin/slurmctld",
+    "/usr/sbin/slurmd",
+    "/usr/bin/scontrol",
+    "/usr/bin/sinfo",
+    "/usr/bin/squeue",
+    "/usr/bin/sbatch",
+    "/usr/sbin/munged",
+    "/usr/bin/perl",
+    "/etc/munge/munge.key",
+];
+
+/// The Debian packages providing [`REQUIRED`].
+pub const PACKAGES: &[&str] = &["slurmctld", "slurmd", "slurm-client", "munge"];
+
+/// The required files that are missing.
+pub fn missing() -> Vec<&'static str> {
+    REQUIRED
+        .iter()
+        .copied()
+        .filter(|p| !Path::new(p).exists())
+        .collect()
+}
+
+/// Makes sure slurmctld, slurmd, the Slurm client commands and munge are installed, running
+/// `apt-get install -y --no-install-recommends slurmctld slurmd slurm-client munge` when anything
+/// is missing (with an `apt-get update` first if the package lists are empty or stale). Does
+/// nothing when all is there, so every test can call it. Concurrent callers (several test
+/// binaries) are serialised by a lock file so that only one runs apt-get.
+pub fn ensure_installed() -> Result<(), DevclusterError> {
+    if missing().is_empty() {
+        return Ok(());
+    }
+    let _lock = InstallLock::acquire()?;
+    if missing().is_empty() {
+        return Ok(());
+    }
+    if !nix::unistd::geteuid().is_root() {
+        return Err(DevclusterError::NotInstalled(format!(
+            "missing {:?} and not root, cannot apt-get install {}",
+            missing(),
+            PACKAGES.join(" ")
+        )));
+    }
+    let install = || {
+        Command::new("apt-get")
+            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .args(PACKAGES)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+    };
+    let ok = install().map(|s| s.success()).unwrap_or(false);
+    if !ok {
+        let update = Command::new("apt-get")
+            .args(["update", "-q"])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .map_err(|e| DevclusterError::NotInstalled(format!("apt-get update: {e}")))?;
+        if !update.success() {
+            return Err(DevclusterError::NotInstalled(format!(
+                "apt-get update failed: {update}"
+            )));
+        }
+        let status = install()
+            .map_err(|e| DevclusterError::NotInstalled(format!("apt-get install: {e}")))?;
+        if !status.success() {
+            return Err(DevclusterError::NotInstalled(format!(
+                "apt-get install {} failed: {status}",
+                PACKAGES.join(" ")
+            )));
+        }
+    }
+    if !Path::new("/etc/munge/munge.key").exists() {
+        // Debian's postinst makes the key; make it if a minimal image skipped that.
+        let _ = Command::new("/usr/sbin/mungekey")
+            .args(["--create", "--keyfile=/etc/munge/munge.key"])
+            .status();
+        let _ = Command::new("chown")
+            .args(["munge:munge", "/etc/munge/munge.key"])
+            .status();
+    }
+    match missing().as_slice() {
+        [] => Ok(()),
+        still => Err(DevclusterError::NotInstalled(format!(
+            "still missing after apt-get install: {still:?}"
+        ))),
+    }
+}
+
+/// An exclusive `flock` on a well-known file, released on drop.
+struct InstallLock(std::fs::File);
+
+impl InstallLock {
+    fn acquire() -> Result<Self, DevclusterError> {
+        use std::os::fd::AsRawFd;
+        let path = std::env::temp_dir().join("slurm-dws-devcluster-install.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| DevclusterError::io(&path, e))?;
+        // SAFETY: flock on a file descriptor we own; no memory is involved.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        if rc != 0 {
+            return Err(DevclusterError::io(&path, std::io::Error::last_os_error()));
+        }
+        Ok(InstallLock(file))
+    }
+}
+
+impl Drop for InstallLock {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: as above; closing the file would release the lock anyway.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}

@@ -1,0 +1,568 @@
+//! Real Slurm 22.05 on this machine: the devcluster harness and the `slurm` client against it.
+//!
+//! These tests need root (munged runs as the munge user, slurmd as root). Outside CI they are
+//! skipped with a message when Slurm cannot run here; with `CI=true` that is a failure.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use chrono::{Duration as ChronoDuration, Timelike, Utc};
+use slurm_dws::devcluster::{self, ClusterSpec, LocalCluster};
+use slurm_dws::slurm::{resume_file, NodeInfo, NodeUpdate, Slurm, SlurmError, TimeLimit};
+
+/// Installs Slurm if needed; `false` means "skip" (never under CI).
+fn slurm_available() -> bool {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let problem = if !nix::unistd::geteuid().is_root() {
+        Some("not root".to_string())
+    } else {
+        devcluster::ensure_installed().err().map(|e| e.to_string())
+    };
+    match problem {
+        None => true,
+        Some(why) if ci => panic!("CI=true but a real Slurm cluster cannot run here: {why}"),
+        Some(why) => {
+            eprintln!("SKIPPED: real Slurm tests need root and Debian's Slurm: {why}");
+            false
+        }
+    }
+}
+
+/// A plain shell ResumeProgram / SuspendProgram pair: resume logs its hostlist and resume file,
+/// then starts one slurmd per node through the cluster's `slurmd-start` (which clears the signal
+/// mask the hook inherited); suspend stops them. Hooks get only SLURM_CONF, so the cluster
+/// directory is found from it.
+struct PowerScripts {
+    dir: tempfile::TempDir,
+}
+
+impl PowerScripts {
+    fn new() -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let log = dir.path().join("hooks.log");
+        let resume = format!(
+            r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+bin="$(dirname "$SLURM_CONF")/bin"
+echo "resume $1 $(cat "$SLURM_RESUME_FILE" 2>/dev/null)" >> '{log}'
+for n in $(scontrol show hostnames "$1"); do "$bin/slurmd-start" "$n"; done
+exit 0
+"#,
+            log = log.display()
+        );
+        let suspend = format!(
+            r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+bin="$(dirname "$SLURM_CONF")/bin"
+echo "suspend $1" >> '{log}'
+for n in $(scontrol show hostnames "$1"); do "$bin/slurmd-stop" "$n"; done
+exit 0
+"#,
+            log = log.display()
+        );
+        for (name, text) in [("resume", resume), ("suspend", suspend)] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        PowerScripts { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn conf_lines(&self) -> Vec<String> {
+        vec![
+            format!("ResumeProgram={}", self.path("resume").display()),
+            format!("SuspendProgram={}", self.path("suspend").display()),
+            format!("ResumeFailProgram={}", self.path("suspend").display()),
+        ]
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.path("hooks.log")).unwrap_or_default()
+    }
+}
+
+fn cloud_cluster(prefix: &str, nodes: &str, scripts: &PowerScripts) -> LocalCluster {
+    let mut spec = ClusterSpec::new(prefix)
+        .node(&format!(
+            "NodeName={nodes} State=CLOUD CPUs=1 RealMemory=500"
+        ))
+        .partition(&format!(
+            "PartitionName=flex Nodes={nodes} Default=YES MaxTime=INFINITE State=UP"
+        ))
+        .partition(&format!(
+            "PartitionName=lim Nodes={nodes} MaxTime=120 DefaultTime=30 State=UP"
+        ));
+    spec.extra_conf.extend(scripts.conf_lines());
+    let started = Instant::now();
+    let cluster = LocalCluster::start(spec).expect("local cluster starts");
+    eprintln!(
+        "[timing] {prefix}: LocalCluster::start (munged + slurmctld + ping) took {:?}",
+        started.elapsed()
+    );
+    cluster
+}
+
+/// Polls `probe` until it returns `Some`, panicking with `what` (and the controller log) after
+/// `timeout`.
+async fn wait_until<T, F, Fut>(
+    cluster: &LocalCluster,
+    timeout: Duration,
+    what: &str,
+    mut probe: F,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "timed out after {timeout:?} waiting for {what}\n--- slurmctld log ---\n{}\n--- states: {:?}",
+                cluster.slurmctld_log_tail(40),
+                cluster.node_states()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn nodes_of(slurm: &Slurm, names: &[&str]) -> Vec<NodeInfo> {
+    slurm
+        .nodes()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|n| names.contains(&n.name.as_str()))
+        .collect()
+}
+
+async fn job_state(slurm: &Slurm, id: u32) -> Option<String> {
+    slurm
+        .jobs(&[id])
+        .await
+        .unwrap()
+        .first()
+        .map(|j| j.state.clone())
+}
+
+/// The harness end to end: a 2-node batch job on powered-down cloud nodes resumes them through a
+/// real ResumeProgram, runs, completes, and the nodes power down again after SuspendTime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloud_job_resumes_runs_and_powers_down() {
+    if !slurm_available() {
+        return;
+    }
+    let scripts = PowerScripts::new();
+    let cluster = cloud_cluster("dcrun", "dws-a-[0-1]", &scripts);
+    let slurm = cluster.slurm(Duration::from_secs(10));
+    let names = ["dws-a-0", "dws-a-1"];
+    assert_eq!(cluster.node_names(), names);
+
+    // Powered-down cloud nodes are visible (PrivateData=cloud), each once.
+    let nodes = nodes_of(&slurm, &names).await;
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    assert!(
+        nodes.iter().all(|n| n.compact_state() == "idle~"),
+        "{nodes:?}"
+    );
+
+    let submitted = Instant::now();
+    let out = cluster.dir().join("jobs").join("two.out");
+    let job = cluster
+        .sbatch(&[
+            "-N2",
+            "--time=90",
+            "-o",
+            out.to_str().unwrap(),
+            "--wrap",
+            "srun printenv SLURMD_NODENAME; sleep 2",
+        ])
+        .unwrap();
+
+    let running = wait_until(&cluster, Duration::from_secs(60), "job RUNNING", || async {
+        let jobs = slurm.jobs(&[job]).await.unwrap();
+        jobs.into_iter().find(|j| j.state == "RUNNING")
+    })
+    .await;
+    let to_running = submitted.elapsed();
+    eprintln!("[timing] sbatch -> RUNNING: {to_running:?}");
+    assert_eq!(running.time_limit, TimeLimit::Minutes(90));
+    assert_eq!(running.nodes, "dws-a-[0-1]");
+    assert_eq!(running.partition, "flex");
+
+    // The resume hook got the hostlist and a 22.05 resume file naming the job.
+    let log = scripts.log();
+    let json = log
+        .lines()
+        .find_map(|l| l.strip_prefix("resume dws-a-[0-1] "))
+        .unwrap_or_else(|| panic!("no resume call in {log:?}"));
+    let file = resume_file::parse(json.as_bytes()).unwrap();
+    assert_eq!(file.all_nodes, "dws-a-[0-1]");
+    assert_eq!(file.jobs.len(), 1);
+    assert_eq!(
+        (file.jobs[0].job_id, file.jobs[0].nodes.as_str()),
+        (job, "dws-a-[0-1]")
+    );
+
+    let nodes = nodes_of(&slurm, &names).await;
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n.state == "allocated" && !n.has_flag("POWERED_DOWN")),
+        "{nodes:?}"
+    );
+    assert!(names.iter().all(|n| cluster.slurmd_running(n)));
+
+    wait_until(
+        &cluster,
+        Duration::from_secs(60),
+        "job COMPLETED",
+        || async { (job_state(&slurm, job).await.as_deref() == Some("COMPLETED")).then_some(()) },
+    )
+    .await;
+    let completed = submitted.elapsed();
+    let output = std::fs::read_to_string(&out).unwrap();
+    let mut hosts: Vec<&str> = output.lines().collect();
+    hosts.sort();
+    assert_eq!(hosts, names, "the job really ran on both nodes");
+
+    // SuspendTime=15 + power_save_interval=1, then SuspendTimeout=5.
+    wait_until(
+        &cluster,
+        Duration::from_secs(60),
+        "nodes idle~ again",
+        || async {
+            let nodes = nodes_of(&slurm, &names).await;
+            nodes
+                .iter()
+                .all(|n| n.compact_state() == "idle~")
+                .then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "[timing] job completed at {completed:?}; nodes idle~ again at {:?}",
+        submitted.elapsed()
+    );
+    assert!(
+        scripts.log().contains("suspend dws-a-[0-1]"),
+        "{}",
+        scripts.log()
+    );
+    assert!(
+        names.iter().all(|n| !cluster.slurmd_running(n)),
+        "suspend stopped the slurmds"
+    );
+}
+
+/// `Slurm::jobs` against real squeue --json: time limits, partitions, jobs that do not exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_report_time_limits() {
+    if !slurm_available() {
+        return;
+    }
+    let scripts = PowerScripts::new();
+    let cluster = cloud_cluster("dcjobs", "dws-j-[0-1]", &scripts);
+    let slurm = cluster.slurm(Duration::from_secs(10));
+    let held = |args: &[&str]| {
+        let mut all = vec!["-H", "-N1", "--wrap", "true"];
+        all.extend_from_slice(args);
+        cluster.sbatch(&all).unwrap()
+    };
+    let cases = [
+        (held(&["--time=90"]), TimeLimit::Minutes(90), "flex"),
+        (
+            held(&["--time=1-00:30:00"]),
+            TimeLimit::Minutes(1470),
+            "flex",
+        ),
+        (held(&["--time=UNLIMITED"]), TimeLimit::Unlimited, "flex"),
+        (held(&[]), TimeLimit::Unlimited, "flex"), // MaxTime=INFINITE, no DefaultTime
+        (held(&["-p", "lim"]), TimeLimit::Minutes(30), "lim"), // DefaultTime=30
+        (
+            held(&["-p", "lim", "--time=100"]),
+            TimeLimit::Minutes(100),
+            "lim",
+        ),
+    ];
+    let mut ids: Vec<u32> = cases.iter().map(|c| c.0).collect();
+    ids.push(999_999); // never existed: absent, not an error
+    let jobs = slurm.jobs(&ids).await.unwrap();
+    assert_eq!(jobs.len(), cases.len(), "{jobs:?}");
+    for (id, limit, partition) in cases {
+        let j = jobs.iter().find(|j| j.job_id == id).unwrap();
+        assert_eq!(
+            (j.time_limit, j.partition.as_str()),
+            (limit, partition),
+            "job {id}"
+        );
+        assert_eq!(j.state, "PENDING");
+        assert_eq!(j.nodes, "");
+    }
+    // Asking for one job returns only that one (22.05 ignores --jobs; we filter).
+    let one = slurm.jobs(&[cases[1].0]).await.unwrap();
+    assert_eq!(one.len(), 1);
+    assert!(slurm.jobs(&[999_999]).await.unwrap().is_empty());
+    // Held jobs are not resumed: no hook ran.
+    assert_eq!(scripts.log(), "");
+}
+
+/// Node updates, reservations, requeue, timeouts and a controller restart on a live cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_updates_reservations_requeue_and_timeouts() {
+    if !slurm_available() {
+        return;
+    }
+    let scripts = PowerScripts::new();
+    let mut cluster = cloud_cluster("dcops", "dws-b-[0-1]", &scripts);
+    let slurm = cluster.slurm(Duration::from_secs(10));
+    let names = ["dws-b-0", "dws-b-1"];
+    let both = "dws-b-[0-1]";
+    let update = |state: &'static str| NodeUpdate {
+        state: Some(state),
+        ..Default::default()
+    };
+
+    // power_up: ResumeProgram with no job, slurmds register, nodes idle.
+    let t = Instant::now();
+    slurm.update_nodes(both, &update("power_up")).await.unwrap();
+    wait_until(&cluster, Duration::from_secs(30), "nodes up", || async {
+        let nodes = nodes_of(&slurm, &names).await;
+        nodes
+            .iter()
+            .all(|n| n.compact_state() == "idle")
+            .then_some(())
+    })
+    .await;
+    eprintln!("[timing] power_up -> idle: {:?}", t.elapsed());
+    assert!(
+        scripts
+            .log()
+            .contains(r#"{"jobs":[],"all_nodes":"dws-b-[0-1]"}"#),
+        "{}",
+        scripts.log()
+    );
+
+    // down with a reason full of shell syntax: it arrives verbatim.
+    let reason = r#"resize request "x" FAILED: it's $HOME; `rm -rf /` & more"#;
+    slurm
+        .update_nodes(
+            "dws-b-0",
+            &NodeUpdate {
+                state: Some("down"),
+                reason: Some(reason),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let n0 = &nodes_of(&slurm, &["dws-b-0"]).await[0];
+    assert_eq!((n0.state.as_str(), n0.reason.as_str()), ("down", reason));
+    slurm
+        .update_nodes("dws-b-0", &update("resume"))
+        .await
+        .unwrap();
+    wait_until(
+        &cluster,
+        Duration::from_secs(15),
+        "dws-b-0 back to idle",
+        || async {
+            let n = nodes_of(&slurm, &["dws-b-0"]).await.remove(0);
+            (n.compact_state() == "idle").then_some(())
+        },
+    )
+    .await;
+
+    // Address and hostname: one entry per node of the hostlist.
+    slurm
+        .update_nodes(
+            both,
+            &NodeUpdate {
+                node_addr: Some("127.0.0.1,127.0.0.1"),
+                node_hostname: Some("localhost,localhost"),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let nodes = nodes_of(&slurm, &names).await;
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n.address == "127.0.0.1" && n.hostname == "localhost"),
+        "{nodes:?}"
+    );
+    // A bad update is a typed failure carrying scontrol's stderr.
+    let err = slurm
+        .update_nodes(
+            "no-such-node",
+            &NodeUpdate {
+                state: Some("down"),
+                reason: Some("test"),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    match &err {
+        SlurmError::Failed { stderr, .. } => assert!(stderr.contains("Invalid node name"), "{err}"),
+        other => panic!("unexpected {other}"),
+    }
+
+    // requeue a running job.
+    let job = cluster
+        .sbatch(&["-N1", "--time=5", "--wrap", "sleep 300"])
+        .unwrap();
+    wait_until(&cluster, Duration::from_secs(30), "job RUNNING", || async {
+        (job_state(&slurm, job).await.as_deref() == Some("RUNNING")).then_some(())
+    })
+    .await;
+    slurm.requeue(&[job]).await.unwrap();
+    let requeued = wait_until(
+        &cluster,
+        Duration::from_secs(30),
+        "job requeued",
+        || async {
+            job_state(&slurm, job)
+                .await
+                .filter(|s| s != "RUNNING" && s != "COMPLETING")
+        },
+    )
+    .await;
+    assert!(
+        matches!(requeued.as_str(), "PENDING" | "REQUEUED"),
+        "{requeued}"
+    );
+    cluster.scontrol(&["hold", &job.to_string()]).unwrap();
+
+    // Reservations: create, list with exact UTC times and flags, delete idempotently.
+    let start = (Utc::now() + ChronoDuration::hours(2))
+        .with_nanosecond(0)
+        .unwrap();
+    let end = start + ChronoDuration::minutes(10);
+    slurm
+        .create_reservation("dws-eol-test", both, start, end, "maint,ignore_jobs")
+        .await
+        .unwrap();
+    let all = slurm.reservations().await.unwrap();
+    assert_eq!(all.len(), 1, "{all:?}");
+    let r = &all[0];
+    assert_eq!((r.name.as_str(), r.nodes.as_str()), ("dws-eol-test", both));
+    assert_eq!((r.start, r.end), (start, end));
+    assert!(
+        r.flags.iter().any(|f| f == "MAINT") && r.flags.iter().any(|f| f == "IGNORE_JOBS"),
+        "{r:?}"
+    );
+    let dup = slurm
+        .create_reservation("dws-eol-test", both, start, end, "maint,ignore_jobs")
+        .await;
+    assert!(dup.is_err(), "a duplicate name is refused");
+    assert!(slurm.delete_reservation("dws-eol-test").await.unwrap());
+    assert!(!slurm.delete_reservation("dws-eol-test").await.unwrap());
+    assert!(slurm.reservations().await.unwrap().is_empty());
+
+    // power_down_force: SuspendProgram runs, nodes go idle% then idle~, slurmds stop.
+    let t = Instant::now();
+    slurm
+        .update_nodes(both, &update("power_down_force"))
+        .await
+        .unwrap();
+    wait_until(&cluster, Duration::from_secs(30), "nodes idle~", || async {
+        let nodes = nodes_of(&slurm, &names).await;
+        nodes.iter().all(NodeInfo::is_powered_down).then_some(())
+    })
+    .await;
+    eprintln!("[timing] power_down_force -> idle~: {:?}", t.elapsed());
+    assert!(names.iter().all(|n| !cluster.slurmd_running(n)));
+
+    // A hung controller: every call is killed at its deadline with a typed Timeout.
+    cluster.pause_slurmctld();
+    let quick = cluster.slurm(Duration::from_millis(300));
+    let t = Instant::now();
+    let err = quick.nodes().await.unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    let err = quick.jobs(&[job]).await.unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    cluster.continue_slurmctld();
+    quick.ping().await.unwrap();
+
+    // State survives a controller restart.
+    cluster.restart_slurmctld().unwrap();
+    let jobs = slurm.jobs(&[job]).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(nodes_of(&slurm, &names).await.len(), 2);
+}
+
+/// Teardown stops every process the cluster started, even slurmds started by hooks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_stops_every_process() {
+    if !slurm_available() {
+        return;
+    }
+    let scripts = PowerScripts::new();
+    let cluster = cloud_cluster("dcdrop", "dws-d-[0-1]", &scripts);
+    cluster.start_slurmd("dws-d-0").unwrap();
+    // The command a simulator would run with {name} substituted.
+    let start = cluster
+        .slurmd_start_command("{name}")
+        .replace("{name}", "dws-d-1");
+    let status = std::process::Command::new("sh")
+        .args(["-c", &start])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let pid_files: Vec<PathBuf> = ["dws-d-0", "dws-d-1"]
+        .iter()
+        .map(|n| cluster.dir().join("run").join(format!("slurmd-{n}.pid")))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !pid_files.iter().all(|p| p.exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pids: Vec<i32> = pid_files.iter().map(|p| read_pid(p)).collect();
+    let ctld = read_pid(&cluster.dir().join("run").join("slurmctld.pid"));
+    let munged = read_pid(&cluster.dir().join("munge").join("munged.pid"));
+    let dir = cluster.dir().to_path_buf();
+
+    // The stop template stops exactly one node.
+    let stop = cluster.slurmd_stop_command().replace("{name}", "dws-d-1");
+    assert!(std::process::Command::new("sh")
+        .args(["-c", &stop])
+        .status()
+        .unwrap()
+        .success());
+    assert!(!alive(pids[1]));
+    assert!(alive(pids[0]) && alive(ctld) && alive(munged));
+
+    drop(cluster);
+    for pid in [pids[0], ctld, munged] {
+        assert!(!alive(pid), "pid {pid} survived the drop");
+    }
+    assert!(!dir.exists(), "the cluster directory is removed");
+    assert_eq!(devcluster::kill_stray_slurmds(&dir), 0);
+}
+
+fn read_pid(path: &Path) -> i32 {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
+        .unwrap_or(false)
+}

@@ -1,0 +1,290 @@
+//! Test support: a real simulator (in-process, real HTTP), the real `slurm-dws` daemon as a child process,
+//! hooks spawned the way slurmctld spawns them, and reads of the real SQLite store.
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use slurm_dws::sim::{self, SimHandle, SimOptions};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_slurm-dws");
+pub const SIM_BIN: &str = env!("CARGO_BIN_EXE_slurm-dws-sim");
+
+/// One isolated world: temp dir, config, simulator, maybe a daemon.
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub sim: Option<SimHandle>,
+    pub sim_url: String,
+    pub config: PathBuf,
+    pub daemon: Option<Child>,
+    http: reqwest::Client,
+}
+
+/// Nodesets of a test world: `(name, static, dynamic, extra dws_flex lines)`.
+pub type NodesetSpec<'a> = (&'a str, u32, u32, &'a str);
+
+impl World {
+    /// Starts a simulator and writes a config for `nodesets` (cluster `hpc`). Slurm commands point at an
+    /// empty directory: no Slurm here (the end-to-end tests have a real one), and the daemon must cope.
+    pub async fn new(nodesets: &[NodesetSpec<'_>], extra: &str) -> World {
+        let sim = sim::start(SimOptions {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            boot_cmd: None,
+            stop_cmd: None,
+            time_scale: 1.0,
+        })
+        .await
+        .expect("simulator starts");
+        let sim_url = sim.base_url();
+        let mut w = World::with_endpoint(&sim_url, nodesets, extra);
+        w.sim = Some(sim);
+        w
+    }
+
+    /// A world whose config points at `endpoint` (no simulator of its own).
+    pub fn with_endpoint(endpoint: &str, nodesets: &[NodesetSpec<'_>], extra: &str) -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("slurm-bin")).unwrap();
+        let mut text = format!(
+            r#"cluster_name = "hpc"
+state_dir = "{state}"
+socket = "{sock}"
+log_file = "{log}"
+
+[gcp]
+project = "test-project"
+region = "us-central1"
+endpoint = "{endpoint}"
+credentials = "none"
+calls_per_minute = 100000
+request_timeout = 10
+retry_deadline = 20
+
+[slurm]
+bin_dir = "{bin}"
+command_timeout = 5
+
+[reconcile]
+interval = 2
+orphan_grace = 300
+mig_gc_grace = 2
+{extra}
+"#,
+            state = d.join("state").display(),
+            sock = d.join("slurm-dws.sock").display(),
+            log = d.join("slurm-dws.log").display(),
+            bin = d.join("slurm-bin").display(),
+        );
+        for (name, st, dy, flex) in nodesets {
+            text.push_str(&format!(
+                r#"
+[[nodeset]]
+name = "{name}"
+instance_template = "projects/test-project/regions/us-central1/instanceTemplates/{name}-flex"
+zones = ["us-central1-a"]
+node_count_static = {st}
+node_count_dynamic_max = {dy}
+[nodeset.dws_flex]
+{flex}
+"#
+            ));
+        }
+        let config = d.join("slurm-dws.toml");
+        std::fs::write(&config, text).unwrap();
+        World {
+            dir,
+            sim: None,
+            sim_url: endpoint.to_string(),
+            config,
+            daemon: None,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.path().join("state")
+    }
+
+    /// Starts `slurm-dws daemon` and waits until its socket answers.
+    pub fn start_daemon(&mut self) {
+        let log = std::fs::File::create(self.path().join("daemon.log")).unwrap();
+        let child = Command::new(BIN)
+            .args(["--config", self.config.to_str().unwrap(), "daemon"])
+            .env("SLURM_DWS_LOG", "info,slurm_dws=debug")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("daemon starts");
+        self.daemon = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if std::os::unix::net::UnixStream::connect(self.path().join("slurm-dws.sock")).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("daemon did not bind its socket:\n{}", self.daemon_log());
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill_daemon(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait: a clean stop.
+    pub fn stop_daemon(&mut self) -> std::process::ExitStatus {
+        let mut c = self.daemon.take().expect("daemon running");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), nix::sys::signal::Signal::SIGTERM)
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(s) = c.try_wait().unwrap() {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "daemon did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn daemon_log(&self) -> String {
+        std::fs::read_to_string(self.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    /// Runs a hook the way slurmctld does: by its `slurm-dws-*` name, with only SLURM_CONF-style env.
+    pub fn hook(&self, name: &str, hostlist: &str, resume_file: Option<&str>) -> Output {
+        let link = self.path().join(format!("slurm-dws-{name}"));
+        if !link.exists() {
+            std::os::unix::fs::symlink(BIN, &link).unwrap();
+        }
+        let mut cmd = Command::new(&link);
+        cmd.arg(hostlist).env_clear().env("SLURM_DWS_CONFIG", &self.config).current_dir(self.path());
+        if let Some(content) = resume_file {
+            let f = self.path().join(format!("resume-file-{}", rand_suffix()));
+            std::fs::write(&f, content).unwrap();
+            cmd.env("SLURM_RESUME_FILE", &f);
+        }
+        cmd.output().expect("hook runs")
+    }
+
+    /// Runs an admin command and parses its `--json` output.
+    pub fn cli_json(&self, args: &[&str]) -> Value {
+        let out = Command::new(BIN)
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "slurm-dws {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e})"))
+    }
+
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(BIN).arg("--config").arg(&self.config).args(args).output().unwrap()
+    }
+
+    pub fn nodes(&self) -> Vec<Value> {
+        self.cli_json(&["nodes"]).as_array().cloned().unwrap_or_default()
+    }
+
+    pub fn node_states(&self) -> std::collections::BTreeMap<String, String> {
+        self.nodes()
+            .into_iter()
+            .map(|n| (n["name"].as_str().unwrap().to_string(), n["state"].as_str().unwrap().to_string()))
+            .collect()
+    }
+
+    /// Polls `f` until it returns Some or `secs` pass.
+    pub fn wait_for<T>(&self, what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out after {secs}s waiting for {what}\n--- daemon log (tail) ---\n{}", tail(&self.daemon_log(), 40));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    // ---- the simulator's control API --------------------------------------------------------------------
+
+    fn control(&self, path: &str) -> String {
+        let base = self.sim_url.trim_end_matches('/').trim_end_matches("/compute/v1");
+        format!("{base}/_sim/{path}")
+    }
+
+    pub async fn sim_state(&self) -> Value {
+        self.http.get(self.control("state")).send().await.unwrap().json().await.unwrap()
+    }
+
+    pub async fn sim_calls(&self) -> Value {
+        self.http.get(self.control("calls")).send().await.unwrap().json().await.unwrap()
+    }
+
+    pub async fn sim_post(&self, path: &str, body: Value) {
+        let r = self.http.post(self.control(path)).json(&body).send().await.unwrap();
+        assert!(r.status().is_success(), "sim {path}: {}", r.text().await.unwrap());
+    }
+
+    pub async fn sim_delete(&self, path: &str) {
+        self.http.delete(self.control(path)).send().await.unwrap();
+    }
+
+    pub async fn capacity(&self, rule: Value) {
+        self.sim_post("capacity", rule).await;
+    }
+
+    /// Names of the VMs the simulator has, sorted.
+    pub async fn sim_vms(&self) -> Vec<String> {
+        let s = self.sim_state().await;
+        let mut v: Vec<String> = s["instances"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|i| i["name"].as_str().map(String::from)).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    pub async fn sim_migs(&self) -> Vec<Value> {
+        self.sim_state().await["migs"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.kill_daemon();
+    }
+}
+
+pub fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+pub fn rand_suffix() -> String {
+    format!("{:x}", rand::random::<u64>())
+}
+
+/// A 22.05-shaped resume file.
+pub fn resume_file(jobs: &[(u32, &str)], all: &str) -> String {
+    json!({
+        "jobs": jobs.iter().map(|(j, n)| json!({"job_id": j, "nodes": n})).collect::<Vec<_>>(),
+        "all_nodes": all,
+    })
+    .to_string()
+}
+
+pub fn count(calls: &Value, method: &str) -> u64 {
+    calls["by_method"][method].as_u64().unwrap_or(0)
+}

@@ -1,0 +1,183 @@
+//! The control API under `/_sim/`: what tests use to inspect the simulator and to script GCE's behaviour.
+
+use super::error::ApiError;
+use super::state::{CapacityRule, FaultRule};
+use super::Shared;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::Utc;
+use rand::Rng;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+pub fn routes() -> Router<Arc<Shared>> {
+    Router::new()
+        .route("/_sim/state", get(state))
+        .route("/_sim/calls", get(calls))
+        .route("/_sim/calls/reset", post(reset_calls))
+        .route("/_sim/capacity", post(add_capacity).delete(clear_capacity))
+        .route("/_sim/faults", post(add_fault).delete(clear_faults))
+        .route("/_sim/instances/{name}/expire", post(expire))
+        .route("/_sim/templates", post(load_template))
+        .route("/_sim/migs/{name}/busy", post(busy))
+}
+
+/// A control-API error: `{"error": "..."}` with a 4xx status.
+fn bad(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({"error": message.into()}))).into_response()
+}
+
+fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| format!("invalid body: {e}"))
+}
+
+async fn state(State(sim): State<Arc<Shared>>) -> Json<Value> {
+    Json(sim.lock().dump(Utc::now()))
+}
+
+async fn calls(State(sim): State<Arc<Shared>>) -> Json<Value> {
+    let st = sim.lock();
+    Json(json!({"total": st.calls.values().sum::<u64>(), "by_method": st.calls}))
+}
+
+async fn reset_calls(State(sim): State<Arc<Shared>>) -> Json<Value> {
+    sim.lock().calls.clear();
+    Json(json!({}))
+}
+
+async fn add_capacity(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
+    let rule: CapacityRule = match parse(&body) {
+        Ok(r) => r,
+        Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    if !rule.delay_seconds.is_finite() || rule.delay_seconds < 0.0 {
+        return bad(
+            StatusCode::BAD_REQUEST,
+            "delay_seconds must be a finite number >= 0",
+        );
+    }
+    sim.lock().capacity.push(rule);
+    Json(json!({})).into_response()
+}
+
+async fn clear_capacity(State(sim): State<Arc<Shared>>) -> Json<Value> {
+    sim.lock().capacity.clear();
+    Json(json!({}))
+}
+
+async fn add_fault(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
+    let rule: FaultRule = match parse(&body) {
+        Ok(r) => r,
+        Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    if rule.method != "*" && super::schema::method(&rule.method).is_none() {
+        return bad(
+            StatusCode::BAD_REQUEST,
+            format!("unknown method id {:?}", rule.method),
+        );
+    }
+    if !(200..=599).contains(&rule.status) || !(0.0..=1.0).contains(&rule.probability) {
+        return bad(
+            StatusCode::BAD_REQUEST,
+            "status must be 200..599 and probability 0..1",
+        );
+    }
+    sim.lock().faults.push(rule);
+    Json(json!({})).into_response()
+}
+
+async fn clear_faults(State(sim): State<Arc<Shared>>) -> Json<Value> {
+    sim.lock().faults.clear();
+    Json(json!({}))
+}
+
+async fn expire(State(sim): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
+    let effects = sim.lock().expire(&name);
+    if effects.is_empty() {
+        return bad(StatusCode::NOT_FOUND, format!("no instance named {name}"));
+    }
+    sim.run_effects(effects);
+    Json(json!({})).into_response()
+}
+
+async fn load_template(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
+    let template: Value = match parse(&body) {
+        Ok(t) => t,
+        Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    if let Err(errs) = super::schema::validate_value(
+        "InstanceTemplate",
+        &template,
+        super::schema::Direction::Request,
+    ) {
+        return bad(StatusCode::BAD_REQUEST, errs.join("; "));
+    }
+    let Some(name) = template.get("name").and_then(Value::as_str) else {
+        return bad(StatusCode::BAD_REQUEST, "a template needs a name");
+    };
+    sim.lock()
+        .templates
+        .insert(name.to_string(), template.clone());
+    Json(json!({})).into_response()
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Busy {
+    seconds: f64,
+}
+
+async fn busy(State(sim): State<Arc<Shared>>, Path(name): Path<String>, body: Bytes) -> Response {
+    let b: Busy = match parse(&body) {
+        Ok(b) => b,
+        Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    let until = Utc::now() + chrono::Duration::milliseconds((b.seconds.max(0.0) * 1000.0) as i64);
+    if !sim.lock().set_busy(&name, until) {
+        return bad(StatusCode::NOT_FOUND, format!("no MIG named {name}"));
+    }
+    Json(json!({})).into_response()
+}
+
+/// Picks the latest fault rule that applies to this call, if the dice say so, and uses up one of its count.
+pub fn pick_fault(faults: &mut Vec<FaultRule>, method_id: &str) -> Option<FaultRule> {
+    let mut rng = rand::thread_rng();
+    let i = faults.iter().rposition(|f| {
+        (f.method == "*" || f.method.strip_prefix("compute.").unwrap_or(&f.method) == method_id)
+            && f.count != Some(0)
+            && rng.gen::<f64>() < f.probability
+    })?;
+    let rule = faults[i].clone();
+    if let Some(n) = faults[i].count.as_mut() {
+        *n -= 1;
+        if *n == 0 {
+            faults.remove(i);
+        }
+    }
+    Some(rule)
+}
+
+/// The HTTP error a fault rule answers with, in Google's format.
+pub fn fault_error(f: &FaultRule) -> ApiError {
+    let reason = f.reason.clone().unwrap_or_else(|| {
+        match f.status {
+            403 | 429 => "rateLimitExceeded",
+            404 => "notFound",
+            409 => "alreadyExists",
+            400 => "badRequest",
+            _ => "backendError",
+        }
+        .to_string()
+    });
+    let message = match reason.as_str() {
+        "rateLimitExceeded" => "Quota exceeded for quota metric 'Queries' and limit 'Queries per minute' of service 'compute.googleapis.com'.".to_string(),
+        "backendError" => "Internal error. Please try again or contact Google Support.".to_string(),
+        other => format!("Injected fault: {other}"),
+    };
+    ApiError::new(f.status, &reason, message)
+}

@@ -427,7 +427,7 @@ async fn retry_budget_is_bounded_by_the_deadline() {
     let took = t.elapsed();
     assert!(err.is_retryable(), "{err}");
     assert_eq!(err.http_status(), Some(503));
-    assert!(took < Duration::from_millis(900), "took {took:?}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
     let n = fake.seen().len();
     assert!(n >= 3, "only {n} attempts in 400 ms with ≤100 ms backoff");
     assert_eq!(
@@ -733,7 +733,7 @@ async fn wait_done_loops_until_done_and_types_the_outcome() {
     assert!(err.is_retryable());
     let took = t.elapsed();
     assert!(
-        took >= Duration::from_millis(790) && took < Duration::from_millis(1500),
+        took >= Duration::from_millis(790) && took < Duration::from_secs(3),
         "{took:?}"
     );
     // Early answers are paced: a few calls, not a busy loop.

@@ -123,12 +123,12 @@ mod tests {
         }
         // 100 at once, then 5 more at 10/s.
         let took = start.elapsed().as_secs_f64();
-        assert!((0.45..1.0).contains(&took), "took {took}s");
+        assert!((0.45..2.0).contains(&took), "took {took}s");
         let unlimited = RateLimiter::new(0);
         let t = Instant::now();
         for _ in 0..10_000 {
             unlimited.acquire().await;
         }
-        assert!(t.elapsed() < Duration::from_millis(100));
+        assert!(t.elapsed() < Duration::from_millis(500));
     }
 }

@@ -139,19 +139,9 @@ fn rid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-/// The simulator's trimmed discovery document (tests/data/compute.v1.trimmed.json, commit
-/// 91bd2ac) lost every property named `description` (InstanceGroupManager,
-/// InstanceGroupManagerResizeRequest, Instance, Operation, ...), so it rejects a body that
-/// carries one. Real GCE has the field; until the simulator is fixed these tests leave it out
-/// and `descriptions_round_trip` (ignored) shows the gap.
-const SIM_ACCEPTS_DESCRIPTION: bool = false;
-
+/// Bodies carry a description, as slurm-dws's do (its ownership proof lives in the MIG's).
 fn description(text: &str) -> String {
-    if SIM_ACCEPTS_DESCRIPTION {
-        text.to_string()
-    } else {
-        String::new()
-    }
+    text.to_string()
 }
 
 fn mig_body(loc: &Location, name: &str) -> InstanceGroupManager {
@@ -672,7 +662,6 @@ async fn lists_page_through_more_than_a_thousand_vms() {
 }
 
 #[tokio::test]
-#[ignore = "simulator bug: its trimmed discovery document has no `description` properties"]
 async fn descriptions_round_trip() {
     let sim = Sim::start().await;
     let c = &sim.client;

@@ -74,6 +74,8 @@ pub struct Recorded {
     pub nodes: usize,
     pub jobs: usize,
     pub daemon_woken: bool,
+    /// What was odd about the call (resume file missing or corrupt), also recorded as an event.
+    pub note: Option<String>,
 }
 
 /// Runs one hook: the whole job of `slurm-dws-resume HOSTLIST` and friends.
@@ -81,16 +83,18 @@ pub async fn run(cfg: &Config, kind: HookKind, hostlist_arg: &str) -> Result<Rec
     let started = std::time::Instant::now();
     let result = record(cfg, kind, hostlist_arg).await;
     let line = match &result {
-        Ok(r) => format!(
-            "{} {}: {} nodes, {} jobs recorded as inbox entry {} in {:.1} ms; daemon {}",
-            kind,
-            hostlist_arg,
-            r.nodes,
-            r.jobs,
-            r.inbox_id,
-            started.elapsed().as_secs_f64() * 1e3,
-            if r.daemon_woken { "woken" } else { "not running: the request waits for it" }
-        ),
+        Ok(r) => {
+            format!(
+                "{} {}: {} nodes, {} jobs recorded as inbox entry {} in {:.1} ms; daemon {}",
+                kind,
+                hostlist_arg,
+                r.nodes,
+                r.jobs,
+                r.inbox_id,
+                started.elapsed().as_secs_f64() * 1e3,
+                if r.daemon_woken { "woken" } else { "not running: the request waits for it" }
+            ) + &r.note.as_deref().map(|n| format!("; note: {n}")).unwrap_or_default()
+        }
         Err(e) => format!("{kind} {hostlist_arg}: FAILED (exit {}): {e}", e.exit_code()),
     };
     log_line(&cfg.log_file, kind, &line);
@@ -118,7 +122,7 @@ async fn record(cfg: &Config, kind: HookKind, hostlist_arg: &str) -> Result<Reco
         protocol::call(&cfg.socket, protocol::Request::Wake, WAKE_TIMEOUT).await,
         Ok(protocol::Response::Ok)
     );
-    Ok(Recorded { inbox_id, nodes: nodes.len(), jobs: jobs.len(), daemon_woken })
+    Ok(Recorded { inbox_id, nodes: nodes.len(), jobs: jobs.len(), daemon_woken, note })
 }
 
 /// Reads SLURM_RESUME_FILE now (it vanishes when the hook exits). Missing or corrupt → no jobs, and a

@@ -89,15 +89,9 @@ exit 0
 
 fn cloud_cluster(prefix: &str, nodes: &str, scripts: &PowerScripts) -> LocalCluster {
     let mut spec = ClusterSpec::new(prefix)
-        .node(&format!(
-            "NodeName={nodes} State=CLOUD CPUs=1 RealMemory=500"
-        ))
-        .partition(&format!(
-            "PartitionName=flex Nodes={nodes} Default=YES MaxTime=INFINITE State=UP"
-        ))
-        .partition(&format!(
-            "PartitionName=lim Nodes={nodes} MaxTime=120 DefaultTime=30 State=UP"
-        ));
+        .node(&format!("NodeName={nodes} State=CLOUD CPUs=1 RealMemory=500"))
+        .partition(&format!("PartitionName=flex Nodes={nodes} Default=YES MaxTime=INFINITE State=UP"))
+        .partition(&format!("PartitionName=lim Nodes={nodes} MaxTime=120 DefaultTime=30 State=UP"));
     spec.extra_conf.extend(scripts.conf_lines());
     let started = Instant::now();
     let cluster = LocalCluster::start(spec).expect("local cluster starts");
@@ -110,12 +104,7 @@ fn cloud_cluster(prefix: &str, nodes: &str, scripts: &PowerScripts) -> LocalClus
 
 /// Polls `probe` until it returns `Some`, panicking with `what` (and the controller log) after
 /// `timeout`.
-async fn wait_until<T, F, Fut>(
-    cluster: &LocalCluster,
-    timeout: Duration,
-    what: &str,
-    mut probe: F,
-) -> T
+async fn wait_until<T, F, Fut>(cluster: &LocalCluster, timeout: Duration, what: &str, mut probe: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -137,22 +126,11 @@ where
 }
 
 async fn nodes_of(slurm: &Slurm, names: &[&str]) -> Vec<NodeInfo> {
-    slurm
-        .nodes()
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|n| names.contains(&n.name.as_str()))
-        .collect()
+    slurm.nodes().await.unwrap().into_iter().filter(|n| names.contains(&n.name.as_str())).collect()
 }
 
 async fn job_state(slurm: &Slurm, id: u32) -> Option<String> {
-    slurm
-        .jobs(&[id])
-        .await
-        .unwrap()
-        .first()
-        .map(|j| j.state.clone())
+    slurm.jobs(&[id]).await.unwrap().first().map(|j| j.state.clone())
 }
 
 /// The harness end to end: a 2-node batch job on powered-down cloud nodes resumes them through a
@@ -171,10 +149,7 @@ async fn cloud_job_resumes_runs_and_powers_down() {
     // Powered-down cloud nodes are visible (PrivateData=cloud), each once.
     let nodes = nodes_of(&slurm, &names).await;
     assert_eq!(nodes.len(), 2, "{nodes:?}");
-    assert!(
-        nodes.iter().all(|n| n.compact_state() == "idle~"),
-        "{nodes:?}"
-    );
+    assert!(nodes.iter().all(|n| n.compact_state() == "idle~"), "{nodes:?}");
 
     let submitted = Instant::now();
     let out = cluster.dir().join("jobs").join("two.out");
@@ -209,26 +184,15 @@ async fn cloud_job_resumes_runs_and_powers_down() {
     let file = resume_file::parse(json.as_bytes()).unwrap();
     assert_eq!(file.all_nodes, "dws-a-[0-1]");
     assert_eq!(file.jobs.len(), 1);
-    assert_eq!(
-        (file.jobs[0].job_id, file.jobs[0].nodes.as_str()),
-        (job, "dws-a-[0-1]")
-    );
+    assert_eq!((file.jobs[0].job_id, file.jobs[0].nodes.as_str()), (job, "dws-a-[0-1]"));
 
     let nodes = nodes_of(&slurm, &names).await;
-    assert!(
-        nodes
-            .iter()
-            .all(|n| n.state == "allocated" && !n.has_flag("POWERED_DOWN")),
-        "{nodes:?}"
-    );
+    assert!(nodes.iter().all(|n| n.state == "allocated" && !n.has_flag("POWERED_DOWN")), "{nodes:?}");
     assert!(names.iter().all(|n| cluster.slurmd_running(n)));
 
-    wait_until(
-        &cluster,
-        Duration::from_secs(60),
-        "job COMPLETED",
-        || async { (job_state(&slurm, job).await.as_deref() == Some("COMPLETED")).then_some(()) },
-    )
+    wait_until(&cluster, Duration::from_secs(60), "job COMPLETED", || async {
+        (job_state(&slurm, job).await.as_deref() == Some("COMPLETED")).then_some(())
+    })
     .await;
     let completed = submitted.elapsed();
     let output = std::fs::read_to_string(&out).unwrap();
@@ -237,32 +201,14 @@ async fn cloud_job_resumes_runs_and_powers_down() {
     assert_eq!(hosts, names, "the job really ran on both nodes");
 
     // SuspendTime=15 + power_save_interval=1, then SuspendTimeout=5.
-    wait_until(
-        &cluster,
-        Duration::from_secs(60),
-        "nodes idle~ again",
-        || async {
-            let nodes = nodes_of(&slurm, &names).await;
-            nodes
-                .iter()
-                .all(|n| n.compact_state() == "idle~")
-                .then_some(())
-        },
-    )
+    wait_until(&cluster, Duration::from_secs(60), "nodes idle~ again", || async {
+        let nodes = nodes_of(&slurm, &names).await;
+        nodes.iter().all(|n| n.compact_state() == "idle~").then_some(())
+    })
     .await;
-    eprintln!(
-        "[timing] job completed at {completed:?}; nodes idle~ again at {:?}",
-        submitted.elapsed()
-    );
-    assert!(
-        scripts.log().contains("suspend dws-a-[0-1]"),
-        "{}",
-        scripts.log()
-    );
-    assert!(
-        names.iter().all(|n| !cluster.slurmd_running(n)),
-        "suspend stopped the slurmds"
-    );
+    eprintln!("[timing] job completed at {completed:?}; nodes idle~ again at {:?}", submitted.elapsed());
+    assert!(scripts.log().contains("suspend dws-a-[0-1]"), "{}", scripts.log());
+    assert!(names.iter().all(|n| !cluster.slurmd_running(n)), "suspend stopped the slurmds");
 }
 
 /// `Slurm::jobs` against real squeue --json: time limits, partitions, jobs that do not exist.
@@ -281,19 +227,11 @@ async fn jobs_report_time_limits() {
     };
     let cases = [
         (held(&["--time=90"]), TimeLimit::Minutes(90), "flex"),
-        (
-            held(&["--time=1-00:30:00"]),
-            TimeLimit::Minutes(1470),
-            "flex",
-        ),
+        (held(&["--time=1-00:30:00"]), TimeLimit::Minutes(1470), "flex"),
         (held(&["--time=UNLIMITED"]), TimeLimit::Unlimited, "flex"),
         (held(&[]), TimeLimit::Unlimited, "flex"), // MaxTime=INFINITE, no DefaultTime
         (held(&["-p", "lim"]), TimeLimit::Minutes(30), "lim"), // DefaultTime=30
-        (
-            held(&["-p", "lim", "--time=100"]),
-            TimeLimit::Minutes(100),
-            "lim",
-        ),
+        (held(&["-p", "lim", "--time=100"]), TimeLimit::Minutes(100), "lim"),
     ];
     let mut ids: Vec<u32> = cases.iter().map(|c| c.0).collect();
     ids.push(999_999); // never existed: absent, not an error
@@ -301,11 +239,7 @@ async fn jobs_report_time_limits() {
     assert_eq!(jobs.len(), cases.len(), "{jobs:?}");
     for (id, limit, partition) in cases {
         let j = jobs.iter().find(|j| j.job_id == id).unwrap();
-        assert_eq!(
-            (j.time_limit, j.partition.as_str()),
-            (limit, partition),
-            "job {id}"
-        );
+        assert_eq!((j.time_limit, j.partition.as_str()), (limit, partition), "job {id}");
         assert_eq!(j.state, "PENDING");
         assert_eq!(j.nodes, "");
     }
@@ -328,59 +262,35 @@ async fn node_updates_reservations_requeue_and_timeouts() {
     let slurm = cluster.slurm(Duration::from_secs(10));
     let names = ["dws-b-0", "dws-b-1"];
     let both = "dws-b-[0-1]";
-    let update = |state: &'static str| NodeUpdate {
-        state: Some(state),
-        ..Default::default()
-    };
+    let update = |state: &'static str| NodeUpdate { state: Some(state), ..Default::default() };
 
     // power_up: ResumeProgram with no job, slurmds register, nodes idle.
     let t = Instant::now();
     slurm.update_nodes(both, &update("power_up")).await.unwrap();
     wait_until(&cluster, Duration::from_secs(30), "nodes up", || async {
         let nodes = nodes_of(&slurm, &names).await;
-        nodes
-            .iter()
-            .all(|n| n.compact_state() == "idle")
-            .then_some(())
+        nodes.iter().all(|n| n.compact_state() == "idle").then_some(())
     })
     .await;
     eprintln!("[timing] power_up -> idle: {:?}", t.elapsed());
-    assert!(
-        scripts
-            .log()
-            .contains(r#"{"jobs":[],"all_nodes":"dws-b-[0-1]"}"#),
-        "{}",
-        scripts.log()
-    );
+    assert!(scripts.log().contains(r#"{"jobs":[],"all_nodes":"dws-b-[0-1]"}"#), "{}", scripts.log());
 
     // down with a reason full of shell syntax: it arrives verbatim.
     let reason = r#"resize request "x" FAILED: it's $HOME; `rm -rf /` & more"#;
     slurm
         .update_nodes(
             "dws-b-0",
-            &NodeUpdate {
-                state: Some("down"),
-                reason: Some(reason),
-                ..Default::default()
-            },
+            &NodeUpdate { state: Some("down"), reason: Some(reason), ..Default::default() },
         )
         .await
         .unwrap();
     let n0 = &nodes_of(&slurm, &["dws-b-0"]).await[0];
     assert_eq!((n0.state.as_str(), n0.reason.as_str()), ("down", reason));
-    slurm
-        .update_nodes("dws-b-0", &update("resume"))
-        .await
-        .unwrap();
-    wait_until(
-        &cluster,
-        Duration::from_secs(15),
-        "dws-b-0 back to idle",
-        || async {
-            let n = nodes_of(&slurm, &["dws-b-0"]).await.remove(0);
-            (n.compact_state() == "idle").then_some(())
-        },
-    )
+    slurm.update_nodes("dws-b-0", &update("resume")).await.unwrap();
+    wait_until(&cluster, Duration::from_secs(15), "dws-b-0 back to idle", || async {
+        let n = nodes_of(&slurm, &["dws-b-0"]).await.remove(0);
+        (n.compact_state() == "idle").then_some(())
+    })
     .await;
 
     // Address and hostname: one entry per node of the hostlist.
@@ -396,21 +306,12 @@ async fn node_updates_reservations_requeue_and_timeouts() {
         .await
         .unwrap();
     let nodes = nodes_of(&slurm, &names).await;
-    assert!(
-        nodes
-            .iter()
-            .all(|n| n.address == "127.0.0.1" && n.hostname == "localhost"),
-        "{nodes:?}"
-    );
+    assert!(nodes.iter().all(|n| n.address == "127.0.0.1" && n.hostname == "localhost"), "{nodes:?}");
     // A bad update is a typed failure carrying scontrol's stderr.
     let err = slurm
         .update_nodes(
             "no-such-node",
-            &NodeUpdate {
-                state: Some("down"),
-                reason: Some("test"),
-                ..Default::default()
-            },
+            &NodeUpdate { state: Some("down"), reason: Some("test"), ..Default::default() },
         )
         .await
         .unwrap_err();
@@ -420,52 +321,30 @@ async fn node_updates_reservations_requeue_and_timeouts() {
     }
 
     // requeue a running job.
-    let job = cluster
-        .sbatch(&["-N1", "--time=5", "--wrap", "sleep 300"])
-        .unwrap();
+    let job = cluster.sbatch(&["-N1", "--time=5", "--wrap", "sleep 300"]).unwrap();
     wait_until(&cluster, Duration::from_secs(30), "job RUNNING", || async {
         (job_state(&slurm, job).await.as_deref() == Some("RUNNING")).then_some(())
     })
     .await;
     slurm.requeue(&[job]).await.unwrap();
-    let requeued = wait_until(
-        &cluster,
-        Duration::from_secs(30),
-        "job requeued",
-        || async {
-            job_state(&slurm, job)
-                .await
-                .filter(|s| s != "RUNNING" && s != "COMPLETING")
-        },
-    )
+    let requeued = wait_until(&cluster, Duration::from_secs(30), "job requeued", || async {
+        job_state(&slurm, job).await.filter(|s| s != "RUNNING" && s != "COMPLETING")
+    })
     .await;
-    assert!(
-        matches!(requeued.as_str(), "PENDING" | "REQUEUED"),
-        "{requeued}"
-    );
+    assert!(matches!(requeued.as_str(), "PENDING" | "REQUEUED"), "{requeued}");
     cluster.scontrol(&["hold", &job.to_string()]).unwrap();
 
     // Reservations: create, list with exact UTC times and flags, delete idempotently.
-    let start = (Utc::now() + ChronoDuration::hours(2))
-        .with_nanosecond(0)
-        .unwrap();
+    let start = (Utc::now() + ChronoDuration::hours(2)).with_nanosecond(0).unwrap();
     let end = start + ChronoDuration::minutes(10);
-    slurm
-        .create_reservation("dws-eol-test", both, start, end, "maint,ignore_jobs")
-        .await
-        .unwrap();
+    slurm.create_reservation("dws-eol-test", both, start, end, "maint,ignore_jobs").await.unwrap();
     let all = slurm.reservations().await.unwrap();
     assert_eq!(all.len(), 1, "{all:?}");
     let r = &all[0];
     assert_eq!((r.name.as_str(), r.nodes.as_str()), ("dws-eol-test", both));
     assert_eq!((r.start, r.end), (start, end));
-    assert!(
-        r.flags.iter().any(|f| f == "MAINT") && r.flags.iter().any(|f| f == "IGNORE_JOBS"),
-        "{r:?}"
-    );
-    let dup = slurm
-        .create_reservation("dws-eol-test", both, start, end, "maint,ignore_jobs")
-        .await;
+    assert!(r.flags.iter().any(|f| f == "MAINT") && r.flags.iter().any(|f| f == "IGNORE_JOBS"), "{r:?}");
+    let dup = slurm.create_reservation("dws-eol-test", both, start, end, "maint,ignore_jobs").await;
     assert!(dup.is_err(), "a duplicate name is refused");
     assert!(slurm.delete_reservation("dws-eol-test").await.unwrap());
     assert!(!slurm.delete_reservation("dws-eol-test").await.unwrap());
@@ -473,10 +352,7 @@ async fn node_updates_reservations_requeue_and_timeouts() {
 
     // power_down_force: SuspendProgram runs, nodes go idle% then idle~, slurmds stop.
     let t = Instant::now();
-    slurm
-        .update_nodes(both, &update("power_down_force"))
-        .await
-        .unwrap();
+    slurm.update_nodes(both, &update("power_down_force")).await.unwrap();
     wait_until(&cluster, Duration::from_secs(30), "nodes idle~", || async {
         let nodes = nodes_of(&slurm, &names).await;
         nodes.iter().all(NodeInfo::is_powered_down).then_some(())
@@ -514,13 +390,8 @@ async fn drop_stops_every_process() {
     let cluster = cloud_cluster("dcdrop", "dws-d-[0-1]", &scripts);
     cluster.start_slurmd("dws-d-0").unwrap();
     // The command a simulator would run with {name} substituted.
-    let start = cluster
-        .slurmd_start_command("{name}")
-        .replace("{name}", "dws-d-1");
-    let status = std::process::Command::new("sh")
-        .args(["-c", &start])
-        .status()
-        .unwrap();
+    let start = cluster.slurmd_start_command("{name}").replace("{name}", "dws-d-1");
+    let status = std::process::Command::new("sh").args(["-c", &start]).status().unwrap();
     assert!(status.success());
     let pid_files: Vec<PathBuf> = ["dws-d-0", "dws-d-1"]
         .iter()
@@ -537,11 +408,7 @@ async fn drop_stops_every_process() {
 
     // The stop template stops exactly one node.
     let stop = cluster.slurmd_stop_command().replace("{name}", "dws-d-1");
-    assert!(std::process::Command::new("sh")
-        .args(["-c", &stop])
-        .status()
-        .unwrap()
-        .success());
+    assert!(std::process::Command::new("sh").args(["-c", &stop]).status().unwrap().success());
     assert!(!alive(pids[1]));
     assert!(alive(pids[0]) && alive(ctld) && alive(munged));
 

@@ -11,9 +11,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde_json::{json, Value};
 use slurm_dws::gce::{
-    AccessToken, Backoff, Client, ClientOptions, Credentials, ErrorClass, GceError,
-    InstanceGroupManager, InstanceGroupManagerResizeRequest, Location, OperationScope,
-    OperationStatus, StaticToken,
+    AccessToken, Backoff, Client, ClientOptions, Credentials, ErrorClass, GceError, InstanceGroupManager,
+    InstanceGroupManagerResizeRequest, Location, OperationScope, OperationStatus, StaticToken,
 };
 use tokio::time::Instant;
 
@@ -39,21 +38,11 @@ struct Canned {
 }
 
 fn ok(v: Value) -> Canned {
-    Canned {
-        status: 200,
-        body: v.to_string(),
-        retry_after: None,
-        delay: Duration::ZERO,
-    }
+    Canned { status: 200, body: v.to_string(), retry_after: None, delay: Duration::ZERO }
 }
 
 fn fail(status: u16, v: Value) -> Canned {
-    Canned {
-        status,
-        body: v.to_string(),
-        retry_after: None,
-        delay: Duration::ZERO,
-    }
+    Canned { status, body: v.to_string(), retry_after: None, delay: Duration::ZERO }
 }
 
 fn gerr(code: u16, status: &str, reason: &str, message: &str) -> Canned {
@@ -84,28 +73,19 @@ impl Fake {
     async fn start() -> Self {
         let state = Arc::new(Mutex::new(State::default()));
         let st = state.clone();
-        let app = Router::new().fallback(
-            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-                let st = st.clone();
-                async move { handle(st, method, uri, headers, body).await }
-            },
-        );
+        let app = Router::new().fallback(move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+            let st = st.clone();
+            async move { handle(st, method, uri, headers, body).await }
+        });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Self {
-            state,
-            base: format!("http://{addr}/compute/v1/"),
-        }
+        Self { state, base: format!("http://{addr}/compute/v1/") }
     }
 
     /// Scripts answers for `path` (relative to `projects/p/`).
     fn script(&self, path: &str, answers: Vec<Canned>) {
-        self.state
-            .lock()
-            .unwrap()
-            .script
-            .insert(format!("{PREFIX}{path}"), answers.into());
+        self.state.lock().unwrap().script.insert(format!("{PREFIX}{path}"), answers.into());
     }
 
     fn seen(&self) -> Vec<Seen> {
@@ -128,10 +108,7 @@ impl Fake {
             Credentials::None,
         )
         .unwrap();
-        c.set_backoff(Backoff {
-            initial: Duration::from_millis(20),
-            max: Duration::from_millis(100),
-        });
+        c.set_backoff(Backoff { initial: Duration::from_millis(20), max: Duration::from_millis(100) });
         c
     }
 }
@@ -145,11 +122,7 @@ async fn handle(
 ) -> Response {
     let query: BTreeMap<String, String> = uri
         .query()
-        .map(|q| {
-            url_pairs(q)
-                .into_iter()
-                .collect::<BTreeMap<String, String>>()
-        })
+        .map(|q| url_pairs(q).into_iter().collect::<BTreeMap<String, String>>())
         .unwrap_or_default();
     let canned = {
         let mut s = st.lock().unwrap();
@@ -157,12 +130,8 @@ async fn handle(
             method: method.to_string(),
             path: uri.path().to_string(),
             query,
-            auth: headers
-                .get("authorization")
-                .map(|v| v.to_str().unwrap().to_string()),
-            content_length: headers
-                .get("content-length")
-                .map(|v| v.to_str().unwrap().to_string()),
+            auth: headers.get("authorization").map(|v| v.to_str().unwrap().to_string()),
+            content_length: headers.get("content-length").map(|v| v.to_str().unwrap().to_string()),
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         });
         match s.script.get_mut(uri.path()) {
@@ -175,15 +144,10 @@ async fn handle(
     if !c.delay.is_zero() {
         tokio::time::sleep(c.delay).await;
     }
-    let mut resp = (
-        StatusCode::from_u16(c.status).unwrap(),
-        [("content-type", "application/json")],
-        c.body,
-    )
+    let mut resp = (StatusCode::from_u16(c.status).unwrap(), [("content-type", "application/json")], c.body)
         .into_response();
     if let Some(ra) = c.retry_after {
-        resp.headers_mut()
-            .insert("retry-after", ra.to_string().parse().unwrap());
+        resp.headers_mut().insert("retry-after", ra.to_string().parse().unwrap());
     }
     resp
 }
@@ -229,20 +193,14 @@ fn zone() -> Location {
 async fn every_endpoint_hits_the_documented_path() {
     let fake = Fake::start().await;
     let c = fake.client();
-    let mig = InstanceGroupManager {
-        name: "m".into(),
-        target_size: Some(0),
-        ..Default::default()
-    };
+    let mig = InstanceGroupManager { name: "m".into(), target_size: Some(0), ..Default::default() };
     let rr = InstanceGroupManagerResizeRequest::for_instances("rr", "", vec!["n0".into()], 600);
     for loc in [region(), zone()] {
         c.insert_mig(&loc, &mig, RID).await.unwrap();
         c.get_mig(&loc, "m").await.unwrap();
         c.list_migs(&loc, None).await.unwrap();
         c.delete_mig(&loc, "m", RID).await.unwrap();
-        c.delete_instances(&loc, "m", &["n0".into()], RID)
-            .await
-            .unwrap();
+        c.delete_instances(&loc, "m", &["n0".into()], RID).await.unwrap();
         c.list_managed_instances(&loc, "m", None).await.unwrap();
         c.insert_resize_request(&loc, "m", &rr, RID).await.unwrap();
         c.get_resize_request(&loc, "m", "rr").await.unwrap();
@@ -254,12 +212,8 @@ async fn every_endpoint_hits_the_documented_path() {
     c.list_instances("us-central1-a", None).await.unwrap();
     c.aggregated_list_instances(None).await.unwrap();
     c.get_instance_template("t").await.unwrap();
-    c.get_region_instance_template("us-central1", "t")
-        .await
-        .unwrap();
-    c.get_instance_template_ref("projects/other/regions/us-east1/instanceTemplates/t2")
-        .await
-        .unwrap();
+    c.get_region_instance_template("us-central1", "t").await.unwrap();
+    c.get_instance_template_ref("projects/other/regions/us-east1/instanceTemplates/t2").await.unwrap();
     for scope in [
         OperationScope::Zone("us-central1-a".into()),
         OperationScope::Region("us-central1".into()),
@@ -274,11 +228,7 @@ async fn every_endpoint_hits_the_documented_path() {
         .iter()
         .map(|s| {
             let rid = s.query.get("requestId").map_or("", |_| " rid");
-            format!(
-                "{} {}{rid}",
-                s.method,
-                s.path.trim_start_matches("/compute/v1/")
-            )
+            format!("{} {}{rid}", s.method, s.path.trim_start_matches("/compute/v1/"))
         })
         .collect();
     let mut want = Vec::new();
@@ -320,10 +270,7 @@ async fn every_endpoint_hits_the_documented_path() {
     let seen = fake.seen();
     // Bodies are exactly what was set, camelCase, int64 as string.
     assert_eq!(seen[0].body, json!({"name": "m", "targetSize": 0}));
-    assert_eq!(
-        seen[4].body,
-        json!({"instances": ["n0"], "skipInstancesOnValidationError": true})
-    );
+    assert_eq!(seen[4].body, json!({"instances": ["n0"], "skipInstancesOnValidationError": true}));
     assert_eq!(
         seen[6].body,
         json!({"name": "rr", "instances": [{"name": "n0"}], "requestedRunDuration": {"seconds": "600"}})
@@ -333,18 +280,12 @@ async fn every_endpoint_hits_the_documented_path() {
     assert_eq!(seen[9].content_length.as_deref(), Some("0"));
     assert!(seen.iter().all(|s| s.auth.is_none()));
     // Lists ask for full pages.
-    assert_eq!(
-        seen[2].query.get("maxResults").map(String::as_str),
-        Some("500")
-    );
+    assert_eq!(seen[2].query.get("maxResults").map(String::as_str), Some("500"));
 
     let stats = c.stats();
     assert_eq!(stats["regionInstanceGroupManagers.insert"].calls, 1);
     assert_eq!(stats["instanceGroupManagers.insert"].calls, 1);
-    assert_eq!(
-        stats["regionInstanceGroupManagerResizeRequests.cancel"].calls,
-        1
-    );
+    assert_eq!(stats["regionInstanceGroupManagerResizeRequests.cancel"].calls, 1);
     assert_eq!(stats["instanceGroupManagerResizeRequests.delete"].calls, 1);
     assert_eq!(stats["regionInstanceTemplates.get"].calls, 2);
     assert_eq!(stats["globalOperations.wait"].calls, 1);
@@ -369,15 +310,9 @@ async fn bearer_token_is_sent_and_request_id_validated() {
     assert_eq!(fake.seen()[0].auth.as_deref(), Some("Bearer ya29.secret"));
     assert!(!format!("{c:?}").contains("ya29"));
 
-    let err = c
-        .delete_mig(&region(), "m", "not-a-uuid")
-        .await
-        .unwrap_err();
+    let err = c.delete_mig(&region(), "m", "not-a-uuid").await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::Invalid);
-    let err = c
-        .delete_instances(&region(), "m", &vec!["x".to_string(); 1001], RID)
-        .await
-        .unwrap_err();
+    let err = c.delete_instances(&region(), "m", &vec!["x".to_string(); 1001], RID).await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::Invalid);
     assert_eq!(fake.seen().len(), 1, "invalid calls never reach the server");
 }
@@ -399,16 +334,11 @@ async fn retryable_errors_are_retried_with_the_same_request_id() {
         ],
     );
     let c = fake.client();
-    let op = c
-        .insert_mig(&region(), &InstanceGroupManager::default(), RID)
-        .await
-        .unwrap();
+    let op = c.insert_mig(&region(), &InstanceGroupManager::default(), RID).await.unwrap();
     assert_eq!(op.name, "operation-1");
     let seen = fake.seen();
     assert_eq!(seen.len(), 7);
-    assert!(seen
-        .iter()
-        .all(|s| s.query.get("requestId").map(String::as_str) == Some(RID)));
+    assert!(seen.iter().all(|s| s.query.get("requestId").map(String::as_str) == Some(RID)));
     let st = &c.stats()["regionInstanceGroupManagers.insert"];
     assert_eq!(st.calls, 7);
     assert_eq!(st.errors_by_class.get(&ErrorClass::Retryable), Some(&6));
@@ -430,10 +360,7 @@ async fn retry_budget_is_bounded_by_the_deadline() {
     assert!(took < Duration::from_secs(2), "took {took:?}");
     let n = fake.seen().len();
     assert!(n >= 3, "only {n} attempts in 400 ms with ≤100 ms backoff");
-    assert_eq!(
-        err.to_string(),
-        "regionInstanceGroupManagers.get: 503 backendError: Backend Error"
-    );
+    assert_eq!(err.to_string(), "regionInstanceGroupManagers.get: 503 backendError: Backend Error");
 }
 
 #[tokio::test]
@@ -441,10 +368,7 @@ async fn retry_after_is_honoured() {
     let fake = Fake::start().await;
     let mut slow_down = gerr(429, "RESOURCE_EXHAUSTED", "rateLimitExceeded", "slow down");
     slow_down.retry_after = Some(1);
-    fake.script(
-        "zones/us-central1-a/instances",
-        vec![slow_down, ok(json!({"items": [{"name": "a"}]}))],
-    );
+    fake.script("zones/us-central1-a/instances", vec![slow_down, ok(json!({"items": [{"name": "a"}]}))]);
     let c = fake.client();
     let t = Instant::now();
     let vms = c.list_instances("us-central1-a", None).await.unwrap();
@@ -477,18 +401,13 @@ async fn non_retryable_errors_return_at_once_with_their_class() {
         ("m418", fail(418, json!({"error": {"code": 418, "message": "teapot"}})), ErrorClass::Other),
     ];
     for (name, canned, _) in &cases {
-        fake.script(
-            &format!("regions/us-central1/instanceGroupManagers/{name}"),
-            vec![canned.clone()],
-        );
+        fake.script(&format!("regions/us-central1/instanceGroupManagers/{name}"), vec![canned.clone()]);
     }
     let c = fake.client();
     for (name, _, want) in &cases {
         let err = c.get_mig(&region(), name).await.unwrap_err();
         assert_eq!(err.class(), *want, "{name}: {err}");
-        let GceError::Api(api) = &err else {
-            panic!("{name}: {err:?}")
-        };
+        let GceError::Api(api) = &err else { panic!("{name}: {err:?}") };
         assert_eq!(api.method, "regionInstanceGroupManagers.get");
         assert_eq!(api.http_method, "GET");
         assert_eq!(
@@ -533,10 +452,7 @@ async fn timeouts_are_retried_then_succeed() {
     let c = fake.client_with(Duration::from_millis(200), Duration::from_secs(5), 0);
     let mig = c.get_mig(&region(), "m").await.unwrap();
     assert_eq!(mig.target_size, Some(2));
-    assert_eq!(
-        c.stats()["regionInstanceGroupManagers.get"].errors_by_class[&ErrorClass::Retryable],
-        1
-    );
+    assert_eq!(c.stats()["regionInstanceGroupManagers.get"].errors_by_class[&ErrorClass::Retryable], 1);
 
     // Always slow: the timeout error comes back, typed.
     let mut slow = ok(json!({}));
@@ -544,10 +460,7 @@ async fn timeouts_are_retried_then_succeed() {
     fake.script("regions/us-central1/instanceGroupManagers/s", vec![slow]);
     let c = fake.client_with(Duration::from_millis(100), Duration::from_millis(300), 0);
     let err = c.get_mig(&region(), "s").await.unwrap_err();
-    assert!(
-        matches!(err, GceError::Transport { timeout: true, .. }),
-        "{err:?}"
-    );
+    assert!(matches!(err, GceError::Transport { timeout: true, .. }), "{err:?}");
     assert!(err.is_retryable());
 }
 
@@ -569,15 +482,9 @@ async fn connection_refused_is_a_retryable_transport_error() {
         Credentials::None,
     )
     .unwrap();
-    c.set_backoff(Backoff {
-        initial: Duration::from_millis(10),
-        max: Duration::from_millis(50),
-    });
+    c.set_backoff(Backoff { initial: Duration::from_millis(10), max: Duration::from_millis(50) });
     let err = c.list_migs(&region(), None).await.unwrap_err();
-    assert!(
-        matches!(err, GceError::Transport { timeout: false, .. }),
-        "{err:?}"
-    );
+    assert!(matches!(err, GceError::Transport { timeout: false, .. }), "{err:?}");
     assert!(err.is_retryable());
     assert!(c.stats()["regionInstanceGroupManagers.list"].calls >= 2);
 }
@@ -597,21 +504,14 @@ async fn lists_follow_every_page_with_the_filter() {
     );
     let c = fake.client();
     let filter = "name eq 'hpc-a3u-.*'";
-    let vms = c
-        .list_instances("us-central1-a", Some(filter))
-        .await
-        .unwrap();
+    let vms = c.list_instances("us-central1-a", Some(filter)).await.unwrap();
     let names: Vec<&str> = vms.iter().map(|v| v.name.as_str()).collect();
     assert_eq!(names, ["a", "b", "c", "d"]);
     let seen = fake.seen();
-    let tokens: Vec<Option<&str>> = seen
-        .iter()
-        .map(|s| s.query.get("pageToken").map(String::as_str))
-        .collect();
+    let tokens: Vec<Option<&str>> =
+        seen.iter().map(|s| s.query.get("pageToken").map(String::as_str)).collect();
     assert_eq!(tokens, [None, Some("t1"), Some("t2"), Some("t3")]);
-    assert!(seen
-        .iter()
-        .all(|s| s.query.get("filter").map(String::as_str) == Some(filter)));
+    assert!(seen.iter().all(|s| s.query.get("filter").map(String::as_str) == Some(filter)));
 
     // listManagedInstances pages under `managedInstances`, over POST.
     fake.script(
@@ -621,39 +521,26 @@ async fn lists_follow_every_page_with_the_filter() {
             ok(json!({"managedInstances": [{"instance": "https://x/zones/z/instances/n1", "instanceStatus": "RUNNING"}]})),
         ],
     );
-    let mis = c
-        .list_managed_instances(&region(), "m", None)
-        .await
-        .unwrap();
-    assert_eq!(
-        mis.iter().map(|m| m.vm_name()).collect::<Vec<_>>(),
-        ["n0", "n1"]
-    );
+    let mis = c.list_managed_instances(&region(), "m", None).await.unwrap();
+    assert_eq!(mis.iter().map(|m| m.vm_name()).collect::<Vec<_>>(), ["n0", "n1"]);
 
     // aggregatedList flattens the zones of every page.
     fake.script(
         "aggregated/instances",
         vec![
-            ok(
-                json!({"items": {"zones/a": {"instances": [{"name": "x", "zone": "zones/a"}]},
+            ok(json!({"items": {"zones/a": {"instances": [{"name": "x", "zone": "zones/a"}]},
                                  "zones/b": {"warning": {"code": "NO_RESULTS_ON_PAGE"}}},
-                      "nextPageToken": "p2"}),
-            ),
+                      "nextPageToken": "p2"})),
             ok(json!({"items": {"zones/b": {"instances": [{"name": "y", "zone": "zones/b"}]}}})),
         ],
     );
     let all = c.aggregated_list_instances(None).await.unwrap();
-    assert_eq!(
-        all.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
-        ["x", "y"]
-    );
+    assert_eq!(all.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(), ["x", "y"]);
 
     // A server that repeats its token is reported, not followed for ever.
     fake.script(
         "regions/us-central1/instanceGroupManagers",
-        vec![ok(
-            json!({"items": [{"name": "m"}], "nextPageToken": "same"}),
-        )],
+        vec![ok(json!({"items": [{"name": "m"}], "nextPageToken": "same"}))],
     );
     let err = c.list_migs(&region(), None).await.unwrap_err();
     assert!(matches!(err, GceError::Decode { .. }), "{err:?}");
@@ -668,10 +555,8 @@ async fn wait_done_loops_until_done_and_types_the_outcome() {
         vec![
             ok(json!({"name": "op-1", "status": "RUNNING", "region": "regions/us-central1"})),
             ok(json!({"name": "op-1", "status": "RUNNING", "region": "regions/us-central1"})),
-            ok(
-                json!({"name": "op-1", "status": "DONE", "region": "regions/us-central1",
-                      "targetLink": "projects/p/regions/us-central1/instanceGroupManagers/m"}),
-            ),
+            ok(json!({"name": "op-1", "status": "DONE", "region": "regions/us-central1",
+                      "targetLink": "projects/p/regions/us-central1/instanceGroupManagers/m"})),
         ],
     );
     let c = fake.client();
@@ -679,10 +564,7 @@ async fn wait_done_loops_until_done_and_types_the_outcome() {
         json!({"name": "op-1", "status": "PENDING", "region": "https://x/projects/p/regions/us-central1"}),
     )
     .unwrap();
-    let done = c
-        .wait_done(&op, Instant::now() + Duration::from_secs(10))
-        .await
-        .unwrap();
+    let done = c.wait_done(&op, Instant::now() + Duration::from_secs(10)).await.unwrap();
     assert_eq!(done.status, OperationStatus::Done);
     assert_eq!(fake.seen().len(), 3);
 
@@ -700,10 +582,7 @@ async fn wait_done_loops_until_done_and_types_the_outcome() {
         zone: "zones/us-central1-a".into(),
         ..Default::default()
     };
-    let err = c
-        .wait_done(&op2, Instant::now() + Duration::from_secs(10))
-        .await
-        .unwrap_err();
+    let err = c.wait_done(&op2, Instant::now() + Duration::from_secs(10)).await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::Capacity);
     assert_eq!(
         err.to_string(),
@@ -713,29 +592,17 @@ async fn wait_done_loops_until_done_and_types_the_outcome() {
     );
 
     // Never DONE: the deadline ends the wait with the last state seen.
-    fake.script(
-        "global/operations/op-3/wait",
-        vec![ok(json!({"name": "op-3", "status": "RUNNING"}))],
-    );
-    let op3 = slurm_dws::gce::Operation {
-        name: "op-3".into(),
-        ..Default::default()
-    };
+    fake.script("global/operations/op-3/wait", vec![ok(json!({"name": "op-3", "status": "RUNNING"}))]);
+    let op3 = slurm_dws::gce::Operation { name: "op-3".into(), ..Default::default() };
     let t = Instant::now();
-    let err = c
-        .wait_done(&op3, Instant::now() + Duration::from_millis(800))
-        .await
-        .unwrap_err();
+    let err = c.wait_done(&op3, Instant::now() + Duration::from_millis(800)).await.unwrap_err();
     assert!(
         matches!(&err, GceError::OperationTimeout(op) if op.status == OperationStatus::Running),
         "{err:?}"
     );
     assert!(err.is_retryable());
     let took = t.elapsed();
-    assert!(
-        took >= Duration::from_millis(790) && took < Duration::from_secs(3),
-        "{took:?}"
-    );
+    assert!(took >= Duration::from_millis(790) && took < Duration::from_secs(3), "{took:?}");
     // Early answers are paced: a few calls, not a busy loop.
     let n = c.stats()["globalOperations.wait"].calls;
     assert!((2..=6).contains(&n), "{n} wait calls in 800 ms");
@@ -768,9 +635,6 @@ async fn rate_limit_is_shared_by_clones() {
         t.await.unwrap();
     }
     let took = t.elapsed();
-    assert!(
-        took >= Duration::from_millis(950) && took < Duration::from_secs(3),
-        "{took:?}"
-    );
+    assert!(took >= Duration::from_millis(950) && took < Duration::from_secs(3), "{took:?}");
     assert_eq!(c.stats()["instances.get"].calls, 22);
 }

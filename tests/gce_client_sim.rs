@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use slurm_dws::gce::{
-    classify_errors, Backoff, Client, ClientOptions, Credentials, DistributionPolicy,
-    DistributionPolicyZone, ErrorClass, GceError, InstanceGroupManager,
-    InstanceGroupManagerResizeRequest, InstanceGroupManagerVersion, InstanceLifecyclePolicy,
-    Location, Operation, OperationScope, ResizeRequestState, UpdatePolicy,
+    classify_errors, Backoff, Client, ClientOptions, Credentials, DistributionPolicy, DistributionPolicyZone,
+    ErrorClass, GceError, InstanceGroupManager, InstanceGroupManagerResizeRequest,
+    InstanceGroupManagerVersion, InstanceLifecyclePolicy, Location, Operation, OperationScope,
+    ResizeRequestState, UpdatePolicy,
 };
 use slurm_dws::sim::{SimHandle, SimOptions};
 use tokio::time::Instant;
@@ -41,15 +41,8 @@ impl Sim {
             Credentials::None,
         )
         .unwrap();
-        client.set_backoff(Backoff {
-            initial: Duration::from_millis(20),
-            max: Duration::from_millis(100),
-        });
-        Self {
-            handle,
-            ctl: reqwest::Client::new(),
-            client,
-        }
+        client.set_backoff(Backoff { initial: Duration::from_millis(20), max: Duration::from_millis(100) });
+        Self { handle, ctl: reqwest::Client::new(), client }
     }
 
     fn ctl_url(&self, path: &str) -> String {
@@ -57,18 +50,8 @@ impl Sim {
     }
 
     async fn post(&self, path: &str, body: Value) {
-        let r = self
-            .ctl
-            .post(self.ctl_url(path))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert!(
-            r.status().is_success(),
-            "{path}: {}",
-            r.text().await.unwrap()
-        );
+        let r = self.ctl.post(self.ctl_url(path)).json(&body).send().await.unwrap();
+        assert!(r.status().is_success(), "{path}: {}", r.text().await.unwrap());
     }
 
     async fn clear(&self, path: &str) {
@@ -77,15 +60,7 @@ impl Sim {
 
     /// Calls the simulator counted for one method id.
     async fn calls(&self, method: &str) -> u64 {
-        let v: Value = self
-            .ctl
-            .get(self.ctl_url("calls"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v: Value = self.ctl.get(self.ctl_url("calls")).send().await.unwrap().json().await.unwrap();
         v["by_method"][method].as_u64().unwrap_or(0)
     }
 
@@ -101,18 +76,12 @@ impl Sim {
     }
 
     async fn done(&self, op: Operation) -> Result<Operation, GceError> {
-        self.client
-            .wait_done(&op, Instant::now() + Duration::from_secs(20))
-            .await
+        self.client.wait_done(&op, Instant::now() + Duration::from_secs(20)).await
     }
 
     /// Creates a MIG as slurm-dws does and waits for it.
     async fn mig(&self, loc: &Location, name: &str) {
-        let op = self
-            .client
-            .insert_mig(loc, &mig_body(loc, name), &rid())
-            .await
-            .unwrap();
+        let op = self.client.insert_mig(loc, &mig_body(loc, name), &rid()).await.unwrap();
         self.done(op).await.unwrap();
     }
 
@@ -157,14 +126,11 @@ fn mig_body(loc: &Location, name: &str) -> InstanceGroupManager {
             default_action_on_failure: "DO_NOTHING".into(),
         }),
         distribution_policy: matches!(loc, Location::Region(_)).then(|| DistributionPolicy {
-            zones: vec![DistributionPolicyZone {
-                zone: format!("zones/{ZONE}"),
-            }],
+            zones: vec![DistributionPolicyZone { zone: format!("zones/{ZONE}") }],
             target_shape: "ANY_SINGLE_ZONE".into(),
         }),
-        update_policy: matches!(loc, Location::Region(_)).then(|| UpdatePolicy {
-            instance_redistribution_type: "NONE".into(),
-        }),
+        update_policy: matches!(loc, Location::Region(_))
+            .then(|| UpdatePolicy { instance_redistribution_type: "NONE".into() }),
         ..Default::default()
     }
 }
@@ -191,18 +157,9 @@ async fn regional_lifecycle_through_every_endpoint() {
 
     let mig = c.get_mig(&loc, "hpc-a3u-g1").await.unwrap();
     assert_eq!(mig.target_size, Some(0));
-    assert_eq!(
-        mig.description,
-        description("slurm-dws/v1 cluster=hpc nodeset=a3u")
-    );
-    assert_eq!(
-        mig.distribution_policy.as_ref().unwrap().target_shape,
-        "ANY_SINGLE_ZONE"
-    );
-    let listed = c
-        .list_migs(&loc, Some("name eq 'hpc-a3u-.*'"))
-        .await
-        .unwrap();
+    assert_eq!(mig.description, description("slurm-dws/v1 cluster=hpc nodeset=a3u"));
+    assert_eq!(mig.distribution_policy.as_ref().unwrap().target_shape, "ANY_SINGLE_ZONE");
+    let listed = c.list_migs(&loc, Some("name eq 'hpc-a3u-.*'")).await.unwrap();
     assert_eq!(listed.len(), 1);
 
     let op = c
@@ -214,62 +171,36 @@ async fn regional_lifecycle_through_every_endpoint() {
         )
         .await
         .unwrap();
-    assert_eq!(
-        OperationScope::of(&op),
-        OperationScope::Region(REGION.into())
-    );
+    assert_eq!(OperationScope::of(&op), OperationScope::Region(REGION.into()));
     sim.done(op).await.unwrap();
     // The MIG's target size grows at once.
-    assert_eq!(
-        c.get_mig(&loc, "hpc-a3u-g1").await.unwrap().target_size,
-        Some(2)
-    );
-    let rr = sim
-        .final_rr(&loc, "hpc-a3u-g1", "rr-1", Duration::from_secs(10))
-        .await;
+    assert_eq!(c.get_mig(&loc, "hpc-a3u-g1").await.unwrap().target_size, Some(2));
+    let rr = sim.final_rr(&loc, "hpc-a3u-g1", "rr-1", Duration::from_secs(10)).await;
     assert_eq!(rr.state, Some(ResizeRequestState::Succeeded), "{rr:?}");
     assert_eq!(rr.requested_run_duration.as_ref().unwrap().seconds, 3600);
-    let rrs = c
-        .list_resize_requests(&loc, "hpc-a3u-g1", None)
-        .await
-        .unwrap();
+    let rrs = c.list_resize_requests(&loc, "hpc-a3u-g1", None).await.unwrap();
     assert_eq!(rrs.len(), 1);
 
     // Both VMs exist, named as asked, with a termination time and their MIG in created-by.
-    let mis = c
-        .list_managed_instances(&loc, "hpc-a3u-g1", None)
-        .await
-        .unwrap();
+    let mis = c.list_managed_instances(&loc, "hpc-a3u-g1", None).await.unwrap();
     let mut names: Vec<&str> = mis.iter().map(|m| m.vm_name()).collect();
     names.sort();
     assert_eq!(names, ["hpc-a3u-0", "hpc-a3u-1"]);
     let vm = c.get_instance(ZONE, "hpc-a3u-0").await.unwrap();
     assert!(vm.termination_time().is_some(), "{vm:?}");
-    assert!(
-        vm.created_by().unwrap_or_default().ends_with("hpc-a3u-g1"),
-        "{vm:?}"
-    );
+    assert!(vm.created_by().unwrap_or_default().ends_with("hpc-a3u-g1"), "{vm:?}");
     let in_zone = c.list_instances(ZONE, None).await.unwrap();
     assert_eq!(in_zone.len(), 2);
-    let everywhere = c
-        .aggregated_list_instances(Some("name eq 'hpc-a3u-1'"))
-        .await
-        .unwrap();
+    let everywhere = c.aggregated_list_instances(Some("name eq 'hpc-a3u-1'")).await.unwrap();
     assert_eq!(everywhere.len(), 1);
     assert_eq!(everywhere[0].name, "hpc-a3u-1");
 
     // Delete one VM through its MIG; the target size follows.
-    let op = c
-        .delete_instances(&loc, "hpc-a3u-g1", &["hpc-a3u-1".into()], &rid())
-        .await
-        .unwrap();
+    let op = c.delete_instances(&loc, "hpc-a3u-g1", &["hpc-a3u-1".into()], &rid()).await.unwrap();
     sim.done(op).await.unwrap();
     let end = Instant::now() + Duration::from_secs(10);
     loop {
-        let mis = c
-            .list_managed_instances(&loc, "hpc-a3u-g1", None)
-            .await
-            .unwrap();
+        let mis = c.list_managed_instances(&loc, "hpc-a3u-g1", None).await.unwrap();
         if mis.len() == 1 || Instant::now() > end {
             assert_eq!(mis.len(), 1);
             break;
@@ -278,15 +209,9 @@ async fn regional_lifecycle_through_every_endpoint() {
     }
 
     // A final request can be deleted; its remaining VM stays.
-    let op = c
-        .delete_resize_request(&loc, "hpc-a3u-g1", "rr-1", &rid())
-        .await
-        .unwrap();
+    let op = c.delete_resize_request(&loc, "hpc-a3u-g1", "rr-1", &rid()).await.unwrap();
     sim.done(op).await.unwrap();
-    let err = c
-        .get_resize_request(&loc, "hpc-a3u-g1", "rr-1")
-        .await
-        .unwrap_err();
+    let err = c.get_resize_request(&loc, "hpc-a3u-g1", "rr-1").await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::NotFound, "{err}");
     c.get_instance(ZONE, "hpc-a3u-0").await.unwrap();
 
@@ -301,10 +226,7 @@ async fn regional_lifecycle_through_every_endpoint() {
     // The MIG delete cascades to the VM.
     let op = c.delete_mig(&loc, "hpc-a3u-g1", &rid()).await.unwrap();
     let op = sim.done(op).await.unwrap();
-    let got = c
-        .get_operation(&OperationScope::of(&op), &op.name)
-        .await
-        .unwrap();
+    let got = c.get_operation(&OperationScope::of(&op), &op.name).await.unwrap();
     assert!(got.is_done());
     let err = c.get_mig(&loc, "hpc-a3u-g1").await.unwrap_err();
     assert!(err.is_not_found(), "{err}");
@@ -330,11 +252,7 @@ async fn regional_lifecycle_through_every_endpoint() {
     ] {
         let ours = stats.get(m).map_or(0, |s| s.calls);
         assert!(ours > 0, "{m} never called");
-        assert_eq!(
-            ours,
-            sim.calls(m).await,
-            "{m}: client and simulator disagree"
-        );
+        assert_eq!(ours, sim.calls(m).await, "{m}: client and simulator disagree");
     }
 }
 
@@ -344,60 +262,31 @@ async fn zonal_cancel_then_cancel_again_is_condition_not_met() {
     let c = &sim.client;
     let loc = Location::Zone(ZONE.into());
     sim.mig(&loc, "hpc-z-g1").await;
-    sim.post(
-        "capacity",
-        json!({"match": "hpc-z-", "delay_seconds": 0, "hold": true}),
-    )
-    .await;
-    let op = c
-        .insert_resize_request(
-            &loc,
-            "hpc-z-g1",
-            &rr_body("rr-q", &["hpc-z-0"], 600),
-            &rid(),
-        )
-        .await
-        .unwrap();
+    sim.post("capacity", json!({"match": "hpc-z-", "delay_seconds": 0, "hold": true})).await;
+    let op =
+        c.insert_resize_request(&loc, "hpc-z-g1", &rr_body("rr-q", &["hpc-z-0"], 600), &rid()).await.unwrap();
     assert_eq!(OperationScope::of(&op), OperationScope::Zone(ZONE.into()));
     sim.done(op).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let rr = c
-        .get_resize_request(&loc, "hpc-z-g1", "rr-q")
-        .await
-        .unwrap();
+    let rr = c.get_resize_request(&loc, "hpc-z-g1", "rr-q").await.unwrap();
     assert_eq!(rr.state, Some(ResizeRequestState::Accepted), "{rr:?}");
     // Queued instances are listed by name, without a URL.
-    let mis = c
-        .list_managed_instances(&loc, "hpc-z-g1", None)
-        .await
-        .unwrap();
+    let mis = c.list_managed_instances(&loc, "hpc-z-g1", None).await.unwrap();
     assert_eq!(mis.len(), 1);
     assert_eq!(mis[0].vm_name(), "hpc-z-0");
 
-    let op = c
-        .cancel_resize_request(&loc, "hpc-z-g1", "rr-q", &rid())
-        .await
-        .unwrap();
+    let op = c.cancel_resize_request(&loc, "hpc-z-g1", "rr-q", &rid()).await.unwrap();
     sim.done(op).await.unwrap();
-    let rr = c
-        .get_resize_request(&loc, "hpc-z-g1", "rr-q")
-        .await
-        .unwrap();
+    let rr = c.get_resize_request(&loc, "hpc-z-g1", "rr-q").await.unwrap();
     assert_eq!(rr.state, Some(ResizeRequestState::Cancelled));
 
     // Cancelling a final request: accepted, and the Operation ends CONDITION_NOT_MET.
-    let op = c
-        .cancel_resize_request(&loc, "hpc-z-g1", "rr-q", &rid())
-        .await
-        .unwrap();
+    let op = c.cancel_resize_request(&loc, "hpc-z-g1", "rr-q", &rid()).await.unwrap();
     let err = sim.done(op).await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::ConditionNotMet, "{err}");
     assert!(matches!(err, GceError::Operation(_)));
 
-    let op = c
-        .delete_resize_request(&loc, "hpc-z-g1", "rr-q", &rid())
-        .await
-        .unwrap();
+    let op = c.delete_resize_request(&loc, "hpc-z-g1", "rr-q", &rid()).await.unwrap();
     sim.done(op).await.unwrap();
     let op = c.delete_mig(&loc, "hpc-z-g1", &rid()).await.unwrap();
     sim.done(op).await.unwrap();
@@ -411,11 +300,7 @@ async fn failed_requests_carry_classified_errors() {
     let c = &sim.client;
     let loc = region();
     for (prefix, code, want) in [
-        (
-            "stock-",
-            "ZONE_RESOURCE_POOL_EXHAUSTED",
-            ErrorClass::Capacity,
-        ),
+        ("stock-", "ZONE_RESOURCE_POOL_EXHAUSTED", ErrorClass::Capacity),
         ("vmmin-", "VM_MIN_COUNT_NOT_REACHED", ErrorClass::Capacity),
         ("quota-", "QUOTA_EXCEEDED", ErrorClass::Quota),
     ] {
@@ -428,18 +313,11 @@ async fn failed_requests_carry_classified_errors() {
         let mig = format!("{prefix}g");
         sim.mig(&loc, &mig).await;
         let op = c
-            .insert_resize_request(
-                &loc,
-                &mig,
-                &rr_body("rr", &[&format!("{prefix}n0")], 600),
-                &rid(),
-            )
+            .insert_resize_request(&loc, &mig, &rr_body("rr", &[&format!("{prefix}n0")], 600), &rid())
             .await
             .unwrap();
         sim.done(op).await.unwrap();
-        let rr = sim
-            .final_rr(&loc, &mig, "rr", Duration::from_secs(10))
-            .await;
+        let rr = sim.final_rr(&loc, &mig, "rr", Duration::from_secs(10)).await;
         assert_eq!(rr.state, Some(ResizeRequestState::Failed), "{rr:?}");
         assert_eq!(rr.errors()[0].code, code);
         assert_eq!(classify_errors(rr.errors()), want, "{code}");
@@ -466,9 +344,7 @@ async fn injected_http_faults_get_their_class_and_retries() {
     ] {
         sim.post("calls/reset", json!({})).await;
         sim.fault(get, status, reason, Some(2)).await;
-        c.get_mig(&loc, "m")
-            .await
-            .unwrap_or_else(|e| panic!("{status} {reason:?}: {e}"));
+        c.get_mig(&loc, "m").await.unwrap_or_else(|e| panic!("{status} {reason:?}: {e}"));
         assert_eq!(sim.calls(get).await, 3, "{status} {reason:?}");
     }
 
@@ -487,11 +363,7 @@ async fn injected_http_faults_get_their_class_and_retries() {
         (400, None, ErrorClass::Invalid),
         (403, Some("forbidden"), ErrorClass::Auth),
         (403, Some("quotaExceeded"), ErrorClass::Quota),
-        (
-            503,
-            Some("ZONE_RESOURCE_POOL_EXHAUSTED"),
-            ErrorClass::Capacity,
-        ),
+        (503, Some("ZONE_RESOURCE_POOL_EXHAUSTED"), ErrorClass::Capacity),
         (412, Some("conditionNotMet"), ErrorClass::ConditionNotMet),
     ] {
         sim.post("calls/reset", json!({})).await;
@@ -511,14 +383,8 @@ async fn request_id_reuse_returns_the_first_operation() {
     let c = &sim.client;
     let loc = region();
     let id = rid();
-    let first = c
-        .insert_mig(&loc, &mig_body(&loc, "m1"), &id)
-        .await
-        .unwrap();
-    let again = c
-        .insert_mig(&loc, &mig_body(&loc, "m1"), &id)
-        .await
-        .unwrap();
+    let first = c.insert_mig(&loc, &mig_body(&loc, "m1"), &id).await.unwrap();
+    let again = c.insert_mig(&loc, &mig_body(&loc, "m1"), &id).await.unwrap();
     assert_eq!(first.name, again.name);
     sim.done(again).await.unwrap();
     // A new request id for the same name is a new request: AlreadyExists (sync or in the op).
@@ -536,23 +402,10 @@ async fn request_id_reuse_returns_the_first_operation() {
                "delay_ms": 700, "count": 1}),
     )
     .await;
-    let op = c
-        .insert_resize_request(&loc, "m1", &rr_body("rr", &["n0"], 600), &rid())
-        .await
-        .unwrap();
-    assert_eq!(
-        sim.calls("regionInstanceGroupManagerResizeRequests.insert")
-            .await,
-        2
-    );
+    let op = c.insert_resize_request(&loc, "m1", &rr_body("rr", &["n0"], 600), &rid()).await.unwrap();
+    assert_eq!(sim.calls("regionInstanceGroupManagerResizeRequests.insert").await, 2);
     sim.done(op).await.unwrap();
-    assert_eq!(
-        c.list_resize_requests(&loc, "m1", None)
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(c.list_resize_requests(&loc, "m1", None).await.unwrap().len(), 1);
     assert_eq!(c.get_mig(&loc, "m1").await.unwrap().target_size, Some(1));
 }
 
@@ -563,25 +416,16 @@ async fn invalid_and_missing_things_are_typed() {
     let loc = region();
     sim.mig(&loc, "m").await;
     // Run duration below GCE's 600 s minimum.
-    let err = match c
-        .insert_resize_request(&loc, "m", &rr_body("rr", &["n0"], 60), &rid())
-        .await
-    {
+    let err = match c.insert_resize_request(&loc, "m", &rr_body("rr", &["n0"], 60), &rid()).await {
         Ok(op) => sim.done(op).await.unwrap_err(),
         Err(e) => e,
     };
     assert_eq!(err.class(), ErrorClass::Invalid, "{err}");
     let err = c.get_instance(ZONE, "nope").await.unwrap_err();
     assert!(err.is_not_found(), "{err}");
-    let err = c
-        .get_mig(&Location::Zone(ZONE.into()), "m")
-        .await
-        .unwrap_err();
+    let err = c.get_mig(&Location::Zone(ZONE.into()), "m").await.unwrap_err();
     assert!(err.is_not_found(), "{err}");
-    let err = c
-        .get_operation(&OperationScope::Global, "operation-none")
-        .await
-        .unwrap_err();
+    let err = c.get_operation(&OperationScope::Global, "operation-none").await.unwrap_err();
     assert!(err.is_not_found(), "{err}");
 }
 
@@ -591,10 +435,7 @@ async fn expiry_deletes_the_vm() {
     let c = &sim.client;
     let loc = region();
     sim.mig(&loc, "m").await;
-    let op = c
-        .insert_resize_request(&loc, "m", &rr_body("rr", &["n0"], 600), &rid())
-        .await
-        .unwrap();
+    let op = c.insert_resize_request(&loc, "m", &rr_body("rr", &["n0"], 600), &rid()).await.unwrap();
     sim.done(op).await.unwrap();
     sim.final_rr(&loc, "m", "rr", Duration::from_secs(10)).await;
     c.get_instance(ZONE, "n0").await.unwrap();
@@ -622,17 +463,11 @@ async fn lists_page_through_more_than_a_thousand_vms() {
     for (i, chunk) in names.chunks(600).enumerate() {
         let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
         let op = c
-            .insert_resize_request(
-                &loc,
-                "big",
-                &rr_body(&format!("rr-{i}"), &refs, 600),
-                &rid(),
-            )
+            .insert_resize_request(&loc, "big", &rr_body(&format!("rr-{i}"), &refs, 600), &rid())
             .await
             .unwrap();
         sim.done(op).await.unwrap();
-        sim.final_rr(&loc, "big", &format!("rr-{i}"), Duration::from_secs(30))
-            .await;
+        sim.final_rr(&loc, "big", &format!("rr-{i}"), Duration::from_secs(30)).await;
     }
     sim.post("calls/reset", json!({})).await;
 
@@ -644,20 +479,13 @@ async fn lists_page_through_more_than_a_thousand_vms() {
     assert_eq!(sim.calls("instances.aggregatedList").await, 3);
     let mis = c.list_managed_instances(&loc, "big", None).await.unwrap();
     assert_eq!(mis.len(), 1050);
-    assert_eq!(
-        sim.calls("regionInstanceGroupManagers.listManagedInstances")
-            .await,
-        3
-    );
+    assert_eq!(sim.calls("regionInstanceGroupManagers.listManagedInstances").await, 3);
     let mut seen: Vec<&str> = vms.iter().map(|v| v.name.as_str()).collect();
     seen.sort();
     seen.dedup();
     assert_eq!(seen.len(), 1050, "no VM twice, none missing");
     // A filter narrows the pages.
-    let some = c
-        .list_instances(ZONE, Some("name eq 'big-1.*'"))
-        .await
-        .unwrap();
+    let some = c.list_instances(ZONE, Some("name eq 'big-1.*'")).await.unwrap();
     assert_eq!(some.len(), 1 + 10 + 100 + 50);
 }
 
@@ -670,22 +498,10 @@ async fn descriptions_round_trip() {
     mig.description = "slurm-dws/v1 cluster=hpc nodeset=a3u".into();
     let op = c.insert_mig(&loc, &mig, &rid()).await.unwrap();
     sim.done(op).await.unwrap();
-    assert_eq!(
-        c.get_mig(&loc, "owned").await.unwrap().description,
-        "slurm-dws/v1 cluster=hpc nodeset=a3u"
-    );
+    assert_eq!(c.get_mig(&loc, "owned").await.unwrap().description, "slurm-dws/v1 cluster=hpc nodeset=a3u");
     let mut rr = rr_body("rr", &["owned-0"], 600);
     rr.description = "slurm-dws/v1 job=42".into();
-    let op = c
-        .insert_resize_request(&loc, "owned", &rr, &rid())
-        .await
-        .unwrap();
+    let op = c.insert_resize_request(&loc, "owned", &rr, &rid()).await.unwrap();
     sim.done(op).await.unwrap();
-    assert_eq!(
-        c.get_resize_request(&loc, "owned", "rr")
-            .await
-            .unwrap()
-            .description,
-        "slurm-dws/v1 job=42"
-    );
+    assert_eq!(c.get_resize_request(&loc, "owned", "rr").await.unwrap().description, "slurm-dws/v1 job=42");
 }

@@ -50,10 +50,12 @@ pub fn run(config: Option<&Path>, args: &Args, out: &mut impl Write) -> Result<(
     if args.print_slurm_conf {
         let hook_dir = match &args.hook_dir {
             Some(dir) if dir.is_absolute() => dir.clone(),
-            Some(dir) => return Err(CliError::usage(format!(
+            Some(dir) => {
+                return Err(CliError::usage(format!(
                 "--hook-dir {} must be an absolute path (slurmctld runs the hooks from its own directory)",
                 dir.display()
-            ))),
+            )))
+            }
             None => default_hook_dir()?,
         };
         return write_out(out, &render_slurm_conf(&config, &hook_dir));

@@ -84,12 +84,7 @@ pub(crate) fn complete_node_line(line: &str, first_port: u16, count: usize) -> S
 
 /// slurm.conf: the fast single-host settings of reference/SLURM.md, then `extra_conf` (a key
 /// given there replaces the default instead of appearing twice), then nodes and partitions.
-pub(crate) fn render(
-    spec: &ClusterSpec,
-    layout: &Layout,
-    ctld_port: u16,
-    node_lines: &[String],
-) -> String {
+pub(crate) fn render(spec: &ClusterSpec, layout: &Layout, ctld_port: u16, node_lines: &[String]) -> String {
     let p = |path: PathBuf| path.display().to_string();
     let mut settings: Vec<(String, String)> = vec![
         ("ClusterName", spec.cluster_name.clone()),
@@ -116,10 +111,7 @@ pub(crate) fn render(
         ("SuspendTime", "15".into()),
         ("SuspendTimeout", "5".into()),
         ("ResumeTimeout", "60".into()),
-        (
-            "SlurmctldParameters",
-            "idle_on_node_suspend,power_save_interval=1".into(),
-        ),
+        ("SlurmctldParameters", "idle_on_node_suspend,power_save_interval=1".into()),
         ("DebugFlags", "Power".into()),
         ("PrologSlurmctld", p(layout.prolog())),
         ("MpiDefault", "none".into()),
@@ -134,10 +126,7 @@ pub(crate) fn render(
         Auth::Munge => {
             settings.push(("AuthType".into(), "auth/munge".into()));
             settings.push(("CredType".into(), "cred/munge".into()));
-            settings.push((
-                "AuthInfo".into(),
-                format!("socket={}", layout.munge_socket().display()),
-            ));
+            settings.push(("AuthInfo".into(), format!("socket={}", layout.munge_socket().display())));
         }
         Auth::None => {
             settings.push(("AuthType".into(), "auth/none".into()));
@@ -150,10 +139,7 @@ pub(crate) fn render(
         let trimmed = line.trim();
         match trimmed.split_once('=') {
             Some((key, value)) if !trimmed.starts_with('#') && !key.contains(' ') => {
-                if let Some(slot) = settings
-                    .iter_mut()
-                    .find(|(k, _)| k.eq_ignore_ascii_case(key))
-                {
+                if let Some(slot) = settings.iter_mut().find(|(k, _)| k.eq_ignore_ascii_case(key)) {
                     slot.1 = value.to_string();
                 } else {
                     settings.push((key.to_string(), value.to_string()));
@@ -167,11 +153,7 @@ pub(crate) fn render(
     for (k, v) in &settings {
         out.push_str(&format!("{k}={v}\n"));
     }
-    for line in free_lines
-        .iter()
-        .chain(node_lines)
-        .chain(&spec.partition_lines)
-    {
+    for line in free_lines.iter().chain(node_lines).chain(&spec.partition_lines) {
         out.push_str(line);
         out.push('\n');
     }
@@ -292,24 +274,14 @@ mod tests {
                 10,
                 "NodeName=a-[0-9] State=CLOUD CPUs=1 NodeAddr=127.0.0.1 Port=[17000-17009]",
             ),
-            (
-                "NodeName=b-0 State=CLOUD",
-                20000,
-                1,
-                "NodeName=b-0 State=CLOUD NodeAddr=127.0.0.1 Port=20000",
-            ),
+            ("NodeName=b-0 State=CLOUD", 20000, 1, "NodeName=b-0 State=CLOUD NodeAddr=127.0.0.1 Port=20000"),
             (
                 "NodeName=c-[0-1] nodeaddr=10.0.0.1 port=[1-2]",
                 3,
                 2,
                 "NodeName=c-[0-1] nodeaddr=10.0.0.1 port=[1-2]",
             ),
-            (
-                "NodeName=DEFAULT CPUs=1",
-                5,
-                0,
-                "NodeName=DEFAULT CPUs=1 NodeAddr=127.0.0.1",
-            ),
+            ("NodeName=DEFAULT CPUs=1", 5, 0, "NodeName=DEFAULT CPUs=1 NodeAddr=127.0.0.1"),
         ];
         for (line, port, count, want) in cases {
             assert_eq!(complete_node_line(line, port, count), want);
@@ -318,9 +290,7 @@ mod tests {
 
     #[test]
     fn conf_has_the_fast_settings_and_extra_lines_override() {
-        let layout = Layout {
-            dir: "/tmp/dc".into(),
-        };
+        let layout = Layout { dir: "/tmp/dc".into() };
         let conf = render(
             &spec(&["SuspendTime=30", "ResumeProgram=/x/resume", "# comment"]),
             &layout,
@@ -355,25 +325,14 @@ mod tests {
             assert!(conf.contains(want), "missing {want:?} in\n{conf}");
         }
         assert!(!conf.contains("SuspendTime=15"), "{conf}");
-        let none = render(
-            &ClusterSpec {
-                auth: Auth::None,
-                ..spec(&[])
-            },
-            &layout,
-            1,
-            &[],
-        );
+        let none = render(&ClusterSpec { auth: Auth::None, ..spec(&[]) }, &layout, 1, &[]);
         assert!(none.contains("AuthType=auth/none\nCredType=cred/none\n"));
         assert!(!none.contains("AuthInfo"));
     }
 
     #[test]
     fn line_value_is_case_insensitive() {
-        assert_eq!(
-            line_value("nodename=x-[1-2] CPUs=1", "NodeName"),
-            Some("x-[1-2]")
-        );
+        assert_eq!(line_value("nodename=x-[1-2] CPUs=1", "NodeName"), Some("x-[1-2]"));
         assert_eq!(line_value("PartitionName=p", "NodeName"), None);
     }
 }

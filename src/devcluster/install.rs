@@ -24,11 +24,7 @@ pub const PACKAGES: &[&str] = &["slurmctld", "slurmd", "slurm-client", "munge"];
 
 /// The required files that are missing.
 pub fn missing() -> Vec<&'static str> {
-    REQUIRED
-        .iter()
-        .copied()
-        .filter(|p| !Path::new(p).exists())
-        .collect()
+    REQUIRED.iter().copied().filter(|p| !Path::new(p).exists()).collect()
 }
 
 /// Makes sure slurmctld, slurmd, the Slurm client commands and munge are installed, running
@@ -66,12 +62,9 @@ pub fn ensure_installed() -> Result<(), DevclusterError> {
             .status()
             .map_err(|e| DevclusterError::NotInstalled(format!("apt-get update: {e}")))?;
         if !update.success() {
-            return Err(DevclusterError::NotInstalled(format!(
-                "apt-get update failed: {update}"
-            )));
+            return Err(DevclusterError::NotInstalled(format!("apt-get update failed: {update}")));
         }
-        let status = install()
-            .map_err(|e| DevclusterError::NotInstalled(format!("apt-get install: {e}")))?;
+        let status = install().map_err(|e| DevclusterError::NotInstalled(format!("apt-get install: {e}")))?;
         if !status.success() {
             return Err(DevclusterError::NotInstalled(format!(
                 "apt-get install {} failed: {status}",
@@ -81,18 +74,15 @@ pub fn ensure_installed() -> Result<(), DevclusterError> {
     }
     if !Path::new("/etc/munge/munge.key").exists() {
         // Debian's postinst makes the key; make it if a minimal image skipped that.
-        let _ = Command::new("/usr/sbin/mungekey")
-            .args(["--create", "--keyfile=/etc/munge/munge.key"])
-            .status();
-        let _ = Command::new("chown")
-            .args(["munge:munge", "/etc/munge/munge.key"])
-            .status();
+        let _ =
+            Command::new("/usr/sbin/mungekey").args(["--create", "--keyfile=/etc/munge/munge.key"]).status();
+        let _ = Command::new("chown").args(["munge:munge", "/etc/munge/munge.key"]).status();
     }
     match missing().as_slice() {
         [] => Ok(()),
-        still => Err(DevclusterError::NotInstalled(format!(
-            "still missing after apt-get install: {still:?}"
-        ))),
+        still => {
+            Err(DevclusterError::NotInstalled(format!("still missing after apt-get install: {still:?}")))
+        }
     }
 }
 

@@ -53,18 +53,11 @@ pub enum DevclusterError {
     #[error("Slurm is not installed: {0}")]
     NotInstalled(String),
     #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error("`{command}` failed: {message}")]
     Command { command: String, message: String },
     #[error("{what} did not happen within {timeout:?}{detail}")]
-    Timeout {
-        what: String,
-        timeout: Duration,
-        detail: String,
-    },
+    Timeout { what: String, timeout: Duration, detail: String },
     #[error("no free block of {0} TCP ports found")]
     NoFreePorts(usize),
     #[error("bad cluster spec: {0}")]
@@ -73,10 +66,7 @@ pub enum DevclusterError {
 
 impl DevclusterError {
     fn io(path: &Path, source: std::io::Error) -> Self {
-        DevclusterError::Io {
-            path: path.to_path_buf(),
-            source,
-        }
+        DevclusterError::Io { path: path.to_path_buf(), source }
     }
 }
 
@@ -167,9 +157,7 @@ impl LocalCluster {
                 "a cluster needs a ClusterName and at least one node line".into(),
             ));
         }
-        let layout = Layout {
-            dir: make_private_dir()?,
-        };
+        let layout = Layout { dir: make_private_dir()? };
         let mut cluster = LocalCluster {
             spec,
             layout,
@@ -195,21 +183,13 @@ impl LocalCluster {
         }
         // munged refuses a socket whose path is not searchable by all.
         set_mode(&l.dir, 0o755)?;
-        write_file(
-            &l.hostnames_conf(),
-            "ClusterName=hostnames\nSlurmctldHost=localhost\n",
-            0o644,
-        )?;
+        write_file(&l.hostnames_conf(), "ClusterName=hostnames\nSlurmctldHost=localhost\n", 0o644)?;
 
         let mut counts = Vec::new();
         for line in &self.spec.node_lines {
             let expr = conf::line_value(line, "NodeName")
                 .ok_or_else(|| DevclusterError::Spec(format!("no NodeName= in `{line}`")))?;
-            let names = if expr.eq_ignore_ascii_case("DEFAULT") {
-                Vec::new()
-            } else {
-                self.hostnames(expr)?
-            };
+            let names = if expr.eq_ignore_ascii_case("DEFAULT") { Vec::new() } else { self.hostnames(expr)? };
             counts.push(names.len());
             self.node_names.extend(names);
         }
@@ -231,11 +211,7 @@ impl LocalCluster {
         let text = conf::render(&self.spec, &l, self.ctld_port, &node_lines);
         write_file(&l.conf(), &text, 0o644)?;
         write_file(&l.prolog(), &conf::prolog_script(&l.conf()), 0o755)?;
-        write_file(
-            &l.slurmd_start(),
-            &conf::slurmd_start_script(&l, &l.dir.display().to_string()),
-            0o755,
-        )?;
+        write_file(&l.slurmd_start(), &conf::slurmd_start_script(&l, &l.dir.display().to_string()), 0o755)?;
         write_file(&l.slurmd_stop(), &conf::slurmd_stop_script(&l), 0o755)?;
         // The ports stay bound until here, so that no other cluster picks them meanwhile.
         drop(reserved);
@@ -282,9 +258,7 @@ impl LocalCluster {
             .map_err(|e| DevclusterError::io(Path::new(MUNGED), e))?;
         let mut daemon = Daemon::new("munged", child);
         let socket = self.layout.munge_socket();
-        let ready = wait_for(Duration::from_secs(10), || {
-            socket.exists() || daemon.exited().is_some()
-        });
+        let ready = wait_for(Duration::from_secs(10), || socket.exists() || daemon.exited().is_some());
         let running = daemon.exited().is_none();
         self.munged = Some(daemon);
         if !(ready && running) {
@@ -303,9 +277,7 @@ impl LocalCluster {
 
     fn start_slurmctld(&mut self) -> Result<(), DevclusterError> {
         let out = log_file(&self.layout.log().join("slurmctld.stdout"))?;
-        let err = out
-            .try_clone()
-            .map_err(|e| DevclusterError::io(&self.layout.log(), e))?;
+        let err = out.try_clone().map_err(|e| DevclusterError::io(&self.layout.log(), e))?;
         let child = Command::new(SLURMCTLD)
             .arg("-D")
             .arg("-i")
@@ -379,10 +351,7 @@ impl LocalCluster {
 
     /// The environment a Slurm client (or a slurm-dws hook or daemon) needs to reach this cluster.
     pub fn env(&self) -> Vec<(String, String)> {
-        vec![(
-            "SLURM_CONF".to_string(),
-            self.conf_path().display().to_string(),
-        )]
+        vec![("SLURM_CONF".to_string(), self.conf_path().display().to_string())]
     }
 
     pub fn cluster_name(&self) -> &str {
@@ -447,9 +416,7 @@ impl LocalCluster {
     /// batch output lands).
     pub fn client(&self, program: &str) -> Command {
         let mut cmd = Command::new(Path::new(CLIENT_BIN).join(program));
-        cmd.env("SLURM_CONF", self.conf_path())
-            .current_dir(self.layout.jobs())
-            .stdin(Stdio::null());
+        cmd.env("SLURM_CONF", self.conf_path()).current_dir(self.layout.jobs()).stdin(Stdio::null());
         cmd
     }
 
@@ -488,9 +455,7 @@ impl LocalCluster {
 
     /// The `%T` state of every node, e.g. `{"dws-a-0": "idle~"}` (from `sinfo -N`, which lists
     /// a node once per partition; duplicates collapse).
-    pub fn node_states(
-        &self,
-    ) -> Result<std::collections::BTreeMap<String, String>, DevclusterError> {
+    pub fn node_states(&self) -> Result<std::collections::BTreeMap<String, String>, DevclusterError> {
         let out = run_capture(self.client("sinfo").args(["-h", "-N", "-o", "%N %T"]))?;
         Ok(out
             .lines()
@@ -549,18 +514,13 @@ fn make_private_dir() -> Result<PathBuf, DevclusterError> {
             Err(e) => return Err(DevclusterError::io(&path, e)),
         }
     }
-    Err(DevclusterError::io(
-        &base,
-        std::io::Error::other("no unique directory name found"),
-    ))
+    Err(DevclusterError::io(&base, std::io::Error::other("no unique directory name found")))
 }
 
 /// Stops the slurmds of a cluster directory left behind by a run that could not clean up (e.g.
 /// killed with SIGKILL), through their pid files. Returns how many were stopped.
 pub fn kill_stray_slurmds(cluster_dir: &Path) -> usize {
-    let layout = Layout {
-        dir: cluster_dir.to_path_buf(),
-    };
+    let layout = Layout { dir: cluster_dir.to_path_buf() };
     process::stop_slurmds(&layout.run(), &layout.conf())
 }
 
@@ -581,11 +541,7 @@ fn write_file(path: &Path, text: &str, mode: u32) -> Result<(), DevclusterError>
 }
 
 fn log_file(path: &Path) -> Result<std::fs::File, DevclusterError> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| DevclusterError::io(path, e))
+    std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| DevclusterError::io(path, e))
 }
 
 fn tail(path: &Path, lines: usize) -> String {
@@ -606,20 +562,13 @@ fn run_capture(cmd: &mut Command) -> Result<String, DevclusterError> {
     let out = cmd
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| DevclusterError::Command {
-            command: describe(cmd),
-            message: e.to_string(),
-        })?;
+        .map_err(|e| DevclusterError::Command { command: describe(cmd), message: e.to_string() })?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
         Err(DevclusterError::Command {
             command: describe(cmd),
-            message: format!(
-                "{}: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
+            message: format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim()),
         })
     }
 }
@@ -651,9 +600,8 @@ fn free_port_block(count: usize) -> Result<(u16, Vec<std::net::TcpListener>), De
     let mut rng = rand::thread_rng();
     for _ in 0..200 {
         let base = rng.gen_range(LOW..HIGH - count as u16);
-        let listeners: Result<Vec<_>, _> = (0..count as u16)
-            .map(|i| std::net::TcpListener::bind(("0.0.0.0", base + i)))
-            .collect();
+        let listeners: Result<Vec<_>, _> =
+            (0..count as u16).map(|i| std::net::TcpListener::bind(("0.0.0.0", base + i))).collect();
         if let Ok(listeners) = listeners {
             return Ok((base, listeners));
         }

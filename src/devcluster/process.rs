@@ -21,11 +21,7 @@ pub(crate) struct Daemon {
 
 impl Daemon {
     pub fn new(name: &'static str, child: Child) -> Self {
-        Daemon {
-            name,
-            child,
-            stopped: false,
-        }
+        Daemon { name, child, stopped: false }
     }
 
     pub fn pid(&self) -> Pid {
@@ -78,10 +74,9 @@ impl Drop for Daemon {
 /// PID 1 does not, and we must not wait for it forever).
 pub(crate) fn alive(pid: Pid) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.chars().next())
-            .is_some_and(|state| state != 'Z'),
+        Ok(stat) => {
+            stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()).is_some_and(|state| state != 'Z')
+        }
         Err(_) => false,
     }
 }
@@ -151,11 +146,7 @@ pub(crate) fn kill_marked(needles: &[String]) -> usize {
     };
     let mut killed = 0;
     for entry in entries.flatten() {
-        let Some(raw) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
+        let Some(raw) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
         };
         if raw == me || raw <= 1 {
@@ -164,9 +155,7 @@ pub(crate) fn kill_marked(needles: &[String]) -> usize {
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
             continue;
         };
-        let marked = environ
-            .split(|b| *b == 0)
-            .any(|var| needles.iter().any(|n| var == n.as_bytes()));
+        let marked = environ.split(|b| *b == 0).any(|var| needles.iter().any(|n| var == n.as_bytes()));
         if marked && kill(Pid::from_raw(raw), Signal::SIGKILL).is_ok() {
             killed += 1;
         }

@@ -56,10 +56,7 @@ async fn add_capacity(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
         Err(e) => return bad(StatusCode::BAD_REQUEST, e),
     };
     if !rule.delay_seconds.is_finite() || rule.delay_seconds < 0.0 {
-        return bad(
-            StatusCode::BAD_REQUEST,
-            "delay_seconds must be a finite number >= 0",
-        );
+        return bad(StatusCode::BAD_REQUEST, "delay_seconds must be a finite number >= 0");
     }
     sim.lock().capacity.push(rule);
     Json(json!({})).into_response()
@@ -76,16 +73,10 @@ async fn add_fault(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
         Err(e) => return bad(StatusCode::BAD_REQUEST, e),
     };
     if rule.method != "*" && super::schema::method(&rule.method).is_none() {
-        return bad(
-            StatusCode::BAD_REQUEST,
-            format!("unknown method id {:?}", rule.method),
-        );
+        return bad(StatusCode::BAD_REQUEST, format!("unknown method id {:?}", rule.method));
     }
     if !(200..=599).contains(&rule.status) || !(0.0..=1.0).contains(&rule.probability) {
-        return bad(
-            StatusCode::BAD_REQUEST,
-            "status must be 200..599 and probability 0..1",
-        );
+        return bad(StatusCode::BAD_REQUEST, "status must be 200..599 and probability 0..1");
     }
     sim.lock().faults.push(rule);
     Json(json!({})).into_response()
@@ -110,19 +101,15 @@ async fn load_template(State(sim): State<Arc<Shared>>, body: Bytes) -> Response 
         Ok(t) => t,
         Err(e) => return bad(StatusCode::BAD_REQUEST, e),
     };
-    if let Err(errs) = super::schema::validate_value(
-        "InstanceTemplate",
-        &template,
-        super::schema::Direction::Request,
-    ) {
+    if let Err(errs) =
+        super::schema::validate_value("InstanceTemplate", &template, super::schema::Direction::Request)
+    {
         return bad(StatusCode::BAD_REQUEST, errs.join("; "));
     }
     let Some(name) = template.get("name").and_then(Value::as_str) else {
         return bad(StatusCode::BAD_REQUEST, "a template needs a name");
     };
-    sim.lock()
-        .templates
-        .insert(name.to_string(), template.clone());
+    sim.lock().templates.insert(name.to_string(), template.clone());
     Json(json!({})).into_response()
 }
 

@@ -29,12 +29,7 @@ impl ApiError {
 
     /// 400 `badRequest` listing every problem found while validating a request.
     pub fn bad_request(messages: Vec<String>) -> Self {
-        ApiError {
-            code: 400,
-            reason: "badRequest".into(),
-            domain: "global".into(),
-            messages,
-        }
+        ApiError { code: 400, reason: "badRequest".into(), domain: "global".into(), messages }
     }
 
     /// 400 `invalid`: a request that is well formed but not acceptable (a value out of range, ...).
@@ -43,27 +38,15 @@ impl ApiError {
     }
 
     pub fn not_found(resource: &str) -> Self {
-        Self::new(
-            404,
-            "notFound",
-            format!("The resource '{resource}' was not found"),
-        )
+        Self::new(404, "notFound", format!("The resource '{resource}' was not found"))
     }
 
     pub fn already_exists(resource: &str) -> Self {
-        Self::new(
-            409,
-            "alreadyExists",
-            format!("The resource '{resource}' already exists"),
-        )
+        Self::new(409, "alreadyExists", format!("The resource '{resource}' already exists"))
     }
 
     pub fn resource_not_ready(resource: &str, why: &str) -> Self {
-        Self::new(
-            400,
-            "resourceNotReady",
-            format!("The resource '{resource}' is not ready: {why}"),
-        )
+        Self::new(400, "resourceNotReady", format!("The resource '{resource}' is not ready: {why}"))
     }
 
     /// The canonical gRPC-style status name Google puts beside the HTTP code.

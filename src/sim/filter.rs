@@ -42,28 +42,17 @@ impl Filter {
             let rest_trimmed = rest.trim_start_matches('(');
             let (field, r) = split_word(rest_trimmed);
             let r = r.trim_start();
-            let (op, r) =
-                split_op(r).ok_or_else(|| format!("Invalid filter expression: '{text}'"))?;
-            let (value, r) = split_value(r.trim_start())
-                .ok_or_else(|| format!("Invalid filter expression: '{text}'"))?;
+            let (op, r) = split_op(r).ok_or_else(|| format!("Invalid filter expression: '{text}'"))?;
+            let (value, r) =
+                split_value(r.trim_start()).ok_or_else(|| format!("Invalid filter expression: '{text}'"))?;
             rest = r.trim_start().trim_start_matches(')').trim_start();
             let is_regex = matches!(op, "eq" | "ne");
             if regex_style.is_some_and(|s| s != is_regex) {
-                return Err(format!(
-                    "Invalid filter expression: '{text}': mixed 'eq/ne' and '=/!=' styles"
-                ));
+                return Err(format!("Invalid filter expression: '{text}': mixed 'eq/ne' and '=/!=' styles"));
             }
             regex_style = Some(is_regex);
-            let matcher = if is_regex {
-                Matcher::Regex(Regex::parse(&value)?)
-            } else {
-                Matcher::Glob(value)
-            };
-            terms.push(Term {
-                field: field.to_string(),
-                negate: matches!(op, "ne" | "!="),
-                matcher,
-            });
+            let matcher = if is_regex { Matcher::Regex(Regex::parse(&value)?) } else { Matcher::Glob(value) };
+            terms.push(Term { field: field.to_string(), negate: matches!(op, "ne" | "!="), matcher });
         }
         Ok(Filter { terms })
     }
@@ -90,9 +79,7 @@ impl Filter {
 }
 
 fn split_word(s: &str) -> (&str, &str) {
-    let end = s
-        .find(|c: char| c.is_whitespace() || "=!:".contains(c))
-        .unwrap_or(s.len());
+    let end = s.find(|c: char| c.is_whitespace() || "=!:".contains(c)).unwrap_or(s.len());
     (&s[..end], &s[end..])
 }
 
@@ -117,9 +104,7 @@ fn split_value(s: &str) -> Option<(String, &str)> {
         let end = s[1..].find(quote)? + 1;
         Some((s[1..end].to_string(), &s[end + 1..]))
     } else {
-        let end = s
-            .find(|c: char| c.is_whitespace() || c == ')')
-            .unwrap_or(s.len());
+        let end = s.find(|c: char| c.is_whitespace() || c == ')').unwrap_or(s.len());
         if end == 0 {
             return None;
         }
@@ -135,9 +120,7 @@ fn glob(pattern: &str, text: &str) -> bool {
             let Some(rest) = text.strip_prefix(head) else {
                 return false;
             };
-            (0..=rest.len())
-                .filter(|i| rest.is_char_boundary(*i))
-                .any(|i| glob(tail, &rest[i..]))
+            (0..=rest.len()).filter(|i| rest.is_char_boundary(*i)).any(|i| glob(tail, &rest[i..]))
         }
     }
 }
@@ -159,10 +142,7 @@ struct Piece {
 enum Atom {
     Char(char),
     Any,
-    Class {
-        negated: bool,
-        ranges: Vec<(char, char)>,
-    },
+    Class { negated: bool, ranges: Vec<(char, char)> },
     Group(Vec<Vec<Piece>>),
 }
 
@@ -173,9 +153,7 @@ impl Regex {
         let alt = parse_alt(&chars, &mut pos)
             .map_err(|e| format!("Invalid regular expression '{pattern}': {e}"))?;
         if pos != chars.len() {
-            return Err(format!(
-                "Invalid regular expression '{pattern}': unbalanced ')'"
-            ));
+            return Err(format!("Invalid regular expression '{pattern}': unbalanced ')'"));
         }
         Ok(Regex { alt })
     }
@@ -253,10 +231,7 @@ fn parse_alt(c: &[char], pos: &mut usize) -> Result<Vec<Vec<Piece>>, String> {
                 let e = *c.get(*pos).ok_or("trailing '\\'")?;
                 *pos += 1;
                 match e {
-                    'd' => Atom::Class {
-                        negated: false,
-                        ranges: vec![('0', '9')],
-                    },
+                    'd' => Atom::Class { negated: false, ranges: vec![('0', '9')] },
                     'w' => Atom::Class {
                         negated: false,
                         ranges: vec![('a', 'z'), ('A', 'Z'), ('0', '9'), ('_', '_')],
@@ -279,9 +254,7 @@ fn parse_alt(c: &[char], pos: &mut usize) -> Result<Vec<Vec<Piece>>, String> {
         if (min, max) != (1, Some(1)) {
             *pos += 1;
         }
-        alt.last_mut()
-            .expect("alt is never empty")
-            .push(Piece { atom, min, max });
+        alt.last_mut().expect("alt is never empty").push(Piece { atom, min, max });
     }
     Ok(alt)
 }
@@ -308,9 +281,7 @@ fn match_repeat(
 ) -> bool {
     // Greedy: try one more repetition first, then stop here.
     if p.max.is_none_or(|m| count < m)
-        && match_atom(&p.atom, t, at, &mut |next| {
-            next != at && match_repeat(p, count + 1, rest, t, next, k)
-        })
+        && match_atom(&p.atom, t, at, &mut |next| next != at && match_repeat(p, count + 1, rest, t, next, k))
     {
         return true;
     }
@@ -355,11 +326,7 @@ mod tests {
             ("(hpc-a-1|hpc-a-2)", "hpc-a-2", true),
         ];
         for (re, text, want) in cases {
-            assert_eq!(
-                Regex::parse(re).unwrap().is_full_match(text),
-                want,
-                "{re} vs {text}"
-            );
+            assert_eq!(Regex::parse(re).unwrap().is_full_match(text), want, "{re} vs {text}");
         }
         assert!(Regex::parse("(a").is_err());
     }
@@ -370,12 +337,8 @@ mod tests {
         assert!(Filter::parse("name eq 'hpc-a3u-.*'").unwrap().matches(&vm));
         assert!(!Filter::parse("name ne 'hpc-a3u-.*'").unwrap().matches(&vm));
         assert!(Filter::parse("labels.env = \"prod\"").unwrap().matches(&vm));
-        assert!(Filter::parse("labels.env = \"prod\" AND status = RUNNING")
-            .unwrap()
-            .matches(&vm));
-        assert!(!Filter::parse("(labels.env = \"dev\")")
-            .unwrap()
-            .matches(&vm));
+        assert!(Filter::parse("labels.env = \"prod\" AND status = RUNNING").unwrap().matches(&vm));
+        assert!(!Filter::parse("(labels.env = \"dev\")").unwrap().matches(&vm));
         assert!(Filter::parse("name = \"hpc-*\"").unwrap().matches(&vm));
         assert!(Filter::parse("name eq 'x' labels.env = \"prod\"").is_err());
         assert!(Filter::parse("name ~ x").is_err());

@@ -110,10 +110,7 @@ impl SimHandle {
         self.cancel.cancel();
         let _ = self.ticker.await;
         let mut server = self.server;
-        if tokio::time::timeout(Duration::from_secs(3), &mut server)
-            .await
-            .is_err()
-        {
+        if tokio::time::timeout(Duration::from_secs(3), &mut server).await.is_err() {
             server.abort();
         }
     }
@@ -122,10 +119,7 @@ impl SimHandle {
 /// Binds `opts.listen`, spawns the server and the ticker, and returns at once.
 pub async fn start(opts: SimOptions) -> std::io::Result<SimHandle> {
     if !(opts.time_scale.is_finite() && opts.time_scale > 0.0) {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "time_scale must be > 0",
-        ));
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "time_scale must be > 0"));
     }
     let listener = tokio::net::TcpListener::bind(opts.listen).await?;
     let addr = listener.local_addr()?;
@@ -134,9 +128,7 @@ pub async fn start(opts: SimOptions) -> std::io::Result<SimHandle> {
         boot_cmd: opts.boot_cmd,
         stop_cmd: opts.stop_cmd,
     });
-    let app: Router = control::routes()
-        .fallback(server::api)
-        .with_state(shared.clone());
+    let app: Router = control::routes().fallback(server::api).with_state(shared.clone());
     let cancel = CancellationToken::new();
     let server = tokio::spawn({
         let cancel = cancel.clone();
@@ -149,12 +141,7 @@ pub async fn start(opts: SimOptions) -> std::io::Result<SimHandle> {
     });
     let ticker = tokio::spawn(tick_loop(shared, cancel.clone()));
     tracing::info!(%addr, "simulator listening");
-    Ok(SimHandle {
-        addr,
-        cancel,
-        server,
-        ticker,
-    })
+    Ok(SimHandle { addr, cancel, server, ticker })
 }
 
 async fn tick_loop(shared: Arc<Shared>, cancel: CancellationToken) {

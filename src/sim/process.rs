@@ -9,23 +9,15 @@ use std::process::Stdio;
 pub fn spawn_detached(template: &str, vm: &str) {
     let command = template.replace("{name}", vm);
     let mut cmd = tokio::process::Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(&command)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    cmd.arg("-c").arg(&command).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe calls
     // (setsid, sigprocmask, signal).
     unsafe {
         cmd.pre_exec(|| {
             nix::unistd::setsid().map_err(std::io::Error::from)?;
             let empty = nix::sys::signal::SigSet::empty();
-            nix::sys::signal::sigprocmask(
-                nix::sys::signal::SigmaskHow::SIG_SETMASK,
-                Some(&empty),
-                None,
-            )
-            .map_err(std::io::Error::from)?;
+            nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_SETMASK, Some(&empty), None)
+                .map_err(std::io::Error::from)?;
             for sig in 1..32 {
                 if sig != libc::SIGKILL && sig != libc::SIGSTOP {
                     libc::signal(sig, libc::SIG_DFL);

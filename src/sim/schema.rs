@@ -14,9 +14,7 @@ const DISCOVERY: &str = include_str!("../../tests/data/compute.v1.trimmed.json")
 /// The parsed document, parsed on first use.
 fn doc() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
-    DOC.get_or_init(|| {
-        serde_json::from_str(DISCOVERY).expect("embedded discovery document is JSON")
-    })
+    DOC.get_or_init(|| serde_json::from_str(DISCOVERY).expect("embedded discovery document is JSON"))
 }
 
 /// Whether values are checked as a client would send them or as a server returns them.
@@ -32,11 +30,7 @@ pub enum Direction {
 pub fn method(method_id: &str) -> Option<&'static Value> {
     let id = method_id.strip_prefix("compute.").unwrap_or(method_id);
     let (resource, name) = id.split_once('.')?;
-    doc()
-        .get("resources")?
-        .get(resource)?
-        .get("methods")?
-        .get(name)
+    doc().get("resources")?.get(resource)?.get("methods")?.get(name)
 }
 
 /// Validates a request body for `method_id` (e.g. `regionInstanceGroupManagerResizeRequests.insert`).
@@ -48,18 +42,10 @@ pub fn validate_request_body(method_id: &str, body: &Value) -> Result<(), Vec<St
         return Err(vec![format!("unknown method {method_id}")]);
     };
     let mut errors = Vec::new();
-    match m
-        .get("request")
-        .and_then(|r| r.get("$ref"))
-        .and_then(Value::as_str)
-    {
-        Some(schema) => check(
-            &serde_json::json!({ "$ref": schema }),
-            body,
-            "resource",
-            Direction::Request,
-            &mut errors,
-        ),
+    match m.get("request").and_then(|r| r.get("$ref")).and_then(Value::as_str) {
+        Some(schema) => {
+            check(&serde_json::json!({ "$ref": schema }), body, "resource", Direction::Request, &mut errors)
+        }
         None => match body {
             Value::Null => {}
             Value::Object(o) if o.is_empty() => {}
@@ -79,19 +65,9 @@ pub fn validate_request_body(method_id: &str, body: &Value) -> Result<(), Vec<St
 }
 
 /// Validates a response (or any value) against a named schema such as `InstanceGroupManager`.
-pub fn validate_value(
-    schema: &str,
-    value: &Value,
-    direction: Direction,
-) -> Result<(), Vec<String>> {
+pub fn validate_value(schema: &str, value: &Value, direction: Direction) -> Result<(), Vec<String>> {
     let mut errors = Vec::new();
-    check(
-        &serde_json::json!({ "$ref": schema }),
-        value,
-        schema,
-        direction,
-        &mut errors,
-    );
+    check(&serde_json::json!({ "$ref": schema }), value, schema, direction, &mut errors);
     if errors.is_empty() {
         Ok(())
     } else {
@@ -106,11 +82,7 @@ pub fn response_schema(method_id: &str) -> Option<&'static str> {
 
 /// The `kind` a schema's resources carry (its `kind` property's default), e.g. `compute#instanceList`.
 pub fn kind_of(schema: &str) -> Option<&'static str> {
-    doc()
-        .get("schemas")?
-        .get(schema)?
-        .pointer("/properties/kind/default")?
-        .as_str()
+    doc().get("schemas")?.get(schema)?.pointer("/properties/kind/default")?.as_str()
 }
 
 /// Validates query parameters: each must be a query parameter of the method or a global one,
@@ -148,11 +120,7 @@ fn check_query_value(name: &str, value: &str, spec: &Value) -> Result<(), String
     match spec.get("type").and_then(Value::as_str) {
         Some("integer") => {
             let n: i64 = value.parse().map_err(|_| invalid())?;
-            let bound = |k: &str| {
-                spec.get(k)
-                    .and_then(Value::as_str)
-                    .and_then(|s| s.parse::<i64>().ok())
-            };
+            let bound = |k: &str| spec.get(k).and_then(Value::as_str).and_then(|s| s.parse::<i64>().ok());
             if bound("minimum").is_some_and(|min| n < min) {
                 return Err(format!(
                     "{} Must be greater than or equal to {}",
@@ -186,10 +154,7 @@ fn unknown_name(name: &str, at: &str) -> String {
 
 fn resolve(spec: &Value) -> &Value {
     match spec.get("$ref").and_then(Value::as_str) {
-        Some(name) => doc()
-            .get("schemas")
-            .and_then(|s| s.get(name))
-            .unwrap_or(&Value::Null),
+        Some(name) => doc().get("schemas").and_then(|s| s.get(name)).unwrap_or(&Value::Null),
         None => spec,
     }
 }
@@ -287,8 +252,7 @@ mod tests {
         let bad_seconds = json!({"requestedRunDuration": {"seconds": "ten"}});
         assert!(validate_request_body(id, &bad_seconds).is_err());
         let mig = json!({"name": "m", "distributionPolicy": {"targetShape": "ONE_ZONE"}});
-        let errs =
-            validate_request_body("compute.regionInstanceGroupManagers.insert", &mig).unwrap_err();
+        let errs = validate_request_body("compute.regionInstanceGroupManagers.insert", &mig).unwrap_err();
         assert!(errs[0].contains("targetShape"), "{errs:?}");
     }
 

@@ -77,43 +77,20 @@ fn route(method: &Method, path: &str) -> Option<Call> {
     };
     let m = method.as_str();
     let (method_id, name, sub) = match (m, rest) {
-        ("GET", ["instanceGroupManagers"]) => (
-            pick(
-                "regionInstanceGroupManagers.list",
-                "instanceGroupManagers.list",
-            )?,
-            None,
-            None,
-        ),
-        ("POST", ["instanceGroupManagers"]) => (
-            pick(
-                "regionInstanceGroupManagers.insert",
-                "instanceGroupManagers.insert",
-            )?,
-            None,
-            None,
-        ),
-        ("GET", ["instanceGroupManagers", mig]) => (
-            pick(
-                "regionInstanceGroupManagers.get",
-                "instanceGroupManagers.get",
-            )?,
-            Some(*mig),
-            None,
-        ),
-        ("DELETE", ["instanceGroupManagers", mig]) => (
-            pick(
-                "regionInstanceGroupManagers.delete",
-                "instanceGroupManagers.delete",
-            )?,
-            Some(*mig),
-            None,
-        ),
+        ("GET", ["instanceGroupManagers"]) => {
+            (pick("regionInstanceGroupManagers.list", "instanceGroupManagers.list")?, None, None)
+        }
+        ("POST", ["instanceGroupManagers"]) => {
+            (pick("regionInstanceGroupManagers.insert", "instanceGroupManagers.insert")?, None, None)
+        }
+        ("GET", ["instanceGroupManagers", mig]) => {
+            (pick("regionInstanceGroupManagers.get", "instanceGroupManagers.get")?, Some(*mig), None)
+        }
+        ("DELETE", ["instanceGroupManagers", mig]) => {
+            (pick("regionInstanceGroupManagers.delete", "instanceGroupManagers.delete")?, Some(*mig), None)
+        }
         ("POST", ["instanceGroupManagers", mig, "deleteInstances"]) => (
-            pick(
-                "regionInstanceGroupManagers.deleteInstances",
-                "instanceGroupManagers.deleteInstances",
-            )?,
+            pick("regionInstanceGroupManagers.deleteInstances", "instanceGroupManagers.deleteInstances")?,
             Some(*mig),
             None,
         ),
@@ -134,18 +111,12 @@ fn route(method: &Method, path: &str) -> Option<Call> {
             None,
         ),
         ("GET", ["instanceGroupManagers", mig, "resizeRequests"]) => (
-            pick(
-                "regionInstanceGroupManagerResizeRequests.list",
-                "instanceGroupManagerResizeRequests.list",
-            )?,
+            pick("regionInstanceGroupManagerResizeRequests.list", "instanceGroupManagerResizeRequests.list")?,
             Some(*mig),
             None,
         ),
         ("GET", ["instanceGroupManagers", mig, "resizeRequests", rr]) => (
-            pick(
-                "regionInstanceGroupManagerResizeRequests.get",
-                "instanceGroupManagerResizeRequests.get",
-            )?,
+            pick("regionInstanceGroupManagerResizeRequests.get", "instanceGroupManagerResizeRequests.get")?,
             Some(*mig),
             Some(*rr),
         ),
@@ -167,9 +138,7 @@ fn route(method: &Method, path: &str) -> Option<Call> {
         ),
         ("GET", ["instances"]) if zone => ("instances.list", None, None),
         ("GET", ["instances", vm]) if zone => ("instances.get", Some(*vm), None),
-        ("GET", ["instanceTemplates", t]) if region => {
-            ("regionInstanceTemplates.get", Some(*t), None)
-        }
+        ("GET", ["instanceTemplates", t]) if region => ("regionInstanceTemplates.get", Some(*t), None),
         ("GET", ["instanceTemplates", t]) if !zone => ("instanceTemplates.get", Some(*t), None),
         ("GET", ["operations", op]) => (
             if region {
@@ -205,21 +174,13 @@ fn route(method: &Method, path: &str) -> Option<Call> {
 }
 
 /// The handler for every path under [`PREFIX`].
-pub async fn api(
-    State(sim): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    body: Bytes,
-) -> Response {
+pub async fn api(State(sim): State<Arc<Shared>>, method: Method, uri: Uri, body: Bytes) -> Response {
     let path = uri.path().strip_prefix(PREFIX).unwrap_or_default();
     let Some(call) = route(&method, path) else {
         return ApiError::new(
             404,
             "notFound",
-            format!(
-                "The requested URL {} was not found on this server.",
-                uri.path()
-            ),
+            format!("The requested URL {} was not found on this server.", uri.path()),
         )
         .into_response();
     };
@@ -247,8 +208,7 @@ pub async fn api(
 fn respond(call: &Call, v: Value) -> Response {
     if cfg!(debug_assertions) {
         if let Some(schema_name) = schema::response_schema(call.method_id) {
-            if let Err(errs) = schema::validate_value(schema_name, &v, schema::Direction::Response)
-            {
+            if let Err(errs) = schema::validate_value(schema_name, &v, schema::Direction::Response) {
                 return (
                     StatusCode::INTERNAL_SERVER_ERROR,
                     Json(json!({"error": {"code": 500, "message": format!("simulator bug: response does not fit {schema_name}: {errs:?}"),
@@ -269,17 +229,11 @@ async fn handle(sim: &Shared, call: &Call, uri: &Uri, body: &Bytes) -> Result<Va
     let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
         Value::Null
     } else {
-        serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(vec![format!("Invalid JSON payload received. {e}")])
-        })?
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(vec![format!("Invalid JSON payload received. {e}")]))?
     };
     schema::validate_request_body(call.method_id, &body).map_err(ApiError::bad_request)?;
-    let q = |k: &str| {
-        query
-            .iter()
-            .find(|(name, _)| name == k)
-            .map(|(_, v)| v.as_str())
-    };
+    let q = |k: &str| query.iter().find(|(name, _)| name == k).map(|(_, v)| v.as_str());
     let request_id = q("requestId");
     let project = call.project.as_str();
     let name = call.name.as_deref().unwrap_or_default();
@@ -291,9 +245,7 @@ async fn handle(sim: &Shared, call: &Call, uri: &Uri, body: &Bytes) -> Result<Va
     match (resource, op) {
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "insert") => {
             let scope = call.scope.clone();
-            sim.lock().mutate(project, request_id, now, |s| {
-                s.insert_mig(project, scope, &body, now)
-            })
+            sim.lock().mutate(project, request_id, now, |s| s.insert_mig(project, scope, &body, now))
         }
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "get") => {
             sim.lock().mig_json(&call.mig_key(), now)
@@ -309,14 +261,11 @@ async fn handle(sim: &Shared, call: &Call, uri: &Uri, body: &Bytes) -> Result<Va
         }
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "delete") => {
             let key = call.mig_key();
-            sim.lock()
-                .mutate(project, request_id, now, |s| s.delete_mig(&key, now))
+            sim.lock().mutate(project, request_id, now, |s| s.delete_mig(&key, now))
         }
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "deleteInstances") => {
             let key = call.mig_key();
-            sim.lock().mutate(project, request_id, now, |s| {
-                s.delete_instances(&key, &body, now)
-            })
+            sim.lock().mutate(project, request_id, now, |s| s.delete_instances(&key, &body, now))
         }
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "listManagedInstances") => {
             let (items, paginated) = sim.lock().managed_instances(&call.mig_key())?;
@@ -330,26 +279,15 @@ async fn handle(sim: &Shared, call: &Call, uri: &Uri, body: &Bytes) -> Result<Va
         }
         (_, "insert") => {
             let key = call.mig_key();
-            sim.lock().mutate(project, request_id, now, |s| {
-                s.insert_resize_request(&key, &body, now)
-            })
+            sim.lock().mutate(project, request_id, now, |s| s.insert_resize_request(&key, &body, now))
         }
         ("instances", "get") => {
-            let Scope::Zone(zone) = &call.scope else {
-                unreachable!("routed as zonal")
-            };
+            let Scope::Zone(zone) = &call.scope else { unreachable!("routed as zonal") };
             sim.lock().instance_json(project, zone, name)
         }
         ("instances", "list") => {
-            let Scope::Zone(zone) = &call.scope else {
-                unreachable!("routed as zonal")
-            };
-            let items = sim
-                .lock()
-                .list_instances(project, Some(zone))
-                .into_iter()
-                .map(|(_, v)| v)
-                .collect();
+            let Scope::Zone(zone) = &call.scope else { unreachable!("routed as zonal") };
+            let items = sim.lock().list_instances(project, Some(zone)).into_iter().map(|(_, v)| v).collect();
             list(items, "InstanceList")
         }
         ("instances", "aggregatedList") => {
@@ -358,9 +296,7 @@ async fn handle(sim: &Shared, call: &Call, uri: &Uri, body: &Bytes) -> Result<Va
             let (pairs, next) = slice(all, &query)?;
             let mut items = serde_json::Map::new();
             for (zone, vm) in pairs {
-                let scoped = items
-                    .entry(format!("zones/{zone}"))
-                    .or_insert_with(|| json!({"instances": []}));
+                let scoped = items.entry(format!("zones/{zone}")).or_insert_with(|| json!({"instances": []}));
                 scoped["instances"].as_array_mut().expect("array").push(vm);
             }
             let out = json!({"kind": "compute#instanceAggregatedList", "id": format!("projects/{project}/aggregated/instances"), "items": items});
@@ -369,10 +305,9 @@ async fn handle(sim: &Shared, call: &Call, uri: &Uri, body: &Bytes) -> Result<Va
         ("instanceTemplates" | "regionInstanceTemplates", "get") => {
             Ok(sim.lock().template_json(project, &call.scope, name))
         }
-        (_, "get") if resource.ends_with("Operations") => sim
-            .lock()
-            .operation(project, &call.scope, name)
-            .map(|o| o.to_json(now)),
+        (_, "get") if resource.ends_with("Operations") => {
+            sim.lock().operation(project, &call.scope, name).map(|o| o.to_json(now))
+        }
         (_, "wait") => {
             let deadline = tokio::time::Instant::now() + WAIT_MAX;
             loop {
@@ -400,21 +335,13 @@ async fn handle(sim: &Shared, call: &Call, uri: &Uri, body: &Bytes) -> Result<Va
         }
         (_, "cancel") => {
             let key = call.mig_key();
-            sim.lock().mutate(project, request_id, now, |s| {
-                s.cancel_resize_request(&key, sub, now)
-            })
+            sim.lock().mutate(project, request_id, now, |s| s.cancel_resize_request(&key, sub, now))
         }
         (_, "delete") => {
             let key = call.mig_key();
-            sim.lock().mutate(project, request_id, now, |s| {
-                s.delete_resize_request(&key, sub, now)
-            })
+            sim.lock().mutate(project, request_id, now, |s| s.delete_resize_request(&key, sub, now))
         }
-        _ => Err(ApiError::new(
-            501,
-            "notImplemented",
-            format!("{} is not simulated", call.method_id),
-        )),
+        _ => Err(ApiError::new(501, "notImplemented", format!("{} is not simulated", call.method_id))),
     }
 }
 
@@ -428,10 +355,7 @@ fn filter(items: Vec<Value>, text: Option<&str>) -> Result<Vec<Value>, ApiError>
     }
 }
 
-fn filter_pairs(
-    items: Vec<(String, Value)>,
-    text: Option<&str>,
-) -> Result<Vec<(String, Value)>, ApiError> {
+fn filter_pairs(items: Vec<(String, Value)>, text: Option<&str>) -> Result<Vec<(String, Value)>, ApiError> {
     match text.filter(|t| !t.trim().is_empty()) {
         None => Ok(items),
         Some(t) => {
@@ -442,17 +366,8 @@ fn filter_pairs(
 }
 
 /// Filters and pages a list, wrapping it in the list schema's `kind` and `items`.
-fn page(
-    items: Vec<Value>,
-    query: &[(String, String)],
-    list_schema: &str,
-) -> Result<Value, ApiError> {
-    let q = |k: &str| {
-        query
-            .iter()
-            .find(|(name, _)| name == k)
-            .map(|(_, v)| v.as_str())
-    };
+fn page(items: Vec<Value>, query: &[(String, String)], list_schema: &str) -> Result<Value, ApiError> {
+    let q = |k: &str| query.iter().find(|(name, _)| name == k).map(|(_, v)| v.as_str());
     let items = filter(items, q("filter"))?;
     let (items, next) = slice(items, query)?;
     let kind = schema::kind_of(list_schema).unwrap_or_default();
@@ -467,16 +382,8 @@ fn with_next(mut v: Value, next: Option<String>) -> Value {
 }
 
 /// One page of `items` for `maxResults` (≤ 500) and `pageToken`; returns the next token if any.
-fn slice<T>(
-    items: Vec<T>,
-    query: &[(String, String)],
-) -> Result<(Vec<T>, Option<String>), ApiError> {
-    let q = |k: &str| {
-        query
-            .iter()
-            .find(|(name, _)| name == k)
-            .map(|(_, v)| v.as_str())
-    };
+fn slice<T>(items: Vec<T>, query: &[(String, String)]) -> Result<(Vec<T>, Option<String>), ApiError> {
+    let q = |k: &str| query.iter().find(|(name, _)| name == k).map(|(_, v)| v.as_str());
     let max = match q("maxResults").map(str::parse::<usize>) {
         None | Some(Ok(0)) => MAX_RESULTS,
         Some(Ok(n)) if n <= MAX_RESULTS => n,
@@ -491,16 +398,11 @@ fn slice<T>(
         None => 0,
         Some(t) => decode_token(t)
             .filter(|s| *s <= items.len())
-            .ok_or_else(|| {
-                ApiError::invalid(format!("Invalid value for field 'pageToken': '{t}'"))
-            })?,
+            .ok_or_else(|| ApiError::invalid(format!("Invalid value for field 'pageToken': '{t}'")))?,
     };
     let end = (start + max).min(items.len());
     let next = (end < items.len()).then(|| encode_token(end));
-    Ok((
-        items.into_iter().skip(start).take(end - start).collect(),
-        next,
-    ))
+    Ok((items.into_iter().skip(start).take(end - start).collect(), next))
 }
 
 /// Page tokens are opaque to clients; here they carry the offset of the next item.
@@ -519,11 +421,7 @@ mod tests {
     #[test]
     fn paths_map_to_discovery_method_ids() {
         let cases = [
-            (
-                "POST",
-                "projects/p/regions/r/instanceGroupManagers",
-                "regionInstanceGroupManagers.insert",
-            ),
+            ("POST", "projects/p/regions/r/instanceGroupManagers", "regionInstanceGroupManagers.insert"),
             (
                 "POST",
                 "projects/p/zones/z/instanceGroupManagers/m/resizeRequests",
@@ -539,39 +437,16 @@ mod tests {
                 "projects/p/regions/r/instanceGroupManagers/m/listManagedInstances",
                 "regionInstanceGroupManagers.listManagedInstances",
             ),
-            (
-                "GET",
-                "projects/p/aggregated/instances",
-                "instances.aggregatedList",
-            ),
-            (
-                "GET",
-                "projects/p/global/instanceTemplates/t",
-                "instanceTemplates.get",
-            ),
-            (
-                "GET",
-                "projects/p/regions/r/instanceTemplates/t",
-                "regionInstanceTemplates.get",
-            ),
-            (
-                "POST",
-                "projects/p/zones/z/operations/o/wait",
-                "zoneOperations.wait",
-            ),
-            (
-                "GET",
-                "projects/p/global/operations/o",
-                "globalOperations.get",
-            ),
+            ("GET", "projects/p/aggregated/instances", "instances.aggregatedList"),
+            ("GET", "projects/p/global/instanceTemplates/t", "instanceTemplates.get"),
+            ("GET", "projects/p/regions/r/instanceTemplates/t", "regionInstanceTemplates.get"),
+            ("POST", "projects/p/zones/z/operations/o/wait", "zoneOperations.wait"),
+            ("GET", "projects/p/global/operations/o", "globalOperations.get"),
         ];
         for (m, path, id) in cases {
             let call = route(&Method::from_bytes(m.as_bytes()).unwrap(), path).unwrap();
             assert_eq!(call.method_id, id, "{m} {path}");
-            assert!(
-                schema::method(id).is_some(),
-                "{id} is in the trimmed document"
-            );
+            assert!(schema::method(id).is_some(), "{id} is in the trimmed document");
         }
         assert!(route(&Method::GET, "projects/p/regions/r/instances").is_none());
         assert!(route(&Method::PUT, "projects/p/regions/r/instanceGroupManagers/m").is_none());

@@ -51,16 +51,10 @@ impl Scope {
     fn annotate(&self, project: &str, obj: &mut Map<String, Value>) {
         match self {
             Scope::Zone(z) => {
-                obj.insert(
-                    "zone".into(),
-                    json!(format!("{GCE_BASE}projects/{project}/zones/{z}")),
-                );
+                obj.insert("zone".into(), json!(format!("{GCE_BASE}projects/{project}/zones/{z}")));
             }
             Scope::Region(r) => {
-                obj.insert(
-                    "region".into(),
-                    json!(format!("{GCE_BASE}projects/{project}/regions/{r}")),
-                );
+                obj.insert("region".into(), json!(format!("{GCE_BASE}projects/{project}/regions/{r}")));
             }
             Scope::Global => {}
         }
@@ -78,12 +72,7 @@ pub struct MigKey {
 impl MigKey {
     /// `projects/p/regions/r/instanceGroupManagers/name`.
     pub fn path(&self) -> String {
-        format!(
-            "projects/{}/{}/instanceGroupManagers/{}",
-            self.project,
-            self.scope.path(),
-            self.name
-        )
+        format!("projects/{}/{}/instanceGroupManagers/{}", self.project, self.scope.path(), self.name)
     }
 
     pub fn url(&self) -> String {
@@ -233,10 +222,7 @@ impl RrState {
     }
 
     fn is_final(self) -> bool {
-        matches!(
-            self,
-            RrState::Succeeded | RrState::Failed | RrState::Cancelled
-        )
+        matches!(self, RrState::Succeeded | RrState::Failed | RrState::Cancelled)
     }
 }
 
@@ -316,10 +302,7 @@ pub struct Instance {
 
 impl Instance {
     pub fn url(&self) -> String {
-        format!(
-            "{GCE_BASE}projects/{}/zones/{}/instances/{}",
-            self.project, self.zone, self.name
-        )
+        format!("{GCE_BASE}projects/{}/zones/{}/instances/{}", self.project, self.zone, self.name)
     }
 }
 
@@ -355,8 +338,7 @@ pub fn is_rfc1035(name: &str) -> bool {
     !b.is_empty()
         && b.len() <= 63
         && b[0].is_ascii_lowercase()
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && *b.last().expect("non-empty") != b'-'
 }
 
@@ -368,9 +350,8 @@ fn last_segment(s: &str) -> &str {
 /// A number that identifies the project, as GCE's `created-by` metadata uses project numbers.
 pub fn project_number(project: &str) -> u64 {
     // FNV-1a: stable across runs, unlike the std hasher.
-    let h = project.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    });
+    let h =
+        project.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
     100_000_000_000 + h % 900_000_000_000
 }
 
@@ -402,10 +383,7 @@ impl State {
     ) -> Result<Value, ApiError> {
         if let Some(rid) = request_id {
             check_request_id(rid)?;
-            if let Some(op) = self
-                .request_ids
-                .get(&(project.to_string(), rid.to_string()))
-            {
+            if let Some(op) = self.request_ids.get(&(project.to_string(), rid.to_string())) {
                 if let Some(op) = self.operations.get(op) {
                     return Ok(op.to_json(now));
                 }
@@ -413,8 +391,7 @@ impl State {
         }
         let op = act(self)?;
         if let Some(rid) = request_id {
-            self.request_ids
-                .insert((project.to_string(), rid.to_string()), op.clone());
+            self.request_ids.insert((project.to_string(), rid.to_string()), op.clone());
         }
         Ok(self.operations[&op].to_json(now))
     }
@@ -430,11 +407,7 @@ impl State {
         now: DateTime<Utc>,
         done_at: Option<DateTime<Utc>>,
     ) -> String {
-        let name = format!(
-            "operation-{}-{}",
-            now.timestamp_millis(),
-            uuid::Uuid::new_v4().simple()
-        );
+        let name = format!("operation-{}-{}", now.timestamp_millis(), uuid::Uuid::new_v4().simple());
         self.operations.insert(
             name.clone(),
             Operation {
@@ -454,35 +427,20 @@ impl State {
         name
     }
 
-    pub fn operation(
-        &self,
-        project: &str,
-        scope: &Scope,
-        name: &str,
-    ) -> Result<&Operation, ApiError> {
-        self.operations
-            .get(name)
-            .filter(|o| o.project == project && &o.scope == scope)
-            .ok_or_else(|| {
-                ApiError::not_found(&format!(
-                    "projects/{project}/{}/operations/{name}",
-                    scope.path()
-                ))
-            })
+    pub fn operation(&self, project: &str, scope: &Scope, name: &str) -> Result<&Operation, ApiError> {
+        self.operations.get(name).filter(|o| o.project == project && &o.scope == scope).ok_or_else(|| {
+            ApiError::not_found(&format!("projects/{project}/{}/operations/{name}", scope.path()))
+        })
     }
 
     // ----- MIGs ------------------------------------------------------------------------------
 
     fn mig(&self, key: &MigKey) -> Result<&Mig, ApiError> {
-        self.migs
-            .get(key)
-            .ok_or_else(|| ApiError::not_found(&key.path()))
+        self.migs.get(key).ok_or_else(|| ApiError::not_found(&key.path()))
     }
 
     fn mig_mut(&mut self, key: &MigKey) -> Result<&mut Mig, ApiError> {
-        self.migs
-            .get_mut(key)
-            .ok_or_else(|| ApiError::not_found(&key.path()))
+        self.migs.get_mut(key).ok_or_else(|| ApiError::not_found(&key.path()))
     }
 
     /// `instanceGroupManagers.insert` / `regionInstanceGroupManagers.insert`.
@@ -495,9 +453,7 @@ impl State {
     ) -> Result<String, ApiError> {
         let name = body.get("name").and_then(Value::as_str).unwrap_or_default();
         if name.is_empty() {
-            return Err(ApiError::invalid(
-                "Required field 'resource.name' not specified",
-            ));
+            return Err(ApiError::invalid("Required field 'resource.name' not specified"));
         }
         if !is_rfc1035(name) {
             return Err(ApiError::invalid(format!(
@@ -507,30 +463,19 @@ impl State {
         let template = body
             .get("instanceTemplate")
             .and_then(Value::as_str)
-            .or_else(|| {
-                body.pointer("/versions/0/instanceTemplate")
-                    .and_then(Value::as_str)
-            })
-            .ok_or_else(|| {
-                ApiError::invalid("Required field 'resource.instanceTemplate' not specified")
-            })?
+            .or_else(|| body.pointer("/versions/0/instanceTemplate").and_then(Value::as_str))
+            .ok_or_else(|| ApiError::invalid("Required field 'resource.instanceTemplate' not specified"))?
             .to_string();
         let target_size = body
             .get("targetSize")
             .and_then(Value::as_i64)
-            .ok_or_else(|| {
-                ApiError::invalid("Required field 'resource.targetSize' not specified")
-            })?;
+            .ok_or_else(|| ApiError::invalid("Required field 'resource.targetSize' not specified"))?;
         if target_size != 0 {
             return Err(ApiError::invalid(format!(
                 "Invalid value for field 'resource.targetSize': '{target_size}'. Flex-start VMs are created only through resize requests: create the MIG with targetSize 0."
             )));
         }
-        let key = MigKey {
-            project: project.to_string(),
-            scope: scope.clone(),
-            name: name.to_string(),
-        };
+        let key = MigKey { project: project.to_string(), scope: scope.clone(), name: name.to_string() };
         let mut body = body.clone();
         let zone = match &scope {
             Scope::Zone(z) => z.clone(),
@@ -550,12 +495,9 @@ impl State {
                         "Invalid value for field 'resource.distributionPolicy.zones': 'zones/{bad}'. Zone is not in region {r}."
                     )));
                 }
-                let shape = body
-                    .pointer("/distributionPolicy/targetShape")
-                    .and_then(Value::as_str);
-                let redistribution = body
-                    .pointer("/updatePolicy/instanceRedistributionType")
-                    .and_then(Value::as_str);
+                let shape = body.pointer("/distributionPolicy/targetShape").and_then(Value::as_str);
+                let redistribution =
+                    body.pointer("/updatePolicy/instanceRedistributionType").and_then(Value::as_str);
                 if matches!(shape, Some("ANY_SINGLE_ZONE" | "ANY" | "BALANCED"))
                     && redistribution != Some("NONE")
                 {
@@ -565,11 +507,7 @@ impl State {
                         shape.unwrap_or_default()
                     )));
                 }
-                let zones = if zones.is_empty() {
-                    vec![format!("{r}-a")]
-                } else {
-                    zones
-                };
+                let zones = if zones.is_empty() { vec![format!("{r}-a")] } else { zones };
                 // Normalize the zones to URLs, as GCE returns them.
                 let dp = json!({
                     "zones": zones.iter().map(|z| json!({"zone": format!("{GCE_BASE}projects/{project}/zones/{z}")})).collect::<Vec<_>>(),
@@ -600,15 +538,7 @@ impl State {
                 busy_until: None,
             },
         );
-        Ok(self.new_op(
-            project,
-            scope,
-            "insert",
-            url,
-            id,
-            now,
-            Some(now + ms(OP_LATENCY_MS)),
-        ))
+        Ok(self.new_op(project, scope, "insert", url, id, now, Some(now + ms(OP_LATENCY_MS))))
     }
 
     pub fn mig_json(&self, key: &MigKey, now: DateTime<Utc>) -> Result<Value, ApiError> {
@@ -636,12 +566,9 @@ impl State {
         obj.insert("targetSize".into(), json!(mig.target_size));
         obj.insert("selfLink".into(), json!(mig.key.url()));
         obj.insert("instanceTemplate".into(), json!(template));
-        obj.entry("versions")
-            .or_insert_with(|| json!([{"instanceTemplate": template}]));
-        obj.entry("baseInstanceName")
-            .or_insert_with(|| json!(mig.key.name));
-        obj.entry("listManagedInstancesResults")
-            .or_insert_with(|| json!("PAGELESS"));
+        obj.entry("versions").or_insert_with(|| json!([{"instanceTemplate": template}]));
+        obj.entry("baseInstanceName").or_insert_with(|| json!(mig.key.name));
+        obj.entry("listManagedInstancesResults").or_insert_with(|| json!("PAGELESS"));
         obj.insert("fingerprint".into(), json!("c2ltdWxhdG9y"));
         obj.insert(
             "instanceGroup".into(),
@@ -684,15 +611,7 @@ impl State {
             ));
         }
         let id = mig.id;
-        let op = self.new_op(
-            &key.project,
-            key.scope.clone(),
-            "delete",
-            key.url(),
-            id,
-            now,
-            None,
-        );
+        let op = self.new_op(&key.project, key.scope.clone(), "delete", key.url(), id, now, None);
         self.mig_mut(key)?.deleting.push(op.clone());
         Ok(op)
     }
@@ -720,10 +639,7 @@ impl State {
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        let skip = body
-            .get("skipInstancesOnValidationError")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let skip = body.get("skipInstancesOnValidationError").and_then(Value::as_bool).unwrap_or(false);
         if entries.len() > MAX_PER_CALL {
             return Err(ApiError::invalid(format!(
                 "Invalid value for field 'resource.instances': too many instances ({}); at most {MAX_PER_CALL} per call.",
@@ -753,11 +669,7 @@ impl State {
             } else {
                 (None, *e)
             };
-            let vm_key = (
-                key.project.clone(),
-                zone.unwrap_or(&mig.zone).to_string(),
-                name.to_string(),
-            );
+            let vm_key = (key.project.clone(), zone.unwrap_or(&mig.zone).to_string(), name.to_string());
             match self.instances.get(&vm_key) {
                 Some(vm) if vm.mig == *key => {
                     if vm.deleting_at.is_none() && !vms.contains(&vm_key) {
@@ -765,11 +677,7 @@ impl State {
                     }
                 }
                 _ if zone.is_none() => {
-                    match mig
-                        .requests
-                        .values()
-                        .find(|r| r.is_queued() && r.remaining().any(|n| n == name))
-                    {
+                    match mig.requests.values().find(|r| r.is_queued() && r.remaining().any(|n| n == name)) {
                         Some(rr) => {
                             let pair = (rr.name.clone(), name.to_string());
                             if !queued.contains(&pair) {
@@ -845,11 +753,8 @@ impl State {
             }
         }
         for vm in self.instances.values().filter(|i| i.mig == *key) {
-            let (status, action) = if vm.deleting_at.is_some() {
-                ("STOPPING", "DELETING")
-            } else {
-                ("RUNNING", "NONE")
-            };
+            let (status, action) =
+                if vm.deleting_at.is_some() { ("STOPPING", "DELETING") } else { ("RUNNING", "NONE") };
             items.push(json!({
                 "name": vm.name, "id": vm.id.to_string(), "instance": vm.url(), "instanceStatus": status,
                 "currentAction": action, "targetStatus": "RUNNING", "version": version,
@@ -857,11 +762,8 @@ impl State {
             }));
         }
         items.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-        let paginated = mig
-            .body
-            .get("listManagedInstancesResults")
-            .and_then(Value::as_str)
-            == Some("PAGINATED");
+        let paginated =
+            mig.body.get("listManagedInstancesResults").and_then(Value::as_str) == Some("PAGINATED");
         Ok((items, paginated))
     }
 
@@ -883,19 +785,14 @@ impl State {
         }
         let name = body.get("name").and_then(Value::as_str).unwrap_or_default();
         if name.is_empty() {
-            return Err(ApiError::invalid(
-                "Required field 'resource.name' not specified",
-            ));
+            return Err(ApiError::invalid("Required field 'resource.name' not specified"));
         }
         if !is_rfc1035(name) {
             return Err(ApiError::invalid(format!(
                 "Invalid value for field 'resource.name': '{name}'. Must be a match of regex '[a-z](?:[-a-z0-9]{{0,61}}[a-z0-9])?'"
             )));
         }
-        let instances = body
-            .get("instances")
-            .and_then(Value::as_array)
-            .filter(|a| !a.is_empty());
+        let instances = body.get("instances").and_then(Value::as_array).filter(|a| !a.is_empty());
         let resize_by = body.get("resizeBy").and_then(Value::as_i64);
         let names: Vec<String> = match (instances, resize_by) {
             (Some(_), Some(_)) => {
@@ -948,29 +845,19 @@ impl State {
             Some(Value::Number(n)) => n.as_i64(),
             _ => None,
         }
-        .ok_or_else(|| {
-            ApiError::invalid("Required field 'resource.requestedRunDuration' not specified")
-        })?;
+        .ok_or_else(|| ApiError::invalid("Required field 'resource.requestedRunDuration' not specified"))?;
         if !(MIN_RUN_SECONDS..=MAX_RUN_SECONDS).contains(&seconds) {
             return Err(ApiError::invalid(format!(
                 "Invalid value for field 'resource.requestedRunDuration.seconds': '{seconds}'. Must be between {MIN_RUN_SECONDS} and {MAX_RUN_SECONDS}."
             )));
         }
-        if body
-            .pointer("/requestedRunDuration/nanos")
-            .and_then(Value::as_i64)
-            .unwrap_or(0)
-            != 0
-        {
+        if body.pointer("/requestedRunDuration/nanos").and_then(Value::as_i64).unwrap_or(0) != 0 {
             return Err(ApiError::invalid(
                 "Invalid value for field 'resource.requestedRunDuration.nanos': must be 0.",
             ));
         }
         if key.scope.is_regional() {
-            let shape = mig
-                .body
-                .pointer("/distributionPolicy/targetShape")
-                .and_then(Value::as_str);
+            let shape = mig.body.pointer("/distributionPolicy/targetShape").and_then(Value::as_str);
             if shape != Some("ANY_SINGLE_ZONE") {
                 return Err(ApiError::invalid(format!(
                     "Resize requests in a regional MIG require distributionPolicy.targetShape ANY_SINGLE_ZONE; {} has {}.",
@@ -980,10 +867,7 @@ impl State {
             }
         }
         if mig.requests.contains_key(name) {
-            return Err(ApiError::already_exists(&format!(
-                "{}/resizeRequests/{name}",
-                key.path()
-            )));
+            return Err(ApiError::already_exists(&format!("{}/resizeRequests/{name}", key.path())));
         }
         if mig.target_size + names.len() as i64 > mig.limit() {
             return Err(ApiError::invalid(format!(
@@ -994,10 +878,7 @@ impl State {
             )));
         }
         let zone = mig.zone.clone();
-        if let Some(taken) = names
-            .iter()
-            .find(|n| self.name_in_use(&key.project, &zone, n))
-        {
+        if let Some(taken) = names.iter().find(|n| self.name_in_use(&key.project, &zone, n)) {
             return Err(ApiError::already_exists(&format!(
                 "projects/{}/zones/{zone}/instances/{taken}",
                 key.project
@@ -1037,14 +918,11 @@ impl State {
 
     /// Whether a VM name is taken in a zone: by a VM or by a queued request of any MIG there.
     fn name_in_use(&self, project: &str, zone: &str, name: &str) -> bool {
-        self.instances
-            .contains_key(&(project.to_string(), zone.to_string(), name.to_string()))
+        self.instances.contains_key(&(project.to_string(), zone.to_string(), name.to_string()))
             || self.migs.values().any(|m| {
                 m.key.project == project
                     && m.zone == zone
-                    && m.requests
-                        .values()
-                        .any(|r| r.is_queued() && r.remaining().any(|n| n == name))
+                    && m.requests.values().any(|r| r.is_queued() && r.remaining().any(|n| n == name))
             })
     }
 
@@ -1060,12 +938,7 @@ impl State {
     }
 
     pub fn list_resize_requests(&self, key: &MigKey) -> Result<Vec<Value>, ApiError> {
-        Ok(self
-            .mig(key)?
-            .requests
-            .values()
-            .map(|r| render_request(key, r))
-            .collect())
+        Ok(self.mig(key)?.requests.values().map(|r| render_request(key, r)).collect())
     }
 
     /// Cancel: ACCEPTED → CANCELLED with targetSize lowered; otherwise the Operation fails.
@@ -1099,7 +972,10 @@ impl State {
             let o = self.operations.get_mut(&op).expect("just inserted");
             o.error = Some(status_error(
                 "CONDITION_NOT_MET",
-                &format!("Resize request '{name}' is {}; only an ACCEPTED resize request can be cancelled.", state.name()),
+                &format!(
+                    "Resize request '{name}' is {}; only an ACCEPTED resize request can be cancelled.",
+                    state.name()
+                ),
             ));
             o.http_error = Some((412, "PRECONDITION FAILED"));
         }
@@ -1140,9 +1016,7 @@ impl State {
         self.instances
             .get(&(project.to_string(), zone.to_string(), name.to_string()))
             .map(|vm| self.render_instance(vm))
-            .ok_or_else(|| {
-                ApiError::not_found(&format!("projects/{project}/zones/{zone}/instances/{name}"))
-            })
+            .ok_or_else(|| ApiError::not_found(&format!("projects/{project}/zones/{zone}/instances/{name}")))
     }
 
     /// VMs of a project, optionally of one zone, by zone then name.
@@ -1156,18 +1030,9 @@ impl State {
 
     fn render_instance(&self, vm: &Instance) -> Value {
         let template = self.template_json(&vm.project, &Scope::Global, last_segment(&vm.template));
-        let props = template
-            .get("properties")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        let machine = props
-            .get("machineType")
-            .and_then(Value::as_str)
-            .unwrap_or("a3-ultragpu-8g");
-        let mut scheduling = props
-            .get("scheduling")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
+        let props = template.get("properties").cloned().unwrap_or_else(|| json!({}));
+        let machine = props.get("machineType").and_then(Value::as_str).unwrap_or("a3-ultragpu-8g");
+        let mut scheduling = props.get("scheduling").cloned().unwrap_or_else(|| json!({}));
         scheduling["provisioningModel"] = json!("FLEX_START");
         scheduling["maxRunDuration"] = json!({"seconds": vm.run_seconds.to_string()});
         let creator = format!(
@@ -1230,16 +1095,11 @@ impl State {
         });
         let obj = t.as_object_mut().expect("templates are objects");
         obj.insert("kind".into(), json!("compute#instanceTemplate"));
-        obj.entry("id")
-            .or_insert_with(|| json!(project_number(name).to_string()));
-        obj.entry("creationTimestamp")
-            .or_insert_with(|| json!("2026-01-01T00:00:00.000+00:00"));
+        obj.entry("id").or_insert_with(|| json!(project_number(name).to_string()));
+        obj.entry("creationTimestamp").or_insert_with(|| json!("2026-01-01T00:00:00.000+00:00"));
         obj.insert(
             "selfLink".into(),
-            json!(format!(
-                "{GCE_BASE}projects/{project}/{}/instanceTemplates/{name}",
-                scope.path()
-            )),
+            json!(format!("{GCE_BASE}projects/{project}/{}/instanceTemplates/{name}", scope.path())),
         );
         if let Scope::Region(_) = scope {
             scope.annotate(project, obj);
@@ -1249,15 +1109,8 @@ impl State {
 
     /// Control API: GCE deletes the VM now, as at the end of its run duration.
     pub fn expire(&mut self, name: &str) -> Vec<Effect> {
-        let keys: Vec<InstanceKey> = self
-            .instances
-            .keys()
-            .filter(|k| k.2 == name)
-            .cloned()
-            .collect();
-        keys.into_iter()
-            .filter_map(|k| self.expire_key(&k))
-            .collect()
+        let keys: Vec<InstanceKey> = self.instances.keys().filter(|k| k.2 == name).cloned().collect();
+        keys.into_iter().filter_map(|k| self.expire_key(&k)).collect()
     }
 
     fn expire_key(&mut self, key: &InstanceKey) -> Option<Effect> {
@@ -1278,21 +1131,11 @@ impl State {
         let mut created = Vec::new();
         let State { migs, capacity, .. } = self;
         for mig in migs.values_mut() {
-            let rule = capacity
-                .iter()
-                .rev()
-                .find(|r| mig.key.name.starts_with(&r.prefix))
-                .cloned();
+            let rule = capacity.iter().rev().find(|r| mig.key.name.starts_with(&r.prefix)).cloned();
             for rr in mig.requests.values_mut() {
                 if let Some(vms) = advance_request(rr, rule.as_ref(), &mut mig.target_size, now) {
                     created.extend(vms.into_iter().map(|n| {
-                        (
-                            mig.key.clone(),
-                            mig.zone.clone(),
-                            mig.template.clone(),
-                            n,
-                            rr.run_seconds,
-                        )
+                        (mig.key.clone(), mig.zone.clone(), mig.template.clone(), n, rr.run_seconds)
                     }));
                 }
             }
@@ -1314,8 +1157,7 @@ impl State {
                 network_ip: format!("10.{}.{}.{}", (n >> 16) & 255, (n >> 8) & 255, n & 255),
                 deleting_at: None,
             };
-            self.instances
-                .insert((vm.project.clone(), zone, name.clone()), vm);
+            self.instances.insert((vm.project.clone(), zone, name.clone()), vm);
             effects.push(Effect::Boot(name));
         }
         let gone: Vec<InstanceKey> = self
@@ -1334,10 +1176,7 @@ impl State {
         let ready: Vec<MigKey> = self
             .migs
             .values()
-            .filter(|m| {
-                !m.deleting.is_empty()
-                    && m.requests.values().all(|r| r.provisioning_until.is_none())
-            })
+            .filter(|m| !m.deleting.is_empty() && m.requests.values().all(|r| r.provisioning_until.is_none()))
             .map(|m| m.key.clone())
             .collect();
         let mut effects = Vec::new();
@@ -1348,12 +1187,8 @@ impl State {
                     op.done_at = Some(now);
                 }
             }
-            let vms: Vec<InstanceKey> = self
-                .instances
-                .iter()
-                .filter(|(_, vm)| vm.mig == key)
-                .map(|(k, _)| k.clone())
-                .collect();
+            let vms: Vec<InstanceKey> =
+                self.instances.iter().filter(|(_, vm)| vm.mig == key).map(|(k, _)| k.clone()).collect();
             for k in vms {
                 if let Some(vm) = self.instances.remove(&k) {
                     effects.push(Effect::Stop(vm.name));
@@ -1370,23 +1205,14 @@ impl State {
             .values()
             .map(|m| {
                 let mut v = self.render_mig(m, now);
-                v["resizeRequests"] = json!(m
-                    .requests
-                    .values()
-                    .map(|r| render_request(&m.key, r))
-                    .collect::<Vec<_>>());
-                v["managedInstances"] = json!(self
-                    .managed_instances(&m.key)
-                    .map(|(items, _)| items)
-                    .unwrap_or_default());
+                v["resizeRequests"] =
+                    json!(m.requests.values().map(|r| render_request(&m.key, r)).collect::<Vec<_>>());
+                v["managedInstances"] =
+                    json!(self.managed_instances(&m.key).map(|(items, _)| items).unwrap_or_default());
                 v
             })
             .collect();
-        let instances: Vec<Value> = self
-            .instances
-            .values()
-            .map(|vm| self.render_instance(vm))
-            .collect();
+        let instances: Vec<Value> = self.instances.values().map(|vm| self.render_instance(vm)).collect();
         let mut ops: Vec<&Operation> = self.operations.values().collect();
         ops.sort_by_key(|o| (o.inserted, o.name.clone()));
         json!({
@@ -1445,12 +1271,8 @@ fn advance_request(
     let ready = now >= accepted + ms((delay * 1000.0) as i64);
     match rule {
         Some(r) if r.hold || !ready => {
-            let code = r
-                .fail
-                .as_ref()
-                .map_or("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", |f| {
-                    f.code.as_str()
-                });
+            let code =
+                r.fail.as_ref().map_or("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", |f| f.code.as_str());
             rr.last_attempt = Some(status_error(
                 code,
                 "Waiting for resources: the zone does not have enough resources available to fulfill the request. The request stays queued.",
@@ -1481,23 +1303,14 @@ fn render_request(key: &MigKey, rr: &ResizeRequest) -> Value {
         }
     }
     let url = format!("{}/resizeRequests/{}", key.url(), rr.name);
-    obj.insert(
-        "kind".into(),
-        json!("compute#instanceGroupManagerResizeRequest"),
-    );
+    obj.insert("kind".into(), json!("compute#instanceGroupManagerResizeRequest"));
     obj.insert("id".into(), json!(rr.id.to_string()));
     obj.insert("creationTimestamp".into(), json!(ts(rr.created)));
     obj.insert("name".into(), json!(rr.name));
-    obj.insert(
-        "requestedRunDuration".into(),
-        json!({"seconds": rr.run_seconds.to_string()}),
-    );
+    obj.insert("requestedRunDuration".into(), json!({"seconds": rr.run_seconds.to_string()}));
     obj.insert("state".into(), json!(rr.state.name()));
     obj.insert("selfLink".into(), json!(url));
-    obj.insert(
-        "selfLinkWithId".into(),
-        json!(format!("{}/resizeRequests/{}", key.url(), rr.id)),
-    );
+    obj.insert("selfLinkWithId".into(), json!(format!("{}/resizeRequests/{}", key.url(), rr.id)));
     let mut status = json!({});
     if let Some(e) = &rr.error {
         status["error"] = e.clone();
@@ -1523,14 +1336,8 @@ mod tests {
             "versions": [{"instanceTemplate": "projects/p/regions/r1/instanceTemplates/t"}],
             "distributionPolicy": {"zones": [{"zone": "zones/r1-b"}], "targetShape": "ANY_SINGLE_ZONE"},
             "updatePolicy": {"instanceRedistributionType": "NONE"}});
-        state
-            .insert_mig("p", Scope::Region("r1".into()), &mig, t0())
-            .unwrap();
-        MigKey {
-            project: "p".into(),
-            scope: Scope::Region("r1".into()),
-            name: "hpc-a3u-x".into(),
-        }
+        state.insert_mig("p", Scope::Region("r1".into()), &mig, t0()).unwrap();
+        MigKey { project: "p".into(), scope: Scope::Region("r1".into()), name: "hpc-a3u-x".into() }
     }
 
     fn rr(names: &[&str], seconds: &str) -> Value {
@@ -1542,18 +1349,14 @@ mod tests {
     fn request_without_rules_succeeds_all_together_then_expires() {
         let mut s = State::new(100.0);
         let key = setup(&mut s);
-        s.insert_resize_request(&key, &rr(&["n-0", "n-1"], "3600"), t0())
-            .unwrap();
+        s.insert_resize_request(&key, &rr(&["n-0", "n-1"], "3600"), t0()).unwrap();
         assert_eq!(s.migs[&key].target_size, 2);
         let t1 = t0() + ms(OP_LATENCY_MS);
         assert!(s.tick(t1).is_empty());
         assert_eq!(s.migs[&key].requests["rr"].state, RrState::Accepted);
         let t2 = t1 + ms(PROVISION_MS);
         let fx = s.tick(t2);
-        assert_eq!(
-            fx,
-            vec![Effect::Boot("n-0".into()), Effect::Boot("n-1".into())]
-        );
+        assert_eq!(fx, vec![Effect::Boot("n-0".into()), Effect::Boot("n-1".into())]);
         assert_eq!(s.instances.len(), 2);
         assert!(s.instances.keys().all(|k| k.1 == "r1-b"));
         // 3600 s at time scale 100 is 36 real seconds.
@@ -1575,8 +1378,7 @@ mod tests {
             }),
             hold: false,
         });
-        s.insert_resize_request(&key, &rr(&["n-0"], "600"), t0())
-            .unwrap();
+        s.insert_resize_request(&key, &rr(&["n-0"], "600"), t0()).unwrap();
         s.tick(t0() + ms(OP_LATENCY_MS));
         s.tick(t0() + ms(500));
         assert!(s.migs[&key].requests["rr"].last_attempt.is_some());
@@ -1592,15 +1394,9 @@ mod tests {
     fn run_duration_bounds() {
         let mut s = State::new(1.0);
         let key = setup(&mut s);
-        assert!(s
-            .insert_resize_request(&key, &rr(&["n-0"], "599"), t0())
-            .is_err());
-        assert!(s
-            .insert_resize_request(&key, &rr(&["n-0"], "604801"), t0())
-            .is_err());
-        assert!(s
-            .insert_resize_request(&key, &rr(&["n-0"], "604800"), t0())
-            .is_ok());
+        assert!(s.insert_resize_request(&key, &rr(&["n-0"], "599"), t0()).is_err());
+        assert!(s.insert_resize_request(&key, &rr(&["n-0"], "604801"), t0()).is_err());
+        assert!(s.insert_resize_request(&key, &rr(&["n-0"], "604800"), t0()).is_ok());
     }
 
     #[test]

@@ -177,13 +177,8 @@ node_count_dynamic_max = {dy}
 
     /// Runs an admin command and parses its `--json` output.
     pub fn cli_json(&self, args: &[&str]) -> Value {
-        let out = Command::new(BIN)
-            .arg("--config")
-            .arg(&self.config)
-            .args(args)
-            .arg("--json")
-            .output()
-            .unwrap();
+        let out =
+            Command::new(BIN).arg("--config").arg(&self.config).args(args).arg("--json").output().unwrap();
         assert!(out.status.success(), "slurm-dws {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e})"))
     }
@@ -211,7 +206,10 @@ node_count_dynamic_max = {dy}
                 return v;
             }
             if Instant::now() > deadline {
-                panic!("timed out after {secs}s waiting for {what}\n--- daemon log (tail) ---\n{}", tail(&self.daemon_log(), 40));
+                panic!(
+                    "timed out after {secs}s waiting for {what}\n--- daemon log (tail) ---\n{}",
+                    tail(&self.daemon_log(), 40)
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }

@@ -1,0 +1,246 @@
+//! The resume / suspend path through real processes: hooks spawned like slurmctld spawns them, the real
+//! daemon, the real simulator over HTTP, the real SQLite store. (Slurm itself is in tests/e2e.rs.)
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+fn requests_by_state(w: &World) -> std::collections::BTreeMap<String, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    for r in w.cli_json(&["requests"]).as_array().unwrap() {
+        *m.entry(r["state"].as_str().unwrap_or("none").to_string()).or_insert(0) += 1;
+    }
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_resume_makes_one_mig_and_one_request_per_group_and_no_per_node_calls() {
+    let mut w = World::new(&[("a", 0, 12000, "")], "").await;
+    // 10,000 nodes, 1,000 jobs of 10 nodes each, one hostlist the way slurmctld compresses it.
+    let jobs: Vec<(u32, String)> =
+        (0..1000).map(|j| (j + 1, format!("hpc-a-[{}-{}]", j * 10, j * 10 + 9))).collect();
+    let jobs_ref: Vec<(u32, &str)> = jobs.iter().map(|(j, n)| (*j, n.as_str())).collect();
+    let rf = resume_file(&jobs_ref, "hpc-a-[0-9999]");
+    let out = w.hook("resume", "hpc-a-[0-9999]", Some(&rf));
+    assert!(out.status.success(), "hook: {}", String::from_utf8_lossy(&out.stderr));
+    let again = w.hook("resume", "hpc-a-[0-9999]", Some(&rf));
+    assert!(again.status.success());
+
+    w.start_daemon();
+    let done = w.wait_for("10,000 nodes up", 240, || {
+        let states = w.node_states();
+        (states.len() == 10_000 && states.values().all(|s| s == "up")).then_some(states)
+    });
+    assert_eq!(done.len(), 10_000);
+    let calls = w.sim_calls().await;
+    assert_eq!(count(&calls, "regionInstanceGroupManagers.insert"), 1000, "{calls}");
+    assert_eq!(count(&calls, "regionInstanceGroupManagerResizeRequests.insert"), 1000, "{calls}");
+    for per_node in ["instances.get", "instances.delete", "regionInstanceGroupManagers.listManagedInstances"]
+    {
+        assert_eq!(count(&calls, per_node), 0, "no per-node calls: {calls}");
+    }
+    // Every group holds one job's 10 nodes and is sized by its job.
+    let reqs = w.cli_json(&["requests"]);
+    let reqs = reqs.as_array().unwrap();
+    assert_eq!(reqs.len(), 1000);
+    assert!(reqs.iter().all(|r| r["nodes"].as_array().unwrap().len() == 10 && r["job_id"].is_u64()));
+    assert_eq!(w.sim_vms().await.len(), 10_000, "one VM per node, no duplicates");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_work_with_fds_closed_and_signals_blocked() {
+    let w = World::new(&[("a", 0, 16, "")], "").await;
+    let link = w.path().join("slurm-dws-resume");
+    std::os::unix::fs::symlink(BIN, &link).unwrap();
+    let mut cmd = Command::new(&link);
+    cmd.arg("hpc-a-[0-3]").env_clear().env("SLURM_DWS_CONFIG", &w.config);
+    unsafe {
+        cmd.pre_exec(|| {
+            // As slurmctld leaves them: 0-2 closed, most signals blocked.
+            let mut set = nix::sys::signal::SigSet::empty();
+            for s in [
+                nix::sys::signal::SIGTERM,
+                nix::sys::signal::SIGINT,
+                nix::sys::signal::SIGHUP,
+                nix::sys::signal::SIGPIPE,
+                nix::sys::signal::SIGUSR1,
+            ] {
+                set.add(s);
+            }
+            nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_BLOCK, Some(&set), None)?;
+            for fd in 0..3 {
+                libc::close(fd);
+            }
+            Ok(())
+        });
+    }
+    let status = cmd.status().unwrap();
+    assert!(status.success(), "hook with closed fds exits 0");
+    // The request is durable and the database is intact (nothing was printed into it).
+    let store = slurm_dws::store::Store::open(&w.state_dir()).await.unwrap();
+    let inbox = store.unprocessed_inbox().await.unwrap();
+    assert_eq!(inbox.len(), 1);
+    assert_eq!(inbox[0].hostlist, "hpc-a-[0-3]");
+    let log = std::fs::read_to_string(w.path().join("slurm-dws.log")).unwrap();
+    assert!(log.contains("resume hpc-a-[0-3]: 4 nodes"), "the hook logs for itself: {log}");
+    assert!(log.contains("SLURM_RESUME_FILE not set"), "{log}");
+    // And a process that inherits the mask is killable: the hook cleared it before doing anything.
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_exits_2_and_records_nothing() {
+    let w = World::new(&[("a", 0, 16, "")], "").await;
+    for bad in ["hpc-a-[1-3", "hpc-a-[3-1]", "", "hpc-a-[1-2]x"] {
+        let out = w.hook("resume", bad, None);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.lines().last().unwrap_or("").contains("hostlist"), "{bad:?}: {err}");
+    }
+    let store = slurm_dws::store::Store::open(&w.state_dir()).await.unwrap();
+    assert_eq!(store.inbox_depth().await.unwrap(), 0, "nothing recorded");
+    // A corrupt resume file is not bad input: the nodes are resumed without a job, and it is said.
+    let out = w.hook("resume", "hpc-a-1", Some("{\"jobs\": [ {\"job_id\": "));
+    assert!(out.status.success());
+    let events = w.cli_json(&["events"]);
+    assert!(events.to_string().contains("SLURM_RESUME_FILE is corrupt"), "{events}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_recorded_while_the_daemon_is_down_are_carried_out_once() {
+    let mut w = World::new(&[("a", 0, 16, ""), ("b", 0, 8, "")], "").await;
+    let rf = resume_file(&[(7, "hpc-a-[0-1]"), (8, "hpc-b-[0-2]")], "hpc-a-[0-1],hpc-b-[0-2]");
+    for _ in 0..3 {
+        assert!(w.hook("resume", "hpc-a-[0-1],hpc-b-[0-2]", Some(&rf)).status.success());
+    }
+    assert!(w.sim_migs().await.is_empty(), "hooks never talk to GCE");
+    w.start_daemon();
+    w.wait_for("5 nodes up", 60, || {
+        let s = w.node_states();
+        (s.len() == 5 && s.values().all(|v| v == "up")).then_some(())
+    });
+    let calls = w.sim_calls().await;
+    assert_eq!(count(&calls, "regionInstanceGroupManagers.insert"), 2, "one MIG per (nodeset, job): {calls}");
+    assert_eq!(count(&calls, "regionInstanceGroupManagerResizeRequests.insert"), 2);
+    assert_eq!(w.sim_vms().await, vec!["hpc-a-0", "hpc-a-1", "hpc-b-0", "hpc-b-1", "hpc-b-2"]);
+    // A clean stop, a restart: nothing is done twice.
+    assert!(w.stop_daemon().success());
+    w.start_daemon();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let calls = w.sim_calls().await;
+    assert_eq!(count(&calls, "regionInstanceGroupManagers.insert"), 2);
+    assert_eq!(w.sim_vms().await.len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspend_cancels_a_queued_request_and_the_mig_is_collected() {
+    let mut w = World::new(&[("a", 0, 16, "")], "").await;
+    w.capacity(json!({"match": "", "hold": true})).await;
+    w.start_daemon();
+    let rf = resume_file(&[(3, "hpc-a-[0-3]")], "hpc-a-[0-3]");
+    assert!(w.hook("resume", "hpc-a-[0-3]", Some(&rf)).status.success());
+    w.wait_for("request ACCEPTED", 30, || (requests_by_state(&w).get("ACCEPTED") == Some(&1)).then_some(()));
+    assert!(w.hook("suspend", "hpc-a-[0-3]", None).status.success());
+    w.wait_for("request CANCELLED and nodes powered down", 30, || {
+        let s = w.node_states();
+        (requests_by_state(&w).get("CANCELLED") == Some(&1) && s.values().all(|v| v == "powered_down"))
+            .then_some(())
+    });
+    let calls = w.sim_calls().await;
+    assert_eq!(count(&calls, "regionInstanceGroupManagerResizeRequests.cancel"), 1, "{calls}");
+    w.wait_for("MIG deleted", 30, || {
+        let migs = futures_lite_block(w.sim_migs());
+        migs.is_empty().then_some(())
+    });
+    assert!(w.sim_vms().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspend_deletes_exactly_the_suspended_nodes_vms() {
+    let mut w = World::new(&[("a", 0, 16, "")], "").await;
+    w.start_daemon();
+    let rf = resume_file(&[(5, "hpc-a-[0-2]")], "hpc-a-[0-2]");
+    assert!(w.hook("resume", "hpc-a-[0-2]", Some(&rf)).status.success());
+    w.wait_for("3 up", 30, || (w.node_states().values().filter(|s| *s == "up").count() == 3).then_some(()));
+    assert!(w.hook("suspend", "hpc-a-[0-1]", None).status.success());
+    // Slurm does send suspends twice.
+    assert!(w.hook("suspend", "hpc-a-[0-1]", None).status.success());
+    w.wait_for("2 VMs deleted", 30, || {
+        let vms = futures_lite_block(w.sim_vms());
+        (vms == vec!["hpc-a-2".to_string()]).then_some(())
+    });
+    let s = w.node_states();
+    assert_eq!(s["hpc-a-0"], "powered_down");
+    assert_eq!(s["hpc-a-2"], "up");
+    let calls = w.sim_calls().await;
+    assert_eq!(count(&calls, "regionInstanceGroupManagers.deleteInstances"), 1, "one batched call: {calls}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vm_that_appears_after_its_node_was_suspended_is_deleted() {
+    let mut w = World::new(&[("a", 0, 16, "")], "").await;
+    w.capacity(json!({"match": "", "delay_seconds": 4.0})).await;
+    w.start_daemon();
+    let rf = resume_file(&[(9, "hpc-a-[4-5]")], "hpc-a-[4-5]");
+    assert!(w.hook("resume", "hpc-a-[4-5]", Some(&rf)).status.success());
+    w.wait_for("request ACCEPTED", 30, || (requests_by_state(&w).get("ACCEPTED") == Some(&1)).then_some(()));
+    // Only one of the two is suspended: the request is not cancelled, and hpc-a-5's VM will appear.
+    assert!(w.hook("suspend", "hpc-a-5", None).status.success());
+    w.wait_for("hpc-a-5's late VM deleted, hpc-a-4 up", 40, || {
+        let vms = futures_lite_block(w.sim_vms());
+        let s = w.node_states();
+        (vms == vec!["hpc-a-4".to_string()] && s["hpc-a-4"] == "up" && s["hpc-a-5"] == "powered_down")
+            .then_some(())
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stockout_fails_the_request_visibly_and_backs_off_the_nodeset() {
+    let mut w = World::new(&[("a", 0, 16, "")], "").await;
+    w.capacity(json!({"match": "", "fail": {"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": "The zone 'us-central1-a' does not have enough resources available"}})).await;
+    w.start_daemon();
+    let rf = resume_file(&[(11, "hpc-a-[0-1]")], "hpc-a-[0-1]");
+    assert!(w.hook("resume", "hpc-a-[0-1]", Some(&rf)).status.success());
+    w.wait_for("request FAILED", 30, || (requests_by_state(&w).get("FAILED") == Some(&1)).then_some(()));
+    let nodes = w.nodes();
+    for n in &nodes {
+        assert_eq!(n["state"], "powered_down");
+        assert!(n["last_error"].as_str().unwrap().contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{n}");
+    }
+    let status = w.cli_json(&["status"]);
+    assert_eq!(status["backoffs"][0]["nodeset"], "a", "{status}");
+    let explain = String::from_utf8(w.cli(&["explain", "hpc-a-0"]).stdout).unwrap();
+    assert!(explain.contains("ZONE_RESOURCE_POOL_EXHAUSTED") && explain.contains("rr-"), "{explain}");
+    w.wait_for("failed MIG deleted", 30, || futures_lite_block(w.sim_migs()).is_empty().then_some(()));
+    // While the backoff lasts a new resume is answered at once, with no request to GCE.
+    let before = count(&w.sim_calls().await, "regionInstanceGroupManagers.insert");
+    assert!(w.hook("resume", "hpc-a-2", Some(&resume_file(&[(12, "hpc-a-2")], "hpc-a-2"))).status.success());
+    w.wait_for("refused by backoff", 20, || {
+        w.cli_json(&["events", "--node", "hpc-a-2"]).to_string().contains("capacity backoff").then_some(())
+    });
+    assert_eq!(count(&w.sim_calls().await, "regionInstanceGroupManagers.insert"), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_that_are_not_ours_are_reported_and_the_rest_proceed() {
+    let mut w = World::new(&[("a", 0, 4, "")], "").await;
+    w.start_daemon();
+    assert!(w.hook("resume", "hpc-a-[2-5],other-1", None).status.success());
+    w.wait_for("the two valid nodes up", 30, || {
+        let s = w.node_states();
+        (s.get("hpc-a-2").map(String::as_str) == Some("up")
+            && s.get("hpc-a-3").map(String::as_str) == Some("up"))
+        .then_some(())
+    });
+    let ev = w.cli_json(&["events"]).to_string();
+    assert!(ev.contains("hpc-a-4: index '4' is outside nodeset a"), "{ev}");
+    assert!(ev.contains("other-1 is not a node of cluster hpc"), "{ev}");
+    assert_eq!(w.sim_vms().await, vec!["hpc-a-2", "hpc-a-3"]);
+}
+
+/// Blocks on a future from inside a sync closure (the tests' wait loops are sync).
+fn futures_lite_block<F: std::future::Future>(f: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+}

@@ -24,6 +24,7 @@
 mod conf;
 mod install;
 mod process;
+pub mod stack;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -1,0 +1,337 @@
+//! The whole product on one machine: a real local Slurm cluster whose ResumeProgram / SuspendProgram /
+//! ResumeFailProgram are the `slurm-dws-*` hooks, the GCE simulator whose "VMs" are real slurmds of that
+//! cluster, and the `slurm-dws` daemon between them. Used by the end-to-end tests and `make demo`.
+//!
+//! Every process started here is stopped by PID when the [`Stack`] is dropped, pass or fail.
+
+use super::{ClusterSpec, DevclusterError, LocalCluster};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One nodeset of a stack: `name`, static and dynamic counts, extra `[nodeset.dws_flex]` lines.
+#[derive(Debug, Clone)]
+pub struct StackNodeset {
+    pub name: String,
+    pub node_count_static: u32,
+    pub node_count_dynamic_max: u32,
+    pub dws_flex: String,
+}
+
+impl StackNodeset {
+    pub fn new(name: &str, node_count_static: u32, node_count_dynamic_max: u32) -> Self {
+        StackNodeset {
+            name: name.into(),
+            node_count_static,
+            node_count_dynamic_max,
+            dws_flex: String::new(),
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct StackSpec {
+    /// The `slurm-dws` binary (its directory gets the hook links).
+    pub bin: PathBuf,
+    /// The `slurm-dws-sim` binary.
+    pub sim_bin: PathBuf,
+    pub nodesets: Vec<StackNodeset>,
+    /// Extra lines for the slurm-dws config's `[reconcile]` table.
+    pub reconcile: String,
+    /// Extra slurm.conf lines (they replace the harness defaults of the same key).
+    pub slurm_conf: Vec<String>,
+    /// The simulator's `--time-scale`.
+    pub time_scale: f64,
+}
+
+/// A running stack.
+pub struct Stack {
+    pub cluster: LocalCluster,
+    pub dir: tempfile::TempDir,
+    pub config: PathBuf,
+    pub sim_url: String,
+    spec: StackSpec,
+    sim: Option<Child>,
+    daemon: Option<Child>,
+}
+
+fn err(what: &str, e: impl std::fmt::Display) -> DevclusterError {
+    DevclusterError::Spec(format!("{what}: {e}"))
+}
+
+impl Stack {
+    /// Starts Slurm, the simulator and the daemon. The slurm.conf node, partition and hook lines come from
+    /// `slurm-dws check-config --print-slurm-conf`, as an admin's would.
+    pub fn start(spec: StackSpec) -> Result<Stack, DevclusterError> {
+        let dir = tempfile::tempdir().map_err(|e| err("temp dir", e))?;
+        let hooks = dir.path().join("hooks");
+        std::fs::create_dir_all(&hooks).map_err(|e| err("hook dir", e))?;
+        for h in ["resume", "suspend", "resume-fail"] {
+            std::os::unix::fs::symlink(&spec.bin, hooks.join(format!("slurm-dws-{h}")))
+                .map_err(|e| err("hook link", e))?;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755));
+        let config = dir.path().join("slurm-dws.toml");
+        std::fs::write(&config, config_text(&spec, dir.path(), "http://127.0.0.1:9/compute/v1/", None))
+            .map_err(|e| err("config", e))?;
+        let lines = Command::new(&spec.bin)
+            .args(["check-config", "--print-slurm-conf", "--hook-dir"])
+            .arg(&hooks)
+            .arg(&config)
+            .output()
+            .map_err(|e| err("check-config", e))?;
+        if !lines.status.success() {
+            return Err(err("check-config", String::from_utf8_lossy(&lines.stderr)));
+        }
+        let mut cspec = ClusterSpec::new("dws");
+        for l in String::from_utf8_lossy(&lines.stdout).lines() {
+            let key = l.split('=').next().unwrap_or("");
+            match key {
+                "NodeName" => cspec.node_lines.push(l.to_string()),
+                "PartitionName" => cspec.partition_lines.push(l.to_string()),
+                "ResumeProgram" | "SuspendProgram" | "ResumeFailProgram" | "SuspendExcNodes" | "PrivateData" => {
+                    cspec.extra_conf.push(l.to_string())
+                }
+                _ => {} // timings: the harness's fast ones
+            }
+        }
+        cspec.extra_conf.extend(spec.slurm_conf.iter().cloned());
+        let cluster = LocalCluster::start(cspec)?;
+
+        // The simulator's VMs are this cluster's slurmds.
+        let mut sim = Command::new(&spec.sim_bin)
+            .args(["--listen", "127.0.0.1:0", "--boot-cmd"])
+            .arg(cluster.slurmd_start_command("{name}"))
+            .arg("--stop-cmd")
+            .arg(cluster.slurmd_stop_command())
+            .arg("--time-scale")
+            .arg(spec.time_scale.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| err("simulator", e))?;
+        let mut first = String::new();
+        BufReader::new(sim.stdout.take().expect("piped")).read_line(&mut first).map_err(|e| err("simulator", e))?;
+        let addr = first.trim().rsplit(' ').next().unwrap_or_default().to_string();
+        let sim_url = format!("http://{addr}/compute/v1/");
+
+        // The hooks find their config beside $SLURM_CONF (slurmctld passes nothing else).
+        let text = config_text(&spec, dir.path(), &sim_url, Some(&cluster.conf_path()));
+        std::fs::write(&config, &text).map_err(|e| err("config", e))?;
+        let beside = cluster.conf_path().with_file_name("slurm-dws.toml");
+        std::fs::write(&beside, &text).map_err(|e| err("config", e))?;
+        let mut stack = Stack { cluster, dir, config, sim_url, spec, sim: Some(sim), daemon: None };
+        stack.start_daemon()?;
+        Ok(stack)
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Starts the daemon and waits for its socket.
+    pub fn start_daemon(&mut self) -> Result<(), DevclusterError> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path().join("daemon.log"))
+            .map_err(|e| err("daemon log", e))?;
+        let child = Command::new(&self.spec.bin)
+            .arg("--config")
+            .arg(&self.config)
+            .arg("daemon")
+            .env("SLURM_DWS_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| err("daemon", e))?;
+        self.daemon = Some(child);
+        let sock = self.path().join("slurm-dws.sock");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if std::os::unix::net::UnixStream::connect(&sock).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(err("daemon", format!("no socket after 30 s:\n{}", self.daemon_log())))
+    }
+
+    /// SIGKILL: a crash.
+    pub fn kill_daemon(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn daemon_log(&self) -> String {
+        std::fs::read_to_string(self.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    /// Runs `slurm-dws ARGS` against this stack's config; stdout.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new(&self.spec.bin).arg("--config").arg(&self.config).args(args).output();
+        match out {
+            Ok(o) => String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+            Err(e) => format!("slurm-dws {args:?}: {e}"),
+        }
+    }
+
+    /// Runs `slurm-dws ARGS --json` and parses it (Null when it fails).
+    pub fn cli_json(&self, args: &[&str]) -> Value {
+        let out = Command::new(&self.spec.bin).arg("--config").arg(&self.config).args(args).arg("--json").output();
+        out.ok().and_then(|o| serde_json::from_slice(&o.stdout).ok()).unwrap_or(Value::Null)
+    }
+
+    fn control_url(&self, path: &str) -> String {
+        format!("{}_sim/{path}", self.sim_url.trim_end_matches("compute/v1/"))
+    }
+
+    /// GET a simulator control path.
+    pub fn sim_get(&self, path: &str) -> Value {
+        http(&self.control_url(path), "GET", None)
+    }
+
+    /// POST to a simulator control path.
+    pub fn sim_post(&self, path: &str, body: &Value) -> Value {
+        http(&self.control_url(path), "POST", Some(body))
+    }
+
+    /// DELETE a simulator control path.
+    pub fn sim_delete(&self, path: &str) -> Value {
+        http(&self.control_url(path), "DELETE", None)
+    }
+
+    /// Names of the simulator's VMs, sorted.
+    pub fn vms(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.sim_get("state")["instances"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|i| i["name"].as_str().map(String::from)).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// Names of the simulator's MIGs, sorted.
+    pub fn migs(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.sim_get("state")["migs"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|i| i["name"].as_str().map(String::from)).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        self.kill_daemon();
+        if let Some(mut s) = self.sim.take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(s.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline && matches!(s.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+        // The cluster's own Drop stops slurmctld, munged and every slurmd.
+    }
+}
+
+/// A tiny blocking HTTP/1.1 client for the simulator's control API on loopback (no async runtime needed
+/// in a synchronous test or the demo).
+fn http(url: &str, method: &str, body: Option<&Value>) -> Value {
+    use std::io::{Read, Write};
+    let Some(rest) = url.strip_prefix("http://") else { return Value::Null };
+    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let Ok(mut s) = std::net::TcpStream::connect(host) else { return Value::Null };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    let payload = body.map(|b| b.to_string()).unwrap_or_default();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    );
+    if s.write_all(req.as_bytes()).is_err() {
+        return Value::Null;
+    }
+    let mut resp = Vec::new();
+    let _ = s.read_to_end(&mut resp);
+    let text = String::from_utf8_lossy(&resp);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else { return Value::Null };
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(body) } else { body.to_string() };
+    serde_json::from_str(&body).unwrap_or(Value::Null)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+fn config_text(spec: &StackSpec, dir: &Path, endpoint: &str, slurm_conf: Option<&Path>) -> String {
+    let mut t = format!(
+        r#"cluster_name = "hpc"
+state_dir = "{state}"
+socket = "{sock}"
+log_file = "{log}"
+
+[gcp]
+project = "demo-project"
+region = "us-central1"
+endpoint = "{endpoint}"
+credentials = "none"
+calls_per_minute = 6000
+
+[slurm]
+bin_dir = "/usr/bin"
+{conf}
+command_timeout = 10
+
+[reconcile]
+interval = 5
+{reconcile}
+"#,
+        state = dir.join("state").display(),
+        sock = dir.join("slurm-dws.sock").display(),
+        log = dir.join("slurm-dws.log").display(),
+        conf = slurm_conf.map(|c| format!("conf = \"{}\"", c.display())).unwrap_or_default(),
+        reconcile = spec.reconcile,
+    );
+    for ns in &spec.nodesets {
+        t.push_str(&format!(
+            r#"
+[[nodeset]]
+name = "{name}"
+instance_template = "projects/demo-project/regions/us-central1/instanceTemplates/{name}-flex"
+zones = ["us-central1-a"]
+node_count_static = {st}
+node_count_dynamic_max = {dy}
+node_conf = "CPUs=1 RealMemory=500"
+[nodeset.dws_flex]
+{flex}
+"#,
+            name = ns.name,
+            st = ns.node_count_static,
+            dy = ns.node_count_dynamic_max,
+            flex = ns.dws_flex,
+        ));
+    }
+    t
+}

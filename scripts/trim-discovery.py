@@ -38,9 +38,13 @@ DROP_KEYS = {"description", "enumDescriptions", "enumDeprecated", "icons", "docu
 
 
 def strip(node):
-    """Drop documentation-only keys everywhere below node."""
+    """Drop documentation-only keys everywhere below node.
+
+    Only documentation *values* go (strings and lists of strings): a schema property that happens to
+    be called `description` is an object and stays.
+    """
     if isinstance(node, dict):
-        return {k: strip(v) for k, v in node.items() if k not in DROP_KEYS}
+        return {k: strip(v) for k, v in node.items() if k not in DROP_KEYS or isinstance(v, dict)}
     if isinstance(node, list):
         return [strip(v) for v in node]
     return node

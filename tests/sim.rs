@@ -1104,3 +1104,64 @@ async fn wait_for_files(dir: &std::path::Path, want: bool) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn quota_failures_carry_quota_info_and_operations_can_be_slow() {
+    let (sim, api) = start(1.0).await;
+    api.control(
+        reqwest::Method::POST,
+        "latency",
+        Some(json!({"operation_ms": 600})),
+    )
+    .await;
+    let t = Instant::now();
+    let (_, op) = api
+        .post(
+            &format!("{REGION}/instanceGroupManagers"),
+            mig_body("hpc-a3u-g1"),
+        )
+        .await;
+    let (_, got) = api
+        .get(&format!(
+            "{REGION}/operations/{}",
+            op["name"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(got["status"], "RUNNING");
+    api.wait(&op).await;
+    assert!(t.elapsed() >= Duration::from_millis(600));
+    api.control(
+        reqwest::Method::POST,
+        "latency",
+        Some(json!({"operation_ms": 100})),
+    )
+    .await;
+
+    let fail = json!({"code": "QUOTA_EXCEEDED", "message": "Quota 'NVIDIA_H200_GPUS' exceeded. Limit: 8.0 in region us-central1."});
+    api.control(
+        reqwest::Method::POST,
+        "capacity",
+        Some(json!({"match": "hpc-", "fail": fail})),
+    )
+    .await;
+    api.insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0"], "3600")
+        .await;
+    let failed = api.until_state("hpc-a3u-g1", "rr1", "FAILED").await;
+    let e = &failed["status"]["error"]["errors"][0];
+    assert_eq!(e["code"], "QUOTA_EXCEEDED", "{failed}");
+    assert!(
+        e["errorDetails"][0]["quotaInfo"]["metricName"].is_string(),
+        "{failed}"
+    );
+    // A rule whose error would not fit GCE's schema is refused.
+    let bad = json!({"match": "", "fail": {"code": "X", "errorDetails": [{"quota": 1}]}});
+    let (status, _) = api
+        .call(
+            reqwest::Method::POST,
+            format!("{}_sim/capacity", api.root),
+            Some(bad),
+        )
+        .await;
+    assert_eq!(status, 400);
+    sim.shutdown().await;
+}

@@ -25,6 +25,7 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/_sim/instances/{name}/expire", post(expire))
         .route("/_sim/templates", post(load_template))
         .route("/_sim/migs/{name}/busy", post(busy))
+        .route("/_sim/latency", post(latency))
 }
 
 /// A control-API error: `{"error": "..."}` with a 4xx status.
@@ -60,6 +61,18 @@ async fn add_capacity(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
             StatusCode::BAD_REQUEST,
             "delay_seconds must be a finite number >= 0",
         );
+    }
+    if let Some(f) = &rule.fail {
+        // What the rule will put in a resize request's status must fit GCE's schema.
+        let status = json!({"error": super::state::capacity_error(f)});
+        let fits = super::schema::validate_value(
+            "InstanceGroupManagerResizeRequestStatus",
+            &status,
+            super::schema::Direction::Response,
+        );
+        if let Err(errs) = fits {
+            return bad(StatusCode::BAD_REQUEST, errs.join("; "));
+        }
     }
     sim.lock().capacity.push(rule);
     Json(json!({})).into_response()
@@ -141,6 +154,23 @@ async fn busy(State(sim): State<Arc<Shared>>, Path(name): Path<String>, body: By
     if !sim.lock().set_busy(&name, until) {
         return bad(StatusCode::NOT_FOUND, format!("no MIG named {name}"));
     }
+    Json(json!({})).into_response()
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Latency {
+    operation_ms: u64,
+}
+
+/// Slow operations: every Operation created from now on stays RUNNING this long (default 100 ms),
+/// and a resize request stays CREATING as long.
+async fn latency(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
+    let l: Latency = match parse(&body) {
+        Ok(l) => l,
+        Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    sim.lock().op_latency_ms = l.operation_ms.min(3_600_000) as i64;
     Json(json!({})).into_response()
 }
 

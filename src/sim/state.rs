@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Links in resources point at the real API, as GCE's do, whatever endpoint the client used.
 pub const GCE_BASE: &str = "https://www.googleapis.com/compute/v1/";
-/// How long an Operation stays RUNNING (and a resize request CREATING).
+/// How long an Operation stays RUNNING (and a resize request CREATING) unless the control API changes it.
 pub const OP_LATENCY_MS: i64 = 100;
 /// How long a resize request with capacity spends creating its VMs (PROVISIONING) before SUCCEEDED.
 pub const PROVISION_MS: i64 = 150;
@@ -124,6 +124,35 @@ pub struct CapacityFailure {
     pub code: String,
     #[serde(default)]
     pub message: String,
+    /// `errorDetails[]` as GCE sends them (`errorInfo`, `quotaInfo`, `help`, `localizedMessage`);
+    /// absent: a `quotaInfo` for `QUOTA_EXCEEDED`, none otherwise.
+    #[serde(
+        default,
+        rename = "errorDetails",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub error_details: Option<Value>,
+}
+
+/// The `{errors:[{code, message, errorDetails}]}` a capacity failure puts in a resize request's status.
+pub fn capacity_error(f: &CapacityFailure) -> Value {
+    let message = if f.message.is_empty() {
+        format!("Resize request failed: {}", f.code)
+    } else {
+        f.message.clone()
+    };
+    let mut e = status_error(&f.code, &message);
+    let details = f.error_details.clone().or_else(|| {
+        (f.code == "QUOTA_EXCEEDED").then(|| {
+            json!([{"quotaInfo": {"metricName": "compute.googleapis.com/preemptible_nvidia_h200_gpus",
+                                  "limitName": "PREEMPTIBLE-NVIDIA-H200-GPUS-per-project-region",
+                                  "dimensions": {"region": "us-central1"}, "limit": 8.0}}])
+        })
+    });
+    if let Some(d) = details {
+        e["errors"][0]["errorDetails"] = d;
+    }
+    e
 }
 
 /// An HTTP fault injection rule of the control API (`POST /_sim/faults`).
@@ -253,6 +282,8 @@ pub struct ResizeRequest {
     /// Names removed with `deleteInstances` while queued: they will not be created.
     removed: BTreeSet<String>,
     run_seconds: i64,
+    /// When CREATING turns ACCEPTED (when the insert Operation is DONE).
+    accept_at: DateTime<Utc>,
     accepted_at: Option<DateTime<Utc>>,
     /// Capacity was found: the VMs are being created until then.
     provisioning_until: Option<DateTime<Utc>>,
@@ -339,6 +370,8 @@ pub struct State {
     /// API calls by method id.
     pub calls: BTreeMap<String, u64>,
     next_ip: u32,
+    /// How long Operations stay RUNNING (control API: `POST /_sim/latency`).
+    pub op_latency_ms: i64,
 }
 
 pub fn ts(t: DateTime<Utc>) -> String {
@@ -387,6 +420,7 @@ impl State {
             templates: BTreeMap::new(),
             calls: BTreeMap::new(),
             next_ip: 2,
+            op_latency_ms: OP_LATENCY_MS,
         }
     }
 
@@ -607,7 +641,7 @@ impl State {
             url,
             id,
             now,
-            Some(now + ms(OP_LATENCY_MS)),
+            Some(now + ms(self.op_latency_ms)),
         ))
     }
 
@@ -816,7 +850,7 @@ impl State {
             key.url(),
             id,
             now,
-            Some(now + ms(OP_LATENCY_MS)),
+            Some(now + ms(self.op_latency_ms)),
         ))
     }
 
@@ -1005,6 +1039,7 @@ impl State {
         }
         let id = new_id();
         let url = format!("{}/resizeRequests/{name}", key.url());
+        let latency = self.op_latency_ms;
         let mig = self.mig_mut(key)?;
         mig.target_size += names.len() as i64;
         mig.requests.insert(
@@ -1018,6 +1053,7 @@ impl State {
                 names,
                 removed: BTreeSet::new(),
                 run_seconds: seconds,
+                accept_at: now + ms(latency),
                 accepted_at: None,
                 provisioning_until: None,
                 error: None,
@@ -1031,7 +1067,7 @@ impl State {
             url,
             id,
             now,
-            Some(now + ms(OP_LATENCY_MS)),
+            Some(now + ms(self.op_latency_ms)),
         ))
     }
 
@@ -1085,7 +1121,7 @@ impl State {
             url,
             id,
             now,
-            Some(now + ms(OP_LATENCY_MS)),
+            Some(now + ms(self.op_latency_ms)),
         );
         if state == RrState::Accepted {
             let mig = self.mig_mut(key)?;
@@ -1130,7 +1166,7 @@ impl State {
             url,
             id,
             now,
-            Some(now + ms(OP_LATENCY_MS)),
+            Some(now + ms(self.op_latency_ms)),
         ))
     }
 
@@ -1424,7 +1460,7 @@ fn advance_request(
     target_size: &mut i64,
     now: DateTime<Utc>,
 ) -> Option<Vec<String>> {
-    if rr.state == RrState::Creating && now >= rr.created + ms(OP_LATENCY_MS) {
+    if rr.state == RrState::Creating && now >= rr.accept_at {
         rr.state = RrState::Accepted;
         rr.accepted_at = Some(now);
     }
@@ -1445,27 +1481,18 @@ fn advance_request(
     let ready = now >= accepted + ms((delay * 1000.0) as i64);
     match rule {
         Some(r) if r.hold || !ready => {
-            let code = r
-                .fail
-                .as_ref()
-                .map_or("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", |f| {
-                    f.code.as_str()
-                });
-            rr.last_attempt = Some(status_error(
-                code,
-                "Waiting for resources: the zone does not have enough resources available to fulfill the request. The request stays queued.",
-            ));
+            let waiting = CapacityFailure {
+                code: "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS".into(),
+                message: "Waiting for resources: the zone does not have enough resources available to fulfill the request. The request stays queued.".into(),
+                error_details: None,
+            };
+            rr.last_attempt = Some(capacity_error(r.fail.as_ref().unwrap_or(&waiting)));
         }
         Some(CapacityRule { fail: Some(f), .. }) => {
             *target_size -= rr.remaining().count() as i64;
             rr.state = RrState::Failed;
             rr.last_attempt = None;
-            let message = if f.message.is_empty() {
-                format!("Resize request failed: {}", f.code)
-            } else {
-                f.message.clone()
-            };
-            rr.error = Some(status_error(&f.code, &message));
+            rr.error = Some(capacity_error(f));
         }
         _ => rr.provisioning_until = Some(now + ms(PROVISION_MS)),
     }
@@ -1572,6 +1599,7 @@ mod tests {
             fail: Some(CapacityFailure {
                 code: "ZONE_RESOURCE_POOL_EXHAUSTED".into(),
                 message: String::new(),
+                error_details: None,
             }),
             hold: false,
         });
@@ -1586,6 +1614,52 @@ mod tests {
         assert!(r.last_attempt.is_none());
         assert_eq!(s.migs[&key].target_size, 0);
         assert!(s.instances.is_empty());
+    }
+
+    #[test]
+    fn mig_delete_waits_for_a_provisioning_request_then_cascades() {
+        let mut s = State::new(1.0);
+        let key = setup(&mut s);
+        s.insert_resize_request(&key, &rr(&["n-0"], "3600"), t0())
+            .unwrap();
+        let t1 = t0() + ms(OP_LATENCY_MS);
+        s.tick(t1);
+        s.tick(t1 + ms(1));
+        assert!(s.migs[&key].requests["rr"].provisioning_until.is_some());
+        let op = s.delete_mig(&key, t1 + ms(2)).unwrap();
+        assert!(s.tick(t1 + ms(3)).is_empty());
+        assert!(
+            !s.operations[&op].is_done(t1 + ms(3)),
+            "waits while provisioning"
+        );
+        let t2 = t1 + ms(1 + PROVISION_MS);
+        // The VMs are made, then deleted with the MIG, in the same step.
+        let fx = s.tick(t2);
+        assert_eq!(
+            fx,
+            vec![Effect::Boot("n-0".into()), Effect::Stop("n-0".into())]
+        );
+        assert!(s.operations[&op].is_done(t2));
+        assert!(s.migs.is_empty() && s.instances.is_empty());
+    }
+
+    #[test]
+    fn mig_delete_of_queued_requests_is_immediate() {
+        let mut s = State::new(1.0);
+        let key = setup(&mut s);
+        s.capacity.push(CapacityRule {
+            prefix: String::new(),
+            delay_seconds: 0.0,
+            fail: None,
+            hold: true,
+        });
+        s.insert_resize_request(&key, &rr(&["n-0"], "3600"), t0())
+            .unwrap();
+        s.tick(t0() + ms(OP_LATENCY_MS));
+        let op = s.delete_mig(&key, t0() + ms(200)).unwrap();
+        assert!(s.tick(t0() + ms(250)).is_empty());
+        assert!(s.operations[&op].is_done(t0() + ms(250)));
+        assert!(s.migs.is_empty());
     }
 
     #[test]

@@ -1,4 +1,20 @@
 //! The control API under `/_sim/`: what tests use to inspect the simulator and to script GCE's behaviour.
+//!
+//! All bodies and answers are JSON; a bad body is a 400 `{"error": "..."}`, an unknown name a 404.
+//!
+//! | call | body | effect |
+//! |---|---|---|
+//! | `GET /_sim/state` | | everything: `migs` (each with `resizeRequests` and `managedInstances`), `instances`, `operations`, `capacity`, `faults`, `templates`, `calls`, `time`, `time_scale` |
+//! | `GET /_sim/calls` | | `{"total": N, "by_method": {"regionInstanceGroupManagers.insert": 3, ...}}`: GCE API calls (faulted ones included) by discovery method id |
+//! | `POST /_sim/calls/reset` | | zero the counts |
+//! | `POST /_sim/capacity` | `{"match": "hpc-a3u-", "delay_seconds": 5.0, "fail": {"code", "message", "errorDetails"?} \| null, "hold": false}` | a rule for MIGs whose name starts with `match` ("" = all; the latest matching rule wins, and applies to requests already queued); no rule = capacity at once |
+//! | `DELETE /_sim/capacity` | | clear the rules (held requests then get capacity) |
+//! | `POST /_sim/faults` | `{"method": "regionInstanceGroupManagers.insert" \| "*", "status": 503, "reason"?, "probability": 1.0, "count"?, "delay_ms"?}` | HTTP fault injection; status 200 with `delay_ms` = slowness only |
+//! | `DELETE /_sim/faults` | | clear the fault rules |
+//! | `POST /_sim/instances/{name}/expire` | | GCE deletes the VM now, as at the end of its run duration |
+//! | `POST /_sim/templates` | an InstanceTemplate (`name` required) | `instanceTemplates.get` / `regionInstanceTemplates.get` of that name returns it |
+//! | `POST /_sim/migs/{name}/busy` | `{"seconds": N}` | deletes of that MIG fail (400 `resourceNotReady`, "active transformation") for N seconds |
+//! | `POST /_sim/latency` | `{"operation_ms": N}` | slow operations: new Operations stay RUNNING N ms (default 100) |
 
 use super::error::ApiError;
 use super::state::{CapacityRule, FaultRule};
@@ -150,7 +166,7 @@ async fn busy(State(sim): State<Arc<Shared>>, Path(name): Path<String>, body: By
         Ok(b) => b,
         Err(e) => return bad(StatusCode::BAD_REQUEST, e),
     };
-    let until = Utc::now() + chrono::Duration::milliseconds((b.seconds.max(0.0) * 1000.0) as i64);
+    let until = super::state::later(Utc::now(), (b.seconds.max(0.0) * 1000.0) as i64);
     if !sim.lock().set_busy(&name, until) {
         return bad(StatusCode::NOT_FOUND, format!("no MIG named {name}"));
     }

@@ -5,8 +5,8 @@
 //! and stop commands) after unlocking. Mutations apply at once and return an [`Operation`] that reports
 //! RUNNING for [`OP_LATENCY_MS`] and then DONE; resize requests advance in [`State::tick`].
 //!
-//! One file per kind of resource: [`mig`], [`resize_request`], [`instance`], plus [`operation`] and
-//! the control API's [`rules`]; this file holds the world ([`State`]), idempotency and the clock step.
+//! One file per kind of resource: `mig`, `resize_request`, `instance`, plus `operation` and
+//! the control API's `rules`; this file holds the world ([`State`]), idempotency and the clock step.
 
 mod instance;
 mod mig;
@@ -308,7 +308,7 @@ impl State {
                 template,
                 created: now,
                 run_seconds,
-                termination: now + ms(real_ms),
+                termination: later(now, real_ms),
                 network_ip: format!("10.{}.{}.{}", (n >> 16) & 255, (n >> 8) & 255, n & 255),
                 deleting_at: None,
             };
@@ -403,6 +403,13 @@ impl State {
 
 fn ms(n: i64) -> Duration {
     Duration::milliseconds(n)
+}
+
+/// `t` plus `n` milliseconds, saturating: a huge delay or a tiny time scale means "never", not a panic.
+pub fn later(t: DateTime<Utc>, n: i64) -> DateTime<Utc> {
+    Duration::try_milliseconds(n)
+        .and_then(|d| t.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 /// GCE's rule for `requestId`: a UUID, not all zeros.

@@ -363,7 +363,7 @@ pub(super) fn advance_request(
     }
     let accepted = rr.accepted_at.unwrap_or(now);
     let delay = rule.map_or(0.0, |r| r.delay_seconds.max(0.0));
-    let ready = now >= accepted + ms((delay * 1000.0) as i64);
+    let ready = now >= later(accepted, (delay * 1000.0) as i64);
     match rule {
         Some(r) if r.hold || !ready => {
             let waiting = CapacityFailure {

@@ -1,4 +1,4 @@
-//! Table-free unit tests of the state machine, driven by explicit `now` values.
+//! Unit tests of the state machine, driven by explicit `now` values (no clock, no HTTP).
 
 use super::*;
 
@@ -145,4 +145,30 @@ fn names_must_be_rfc1035() {
     assert!(!is_rfc1035("0hpc"));
     assert!(!is_rfc1035("hpc-"));
     assert!(!is_rfc1035(&"a".repeat(64)));
+}
+
+#[test]
+fn absurd_delays_saturate_instead_of_panicking() {
+    assert_eq!(later(t0(), i64::MAX), DateTime::<Utc>::MAX_UTC);
+    let mut s = State::new(1e-12);
+    let key = setup(&mut s);
+    s.capacity.push(CapacityRule {
+        prefix: String::new(),
+        delay_seconds: 1e300,
+        fail: None,
+        hold: false,
+    });
+    s.insert_resize_request(&key, &rr(&["n-0"], "600"), t0())
+        .unwrap();
+    s.tick(t0() + ms(OP_LATENCY_MS));
+    s.tick(t0() + ms(1000));
+    assert_eq!(s.migs[&key].requests["rr"].state, RrState::Accepted);
+    s.capacity.clear();
+    s.tick(t0() + ms(2000));
+    s.tick(t0() + ms(3000));
+    assert_eq!(
+        s.instances.len(),
+        1,
+        "created, with a termination time at the end of time"
+    );
 }

@@ -322,10 +322,17 @@ async fn resize_request_walks_creating_accepted_succeeded_and_vms_appear_togethe
     api.control(
         reqwest::Method::POST,
         "capacity",
-        Some(json!({"match": "hpc-a3u-", "delay_seconds": 0.6, "fail": null, "hold": false})),
+        Some(json!({"match": "hpc-a3u-", "delay_seconds": 2.0, "fail": null, "hold": false})),
     )
     .await;
     api.insert_mig("hpc-a3u-g1").await;
+    // Slow operations keep the request CREATING long enough to see it on a busy machine.
+    api.control(
+        reqwest::Method::POST,
+        "latency",
+        Some(json!({"operation_ms": 1000})),
+    )
+    .await;
     let op = api
         .insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0", "hpc-a3u-1"], "3600")
         .await;
@@ -335,18 +342,29 @@ async fn resize_request_walks_creating_accepted_succeeded_and_vms_appear_togethe
         .unwrap()
         .ends_with("/instanceGroupManagers/hpc-a3u-g1/resizeRequests/rr1"));
     assert_eq!(api.request("hpc-a3u-g1", "rr1").await["state"], "CREATING");
+    api.control(
+        reqwest::Method::POST,
+        "latency",
+        Some(json!({"operation_ms": 100})),
+    )
+    .await;
     // targetSize grows at once; the instances are queued with no URL.
     assert_eq!(api.target_size("hpc-a3u-g1").await, 2);
     let done = api.wait(&op).await;
     assert!(done.get("error").is_none(), "{done}");
     let accepted = api.until_state("hpc-a3u-g1", "rr1", "ACCEPTED").await;
     assert_eq!(accepted["requestedRunDuration"]["seconds"], "3600");
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    let accepted = api.request("hpc-a3u-g1", "rr1").await;
-    assert!(
-        accepted["status"]["lastAttempt"]["error"]["errors"][0]["code"].is_string(),
-        "{accepted}"
-    );
+    // While it waits for capacity, the last attempt's error says why.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let v = api.request("hpc-a3u-g1", "rr1").await;
+        assert_eq!(v["state"], "ACCEPTED", "{v}");
+        if v["status"]["lastAttempt"]["error"]["errors"][0]["code"].is_string() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{v}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let queued = api.managed("hpc-a3u-g1").await;
     assert_eq!(queued.len(), 2);
     for mi in &queued {
@@ -776,7 +794,7 @@ async fn mig_delete_cascades_to_requests_and_vms() {
     api.control(
         reqwest::Method::POST,
         "migs/hpc-a3u-g1/busy",
-        Some(json!({"seconds": 0.3})),
+        Some(json!({"seconds": 30})),
     )
     .await;
     let (status, v) = api
@@ -784,7 +802,12 @@ async fn mig_delete_cascades_to_requests_and_vms() {
         .await;
     assert_eq!(status, 400);
     assert_google_error(&v, 400, "resourceNotReady", "active transformation");
-    tokio::time::sleep(Duration::from_millis(350)).await;
+    api.control(
+        reqwest::Method::POST,
+        "migs/hpc-a3u-g1/busy",
+        Some(json!({"seconds": 0})),
+    )
+    .await;
     let (status, op) = api
         .delete(&format!("{REGION}/instanceGroupManagers/hpc-a3u-g1"))
         .await;
@@ -1061,7 +1084,7 @@ async fn binary_runs_boot_and_stop_commands() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_slurm-dws-sim"))
-        .args(["--listen", "127.0.0.1:0", "--time-scale", "600"])
+        .args(["--listen", "127.0.0.1:0", "--time-scale", "300"])
         .args(["--boot-cmd", &format!("touch {d}/{{name}}")])
         .args(["--stop-cmd", &format!("rm {d}/{{name}}")])
         .stdout(std::process::Stdio::piped())
@@ -1083,7 +1106,7 @@ async fn binary_runs_boot_and_stop_commands() {
         .await;
     api.until_state("hpc-a3u-g1", "rr1", "SUCCEEDED").await;
     wait_for_files(dir.path(), true).await;
-    // The run duration (600 s at time scale 600) ends after a second: the stop command removes the files.
+    // The run duration (600 s at time scale 300) ends after two seconds: the stop command removes the files.
     wait_for_files(dir.path(), false).await;
     let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();

@@ -319,6 +319,11 @@ async fn handle(sim: &Shared, call: &Call, uri: &Uri, body: &Bytes) -> Result<Va
             })
         }
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "listManagedInstances") => {
+            if q("orderBy").is_some() {
+                return Err(ApiError::invalid(
+                    "Invalid value for field 'orderBy': listManagedInstances does not support orderBy.",
+                ));
+            }
             let (items, paginated) = sim.lock().managed_instances(&call.mig_key())?;
             let items = filter(items, q("filter"))?;
             if paginated {

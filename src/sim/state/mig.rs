@@ -318,8 +318,10 @@ impl State {
                 name.to_string(),
             );
             match self.instances.get(&vm_key) {
+                // Already being deleted: a validation error, as for a non-member.
+                Some(vm) if vm.mig == *key && vm.deleting_at.is_some() => invalid.push(*e),
                 Some(vm) if vm.mig == *key => {
-                    if vm.deleting_at.is_none() && !vms.contains(&vm_key) {
+                    if !vms.contains(&vm_key) {
                         vms.push(vm_key);
                     }
                 }
@@ -343,7 +345,7 @@ impl State {
         }
         if !invalid.is_empty() && !skip {
             return Err(ApiError::invalid(format!(
-                "Invalid value for field 'resource.instances': {}. Instance is not a member of the instance group manager {}.",
+                "Invalid value for field 'resource.instances': {}. Not a member of the instance group manager {}, or already being deleted.",
                 invalid.join(", "),
                 key.name
             )));

@@ -172,3 +172,34 @@ fn absurd_delays_saturate_instead_of_panicking() {
         "created, with a termination time at the end of time"
     );
 }
+
+#[test]
+fn delete_instances_validates_members_unless_told_to_skip() {
+    let mut s = State::new(1.0);
+    let key = setup(&mut s);
+    s.insert_resize_request(&key, &rr(&["n-0", "n-1"], "600"), t0())
+        .unwrap();
+    let t1 = t0() + ms(OP_LATENCY_MS);
+    s.tick(t1);
+    s.tick(t1 + ms(PROVISION_MS));
+    assert_eq!(s.instances.len(), 2);
+    let now = t1 + ms(PROVISION_MS + 1);
+    let by_url = json!({"instances": ["zones/r1-b/instances/n-0"]});
+    s.delete_instances(&key, &by_url, now).unwrap();
+    assert_eq!(s.migs[&key].target_size, 1);
+    // n-0 is already being deleted: refused, unless skipped (and then not counted twice).
+    assert!(s.delete_instances(&key, &by_url, now).is_err());
+    let skip =
+        json!({"instances": ["zones/r1-b/instances/n-0"], "skipInstancesOnValidationError": true});
+    s.delete_instances(&key, &skip, now).unwrap();
+    assert_eq!(s.migs[&key].target_size, 1);
+    // A VM of another zone is never ours.
+    let other_zone = json!({"instances": ["zones/r1-c/instances/n-1"]});
+    assert!(s.delete_instances(&key, &other_zone, now).is_err());
+    let fx = s.tick(now + ms(DELETE_MS));
+    assert_eq!(fx, vec![Effect::Stop("n-0".into())]);
+    assert_eq!(
+        s.migs[&key].target_size, 1,
+        "deletion does not lower targetSize a second time"
+    );
+}

@@ -417,7 +417,10 @@ pub(super) fn render_request(key: &MigKey, rr: &ResizeRequest) -> Value {
     if let Some(e) = &rr.last_attempt {
         status["lastAttempt"] = json!({"error": e});
     }
-    obj.insert("status".into(), status);
+    // Like GCE, no `status` at all while there is nothing to report.
+    if status.as_object().is_some_and(|o| !o.is_empty()) {
+        obj.insert("status".into(), status);
+    }
     key.scope.annotate(&key.project, obj);
     o
 }

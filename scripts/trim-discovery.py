@@ -37,19 +37,14 @@ METHODS = {
 DROP_KEYS = {"description", "enumDescriptions", "enumDeprecated", "icons", "documentationLink"}
 
 
-# Maps whose keys are field or parameter NAMES, not schema keywords: a field called "description"
-# (InstanceGroupManager.description, ResizeRequest.description, ...) must survive the trim.
-NAME_MAPS = {"properties", "parameters"}
+def strip(node):
+    """Drop documentation-only keys everywhere below node.
 
-
-def strip(node, names=False):
-    """Drop documentation-only keys everywhere below node (never a field that is named like one)."""
+    Only documentation *values* go (strings and lists of strings): a schema property that happens to
+    be called `description` is an object and stays.
+    """
     if isinstance(node, dict):
-        return {
-            k: strip(v, names=(k in NAME_MAPS and not names))
-            for k, v in node.items()
-            if names or k not in DROP_KEYS
-        }
+        return {k: strip(v) for k, v in node.items() if k not in DROP_KEYS or isinstance(v, dict)}
     if isinstance(node, list):
         return [strip(v) for v in node]
     return node

@@ -1,4 +1,20 @@
 //! The control API under `/_sim/`: what tests use to inspect the simulator and to script GCE's behaviour.
+//!
+//! All bodies and answers are JSON; a bad body is a 400 `{"error": "..."}`, an unknown name a 404.
+//!
+//! | call | body | effect |
+//! |---|---|---|
+//! | `GET /_sim/state` | | everything: `migs` (each with `resizeRequests` and `managedInstances`), `instances`, `operations`, `capacity`, `faults`, `templates`, `calls`, `time`, `time_scale` |
+//! | `GET /_sim/calls` | | `{"total": N, "by_method": {"regionInstanceGroupManagers.insert": 3, ...}}`: GCE API calls (faulted ones included) by discovery method id |
+//! | `POST /_sim/calls/reset` | | zero the counts |
+//! | `POST /_sim/capacity` | `{"match": "hpc-a3u-", "delay_seconds": 5.0, "fail": {"code", "message", "errorDetails"?} \| null, "hold": false}` | a rule for MIGs whose name starts with `match` ("" = all; the latest matching rule wins, and applies to requests already queued); no rule = capacity at once |
+//! | `DELETE /_sim/capacity` | | clear the rules (held requests then get capacity) |
+//! | `POST /_sim/faults` | `{"method": "regionInstanceGroupManagers.insert" \| "*", "status": 503, "reason"?, "probability": 1.0, "count"?, "delay_ms"?}` | HTTP fault injection; status 200 with `delay_ms` = slowness only |
+//! | `DELETE /_sim/faults` | | clear the fault rules |
+//! | `POST /_sim/instances/{name}/expire` | | GCE deletes the VM now, as at the end of its run duration |
+//! | `POST /_sim/templates` | an InstanceTemplate (`name` required) | `instanceTemplates.get` / `regionInstanceTemplates.get` of that name returns it |
+//! | `POST /_sim/migs/{name}/busy` | `{"seconds": N}` | deletes of that MIG fail (400 `resourceNotReady`, "active transformation") for N seconds |
+//! | `POST /_sim/latency` | `{"operation_ms": N}` | slow operations: new Operations stay RUNNING N ms (default 100) |
 
 use super::error::ApiError;
 use super::state::{CapacityRule, FaultRule};
@@ -25,6 +41,7 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/_sim/instances/{name}/expire", post(expire))
         .route("/_sim/templates", post(load_template))
         .route("/_sim/migs/{name}/busy", post(busy))
+        .route("/_sim/latency", post(latency))
 }
 
 /// A control-API error: `{"error": "..."}` with a 4xx status.
@@ -57,6 +74,18 @@ async fn add_capacity(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
     };
     if !rule.delay_seconds.is_finite() || rule.delay_seconds < 0.0 {
         return bad(StatusCode::BAD_REQUEST, "delay_seconds must be a finite number >= 0");
+    }
+    if let Some(f) = &rule.fail {
+        // What the rule will put in a resize request's status must fit GCE's schema.
+        let status = json!({"error": super::state::capacity_error(f)});
+        let fits = super::schema::validate_value(
+            "InstanceGroupManagerResizeRequestStatus",
+            &status,
+            super::schema::Direction::Response,
+        );
+        if let Err(errs) = fits {
+            return bad(StatusCode::BAD_REQUEST, errs.join("; "));
+        }
     }
     sim.lock().capacity.push(rule);
     Json(json!({})).into_response()
@@ -124,10 +153,27 @@ async fn busy(State(sim): State<Arc<Shared>>, Path(name): Path<String>, body: By
         Ok(b) => b,
         Err(e) => return bad(StatusCode::BAD_REQUEST, e),
     };
-    let until = Utc::now() + chrono::Duration::milliseconds((b.seconds.max(0.0) * 1000.0) as i64);
+    let until = super::state::later(Utc::now(), (b.seconds.max(0.0) * 1000.0) as i64);
     if !sim.lock().set_busy(&name, until) {
         return bad(StatusCode::NOT_FOUND, format!("no MIG named {name}"));
     }
+    Json(json!({})).into_response()
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Latency {
+    operation_ms: u64,
+}
+
+/// Slow operations: every Operation created from now on stays RUNNING this long (default 100 ms),
+/// and a resize request stays CREATING as long.
+async fn latency(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
+    let l: Latency = match parse(&body) {
+        Ok(l) => l,
+        Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    sim.lock().op_latency_ms = l.operation_ms.min(3_600_000) as i64;
     Json(json!({})).into_response()
 }
 

@@ -268,13 +268,18 @@ async fn handle(sim: &Shared, call: &Call, uri: &Uri, body: &Bytes) -> Result<Va
             sim.lock().mutate(project, request_id, now, |s| s.delete_instances(&key, &body, now))
         }
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "listManagedInstances") => {
+            if q("orderBy").is_some() {
+                return Err(ApiError::invalid(
+                    "Invalid value for field 'orderBy': listManagedInstances does not support orderBy.",
+                ));
+            }
             let (items, paginated) = sim.lock().managed_instances(&call.mig_key())?;
             let items = filter(items, q("filter"))?;
             if paginated {
                 let (items, next) = slice(items, &query)?;
-                Ok(with_next(json!({"managedInstances": items}), next))
+                Ok(with_next(items_or_nothing("managedInstances", items), next))
             } else {
-                Ok(json!({"managedInstances": items}))
+                Ok(items_or_nothing("managedInstances", items))
             }
         }
         (_, "insert") => {
@@ -371,7 +376,19 @@ fn page(items: Vec<Value>, query: &[(String, String)], list_schema: &str) -> Res
     let items = filter(items, q("filter"))?;
     let (items, next) = slice(items, query)?;
     let kind = schema::kind_of(list_schema).unwrap_or_default();
-    Ok(with_next(json!({"kind": kind, "items": items}), next))
+    let mut out = items_or_nothing("items", items);
+    out["kind"] = json!(kind);
+    Ok(with_next(out, next))
+}
+
+/// GCE leaves an empty list out of the response altogether (`{}` rather than `{"items": []}`), so a
+/// client must cope with the field missing; the simulator does the same so that it has to.
+fn items_or_nothing(field: &str, items: Vec<Value>) -> Value {
+    if items.is_empty() {
+        json!({})
+    } else {
+        json!({ field: items })
+    }
 }
 
 fn with_next(mut v: Value, next: Option<String>) -> Value {

@@ -1,0 +1,426 @@
+//! Resize requests: insert, get, list, cancel, delete, and their state machine (CREATING → ACCEPTED → SUCCEEDED | FAILED | CANCELLED).
+
+use super::*;
+use serde::Serialize;
+
+/// The v1 states of a resize request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RrState {
+    Creating,
+    Accepted,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl RrState {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            RrState::Creating => "CREATING",
+            RrState::Accepted => "ACCEPTED",
+            RrState::Succeeded => "SUCCEEDED",
+            RrState::Failed => "FAILED",
+            RrState::Cancelled => "CANCELLED",
+        }
+    }
+
+    pub(super) fn is_final(self) -> bool {
+        matches!(
+            self,
+            RrState::Succeeded | RrState::Failed | RrState::Cancelled
+        )
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ResizeRequest {
+    pub(super) name: String,
+    pub(super) id: u64,
+    pub(super) created: DateTime<Utc>,
+    /// The request body as sent (after validation): echoed back in `get`.
+    pub(super) body: Value,
+    pub state: RrState,
+    /// The VM names this request creates (generated for `resizeBy`).
+    pub(super) names: Vec<String>,
+    /// Names removed with `deleteInstances` while queued: they will not be created.
+    pub(super) removed: BTreeSet<String>,
+    pub(super) run_seconds: i64,
+    /// When CREATING turns ACCEPTED (when the insert Operation is DONE).
+    pub(super) accept_at: DateTime<Utc>,
+    pub(super) accepted_at: Option<DateTime<Utc>>,
+    /// Capacity was found: the VMs are being created until then.
+    pub(super) provisioning_until: Option<DateTime<Utc>>,
+    pub(super) error: Option<Value>,
+    pub(super) last_attempt: Option<Value>,
+}
+
+impl ResizeRequest {
+    pub(super) fn remaining(&self) -> impl Iterator<Item = &String> {
+        self.names.iter().filter(|n| !self.removed.contains(*n))
+    }
+
+    pub(super) fn is_queued(&self) -> bool {
+        matches!(self.state, RrState::Creating | RrState::Accepted)
+    }
+}
+
+impl State {
+    // ----- resize requests -------------------------------------------------------------------
+
+    /// Resize request insert: validates, grows targetSize at once, starts CREATING.
+    pub fn insert_resize_request(
+        &mut self,
+        key: &MigKey,
+        body: &Value,
+        now: DateTime<Utc>,
+    ) -> Result<String, ApiError> {
+        let mig = self.mig(key)?;
+        if !mig.deleting.is_empty() {
+            return Err(ApiError::resource_not_ready(
+                &key.path(),
+                "the instance group manager is being deleted",
+            ));
+        }
+        let name = body.get("name").and_then(Value::as_str).unwrap_or_default();
+        if name.is_empty() {
+            return Err(ApiError::invalid(
+                "Required field 'resource.name' not specified",
+            ));
+        }
+        if !is_rfc1035(name) {
+            return Err(ApiError::invalid(format!(
+                "Invalid value for field 'resource.name': '{name}'. Must be a match of regex '[a-z](?:[-a-z0-9]{{0,61}}[a-z0-9])?'"
+            )));
+        }
+        let instances = body
+            .get("instances")
+            .and_then(Value::as_array)
+            .filter(|a| !a.is_empty());
+        let resize_by = body.get("resizeBy").and_then(Value::as_i64);
+        let names: Vec<String> = match (instances, resize_by) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::invalid(
+                    "Invalid value for field 'resource.resizeBy': resizeBy and instances are mutually exclusive; set exactly one.",
+                ))
+            }
+            (None, None) => {
+                return Err(ApiError::invalid(
+                    "Required field 'resource.resizeBy' or 'resource.instances' not specified",
+                ))
+            }
+            (Some(list), None) => {
+                let mut names = Vec::new();
+                for (i, item) in list.iter().enumerate() {
+                    let n = item.get("name").and_then(Value::as_str).unwrap_or_default();
+                    if !is_rfc1035(n) {
+                        return Err(ApiError::invalid(format!(
+                            "Invalid value for field 'resource.instances[{i}].name': '{n}'. Must be a match of regex '[a-z](?:[-a-z0-9]{{0,61}}[a-z0-9])?'"
+                        )));
+                    }
+                    if names.iter().any(|x| x == n) {
+                        return Err(ApiError::invalid(format!(
+                            "Invalid value for field 'resource.instances[{i}].name': '{n}'. Duplicate instance name."
+                        )));
+                    }
+                    names.push(n.to_string());
+                }
+                names
+            }
+            (None, Some(n)) => {
+                if n < 1 || n as usize > MAX_PER_CALL {
+                    return Err(ApiError::invalid(format!(
+                        "Invalid value for field 'resource.resizeBy': '{n}'. Must be between 1 and {MAX_PER_CALL}."
+                    )));
+                }
+                let base = mig.body.get("baseInstanceName").and_then(Value::as_str).unwrap_or(&mig.key.name).to_string();
+                (0..n).map(|_| format!("{base}-{}", &uuid::Uuid::new_v4().simple().to_string()[..4])).collect()
+            }
+        };
+        if names.len() > MAX_PER_CALL {
+            return Err(ApiError::invalid(format!(
+                "Invalid value for field 'resource.instances': {} instances; at most {MAX_PER_CALL} per resize request.",
+                names.len()
+            )));
+        }
+        let seconds_value = body.pointer("/requestedRunDuration/seconds");
+        let seconds = match seconds_value {
+            Some(Value::String(s)) => s.parse::<i64>().ok(),
+            Some(Value::Number(n)) => n.as_i64(),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            ApiError::invalid("Required field 'resource.requestedRunDuration' not specified")
+        })?;
+        if !(MIN_RUN_SECONDS..=MAX_RUN_SECONDS).contains(&seconds) {
+            return Err(ApiError::invalid(format!(
+                "Invalid value for field 'resource.requestedRunDuration.seconds': '{seconds}'. Must be between {MIN_RUN_SECONDS} and {MAX_RUN_SECONDS}."
+            )));
+        }
+        if body
+            .pointer("/requestedRunDuration/nanos")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            != 0
+        {
+            return Err(ApiError::invalid(
+                "Invalid value for field 'resource.requestedRunDuration.nanos': must be 0.",
+            ));
+        }
+        if key.scope.is_regional() {
+            let shape = mig
+                .body
+                .pointer("/distributionPolicy/targetShape")
+                .and_then(Value::as_str);
+            if shape != Some("ANY_SINGLE_ZONE") {
+                return Err(ApiError::invalid(format!(
+                    "Resize requests in a regional MIG require distributionPolicy.targetShape ANY_SINGLE_ZONE; {} has {}.",
+                    key.name,
+                    shape.unwrap_or("EVEN")
+                )));
+            }
+        }
+        if mig.requests.contains_key(name) {
+            return Err(ApiError::already_exists(&format!(
+                "{}/resizeRequests/{name}",
+                key.path()
+            )));
+        }
+        if mig.target_size + names.len() as i64 > mig.limit() {
+            return Err(ApiError::invalid(format!(
+                "Resize request would grow {} to {} instances; the limit is {}.",
+                key.name,
+                mig.target_size + names.len() as i64,
+                mig.limit()
+            )));
+        }
+        let zone = mig.zone.clone();
+        if let Some(taken) = names
+            .iter()
+            .find(|n| self.name_in_use(&key.project, &zone, n))
+        {
+            return Err(ApiError::already_exists(&format!(
+                "projects/{}/zones/{zone}/instances/{taken}",
+                key.project
+            )));
+        }
+        let id = new_id();
+        let url = format!("{}/resizeRequests/{name}", key.url());
+        let latency = self.op_latency_ms;
+        let mig = self.mig_mut(key)?;
+        mig.target_size += names.len() as i64;
+        mig.requests.insert(
+            name.to_string(),
+            ResizeRequest {
+                name: name.to_string(),
+                id,
+                created: now,
+                body: body.clone(),
+                state: RrState::Creating,
+                names,
+                removed: BTreeSet::new(),
+                run_seconds: seconds,
+                accept_at: now + ms(latency),
+                accepted_at: None,
+                provisioning_until: None,
+                error: None,
+                last_attempt: None,
+            },
+        );
+        Ok(self.new_op(
+            &key.project,
+            key.scope.clone(),
+            "insert",
+            url,
+            id,
+            now,
+            Some(now + ms(self.op_latency_ms)),
+        ))
+    }
+
+    /// Whether a VM name is taken in a zone: by a VM or by a queued request of any MIG there.
+    pub(super) fn name_in_use(&self, project: &str, zone: &str, name: &str) -> bool {
+        self.instances
+            .contains_key(&(project.to_string(), zone.to_string(), name.to_string()))
+            || self.migs.values().any(|m| {
+                m.key.project == project
+                    && m.zone == zone
+                    && m.requests
+                        .values()
+                        .any(|r| r.is_queued() && r.remaining().any(|n| n == name))
+            })
+    }
+
+    pub(super) fn request(&self, key: &MigKey, name: &str) -> Result<&ResizeRequest, ApiError> {
+        self.mig(key)?
+            .requests
+            .get(name)
+            .ok_or_else(|| ApiError::not_found(&format!("{}/resizeRequests/{name}", key.path())))
+    }
+
+    pub fn resize_request_json(&self, key: &MigKey, name: &str) -> Result<Value, ApiError> {
+        Ok(render_request(key, self.request(key, name)?))
+    }
+
+    pub fn list_resize_requests(&self, key: &MigKey) -> Result<Vec<Value>, ApiError> {
+        Ok(self
+            .mig(key)?
+            .requests
+            .values()
+            .map(|r| render_request(key, r))
+            .collect())
+    }
+
+    /// Cancel: ACCEPTED → CANCELLED with targetSize lowered; otherwise the Operation fails.
+    pub fn cancel_resize_request(
+        &mut self,
+        key: &MigKey,
+        name: &str,
+        now: DateTime<Utc>,
+    ) -> Result<String, ApiError> {
+        let rr = self.request(key, name)?;
+        let (id, state) = (rr.id, rr.state);
+        let url = format!("{}/resizeRequests/{name}", key.url());
+        let op = self.new_op(
+            &key.project,
+            key.scope.clone(),
+            "cancel",
+            url,
+            id,
+            now,
+            Some(now + ms(self.op_latency_ms)),
+        );
+        if state == RrState::Accepted {
+            let mig = self.mig_mut(key)?;
+            let rr = mig.requests.get_mut(name).expect("checked above");
+            let n = rr.remaining().count() as i64;
+            rr.state = RrState::Cancelled;
+            rr.last_attempt = None;
+            rr.provisioning_until = None;
+            mig.target_size -= n;
+        } else {
+            let o = self.operations.get_mut(&op).expect("just inserted");
+            o.error = Some(status_error(
+                "CONDITION_NOT_MET",
+                &format!("Resize request '{name}' is {}; only an ACCEPTED resize request can be cancelled.", state.name()),
+            ));
+            o.http_error = Some((412, "PRECONDITION FAILED"));
+        }
+        Ok(op)
+    }
+
+    /// Delete: only a request in a final state; its VMs stay.
+    pub fn delete_resize_request(
+        &mut self,
+        key: &MigKey,
+        name: &str,
+        now: DateTime<Utc>,
+    ) -> Result<String, ApiError> {
+        let rr = self.request(key, name)?;
+        if !rr.state.is_final() {
+            return Err(ApiError::invalid(format!(
+                "Resize request '{name}' is {}; only a SUCCEEDED, FAILED or CANCELLED resize request can be deleted. Cancel it first.",
+                rr.state.name()
+            )));
+        }
+        let id = rr.id;
+        self.mig_mut(key)?.requests.remove(name);
+        let url = format!("{}/resizeRequests/{name}", key.url());
+        Ok(self.new_op(
+            &key.project,
+            key.scope.clone(),
+            "delete",
+            url,
+            id,
+            now,
+            Some(now + ms(self.op_latency_ms)),
+        ))
+    }
+}
+
+/// One step of a resize request's state machine; returns the VM names to create when it succeeds.
+pub(super) fn advance_request(
+    rr: &mut ResizeRequest,
+    rule: Option<&CapacityRule>,
+    target_size: &mut i64,
+    now: DateTime<Utc>,
+) -> Option<Vec<String>> {
+    if rr.state == RrState::Creating && now >= rr.accept_at {
+        rr.state = RrState::Accepted;
+        rr.accepted_at = Some(now);
+    }
+    if rr.state != RrState::Accepted {
+        return None;
+    }
+    if let Some(until) = rr.provisioning_until {
+        if now >= until {
+            rr.state = RrState::Succeeded;
+            rr.provisioning_until = None;
+            rr.last_attempt = None;
+            return Some(rr.remaining().cloned().collect());
+        }
+        return None;
+    }
+    let accepted = rr.accepted_at.unwrap_or(now);
+    let delay = rule.map_or(0.0, |r| r.delay_seconds.max(0.0));
+    let ready = now >= later(accepted, (delay * 1000.0) as i64);
+    match rule {
+        Some(r) if r.hold || !ready => {
+            let waiting = CapacityFailure {
+                code: "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS".into(),
+                message: "Waiting for resources: the zone does not have enough resources available to fulfill the request. The request stays queued.".into(),
+                error_details: None,
+            };
+            rr.last_attempt = Some(capacity_error(r.fail.as_ref().unwrap_or(&waiting)));
+        }
+        Some(CapacityRule { fail: Some(f), .. }) => {
+            *target_size -= rr.remaining().count() as i64;
+            rr.state = RrState::Failed;
+            rr.last_attempt = None;
+            rr.error = Some(capacity_error(f));
+        }
+        _ => rr.provisioning_until = Some(now + ms(PROVISION_MS)),
+    }
+    None
+}
+
+pub(super) fn render_request(key: &MigKey, rr: &ResizeRequest) -> Value {
+    let mut o = json!({});
+    let obj = o.as_object_mut().expect("object");
+    for field in ["description", "instances", "resizeBy"] {
+        if let Some(v) = rr.body.get(field).filter(|v| !v.is_null()) {
+            obj.insert(field.into(), v.clone());
+        }
+    }
+    let url = format!("{}/resizeRequests/{}", key.url(), rr.name);
+    obj.insert(
+        "kind".into(),
+        json!("compute#instanceGroupManagerResizeRequest"),
+    );
+    obj.insert("id".into(), json!(rr.id.to_string()));
+    obj.insert("creationTimestamp".into(), json!(ts(rr.created)));
+    obj.insert("name".into(), json!(rr.name));
+    obj.insert(
+        "requestedRunDuration".into(),
+        json!({"seconds": rr.run_seconds.to_string()}),
+    );
+    obj.insert("state".into(), json!(rr.state.name()));
+    obj.insert("selfLink".into(), json!(url));
+    obj.insert(
+        "selfLinkWithId".into(),
+        json!(format!("{}/resizeRequests/{}", key.url(), rr.id)),
+    );
+    let mut status = json!({});
+    if let Some(e) = &rr.error {
+        status["error"] = e.clone();
+    }
+    if let Some(e) = &rr.last_attempt {
+        status["lastAttempt"] = json!({"error": e});
+    }
+    // Like GCE, no `status` at all while there is nothing to report.
+    if status.as_object().is_some_and(|o| !o.is_empty()) {
+        obj.insert("status".into(), status);
+    }
+    key.scope.annotate(&key.project, obj);
+    o
+}

@@ -47,6 +47,7 @@ impl PowerScripts {
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 bin="$(dirname "$SLURM_CONF")/bin"
 echo "resume $1 $(cat "$SLURM_RESUME_FILE" 2>/dev/null)" >> '{log}'
+echo "hook $(grep SigBlk /proc/$$/status)" >> '{log}'
 for n in $(scontrol show hostnames "$1"); do "$bin/slurmd-start" "$n"; done
 exit 0
 "#,
@@ -189,6 +190,23 @@ async fn cloud_job_resumes_runs_and_powers_down() {
     let nodes = nodes_of(&slurm, &names).await;
     assert!(nodes.iter().all(|n| n.state == "allocated" && !n.has_flag("POWERED_DOWN")), "{nodes:?}");
     assert!(names.iter().all(|n| cluster.slurmd_running(n)));
+    // The hook runs with SIGTERM blocked (reference/SLURM.md), which its children inherit...
+    let hook_mask = log
+        .lines()
+        .find_map(|l| l.strip_prefix("hook SigBlk:"))
+        .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
+        .unwrap_or_else(|| panic!("no hook mask in {log}"));
+    assert_ne!(hook_mask & SIGTERM_BIT, 0, "hook mask {hook_mask:x}");
+    // ...yet the slurmds it started through slurmd-start can be stopped with SIGTERM.
+    for n in names {
+        let pid = read_pid(&cluster.dir().join("run").join(format!("slurmd-{n}.pid")));
+        let mask = blocked_signals(pid);
+        assert_eq!(
+            mask & SIGTERM_BIT,
+            0,
+            "slurmd of {n} blocks SIGTERM: {mask:x}"
+        );
+    }
 
     wait_until(&cluster, Duration::from_secs(60), "job COMPLETED", || async {
         (job_state(&slurm, job).await.as_deref() == Some("COMPLETED")).then_some(())
@@ -418,6 +436,19 @@ async fn drop_stops_every_process() {
     }
     assert!(!dir.exists(), "the cluster directory is removed");
     assert_eq!(devcluster::kill_stray_slurmds(&dir), 0);
+}
+
+/// Bit of SIGTERM (15) in /proc/PID/status `SigBlk`.
+const SIGTERM_BIT: u64 = 1 << (15 - 1);
+
+fn blocked_signals(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigBlk:"))
+        .unwrap()
+        .trim();
+    u64::from_str_radix(hex, 16).unwrap()
 }
 
 fn read_pid(path: &Path) -> i32 {

@@ -201,11 +201,7 @@ async fn cloud_job_resumes_runs_and_powers_down() {
     for n in names {
         let pid = read_pid(&cluster.dir().join("run").join(format!("slurmd-{n}.pid")));
         let mask = blocked_signals(pid);
-        assert_eq!(
-            mask & SIGTERM_BIT,
-            0,
-            "slurmd of {n} blocks SIGTERM: {mask:x}"
-        );
+        assert_eq!(mask & SIGTERM_BIT, 0, "slurmd of {n} blocks SIGTERM: {mask:x}");
     }
 
     wait_until(&cluster, Duration::from_secs(60), "job COMPLETED", || async {
@@ -443,11 +439,7 @@ const SIGTERM_BIT: u64 = 1 << (15 - 1);
 
 fn blocked_signals(pid: i32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let hex = status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigBlk:"))
-        .unwrap()
-        .trim();
+    let hex = status.lines().find_map(|l| l.strip_prefix("SigBlk:")).unwrap().trim();
     u64::from_str_radix(hex, 16).unwrap()
 }
 

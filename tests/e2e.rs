@@ -99,7 +99,16 @@ fn e2e_1_two_node_job_runs_and_everything_is_cleaned_up() {
     let out = s.cluster.dir().join("jobs").join("e2e1.out");
     let job = s
         .cluster
-        .sbatch(&["-N2", "--time=90", "-p", "a", "-o", out.to_str().unwrap(), "--wrap", "srun printenv SLURMD_NODENAME; sleep 3"])
+        .sbatch(&[
+            "-N2",
+            "--time=90",
+            "-p",
+            "a",
+            "-o",
+            out.to_str().unwrap(),
+            "--wrap",
+            "srun printenv SLURMD_NODENAME; sleep 3",
+        ])
         .unwrap();
     wait(&s, "job RUNNING", 60, || (job_state(&s, job).as_deref() == Some("RUNNING")).then_some(()));
     eprintln!("[e2e-1] sbatch -> RUNNING in {:?}", started.elapsed());

@@ -16,12 +16,7 @@ struct Api {
 }
 
 impl Api {
-    async fn call(
-        &self,
-        method: reqwest::Method,
-        url: String,
-        body: Option<Value>,
-    ) -> (u16, Value) {
+    async fn call(&self, method: reqwest::Method, url: String, body: Option<Value>) -> (u16, Value) {
         let mut req = self.http.request(method, url).bearer_auth("any-token");
         if let Some(b) = body {
             req = req.json(&b);
@@ -29,39 +24,22 @@ impl Api {
         let resp = req.send().await.expect("request sent");
         let status = resp.status().as_u16();
         let text = resp.text().await.expect("body");
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
     }
     async fn get(&self, path: &str) -> (u16, Value) {
-        self.call(reqwest::Method::GET, format!("{}{path}", self.base), None)
-            .await
+        self.call(reqwest::Method::GET, format!("{}{path}", self.base), None).await
     }
     async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        self.call(
-            reqwest::Method::POST,
-            format!("{}{path}", self.base),
-            Some(body),
-        )
-        .await
+        self.call(reqwest::Method::POST, format!("{}{path}", self.base), Some(body)).await
     }
     async fn post_empty(&self, path: &str) -> (u16, Value) {
-        self.call(reqwest::Method::POST, format!("{}{path}", self.base), None)
-            .await
+        self.call(reqwest::Method::POST, format!("{}{path}", self.base), None).await
     }
     async fn delete(&self, path: &str) -> (u16, Value) {
-        self.call(
-            reqwest::Method::DELETE,
-            format!("{}{path}", self.base),
-            None,
-        )
-        .await
+        self.call(reqwest::Method::DELETE, format!("{}{path}", self.base), None).await
     }
     async fn control(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let (status, v) = self
-            .call(method, format!("{}_sim/{path}", self.root), body)
-            .await;
+        let (status, v) = self.call(method, format!("{}_sim/{path}", self.root), body).await;
         assert_eq!(status, 200, "control {path}: {v}");
         v
     }
@@ -75,9 +53,7 @@ impl Api {
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let (status, v) = self
-                .post_empty(&format!("{scope}/operations/{name}/wait"))
-                .await;
+            let (status, v) = self.post_empty(&format!("{scope}/operations/{name}/wait")).await;
             assert_eq!(status, 200, "{v}");
             if v["status"] == "DONE" {
                 return v;
@@ -87,9 +63,7 @@ impl Api {
     }
 
     async fn insert_mig(&self, name: &str) {
-        let (status, op) = self
-            .post(&format!("{REGION}/instanceGroupManagers"), mig_body(name))
-            .await;
+        let (status, op) = self.post(&format!("{REGION}/instanceGroupManagers"), mig_body(name)).await;
         assert_eq!(status, 200, "{op}");
         let done = self.wait(&op).await;
         assert!(done.get("error").is_none(), "{done}");
@@ -98,45 +72,30 @@ impl Api {
     async fn insert_request(&self, mig: &str, rr: &str, names: &[&str], seconds: &str) -> Value {
         let body = json!({"name": rr, "instances": names.iter().map(|n| json!({"name": n})).collect::<Vec<_>>(),
                           "requestedRunDuration": {"seconds": seconds}});
-        let (status, op) = self
-            .post(
-                &format!("{REGION}/instanceGroupManagers/{mig}/resizeRequests"),
-                body,
-            )
-            .await;
+        let (status, op) =
+            self.post(&format!("{REGION}/instanceGroupManagers/{mig}/resizeRequests"), body).await;
         assert_eq!(status, 200, "{op}");
         op
     }
 
     async fn request(&self, mig: &str, rr: &str) -> Value {
-        let (status, v) = self
-            .get(&format!(
-                "{REGION}/instanceGroupManagers/{mig}/resizeRequests/{rr}"
-            ))
-            .await;
+        let (status, v) =
+            self.get(&format!("{REGION}/instanceGroupManagers/{mig}/resizeRequests/{rr}")).await;
         assert_eq!(status, 200, "{v}");
         v
     }
 
     async fn target_size(&self, mig: &str) -> i64 {
-        let (status, v) = self
-            .get(&format!("{REGION}/instanceGroupManagers/{mig}"))
-            .await;
+        let (status, v) = self.get(&format!("{REGION}/instanceGroupManagers/{mig}")).await;
         assert_eq!(status, 200, "{v}");
         v["targetSize"].as_i64().expect("targetSize")
     }
 
     async fn managed(&self, mig: &str) -> Vec<Value> {
-        let (status, v) = self
-            .post_empty(&format!(
-                "{REGION}/instanceGroupManagers/{mig}/listManagedInstances"
-            ))
-            .await;
+        let (status, v) =
+            self.post_empty(&format!("{REGION}/instanceGroupManagers/{mig}/listManagedInstances")).await;
         assert_eq!(status, 200, "{v}");
-        v["managedInstances"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
+        v["managedInstances"].as_array().cloned().unwrap_or_default()
     }
 
     /// Polls a resize request until it reaches `state`.
@@ -172,23 +131,12 @@ fn mig_body(name: &str) -> Value {
 }
 
 async fn start(time_scale: f64) -> (SimHandle, Api) {
-    let handle = sim::start(SimOptions {
-        time_scale,
-        ..SimOptions::default()
-    })
-    .await
-    .expect("simulator starts");
+    let handle =
+        sim::start(SimOptions { time_scale, ..SimOptions::default() }).await.expect("simulator starts");
     let base = handle.base_url();
     assert_eq!(base, format!("http://{}/compute/v1/", handle.addr()));
     let root = format!("http://{}/", handle.addr());
-    (
-        handle,
-        Api {
-            http: reqwest::Client::new(),
-            base,
-            root,
-        },
-    )
+    (handle, Api { http: reqwest::Client::new(), base, root })
 }
 
 fn assert_google_error(v: &Value, code: u64, reason: &str, mentions: &str) {
@@ -197,10 +145,7 @@ fn assert_google_error(v: &Value, code: u64, reason: &str, mentions: &str) {
     assert_eq!(e["errors"][0]["reason"], reason, "{v}");
     assert!(e["errors"][0]["domain"].is_string(), "{v}");
     assert!(e["status"].is_string(), "{v}");
-    assert!(
-        e["message"].as_str().unwrap().contains(mentions),
-        "message should mention {mentions}: {v}"
-    );
+    assert!(e["message"].as_str().unwrap().contains(mentions), "message should mention {mentions}: {v}");
 }
 
 #[tokio::test]
@@ -234,11 +179,7 @@ async fn bad_requests_get_google_style_400s_naming_the_field() {
             "badRequest",
             "resizeBy",
         ),
-        (
-            json!({"name": "rr", "instances": [{"name": "n-0"}]}),
-            "invalid",
-            "requestedRunDuration",
-        ),
+        (json!({"name": "rr", "instances": [{"name": "n-0"}]}), "invalid", "requestedRunDuration"),
         (
             json!({"name": "RR", "instances": [{"name": "n-0"}], "requestedRunDuration": {"seconds": "3600"}}),
             "invalid",
@@ -253,33 +194,21 @@ async fn bad_requests_get_google_style_400s_naming_the_field() {
     // A bad enum value and an unknown query parameter.
     let mut mig = mig_body("hpc-a3u-g2");
     mig["distributionPolicy"]["targetShape"] = json!("SINGLE_ZONE");
-    let (status, v) = api
-        .post(&format!("{REGION}/instanceGroupManagers"), mig)
-        .await;
+    let (status, v) = api.post(&format!("{REGION}/instanceGroupManagers"), mig).await;
     assert_eq!(status, 400);
     assert_google_error(&v, 400, "badRequest", "targetShape");
-    let (status, v) = api
-        .get(&format!("{REGION}/instanceGroupManagers?max_results=5"))
-        .await;
+    let (status, v) = api.get(&format!("{REGION}/instanceGroupManagers?max_results=5")).await;
     assert_eq!(status, 400);
     assert_google_error(&v, 400, "badRequest", "max_results");
-    let (status, v) = api
-        .get(&format!("{REGION}/instanceGroupManagers?maxResults=501"))
-        .await;
+    let (status, v) = api.get(&format!("{REGION}/instanceGroupManagers?maxResults=501")).await;
     assert_eq!(status, 400);
     assert_google_error(&v, 400, "invalid", "maxResults");
-    let (status, v) = api
-        .post(
-            &format!("{REGION}/instanceGroupManagers?requestId=not-a-uuid"),
-            mig_body("x"),
-        )
-        .await;
+    let (status, v) =
+        api.post(&format!("{REGION}/instanceGroupManagers?requestId=not-a-uuid"), mig_body("x")).await;
     assert_eq!(status, 400);
     assert_google_error(&v, 400, "invalid", "requestId");
     // Missing resources are Google-style 404s.
-    let (status, v) = api
-        .get(&format!("{REGION}/instanceGroupManagers/nope"))
-        .await;
+    let (status, v) = api.get(&format!("{REGION}/instanceGroupManagers/nope")).await;
     assert_eq!(status, 404);
     assert_google_error(&v, 404, "notFound", "nope");
     // Nothing was created by the rejected requests.
@@ -289,31 +218,20 @@ async fn bad_requests_get_google_style_400s_naming_the_field() {
 
 #[test]
 fn request_bodies_can_be_validated_directly() {
-    let good = json!({"name": "rr", "instances": [{"name": "n-0"}], "requestedRunDuration": {"seconds": "3600"}});
-    assert_eq!(
-        sim::validate_request_body("regionInstanceGroupManagerResizeRequests.insert", &good),
-        Ok(())
-    );
+    let good =
+        json!({"name": "rr", "instances": [{"name": "n-0"}], "requestedRunDuration": {"seconds": "3600"}});
+    assert_eq!(sim::validate_request_body("regionInstanceGroupManagerResizeRequests.insert", &good), Ok(()));
     assert_eq!(
         sim::validate_request_body("compute.instanceGroupManagerResizeRequests.insert", &good),
         Ok(())
     );
     let bad = json!({"name": "rr", "requested_run_duration": {"seconds": "3600"}});
-    let errs = sim::validate_request_body("regionInstanceGroupManagerResizeRequests.insert", &bad)
-        .unwrap_err();
-    assert!(
-        errs.iter().any(|e| e.contains("requested_run_duration")),
-        "{errs:?}"
-    );
+    let errs =
+        sim::validate_request_body("regionInstanceGroupManagerResizeRequests.insert", &bad).unwrap_err();
+    assert!(errs.iter().any(|e| e.contains("requested_run_duration")), "{errs:?}");
     let del = json!({"instances": ["a", "b"], "skipInstancesOnValidationError": true});
-    assert_eq!(
-        sim::validate_request_body("regionInstanceGroupManagers.deleteInstances", &del),
-        Ok(())
-    );
-    assert_eq!(
-        sim::validate_request_body("regionInstanceGroupManagers.insert", &mig_body("m")),
-        Ok(())
-    );
+    assert_eq!(sim::validate_request_body("regionInstanceGroupManagers.deleteInstances", &del), Ok(()));
+    assert_eq!(sim::validate_request_body("regionInstanceGroupManagers.insert", &mig_body("m")), Ok(()));
 }
 
 #[tokio::test]
@@ -327,27 +245,15 @@ async fn resize_request_walks_creating_accepted_succeeded_and_vms_appear_togethe
     .await;
     api.insert_mig("hpc-a3u-g1").await;
     // Slow operations keep the request CREATING long enough to see it on a busy machine.
-    api.control(
-        reqwest::Method::POST,
-        "latency",
-        Some(json!({"operation_ms": 1000})),
-    )
-    .await;
-    let op = api
-        .insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0", "hpc-a3u-1"], "3600")
-        .await;
+    api.control(reqwest::Method::POST, "latency", Some(json!({"operation_ms": 1000}))).await;
+    let op = api.insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0", "hpc-a3u-1"], "3600").await;
     assert_eq!(op["status"], "RUNNING");
     assert!(op["targetLink"]
         .as_str()
         .unwrap()
         .ends_with("/instanceGroupManagers/hpc-a3u-g1/resizeRequests/rr1"));
     assert_eq!(api.request("hpc-a3u-g1", "rr1").await["state"], "CREATING");
-    api.control(
-        reqwest::Method::POST,
-        "latency",
-        Some(json!({"operation_ms": 100})),
-    )
-    .await;
+    api.control(reqwest::Method::POST, "latency", Some(json!({"operation_ms": 100}))).await;
     // targetSize grows at once; the instances are queued with no URL.
     assert_eq!(api.target_size("hpc-a3u-g1").await, 2);
     let done = api.wait(&op).await;
@@ -378,58 +284,41 @@ async fn resize_request_walks_creating_accepted_succeeded_and_vms_appear_togethe
     let vms = api.instances().await;
     assert_eq!(vms.len(), 2, "all VMs of the request exist together");
     assert_eq!(vms[0]["creationTimestamp"], vms[1]["creationTimestamp"]);
-    assert_ne!(
-        vms[0]["networkInterfaces"][0]["networkIP"],
-        vms[1]["networkInterfaces"][0]["networkIP"]
-    );
+    assert_ne!(vms[0]["networkInterfaces"][0]["networkIP"], vms[1]["networkInterfaces"][0]["networkIP"]);
     for vm in &vms {
         assert_eq!(vm["status"], "RUNNING");
         assert_eq!(vm["scheduling"]["provisioningModel"], "FLEX_START");
         let created =
-            chrono::DateTime::parse_from_rfc3339(vm["creationTimestamp"].as_str().unwrap())
-                .unwrap();
+            chrono::DateTime::parse_from_rfc3339(vm["creationTimestamp"].as_str().unwrap()).unwrap();
         let ends = chrono::DateTime::parse_from_rfc3339(
-            vm["resourceStatus"]["scheduling"]["terminationTimestamp"]
-                .as_str()
-                .unwrap(),
+            vm["resourceStatus"]["scheduling"]["terminationTimestamp"].as_str().unwrap(),
         )
         .unwrap();
         assert_eq!((ends - created).num_seconds(), 3600);
-        let created_by = vm["metadata"]["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|i| i["key"] == "created-by")
-            .unwrap();
+        let created_by =
+            vm["metadata"]["items"].as_array().unwrap().iter().find(|i| i["key"] == "created-by").unwrap();
         assert!(created_by["value"]
             .as_str()
             .unwrap()
             .ends_with("/regions/us-central1/instanceGroupManagers/hpc-a3u-g1"));
-        assert!(vm["networkInterfaces"][0]["networkIP"]
-            .as_str()
-            .unwrap()
-            .starts_with("10."));
+        assert!(vm["networkInterfaces"][0]["networkIP"].as_str().unwrap().starts_with("10."));
     }
     let (status, vm) = api.get(&format!("{ZONE}/instances/hpc-a3u-0")).await;
     assert_eq!(status, 200, "{vm}");
     let managed = api.managed("hpc-a3u-g1").await;
+    assert!(managed.iter().all(|m| m["instanceStatus"] == "RUNNING" && m["currentAction"] == "NONE"));
     assert!(managed
         .iter()
-        .all(|m| m["instanceStatus"] == "RUNNING" && m["currentAction"] == "NONE"));
-    assert!(managed.iter().all(|m| m["instance"]
-        .as_str()
-        .unwrap()
-        .contains("/zones/us-central1-a/instances/")));
-    assert!(managed
-        .iter()
-        .all(|m| m["scheduling"]["terminationTimestamp"].is_string()));
+        .all(|m| m["instance"].as_str().unwrap().contains("/zones/us-central1-a/instances/")));
+    assert!(managed.iter().all(|m| m["scheduling"]["terminationTimestamp"].is_string()));
     sim.shutdown().await;
 }
 
 #[tokio::test]
 async fn failed_request_rolls_back() {
     let (sim, api) = start(1.0).await;
-    let fail = json!({"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": "The zone does not have enough resources"});
+    let fail =
+        json!({"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": "The zone does not have enough resources"});
     api.control(
         reqwest::Method::POST,
         "capacity",
@@ -437,29 +326,17 @@ async fn failed_request_rolls_back() {
     )
     .await;
     api.insert_mig("hpc-a3u-g1").await;
-    api.insert_request(
-        "hpc-a3u-g1",
-        "rr1",
-        &["hpc-a3u-0", "hpc-a3u-1", "hpc-a3u-2"],
-        "3600",
-    )
-    .await;
+    api.insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0", "hpc-a3u-1", "hpc-a3u-2"], "3600").await;
     assert_eq!(api.target_size("hpc-a3u-g1").await, 3);
     let failed = api.until_state("hpc-a3u-g1", "rr1", "FAILED").await;
-    assert_eq!(
-        failed["status"]["error"]["errors"][0]["code"], "ZONE_RESOURCE_POOL_EXHAUSTED",
-        "{failed}"
-    );
+    assert_eq!(failed["status"]["error"]["errors"][0]["code"], "ZONE_RESOURCE_POOL_EXHAUSTED", "{failed}");
     assert!(failed["status"].get("lastAttempt").is_none());
     assert_eq!(api.target_size("hpc-a3u-g1").await, 0);
     assert!(api.managed("hpc-a3u-g1").await.is_empty());
     assert!(api.instances().await.is_empty());
     // A final request can be deleted.
-    let (status, op) = api
-        .delete(&format!(
-            "{REGION}/instanceGroupManagers/hpc-a3u-g1/resizeRequests/rr1"
-        ))
-        .await;
+    let (status, op) =
+        api.delete(&format!("{REGION}/instanceGroupManagers/hpc-a3u-g1/resizeRequests/rr1")).await;
     assert_eq!(status, 200, "{op}");
     assert!(api.wait(&op).await.get("error").is_none());
     sim.shutdown().await;
@@ -468,72 +345,45 @@ async fn failed_request_rolls_back() {
 #[tokio::test]
 async fn cancel_only_while_accepted_and_delete_only_when_final() {
     let (sim, api) = start(1.0).await;
-    api.control(
-        reqwest::Method::POST,
-        "capacity",
-        Some(json!({"match": "hpc-a3u-held", "hold": true})),
-    )
-    .await;
+    api.control(reqwest::Method::POST, "capacity", Some(json!({"match": "hpc-a3u-held", "hold": true})))
+        .await;
     api.insert_mig("hpc-a3u-held").await;
     api.insert_mig("hpc-a3u-free").await;
-    let rr_path =
-        |mig: &str, rr: &str| format!("{REGION}/instanceGroupManagers/{mig}/resizeRequests/{rr}");
+    let rr_path = |mig: &str, rr: &str| format!("{REGION}/instanceGroupManagers/{mig}/resizeRequests/{rr}");
 
     // A held request stays ACCEPTED; it cannot be deleted, only cancelled.
-    let op = api
-        .insert_request("hpc-a3u-held", "rr1", &["hpc-a3u-0", "hpc-a3u-1"], "3600")
-        .await;
+    let op = api.insert_request("hpc-a3u-held", "rr1", &["hpc-a3u-0", "hpc-a3u-1"], "3600").await;
     api.wait(&op).await;
     api.until_state("hpc-a3u-held", "rr1", "ACCEPTED").await;
     let (status, v) = api.delete(&rr_path("hpc-a3u-held", "rr1")).await;
     assert_eq!(status, 400, "{v}");
     assert_google_error(&v, 400, "invalid", "ACCEPTED");
-    let (status, op) = api
-        .post_empty(&format!("{}/cancel", rr_path("hpc-a3u-held", "rr1")))
-        .await;
+    let (status, op) = api.post_empty(&format!("{}/cancel", rr_path("hpc-a3u-held", "rr1"))).await;
     assert_eq!(status, 200, "{op}");
     let done = api.wait(&op).await;
     assert!(done.get("error").is_none(), "{done}");
-    assert_eq!(
-        api.request("hpc-a3u-held", "rr1").await["state"],
-        "CANCELLED"
-    );
+    assert_eq!(api.request("hpc-a3u-held", "rr1").await["state"], "CANCELLED");
     assert_eq!(api.target_size("hpc-a3u-held").await, 0);
     assert!(api.managed("hpc-a3u-held").await.is_empty());
     // Cancelling a final request: the Operation ends DONE with CONDITION_NOT_MET.
-    let (_, op) = api
-        .post_empty(&format!("{}/cancel", rr_path("hpc-a3u-held", "rr1")))
-        .await;
+    let (_, op) = api.post_empty(&format!("{}/cancel", rr_path("hpc-a3u-held", "rr1"))).await;
     let done = api.wait(&op).await;
-    assert_eq!(
-        done["error"]["errors"][0]["code"], "CONDITION_NOT_MET",
-        "{done}"
-    );
+    assert_eq!(done["error"]["errors"][0]["code"], "CONDITION_NOT_MET", "{done}");
     assert!(done["httpErrorStatusCode"].is_number());
 
     // SUCCEEDED: cancel fails inside the Operation, delete keeps the VMs.
-    api.insert_request("hpc-a3u-free", "rr2", &["hpc-a3u-5"], "3600")
-        .await;
+    api.insert_request("hpc-a3u-free", "rr2", &["hpc-a3u-5"], "3600").await;
     api.until_state("hpc-a3u-free", "rr2", "SUCCEEDED").await;
-    let (_, op) = api
-        .post_empty(&format!("{}/cancel", rr_path("hpc-a3u-free", "rr2")))
-        .await;
+    let (_, op) = api.post_empty(&format!("{}/cancel", rr_path("hpc-a3u-free", "rr2"))).await;
     let done = api.wait(&op).await;
     assert_eq!(done["status"], "DONE");
-    assert_eq!(
-        done["error"]["errors"][0]["code"], "CONDITION_NOT_MET",
-        "{done}"
-    );
+    assert_eq!(done["error"]["errors"][0]["code"], "CONDITION_NOT_MET", "{done}");
     let (status, op) = api.delete(&rr_path("hpc-a3u-free", "rr2")).await;
     assert_eq!(status, 200, "{op}");
     api.wait(&op).await;
     let (status, _) = api.get(&rr_path("hpc-a3u-free", "rr2")).await;
     assert_eq!(status, 404);
-    assert_eq!(
-        api.instances().await.len(),
-        1,
-        "deleting a request does not delete its VMs"
-    );
+    assert_eq!(api.instances().await.len(), 1, "deleting a request does not delete its VMs");
     assert_eq!(api.target_size("hpc-a3u-free").await, 1);
     sim.shutdown().await;
 }
@@ -543,8 +393,7 @@ async fn expiry_deletes_the_vms_and_lowers_target_size() {
     // 600 s of run duration pass in one real second.
     let (sim, api) = start(600.0).await;
     api.insert_mig("hpc-a3u-g1").await;
-    api.insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0", "hpc-a3u-1"], "600")
-        .await;
+    api.insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0", "hpc-a3u-1"], "600").await;
     api.until_state("hpc-a3u-g1", "rr1", "SUCCEEDED").await;
     assert_eq!(api.instances().await.len(), 2);
     assert_eq!(api.target_size("hpc-a3u-g1").await, 2);
@@ -563,26 +412,14 @@ async fn expiry_deletes_the_vms_and_lowers_target_size() {
 async fn control_api_expires_one_vm_now() {
     let (sim, api) = start(1.0).await;
     api.insert_mig("hpc-a3u-g1").await;
-    api.insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0", "hpc-a3u-1"], "3600")
-        .await;
+    api.insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0", "hpc-a3u-1"], "3600").await;
     api.until_state("hpc-a3u-g1", "rr1", "SUCCEEDED").await;
-    api.control(reqwest::Method::POST, "instances/hpc-a3u-1/expire", None)
-        .await;
-    let names: Vec<Value> = api
-        .instances()
-        .await
-        .iter()
-        .map(|v| v["name"].clone())
-        .collect();
+    api.control(reqwest::Method::POST, "instances/hpc-a3u-1/expire", None).await;
+    let names: Vec<Value> = api.instances().await.iter().map(|v| v["name"].clone()).collect();
     assert_eq!(names, vec![json!("hpc-a3u-0")]);
     assert_eq!(api.target_size("hpc-a3u-g1").await, 1);
-    let (status, _) = api
-        .call(
-            reqwest::Method::POST,
-            format!("{}_sim/instances/nope/expire", api.root),
-            None,
-        )
-        .await;
+    let (status, _) =
+        api.call(reqwest::Method::POST, format!("{}_sim/instances/nope/expire", api.root), None).await;
     assert_eq!(status, 404);
     sim.shutdown().await;
 }
@@ -598,12 +435,7 @@ async fn request_id_reuse_returns_the_same_operation() {
     assert_eq!(op1["name"], op2["name"]);
     assert_eq!(op1["id"], op2["id"]);
     // The same name without that requestId is a duplicate.
-    let (status, v) = api
-        .post(
-            &format!("{REGION}/instanceGroupManagers"),
-            mig_body("hpc-a3u-g1"),
-        )
-        .await;
+    let (status, v) = api.post(&format!("{REGION}/instanceGroupManagers"), mig_body("hpc-a3u-g1")).await;
     assert_eq!(status, 409);
     assert_google_error(&v, 409, "alreadyExists", "hpc-a3u-g1");
     let (_, list) = api.get(&format!("{REGION}/instanceGroupManagers")).await;
@@ -622,9 +454,7 @@ async fn request_id_reuse_returns_the_same_operation() {
     assert_eq!(api.target_size("hpc-a3u-g1").await, 1);
     let (status, v) = api
         .post(
-            &format!(
-                "{REGION}/instanceGroupManagers?requestId=00000000-0000-0000-0000-000000000000"
-            ),
+            &format!("{REGION}/instanceGroupManagers?requestId=00000000-0000-0000-0000-000000000000"),
             mig_body("x"),
         )
         .await;
@@ -643,11 +473,8 @@ async fn all_pages(api: &Api, path: &str, field: &str, max: usize) -> (Vec<Value
             Some(t) => format!("{path}{sep}maxResults={max}&pageToken={t}"),
             None => format!("{path}{sep}maxResults={max}"),
         };
-        let (status, v) = if field == "managedInstances" {
-            api.post_empty(&url).await
-        } else {
-            api.get(&url).await
-        };
+        let (status, v) =
+            if field == "managedInstances" { api.post_empty(&url).await } else { api.get(&url).await };
         assert_eq!(status, 200, "{v}");
         let page = v[field].as_array().cloned().unwrap_or_default();
         assert!(page.len() <= max || field == "managedInstances", "{v}");
@@ -666,36 +493,21 @@ async fn lists_page_with_max_results_and_page_tokens() {
     for i in 0..7 {
         api.insert_mig(&format!("hpc-a3u-g{i}")).await;
     }
-    let (migs, pages) =
-        all_pages(&api, &format!("{REGION}/instanceGroupManagers"), "items", 3).await;
+    let (migs, pages) = all_pages(&api, &format!("{REGION}/instanceGroupManagers"), "items", 3).await;
     assert_eq!((migs.len(), pages), (7, 3));
     let names: Vec<&str> = migs.iter().map(|m| m["name"].as_str().unwrap()).collect();
-    assert_eq!(
-        names,
-        (0..7).map(|i| format!("hpc-a3u-g{i}")).collect::<Vec<_>>()
-    );
+    assert_eq!(names, (0..7).map(|i| format!("hpc-a3u-g{i}")).collect::<Vec<_>>());
 
     for i in 0..5 {
-        api.insert_request(
-            "hpc-a3u-g0",
-            &format!("rr{i}"),
-            &[&format!("hpc-a3u-{i}")],
-            "3600",
-        )
-        .await;
+        api.insert_request("hpc-a3u-g0", &format!("rr{i}"), &[&format!("hpc-a3u-{i}")], "3600").await;
     }
-    let (rrs, pages) = all_pages(
-        &api,
-        &format!("{REGION}/instanceGroupManagers/hpc-a3u-g0/resizeRequests"),
-        "items",
-        2,
-    )
-    .await;
+    let (rrs, pages) =
+        all_pages(&api, &format!("{REGION}/instanceGroupManagers/hpc-a3u-g0/resizeRequests"), "items", 2)
+            .await;
     assert_eq!((rrs.len(), pages), (5, 3));
     api.until_state("hpc-a3u-g0", "rr4", "SUCCEEDED").await;
     for i in 0..4 {
-        api.until_state("hpc-a3u-g0", &format!("rr{i}"), "SUCCEEDED")
-            .await;
+        api.until_state("hpc-a3u-g0", &format!("rr{i}"), "SUCCEEDED").await;
     }
     let (vms, pages) = all_pages(&api, &format!("{ZONE}/instances"), "items", 2).await;
     assert_eq!((vms.len(), pages), (5, 3));
@@ -703,30 +515,15 @@ async fn lists_page_with_max_results_and_page_tokens() {
     assert_eq!(pages, 1);
     assert_eq!(agg.len(), 0, "aggregated items is a map, not an array");
     let (_, v) = api.get("projects/p/aggregated/instances").await;
-    assert_eq!(
-        v["items"]["zones/us-central1-a"]["instances"]
-            .as_array()
-            .unwrap()
-            .len(),
-        5
-    );
+    assert_eq!(v["items"]["zones/us-central1-a"]["instances"].as_array().unwrap().len(), 5);
 
     // Filters, in both styles.
-    let (_, v) = api
-        .get(&format!(
-            "{ZONE}/instances?filter=name%20eq%20%27hpc-a3u-%5B12%5D%27"
-        ))
-        .await;
+    let (_, v) = api.get(&format!("{ZONE}/instances?filter=name%20eq%20%27hpc-a3u-%5B12%5D%27")).await;
     assert_eq!(v["items"].as_array().unwrap().len(), 2, "{v}");
-    let (_, v) = api
-        .get(&format!(
-            "{REGION}/instanceGroupManagers?filter=name%20%3D%20%22hpc-a3u-g6%22"
-        ))
-        .await;
+    let (_, v) =
+        api.get(&format!("{REGION}/instanceGroupManagers?filter=name%20%3D%20%22hpc-a3u-g6%22")).await;
     assert_eq!(v["items"].as_array().unwrap().len(), 1, "{v}");
-    let (status, _) = api
-        .get(&format!("{ZONE}/instances?pageToken=garbage"))
-        .await;
+    let (status, _) = api.get(&format!("{ZONE}/instances?pageToken=garbage")).await;
     assert_eq!(status, 400);
 
     // listManagedInstances pages only when the MIG asks for it.
@@ -740,12 +537,9 @@ async fn lists_page_with_max_results_and_page_tokens() {
     assert_eq!((mis.len(), pages), (5, 1));
     let mut paged = mig_body("hpc-a3u-paged");
     paged["listManagedInstancesResults"] = json!("PAGINATED");
-    let (_, op) = api
-        .post(&format!("{REGION}/instanceGroupManagers"), paged)
-        .await;
+    let (_, op) = api.post(&format!("{REGION}/instanceGroupManagers"), paged).await;
     api.wait(&op).await;
-    api.insert_request("hpc-a3u-paged", "rr", &["p-0", "p-1", "p-2"], "3600")
-        .await;
+    api.insert_request("hpc-a3u-paged", "rr", &["p-0", "p-1", "p-2"], "3600").await;
     let (mis, pages) = all_pages(
         &api,
         &format!("{REGION}/instanceGroupManagers/hpc-a3u-paged/listManagedInstances"),
@@ -760,71 +554,33 @@ async fn lists_page_with_max_results_and_page_tokens() {
 #[tokio::test]
 async fn mig_delete_cascades_to_requests_and_vms() {
     let (sim, api) = start(1.0).await;
-    api.control(
-        reqwest::Method::POST,
-        "capacity",
-        Some(json!({"match": "hpc-a3u-g1", "hold": true})),
-    )
-    .await;
+    api.control(reqwest::Method::POST, "capacity", Some(json!({"match": "hpc-a3u-g1", "hold": true}))).await;
     api.insert_mig("hpc-a3u-g1").await;
-    api.insert_request("hpc-a3u-g1", "queued", &["hpc-a3u-9"], "3600")
-        .await;
-    api.control(
-        reqwest::Method::POST,
-        "capacity",
-        Some(json!({"match": "hpc-a3u-g1", "hold": false})),
-    )
-    .await;
-    api.insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0", "hpc-a3u-1"], "3600")
-        .await;
+    api.insert_request("hpc-a3u-g1", "queued", &["hpc-a3u-9"], "3600").await;
+    api.control(reqwest::Method::POST, "capacity", Some(json!({"match": "hpc-a3u-g1", "hold": false}))).await;
+    api.insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0", "hpc-a3u-1"], "3600").await;
     api.until_state("hpc-a3u-g1", "rr1", "SUCCEEDED").await;
     // The latest rule released the first request too.
     api.until_state("hpc-a3u-g1", "queued", "SUCCEEDED").await;
-    api.control(
-        reqwest::Method::POST,
-        "capacity",
-        Some(json!({"match": "hpc-a3u-g1", "hold": true})),
-    )
-    .await;
-    api.insert_request("hpc-a3u-g1", "held", &["hpc-a3u-5"], "3600")
-        .await;
+    api.control(reqwest::Method::POST, "capacity", Some(json!({"match": "hpc-a3u-g1", "hold": true}))).await;
+    api.insert_request("hpc-a3u-g1", "held", &["hpc-a3u-5"], "3600").await;
     assert_eq!(api.instances().await.len(), 3);
 
     // While busy, the delete is refused; afterwards it goes through.
-    api.control(
-        reqwest::Method::POST,
-        "migs/hpc-a3u-g1/busy",
-        Some(json!({"seconds": 30})),
-    )
-    .await;
-    let (status, v) = api
-        .delete(&format!("{REGION}/instanceGroupManagers/hpc-a3u-g1"))
-        .await;
+    api.control(reqwest::Method::POST, "migs/hpc-a3u-g1/busy", Some(json!({"seconds": 30}))).await;
+    let (status, v) = api.delete(&format!("{REGION}/instanceGroupManagers/hpc-a3u-g1")).await;
     assert_eq!(status, 400);
     assert_google_error(&v, 400, "resourceNotReady", "active transformation");
-    api.control(
-        reqwest::Method::POST,
-        "migs/hpc-a3u-g1/busy",
-        Some(json!({"seconds": 0})),
-    )
-    .await;
-    let (status, op) = api
-        .delete(&format!("{REGION}/instanceGroupManagers/hpc-a3u-g1"))
-        .await;
+    api.control(reqwest::Method::POST, "migs/hpc-a3u-g1/busy", Some(json!({"seconds": 0}))).await;
+    let (status, op) = api.delete(&format!("{REGION}/instanceGroupManagers/hpc-a3u-g1")).await;
     assert_eq!(status, 200, "{op}");
     assert_eq!(op["operationType"], "delete");
     let done = api.wait(&op).await;
     assert!(done.get("error").is_none(), "{done}");
-    let (status, _) = api
-        .get(&format!("{REGION}/instanceGroupManagers/hpc-a3u-g1"))
-        .await;
+    let (status, _) = api.get(&format!("{REGION}/instanceGroupManagers/hpc-a3u-g1")).await;
     assert_eq!(status, 404);
     assert!(api.instances().await.is_empty());
-    let (status, _) = api
-        .get(&format!(
-            "{REGION}/instanceGroupManagers/hpc-a3u-g1/resizeRequests/rr1"
-        ))
-        .await;
+    let (status, _) = api.get(&format!("{REGION}/instanceGroupManagers/hpc-a3u-g1/resizeRequests/rr1")).await;
     assert_eq!(status, 404);
     sim.shutdown().await;
 }
@@ -832,66 +588,37 @@ async fn mig_delete_cascades_to_requests_and_vms() {
 #[tokio::test]
 async fn delete_instances_by_name_removes_queued_instances() {
     let (sim, api) = start(1.0).await;
-    api.control(
-        reqwest::Method::POST,
-        "capacity",
-        Some(json!({"match": "", "hold": true})),
-    )
-    .await;
+    api.control(reqwest::Method::POST, "capacity", Some(json!({"match": "", "hold": true}))).await;
     api.insert_mig("hpc-a3u-g1").await;
-    api.insert_request(
-        "hpc-a3u-g1",
-        "rr1",
-        &["hpc-a3u-0", "hpc-a3u-1", "hpc-a3u-2"],
-        "3600",
-    )
-    .await;
+    api.insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0", "hpc-a3u-1", "hpc-a3u-2"], "3600").await;
     let path = format!("{REGION}/instanceGroupManagers/hpc-a3u-g1/deleteInstances");
 
     // Names and URLs are not mixed; an unknown name fails validation unless skipped.
     let mixed = json!({"instances": ["hpc-a3u-0", "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a/instances/hpc-a3u-1"]});
     let (status, v) = api.post(&path, mixed).await;
     assert_eq!(status, 400, "{v}");
-    let (status, v) = api
-        .post(&path, json!({"instances": ["hpc-a3u-0", "nope"]}))
-        .await;
+    let (status, v) = api.post(&path, json!({"instances": ["hpc-a3u-0", "nope"]})).await;
     assert_eq!(status, 400, "{v}");
     assert_google_error(&v, 400, "invalid", "nope");
     assert_eq!(api.target_size("hpc-a3u-g1").await, 3);
 
     let (status, op) = api
-        .post(
-            &path,
-            json!({"instances": ["hpc-a3u-1", "nope"], "skipInstancesOnValidationError": true}),
-        )
+        .post(&path, json!({"instances": ["hpc-a3u-1", "nope"], "skipInstancesOnValidationError": true}))
         .await;
     assert_eq!(status, 200, "{op}");
     api.wait(&op).await;
     assert_eq!(api.target_size("hpc-a3u-g1").await, 2);
-    let names: Vec<Value> = api
-        .managed("hpc-a3u-g1")
-        .await
-        .iter()
-        .map(|m| m["name"].clone())
-        .collect();
+    let names: Vec<Value> = api.managed("hpc-a3u-g1").await.iter().map(|m| m["name"].clone()).collect();
     assert_eq!(names, vec![json!("hpc-a3u-0"), json!("hpc-a3u-2")]);
 
     // Capacity arrives: only the remaining names are created.
     api.control(reqwest::Method::DELETE, "capacity", None).await;
     api.until_state("hpc-a3u-g1", "rr1", "SUCCEEDED").await;
-    let vms: Vec<Value> = api
-        .instances()
-        .await
-        .iter()
-        .map(|v| v["name"].clone())
-        .collect();
+    let vms: Vec<Value> = api.instances().await.iter().map(|v| v["name"].clone()).collect();
     assert_eq!(vms, vec![json!("hpc-a3u-0"), json!("hpc-a3u-2")]);
 
     // A created VM by URL: DELETING for a moment, then gone.
-    let url = api.managed("hpc-a3u-g1").await[0]["instance"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let url = api.managed("hpc-a3u-g1").await[0]["instance"].as_str().unwrap().to_string();
     let (status, op) = api.post(&path, json!({"instances": [url]})).await;
     assert_eq!(status, 200, "{op}");
     assert_eq!(api.target_size("hpc-a3u-g1").await, 1);
@@ -901,12 +628,8 @@ async fn delete_instances_by_name_removes_queued_instances() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let too_many: Vec<String> = (0..1001).map(|i| format!("n-{i}")).collect();
-    let (status, _) = api
-        .post(
-            &path,
-            json!({"instances": too_many, "skipInstancesOnValidationError": true}),
-        )
-        .await;
+    let (status, _) =
+        api.post(&path, json!({"instances": too_many, "skipInstancesOnValidationError": true})).await;
     assert_eq!(status, 400);
     sim.shutdown().await;
 }
@@ -934,49 +657,31 @@ async fn faults_are_injected_and_calls_are_counted() {
     assert_eq!(status, 403);
     assert_google_error(&v, 403, "rateLimitExceeded", "Quota");
     assert_eq!(v["error"]["errors"][0]["domain"], "usageLimits");
-    api.control(
-        reqwest::Method::POST,
-        "faults",
-        Some(json!({"method": "*", "status": 429})),
-    )
-    .await;
+    api.control(reqwest::Method::POST, "faults", Some(json!({"method": "*", "status": 429}))).await;
     assert_eq!(api.get(&get).await.0, 429);
     api.control(reqwest::Method::DELETE, "faults", None).await;
 
     // Pure slowness: status 200 answers normally, late.
-    api.control(reqwest::Method::POST, "faults", Some(json!({"method": "regionInstanceGroupManagers.get", "status": 200, "delay_ms": 300, "count": 1}))).await;
+    api.control(
+        reqwest::Method::POST,
+        "faults",
+        Some(
+            json!({"method": "regionInstanceGroupManagers.get", "status": 200, "delay_ms": 300, "count": 1}),
+        ),
+    )
+    .await;
     let t = Instant::now();
     assert_eq!(api.get(&get).await.0, 200);
     assert!(t.elapsed() >= Duration::from_millis(300));
 
     let calls = api.control(reqwest::Method::GET, "calls", None).await;
-    assert_eq!(
-        calls["by_method"]["regionInstanceGroupManagers.get"], 6,
-        "{calls}"
-    );
-    assert_eq!(
-        calls["by_method"]["regionInstanceGroupManagers.insert"], 1,
-        "{calls}"
-    );
-    assert!(
-        calls["by_method"]["regionOperations.wait"]
-            .as_u64()
-            .unwrap()
-            >= 1
-    );
-    let total: u64 = calls["by_method"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
+    assert_eq!(calls["by_method"]["regionInstanceGroupManagers.get"], 6, "{calls}");
+    assert_eq!(calls["by_method"]["regionInstanceGroupManagers.insert"], 1, "{calls}");
+    assert!(calls["by_method"]["regionOperations.wait"].as_u64().unwrap() >= 1);
+    let total: u64 = calls["by_method"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
     assert_eq!(calls["total"], total);
-    api.control(reqwest::Method::POST, "calls/reset", None)
-        .await;
-    assert_eq!(
-        api.control(reqwest::Method::GET, "calls", None).await["total"],
-        0
-    );
+    api.control(reqwest::Method::POST, "calls/reset", None).await;
+    assert_eq!(api.control(reqwest::Method::GET, "calls", None).await["total"], 0);
     let (status, _) = api
         .call(
             reqwest::Method::POST,
@@ -991,28 +696,19 @@ async fn faults_are_injected_and_calls_are_counted() {
 #[tokio::test]
 async fn templates_zonal_migs_operations_and_state() {
     let (sim, api) = start(1.0).await;
-    let (status, t) = api
-        .get("projects/p/regions/us-central1/instanceTemplates/anything")
-        .await;
+    let (status, t) = api.get("projects/p/regions/us-central1/instanceTemplates/anything").await;
     assert_eq!(status, 200, "{t}");
     let s = &t["properties"]["scheduling"];
     assert_eq!(
-        (
-            s["provisioningModel"].as_str(),
-            s["instanceTerminationAction"].as_str()
-        ),
+        (s["provisioningModel"].as_str(), s["instanceTerminationAction"].as_str()),
         (Some("FLEX_START"), Some("DELETE"))
     );
     assert_eq!(
-        (
-            s["onHostMaintenance"].as_str(),
-            s["automaticRestart"].as_bool()
-        ),
+        (s["onHostMaintenance"].as_str(), s["automaticRestart"].as_bool()),
         (Some("TERMINATE"), Some(false))
     );
     let spot = json!({"name": "spot", "properties": {"scheduling": {"provisioningModel": "SPOT"}, "labels": {"env": "test"}}});
-    api.control(reqwest::Method::POST, "templates", Some(spot))
-        .await;
+    api.control(reqwest::Method::POST, "templates", Some(spot)).await;
     let (_, t) = api.get("projects/p/global/instanceTemplates/spot").await;
     assert_eq!(t["properties"]["scheduling"]["provisioningModel"], "SPOT");
 
@@ -1020,53 +716,28 @@ async fn templates_zonal_migs_operations_and_state() {
     let mut body = mig_body("hpc-z");
     body.as_object_mut().unwrap().remove("distributionPolicy");
     body["versions"][0]["instanceTemplate"] = json!("projects/p/global/instanceTemplates/spot");
-    let (status, op) = api
-        .post(&format!("{ZONE}/instanceGroupManagers"), body)
-        .await;
+    let (status, op) = api.post(&format!("{ZONE}/instanceGroupManagers"), body).await;
     assert_eq!(status, 200, "{op}");
-    assert!(op["zone"]
-        .as_str()
-        .unwrap()
-        .ends_with("/zones/us-central1-a"));
-    let (status, got) = api
-        .get(&format!(
-            "{ZONE}/operations/{}",
-            op["name"].as_str().unwrap()
-        ))
-        .await;
+    assert!(op["zone"].as_str().unwrap().ends_with("/zones/us-central1-a"));
+    let (status, got) = api.get(&format!("{ZONE}/operations/{}", op["name"].as_str().unwrap())).await;
     assert_eq!(status, 200, "{got}");
     api.wait(&op).await;
     let body = json!({"name": "rr", "resizeBy": 2, "requestedRunDuration": {"seconds": "600"}});
-    let (status, op) = api
-        .post(
-            &format!("{ZONE}/instanceGroupManagers/hpc-z/resizeRequests"),
-            body,
-        )
-        .await;
+    let (status, op) = api.post(&format!("{ZONE}/instanceGroupManagers/hpc-z/resizeRequests"), body).await;
     assert_eq!(status, 200, "{op}");
     api.wait(&op).await;
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let (_, rr) = api
-            .get(&format!(
-                "{ZONE}/instanceGroupManagers/hpc-z/resizeRequests/rr"
-            ))
-            .await;
+        let (_, rr) = api.get(&format!("{ZONE}/instanceGroupManagers/hpc-z/resizeRequests/rr")).await;
         if rr["state"] == "SUCCEEDED" {
             break;
         }
         assert!(Instant::now() < deadline, "{rr}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let (_, v) = api
-        .get(&format!(
-            "{ZONE}/instances?filter=labels.env%20%3D%20%22test%22"
-        ))
-        .await;
+    let (_, v) = api.get(&format!("{ZONE}/instances?filter=labels.env%20%3D%20%22test%22")).await;
     assert_eq!(v["items"].as_array().unwrap().len(), 2, "{v}");
-    let (status, _) = api
-        .get(&format!("{REGION}/operations/operation-nope"))
-        .await;
+    let (status, _) = api.get(&format!("{REGION}/operations/operation-nope")).await;
     assert_eq!(status, 404);
 
     let state = api.control(reqwest::Method::GET, "state", None).await;
@@ -1093,37 +764,29 @@ async fn binary_runs_boot_and_stop_commands() {
         .unwrap();
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let first = lines.next_line().await.unwrap().unwrap();
-    let addr = first
-        .strip_prefix("listening on ")
-        .expect("first line names the address");
+    let addr = first.strip_prefix("listening on ").expect("first line names the address");
     let api = Api {
         http: reqwest::Client::new(),
         base: format!("http://{addr}/compute/v1/"),
         root: format!("http://{addr}/"),
     };
     api.insert_mig("hpc-a3u-g1").await;
-    api.insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0", "hpc-a3u-1"], "600")
-        .await;
+    api.insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0", "hpc-a3u-1"], "600").await;
     api.until_state("hpc-a3u-g1", "rr1", "SUCCEEDED").await;
     wait_for_files(dir.path(), true).await;
     // The run duration (600 s at time scale 300) ends after two seconds: the stop command removes the files.
     wait_for_files(dir.path(), false).await;
     let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
-        .await
-        .expect("exits on SIGTERM")
-        .unwrap();
+    let status =
+        tokio::time::timeout(Duration::from_secs(5), child.wait()).await.expect("exits on SIGTERM").unwrap();
     assert!(status.success(), "{status}");
 }
 
 async fn wait_for_files(dir: &std::path::Path, want: bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while dir.join("hpc-a3u-0").exists() != want || dir.join("hpc-a3u-1").exists() != want {
-        assert!(
-            Instant::now() < deadline,
-            "boot/stop commands did not run (want files: {want})"
-        );
+        assert!(Instant::now() < deadline, "boot/stop commands did not run (want files: {want})");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -1131,60 +794,25 @@ async fn wait_for_files(dir: &std::path::Path, want: bool) {
 #[tokio::test]
 async fn quota_failures_carry_quota_info_and_operations_can_be_slow() {
     let (sim, api) = start(1.0).await;
-    api.control(
-        reqwest::Method::POST,
-        "latency",
-        Some(json!({"operation_ms": 600})),
-    )
-    .await;
+    api.control(reqwest::Method::POST, "latency", Some(json!({"operation_ms": 600}))).await;
     let t = Instant::now();
-    let (_, op) = api
-        .post(
-            &format!("{REGION}/instanceGroupManagers"),
-            mig_body("hpc-a3u-g1"),
-        )
-        .await;
-    let (_, got) = api
-        .get(&format!(
-            "{REGION}/operations/{}",
-            op["name"].as_str().unwrap()
-        ))
-        .await;
+    let (_, op) = api.post(&format!("{REGION}/instanceGroupManagers"), mig_body("hpc-a3u-g1")).await;
+    let (_, got) = api.get(&format!("{REGION}/operations/{}", op["name"].as_str().unwrap())).await;
     assert_eq!(got["status"], "RUNNING");
     api.wait(&op).await;
     assert!(t.elapsed() >= Duration::from_millis(600));
-    api.control(
-        reqwest::Method::POST,
-        "latency",
-        Some(json!({"operation_ms": 100})),
-    )
-    .await;
+    api.control(reqwest::Method::POST, "latency", Some(json!({"operation_ms": 100}))).await;
 
     let fail = json!({"code": "QUOTA_EXCEEDED", "message": "Quota 'NVIDIA_H200_GPUS' exceeded. Limit: 8.0 in region us-central1."});
-    api.control(
-        reqwest::Method::POST,
-        "capacity",
-        Some(json!({"match": "hpc-", "fail": fail})),
-    )
-    .await;
-    api.insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0"], "3600")
-        .await;
+    api.control(reqwest::Method::POST, "capacity", Some(json!({"match": "hpc-", "fail": fail}))).await;
+    api.insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0"], "3600").await;
     let failed = api.until_state("hpc-a3u-g1", "rr1", "FAILED").await;
     let e = &failed["status"]["error"]["errors"][0];
     assert_eq!(e["code"], "QUOTA_EXCEEDED", "{failed}");
-    assert!(
-        e["errorDetails"][0]["quotaInfo"]["metricName"].is_string(),
-        "{failed}"
-    );
+    assert!(e["errorDetails"][0]["quotaInfo"]["metricName"].is_string(), "{failed}");
     // A rule whose error would not fit GCE's schema is refused.
     let bad = json!({"match": "", "fail": {"code": "X", "errorDetails": [{"quota": 1}]}});
-    let (status, _) = api
-        .call(
-            reqwest::Method::POST,
-            format!("{}_sim/capacity", api.root),
-            Some(bad),
-        )
-        .await;
+    let (status, _) = api.call(reqwest::Method::POST, format!("{}_sim/capacity", api.root), Some(bad)).await;
     assert_eq!(status, 400);
     sim.shutdown().await;
 }

@@ -22,12 +22,7 @@ pub struct StackNodeset {
 
 impl StackNodeset {
     pub fn new(name: &str, node_count_static: u32, node_count_dynamic_max: u32) -> Self {
-        StackNodeset {
-            name: name.into(),
-            node_count_static,
-            node_count_dynamic_max,
-            dws_flex: String::new(),
-        }
+        StackNodeset { name: name.into(), node_count_static, node_count_dynamic_max, dws_flex: String::new() }
     }
 }
 
@@ -93,9 +88,8 @@ impl Stack {
             match key {
                 "NodeName" => cspec.node_lines.push(l.to_string()),
                 "PartitionName" => cspec.partition_lines.push(l.to_string()),
-                "ResumeProgram" | "SuspendProgram" | "ResumeFailProgram" | "SuspendExcNodes" | "PrivateData" => {
-                    cspec.extra_conf.push(l.to_string())
-                }
+                "ResumeProgram" | "SuspendProgram" | "ResumeFailProgram" | "SuspendExcNodes"
+                | "PrivateData" => cspec.extra_conf.push(l.to_string()),
                 _ => {} // timings: the harness's fast ones
             }
         }
@@ -115,7 +109,9 @@ impl Stack {
             .spawn()
             .map_err(|e| err("simulator", e))?;
         let mut first = String::new();
-        BufReader::new(sim.stdout.take().expect("piped")).read_line(&mut first).map_err(|e| err("simulator", e))?;
+        BufReader::new(sim.stdout.take().expect("piped"))
+            .read_line(&mut first)
+            .map_err(|e| err("simulator", e))?;
         let addr = first.trim().rsplit(' ').next().unwrap_or_default().to_string();
         let sim_url = format!("http://{addr}/compute/v1/");
 
@@ -185,7 +181,8 @@ impl Stack {
 
     /// Runs `slurm-dws ARGS --json` and parses it (Null when it fails).
     pub fn cli_json(&self, args: &[&str]) -> Value {
-        let out = Command::new(&self.spec.bin).arg("--config").arg(&self.config).args(args).arg("--json").output();
+        let out =
+            Command::new(&self.spec.bin).arg("--config").arg(&self.config).args(args).arg("--json").output();
         out.ok().and_then(|o| serde_json::from_slice(&o.stdout).ok()).unwrap_or(Value::Null)
     }
 
@@ -268,7 +265,11 @@ fn http(url: &str, method: &str, body: Option<&Value>) -> Value {
     let _ = s.read_to_end(&mut resp);
     let text = String::from_utf8_lossy(&resp);
     let Some((head, body)) = text.split_once("\r\n\r\n") else { return Value::Null };
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(body) } else { body.to_string() };
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
     serde_json::from_str(&body).unwrap_or(Value::Null)
 }
 

@@ -196,20 +196,17 @@ pub fn mig_body(cfg: &Config, naming: &Naming, r: &Request) -> anyhow::Result<gc
         target_size: Some(0),
         instance_lifecycle_policy: Some(gce::InstanceLifecyclePolicy {
             default_action_on_failure: "DO_NOTHING".into(),
-            ..Default::default()
         }),
         distribution_policy: Some(gce::DistributionPolicy {
             zones: ns
                 .zones
                 .iter()
-                .map(|z| gce::DistributionPolicyZone { zone: format!("zones/{z}"), ..Default::default() })
+                .map(|z| gce::DistributionPolicyZone { zone: format!("zones/{z}") })
                 .collect(),
             target_shape: "ANY_SINGLE_ZONE".into(),
-            ..Default::default()
         }),
         update_policy: Some(gce::UpdatePolicy {
             instance_redistribution_type: "NONE".into(),
-            ..Default::default()
         }),
         ..Default::default()
     })
@@ -219,7 +216,7 @@ pub fn mig_body(cfg: &Config, naming: &Naming, r: &Request) -> anyhow::Result<gc
 pub fn rr_body(r: &Request) -> gce::InstanceGroupManagerResizeRequest {
     gce::InstanceGroupManagerResizeRequest::for_instances(
         &r.name,
-        &format!(
+        format!(
             "slurm-dws request group {} (job {})",
             r.id,
             r.job_id.map_or("none".into(), |j| j.to_string())

@@ -21,10 +21,7 @@ pub struct Instance {
 
 impl Instance {
     pub fn url(&self) -> String {
-        format!(
-            "{GCE_BASE}projects/{}/zones/{}/instances/{}",
-            self.project, self.zone, self.name
-        )
+        format!("{GCE_BASE}projects/{}/zones/{}/instances/{}", self.project, self.zone, self.name)
     }
 }
 
@@ -35,9 +32,7 @@ impl State {
         self.instances
             .get(&(project.to_string(), zone.to_string(), name.to_string()))
             .map(|vm| self.render_instance(vm))
-            .ok_or_else(|| {
-                ApiError::not_found(&format!("projects/{project}/zones/{zone}/instances/{name}"))
-            })
+            .ok_or_else(|| ApiError::not_found(&format!("projects/{project}/zones/{zone}/instances/{name}")))
     }
 
     /// VMs of a project, optionally of one zone, by zone then name.
@@ -51,18 +46,9 @@ impl State {
 
     pub(super) fn render_instance(&self, vm: &Instance) -> Value {
         let template = self.template_json(&vm.project, &Scope::Global, last_segment(&vm.template));
-        let props = template
-            .get("properties")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        let machine = props
-            .get("machineType")
-            .and_then(Value::as_str)
-            .unwrap_or("a3-ultragpu-8g");
-        let mut scheduling = props
-            .get("scheduling")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
+        let props = template.get("properties").cloned().unwrap_or_else(|| json!({}));
+        let machine = props.get("machineType").and_then(Value::as_str).unwrap_or("a3-ultragpu-8g");
+        let mut scheduling = props.get("scheduling").cloned().unwrap_or_else(|| json!({}));
         scheduling["provisioningModel"] = json!("FLEX_START");
         scheduling["maxRunDuration"] = json!({"seconds": vm.run_seconds.to_string()});
         let creator = format!(
@@ -125,16 +111,11 @@ impl State {
         });
         let obj = t.as_object_mut().expect("templates are objects");
         obj.insert("kind".into(), json!("compute#instanceTemplate"));
-        obj.entry("id")
-            .or_insert_with(|| json!(project_number(name).to_string()));
-        obj.entry("creationTimestamp")
-            .or_insert_with(|| json!("2026-01-01T00:00:00.000+00:00"));
+        obj.entry("id").or_insert_with(|| json!(project_number(name).to_string()));
+        obj.entry("creationTimestamp").or_insert_with(|| json!("2026-01-01T00:00:00.000+00:00"));
         obj.insert(
             "selfLink".into(),
-            json!(format!(
-                "{GCE_BASE}projects/{project}/{}/instanceTemplates/{name}",
-                scope.path()
-            )),
+            json!(format!("{GCE_BASE}projects/{project}/{}/instanceTemplates/{name}", scope.path())),
         );
         if let Scope::Region(_) = scope {
             scope.annotate(project, obj);
@@ -144,15 +125,8 @@ impl State {
 
     /// Control API: GCE deletes the VM now, as at the end of its run duration.
     pub fn expire(&mut self, name: &str) -> Vec<Effect> {
-        let keys: Vec<InstanceKey> = self
-            .instances
-            .keys()
-            .filter(|k| k.2 == name)
-            .cloned()
-            .collect();
-        keys.into_iter()
-            .filter_map(|k| self.expire_key(&k))
-            .collect()
+        let keys: Vec<InstanceKey> = self.instances.keys().filter(|k| k.2 == name).cloned().collect();
+        keys.into_iter().filter_map(|k| self.expire_key(&k)).collect()
     }
 
     pub(super) fn expire_key(&mut self, key: &InstanceKey) -> Option<Effect> {

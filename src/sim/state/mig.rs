@@ -33,15 +33,11 @@ impl State {
     // ----- MIGs ------------------------------------------------------------------------------
 
     pub(super) fn mig(&self, key: &MigKey) -> Result<&Mig, ApiError> {
-        self.migs
-            .get(key)
-            .ok_or_else(|| ApiError::not_found(&key.path()))
+        self.migs.get(key).ok_or_else(|| ApiError::not_found(&key.path()))
     }
 
     pub(super) fn mig_mut(&mut self, key: &MigKey) -> Result<&mut Mig, ApiError> {
-        self.migs
-            .get_mut(key)
-            .ok_or_else(|| ApiError::not_found(&key.path()))
+        self.migs.get_mut(key).ok_or_else(|| ApiError::not_found(&key.path()))
     }
 
     /// `instanceGroupManagers.insert` / `regionInstanceGroupManagers.insert`.
@@ -54,9 +50,7 @@ impl State {
     ) -> Result<String, ApiError> {
         let name = body.get("name").and_then(Value::as_str).unwrap_or_default();
         if name.is_empty() {
-            return Err(ApiError::invalid(
-                "Required field 'resource.name' not specified",
-            ));
+            return Err(ApiError::invalid("Required field 'resource.name' not specified"));
         }
         if !is_rfc1035(name) {
             return Err(ApiError::invalid(format!(
@@ -66,30 +60,19 @@ impl State {
         let template = body
             .get("instanceTemplate")
             .and_then(Value::as_str)
-            .or_else(|| {
-                body.pointer("/versions/0/instanceTemplate")
-                    .and_then(Value::as_str)
-            })
-            .ok_or_else(|| {
-                ApiError::invalid("Required field 'resource.instanceTemplate' not specified")
-            })?
+            .or_else(|| body.pointer("/versions/0/instanceTemplate").and_then(Value::as_str))
+            .ok_or_else(|| ApiError::invalid("Required field 'resource.instanceTemplate' not specified"))?
             .to_string();
         let target_size = body
             .get("targetSize")
             .and_then(Value::as_i64)
-            .ok_or_else(|| {
-                ApiError::invalid("Required field 'resource.targetSize' not specified")
-            })?;
+            .ok_or_else(|| ApiError::invalid("Required field 'resource.targetSize' not specified"))?;
         if target_size != 0 {
             return Err(ApiError::invalid(format!(
                 "Invalid value for field 'resource.targetSize': '{target_size}'. Flex-start VMs are created only through resize requests: create the MIG with targetSize 0."
             )));
         }
-        let key = MigKey {
-            project: project.to_string(),
-            scope: scope.clone(),
-            name: name.to_string(),
-        };
+        let key = MigKey { project: project.to_string(), scope: scope.clone(), name: name.to_string() };
         let mut body = body.clone();
         let zone = match &scope {
             Scope::Zone(z) => z.clone(),
@@ -109,12 +92,9 @@ impl State {
                         "Invalid value for field 'resource.distributionPolicy.zones': 'zones/{bad}'. Zone is not in region {r}."
                     )));
                 }
-                let shape = body
-                    .pointer("/distributionPolicy/targetShape")
-                    .and_then(Value::as_str);
-                let redistribution = body
-                    .pointer("/updatePolicy/instanceRedistributionType")
-                    .and_then(Value::as_str);
+                let shape = body.pointer("/distributionPolicy/targetShape").and_then(Value::as_str);
+                let redistribution =
+                    body.pointer("/updatePolicy/instanceRedistributionType").and_then(Value::as_str);
                 if matches!(shape, Some("ANY_SINGLE_ZONE" | "ANY" | "BALANCED"))
                     && redistribution != Some("NONE")
                 {
@@ -124,11 +104,7 @@ impl State {
                         shape.unwrap_or_default()
                     )));
                 }
-                let zones = if zones.is_empty() {
-                    vec![format!("{r}-a")]
-                } else {
-                    zones
-                };
+                let zones = if zones.is_empty() { vec![format!("{r}-a")] } else { zones };
                 // Normalize the zones to URLs, as GCE returns them.
                 let dp = json!({
                     "zones": zones.iter().map(|z| json!({"zone": format!("{GCE_BASE}projects/{project}/zones/{z}")})).collect::<Vec<_>>(),
@@ -159,15 +135,7 @@ impl State {
                 busy_until: None,
             },
         );
-        Ok(self.new_op(
-            project,
-            scope,
-            "insert",
-            url,
-            id,
-            now,
-            Some(now + ms(self.op_latency_ms)),
-        ))
+        Ok(self.new_op(project, scope, "insert", url, id, now, Some(now + ms(self.op_latency_ms))))
     }
 
     pub fn mig_json(&self, key: &MigKey, now: DateTime<Utc>) -> Result<Value, ApiError> {
@@ -195,12 +163,9 @@ impl State {
         obj.insert("targetSize".into(), json!(mig.target_size));
         obj.insert("selfLink".into(), json!(mig.key.url()));
         obj.insert("instanceTemplate".into(), json!(template));
-        obj.entry("versions")
-            .or_insert_with(|| json!([{"instanceTemplate": template}]));
-        obj.entry("baseInstanceName")
-            .or_insert_with(|| json!(mig.key.name));
-        obj.entry("listManagedInstancesResults")
-            .or_insert_with(|| json!("PAGELESS"));
+        obj.entry("versions").or_insert_with(|| json!([{"instanceTemplate": template}]));
+        obj.entry("baseInstanceName").or_insert_with(|| json!(mig.key.name));
+        obj.entry("listManagedInstancesResults").or_insert_with(|| json!("PAGELESS"));
         obj.insert("fingerprint".into(), json!("c2ltdWxhdG9y"));
         obj.insert(
             "instanceGroup".into(),
@@ -243,15 +208,7 @@ impl State {
             ));
         }
         let id = mig.id;
-        let op = self.new_op(
-            &key.project,
-            key.scope.clone(),
-            "delete",
-            key.url(),
-            id,
-            now,
-            None,
-        );
+        let op = self.new_op(&key.project, key.scope.clone(), "delete", key.url(), id, now, None);
         self.mig_mut(key)?.deleting.push(op.clone());
         Ok(op)
     }
@@ -279,10 +236,7 @@ impl State {
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        let skip = body
-            .get("skipInstancesOnValidationError")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let skip = body.get("skipInstancesOnValidationError").and_then(Value::as_bool).unwrap_or(false);
         if entries.len() > MAX_PER_CALL {
             return Err(ApiError::invalid(format!(
                 "Invalid value for field 'resource.instances': too many instances ({}); at most {MAX_PER_CALL} per call.",
@@ -312,11 +266,7 @@ impl State {
             } else {
                 (None, *e)
             };
-            let vm_key = (
-                key.project.clone(),
-                zone.unwrap_or(&mig.zone).to_string(),
-                name.to_string(),
-            );
+            let vm_key = (key.project.clone(), zone.unwrap_or(&mig.zone).to_string(), name.to_string());
             match self.instances.get(&vm_key) {
                 // Already being deleted: a validation error, as for a non-member.
                 Some(vm) if vm.mig == *key && vm.deleting_at.is_some() => invalid.push(*e),
@@ -326,11 +276,7 @@ impl State {
                     }
                 }
                 _ if zone.is_none() => {
-                    match mig
-                        .requests
-                        .values()
-                        .find(|r| r.is_queued() && r.remaining().any(|n| n == name))
-                    {
+                    match mig.requests.values().find(|r| r.is_queued() && r.remaining().any(|n| n == name)) {
                         Some(rr) => {
                             let pair = (rr.name.clone(), name.to_string());
                             if !queued.contains(&pair) {
@@ -406,11 +352,8 @@ impl State {
             }
         }
         for vm in self.instances.values().filter(|i| i.mig == *key) {
-            let (status, action) = if vm.deleting_at.is_some() {
-                ("STOPPING", "DELETING")
-            } else {
-                ("RUNNING", "NONE")
-            };
+            let (status, action) =
+                if vm.deleting_at.is_some() { ("STOPPING", "DELETING") } else { ("RUNNING", "NONE") };
             items.push(json!({
                 "name": vm.name, "id": vm.id.to_string(), "instance": vm.url(), "instanceStatus": status,
                 "currentAction": action, "targetStatus": "RUNNING", "version": version,
@@ -418,11 +361,8 @@ impl State {
             }));
         }
         items.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-        let paginated = mig
-            .body
-            .get("listManagedInstancesResults")
-            .and_then(Value::as_str)
-            == Some("PAGINATED");
+        let paginated =
+            mig.body.get("listManagedInstancesResults").and_then(Value::as_str) == Some("PAGINATED");
         Ok((items, paginated))
     }
 }

@@ -68,16 +68,10 @@ impl Scope {
     fn annotate(&self, project: &str, obj: &mut Map<String, Value>) {
         match self {
             Scope::Zone(z) => {
-                obj.insert(
-                    "zone".into(),
-                    json!(format!("{GCE_BASE}projects/{project}/zones/{z}")),
-                );
+                obj.insert("zone".into(), json!(format!("{GCE_BASE}projects/{project}/zones/{z}")));
             }
             Scope::Region(r) => {
-                obj.insert(
-                    "region".into(),
-                    json!(format!("{GCE_BASE}projects/{project}/regions/{r}")),
-                );
+                obj.insert("region".into(), json!(format!("{GCE_BASE}projects/{project}/regions/{r}")));
             }
             Scope::Global => {}
         }
@@ -95,12 +89,7 @@ pub struct MigKey {
 impl MigKey {
     /// `projects/p/regions/r/instanceGroupManagers/name`.
     pub fn path(&self) -> String {
-        format!(
-            "projects/{}/{}/instanceGroupManagers/{}",
-            self.project,
-            self.scope.path(),
-            self.name
-        )
+        format!("projects/{}/{}/instanceGroupManagers/{}", self.project, self.scope.path(), self.name)
     }
 
     pub fn url(&self) -> String {
@@ -151,8 +140,7 @@ pub fn is_rfc1035(name: &str) -> bool {
     !b.is_empty()
         && b.len() <= 63
         && b[0].is_ascii_lowercase()
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && *b.last().expect("non-empty") != b'-'
 }
 
@@ -164,9 +152,8 @@ fn last_segment(s: &str) -> &str {
 /// A number that identifies the project, as GCE's `created-by` metadata uses project numbers.
 pub fn project_number(project: &str) -> u64 {
     // FNV-1a: stable across runs, unlike the std hasher.
-    let h = project.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    });
+    let h =
+        project.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
     100_000_000_000 + h % 900_000_000_000
 }
 
@@ -199,10 +186,7 @@ impl State {
     ) -> Result<Value, ApiError> {
         if let Some(rid) = request_id {
             check_request_id(rid)?;
-            if let Some(op) = self
-                .request_ids
-                .get(&(project.to_string(), rid.to_string()))
-            {
+            if let Some(op) = self.request_ids.get(&(project.to_string(), rid.to_string())) {
                 if let Some(op) = self.operations.get(op) {
                     return Ok(op.to_json(now));
                 }
@@ -210,8 +194,7 @@ impl State {
         }
         let op = act(self)?;
         if let Some(rid) = request_id {
-            self.request_ids
-                .insert((project.to_string(), rid.to_string()), op.clone());
+            self.request_ids.insert((project.to_string(), rid.to_string()), op.clone());
         }
         Ok(self.operations[&op].to_json(now))
     }
@@ -227,11 +210,7 @@ impl State {
         now: DateTime<Utc>,
         done_at: Option<DateTime<Utc>>,
     ) -> String {
-        let name = format!(
-            "operation-{}-{}",
-            now.timestamp_millis(),
-            uuid::Uuid::new_v4().simple()
-        );
+        let name = format!("operation-{}-{}", now.timestamp_millis(), uuid::Uuid::new_v4().simple());
         self.operations.insert(
             name.clone(),
             Operation {
@@ -251,21 +230,10 @@ impl State {
         name
     }
 
-    pub fn operation(
-        &self,
-        project: &str,
-        scope: &Scope,
-        name: &str,
-    ) -> Result<&Operation, ApiError> {
-        self.operations
-            .get(name)
-            .filter(|o| o.project == project && &o.scope == scope)
-            .ok_or_else(|| {
-                ApiError::not_found(&format!(
-                    "projects/{project}/{}/operations/{name}",
-                    scope.path()
-                ))
-            })
+    pub fn operation(&self, project: &str, scope: &Scope, name: &str) -> Result<&Operation, ApiError> {
+        self.operations.get(name).filter(|o| o.project == project && &o.scope == scope).ok_or_else(|| {
+            ApiError::not_found(&format!("projects/{project}/{}/operations/{name}", scope.path()))
+        })
     }
 
     // ----- time ------------------------------------------------------------------------------
@@ -276,21 +244,11 @@ impl State {
         let mut created = Vec::new();
         let State { migs, capacity, .. } = self;
         for mig in migs.values_mut() {
-            let rule = capacity
-                .iter()
-                .rev()
-                .find(|r| mig.key.name.starts_with(&r.prefix))
-                .cloned();
+            let rule = capacity.iter().rev().find(|r| mig.key.name.starts_with(&r.prefix)).cloned();
             for rr in mig.requests.values_mut() {
                 if let Some(vms) = advance_request(rr, rule.as_ref(), &mut mig.target_size, now) {
                     created.extend(vms.into_iter().map(|n| {
-                        (
-                            mig.key.clone(),
-                            mig.zone.clone(),
-                            mig.template.clone(),
-                            n,
-                            rr.run_seconds,
-                        )
+                        (mig.key.clone(), mig.zone.clone(), mig.template.clone(), n, rr.run_seconds)
                     }));
                 }
             }
@@ -312,8 +270,7 @@ impl State {
                 network_ip: format!("10.{}.{}.{}", (n >> 16) & 255, (n >> 8) & 255, n & 255),
                 deleting_at: None,
             };
-            self.instances
-                .insert((vm.project.clone(), zone, name.clone()), vm);
+            self.instances.insert((vm.project.clone(), zone, name.clone()), vm);
             effects.push(Effect::Boot(name));
         }
         let gone: Vec<InstanceKey> = self
@@ -332,10 +289,7 @@ impl State {
         let ready: Vec<MigKey> = self
             .migs
             .values()
-            .filter(|m| {
-                !m.deleting.is_empty()
-                    && m.requests.values().all(|r| r.provisioning_until.is_none())
-            })
+            .filter(|m| !m.deleting.is_empty() && m.requests.values().all(|r| r.provisioning_until.is_none()))
             .map(|m| m.key.clone())
             .collect();
         let mut effects = Vec::new();
@@ -346,12 +300,8 @@ impl State {
                     op.done_at = Some(now);
                 }
             }
-            let vms: Vec<InstanceKey> = self
-                .instances
-                .iter()
-                .filter(|(_, vm)| vm.mig == key)
-                .map(|(k, _)| k.clone())
-                .collect();
+            let vms: Vec<InstanceKey> =
+                self.instances.iter().filter(|(_, vm)| vm.mig == key).map(|(k, _)| k.clone()).collect();
             for k in vms {
                 if let Some(vm) = self.instances.remove(&k) {
                     effects.push(Effect::Stop(vm.name));
@@ -368,23 +318,14 @@ impl State {
             .values()
             .map(|m| {
                 let mut v = self.render_mig(m, now);
-                v["resizeRequests"] = json!(m
-                    .requests
-                    .values()
-                    .map(|r| render_request(&m.key, r))
-                    .collect::<Vec<_>>());
-                v["managedInstances"] = json!(self
-                    .managed_instances(&m.key)
-                    .map(|(items, _)| items)
-                    .unwrap_or_default());
+                v["resizeRequests"] =
+                    json!(m.requests.values().map(|r| render_request(&m.key, r)).collect::<Vec<_>>());
+                v["managedInstances"] =
+                    json!(self.managed_instances(&m.key).map(|(items, _)| items).unwrap_or_default());
                 v
             })
             .collect();
-        let instances: Vec<Value> = self
-            .instances
-            .values()
-            .map(|vm| self.render_instance(vm))
-            .collect();
+        let instances: Vec<Value> = self.instances.values().map(|vm| self.render_instance(vm)).collect();
         let mut ops: Vec<&Operation> = self.operations.values().collect();
         ops.sort_by_key(|o| (o.inserted, o.name.clone()));
         json!({
@@ -407,9 +348,7 @@ fn ms(n: i64) -> Duration {
 
 /// `t` plus `n` milliseconds, saturating: a huge delay or a tiny time scale means "never", not a panic.
 pub fn later(t: DateTime<Utc>, n: i64) -> DateTime<Utc> {
-    Duration::try_milliseconds(n)
-        .and_then(|d| t.checked_add_signed(d))
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    Duration::try_milliseconds(n).and_then(|d| t.checked_add_signed(d)).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 /// GCE's rule for `requestId`: a UUID, not all zeros.

@@ -26,10 +26,7 @@ impl RrState {
     }
 
     pub(super) fn is_final(self) -> bool {
-        matches!(
-            self,
-            RrState::Succeeded | RrState::Failed | RrState::Cancelled
-        )
+        matches!(self, RrState::Succeeded | RrState::Failed | RrState::Cancelled)
     }
 }
 
@@ -84,19 +81,14 @@ impl State {
         }
         let name = body.get("name").and_then(Value::as_str).unwrap_or_default();
         if name.is_empty() {
-            return Err(ApiError::invalid(
-                "Required field 'resource.name' not specified",
-            ));
+            return Err(ApiError::invalid("Required field 'resource.name' not specified"));
         }
         if !is_rfc1035(name) {
             return Err(ApiError::invalid(format!(
                 "Invalid value for field 'resource.name': '{name}'. Must be a match of regex '[a-z](?:[-a-z0-9]{{0,61}}[a-z0-9])?'"
             )));
         }
-        let instances = body
-            .get("instances")
-            .and_then(Value::as_array)
-            .filter(|a| !a.is_empty());
+        let instances = body.get("instances").and_then(Value::as_array).filter(|a| !a.is_empty());
         let resize_by = body.get("resizeBy").and_then(Value::as_i64);
         let names: Vec<String> = match (instances, resize_by) {
             (Some(_), Some(_)) => {
@@ -149,29 +141,19 @@ impl State {
             Some(Value::Number(n)) => n.as_i64(),
             _ => None,
         }
-        .ok_or_else(|| {
-            ApiError::invalid("Required field 'resource.requestedRunDuration' not specified")
-        })?;
+        .ok_or_else(|| ApiError::invalid("Required field 'resource.requestedRunDuration' not specified"))?;
         if !(MIN_RUN_SECONDS..=MAX_RUN_SECONDS).contains(&seconds) {
             return Err(ApiError::invalid(format!(
                 "Invalid value for field 'resource.requestedRunDuration.seconds': '{seconds}'. Must be between {MIN_RUN_SECONDS} and {MAX_RUN_SECONDS}."
             )));
         }
-        if body
-            .pointer("/requestedRunDuration/nanos")
-            .and_then(Value::as_i64)
-            .unwrap_or(0)
-            != 0
-        {
+        if body.pointer("/requestedRunDuration/nanos").and_then(Value::as_i64).unwrap_or(0) != 0 {
             return Err(ApiError::invalid(
                 "Invalid value for field 'resource.requestedRunDuration.nanos': must be 0.",
             ));
         }
         if key.scope.is_regional() {
-            let shape = mig
-                .body
-                .pointer("/distributionPolicy/targetShape")
-                .and_then(Value::as_str);
+            let shape = mig.body.pointer("/distributionPolicy/targetShape").and_then(Value::as_str);
             if shape != Some("ANY_SINGLE_ZONE") {
                 return Err(ApiError::invalid(format!(
                     "Resize requests in a regional MIG require distributionPolicy.targetShape ANY_SINGLE_ZONE; {} has {}.",
@@ -181,10 +163,7 @@ impl State {
             }
         }
         if mig.requests.contains_key(name) {
-            return Err(ApiError::already_exists(&format!(
-                "{}/resizeRequests/{name}",
-                key.path()
-            )));
+            return Err(ApiError::already_exists(&format!("{}/resizeRequests/{name}", key.path())));
         }
         if mig.target_size + names.len() as i64 > mig.limit() {
             return Err(ApiError::invalid(format!(
@@ -195,10 +174,7 @@ impl State {
             )));
         }
         let zone = mig.zone.clone();
-        if let Some(taken) = names
-            .iter()
-            .find(|n| self.name_in_use(&key.project, &zone, n))
-        {
+        if let Some(taken) = names.iter().find(|n| self.name_in_use(&key.project, &zone, n)) {
             return Err(ApiError::already_exists(&format!(
                 "projects/{}/zones/{zone}/instances/{taken}",
                 key.project
@@ -240,14 +216,11 @@ impl State {
 
     /// Whether a VM name is taken in a zone: by a VM or by a queued request of any MIG there.
     pub(super) fn name_in_use(&self, project: &str, zone: &str, name: &str) -> bool {
-        self.instances
-            .contains_key(&(project.to_string(), zone.to_string(), name.to_string()))
+        self.instances.contains_key(&(project.to_string(), zone.to_string(), name.to_string()))
             || self.migs.values().any(|m| {
                 m.key.project == project
                     && m.zone == zone
-                    && m.requests
-                        .values()
-                        .any(|r| r.is_queued() && r.remaining().any(|n| n == name))
+                    && m.requests.values().any(|r| r.is_queued() && r.remaining().any(|n| n == name))
             })
     }
 
@@ -263,12 +236,7 @@ impl State {
     }
 
     pub fn list_resize_requests(&self, key: &MigKey) -> Result<Vec<Value>, ApiError> {
-        Ok(self
-            .mig(key)?
-            .requests
-            .values()
-            .map(|r| render_request(key, r))
-            .collect())
+        Ok(self.mig(key)?.requests.values().map(|r| render_request(key, r)).collect())
     }
 
     /// Cancel: ACCEPTED → CANCELLED with targetSize lowered; otherwise the Operation fails.
@@ -302,7 +270,10 @@ impl State {
             let o = self.operations.get_mut(&op).expect("just inserted");
             o.error = Some(status_error(
                 "CONDITION_NOT_MET",
-                &format!("Resize request '{name}' is {}; only an ACCEPTED resize request can be cancelled.", state.name()),
+                &format!(
+                    "Resize request '{name}' is {}; only an ACCEPTED resize request can be cancelled.",
+                    state.name()
+                ),
             ));
             o.http_error = Some((412, "PRECONDITION FAILED"));
         }
@@ -393,23 +364,14 @@ pub(super) fn render_request(key: &MigKey, rr: &ResizeRequest) -> Value {
         }
     }
     let url = format!("{}/resizeRequests/{}", key.url(), rr.name);
-    obj.insert(
-        "kind".into(),
-        json!("compute#instanceGroupManagerResizeRequest"),
-    );
+    obj.insert("kind".into(), json!("compute#instanceGroupManagerResizeRequest"));
     obj.insert("id".into(), json!(rr.id.to_string()));
     obj.insert("creationTimestamp".into(), json!(ts(rr.created)));
     obj.insert("name".into(), json!(rr.name));
-    obj.insert(
-        "requestedRunDuration".into(),
-        json!({"seconds": rr.run_seconds.to_string()}),
-    );
+    obj.insert("requestedRunDuration".into(), json!({"seconds": rr.run_seconds.to_string()}));
     obj.insert("state".into(), json!(rr.state.name()));
     obj.insert("selfLink".into(), json!(url));
-    obj.insert(
-        "selfLinkWithId".into(),
-        json!(format!("{}/resizeRequests/{}", key.url(), rr.id)),
-    );
+    obj.insert("selfLinkWithId".into(), json!(format!("{}/resizeRequests/{}", key.url(), rr.id)));
     let mut status = json!({});
     if let Some(e) = &rr.error {
         status["error"] = e.clone();

@@ -29,21 +29,14 @@ pub struct CapacityFailure {
     pub message: String,
     /// `errorDetails[]` as GCE sends them (`errorInfo`, `quotaInfo`, `help`, `localizedMessage`);
     /// absent: a `quotaInfo` for `QUOTA_EXCEEDED`, none otherwise.
-    #[serde(
-        default,
-        rename = "errorDetails",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "errorDetails", skip_serializing_if = "Option::is_none")]
     pub error_details: Option<Value>,
 }
 
 /// The `{errors:[{code, message, errorDetails}]}` a capacity failure puts in a resize request's status.
 pub fn capacity_error(f: &CapacityFailure) -> Value {
-    let message = if f.message.is_empty() {
-        format!("Resize request failed: {}", f.code)
-    } else {
-        f.message.clone()
-    };
+    let message =
+        if f.message.is_empty() { format!("Resize request failed: {}", f.code) } else { f.message.clone() };
     let mut e = status_error(&f.code, &message);
     let details = f.error_details.clone().or_else(|| {
         (f.code == "QUOTA_EXCEEDED").then(|| {

@@ -205,9 +205,7 @@ pub fn mig_body(cfg: &Config, naming: &Naming, r: &Request) -> anyhow::Result<gc
                 .collect(),
             target_shape: "ANY_SINGLE_ZONE".into(),
         }),
-        update_policy: Some(gce::UpdatePolicy {
-            instance_redistribution_type: "NONE".into(),
-        }),
+        update_policy: Some(gce::UpdatePolicy { instance_redistribution_type: "NONE".into() }),
         ..Default::default()
     })
 }

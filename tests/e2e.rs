@@ -43,7 +43,8 @@ fn wait<T>(s: &Stack, what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -
         }
         if Instant::now() > deadline {
             panic!(
-                "timed out after {secs}s waiting for {what}\n--- nodes ---\n{}\n--- slurm-dws nodes ---\n{}\n--- events ---\n{}\n--- daemon log ---\n{}\n--- slurmctld ---\n{}",
+                "timed out after {secs}s waiting for {what}\n--- jobs ---\n{}\n--- nodes ---\n{}\n--- slurm-dws nodes ---\n{}\n--- events ---\n{}\n--- daemon log ---\n{}\n--- slurmctld ---\n{}",
+                s.cluster.scontrol(&["show", "job"]).unwrap_or_default(),
                 s.cluster.node_states().map(|m| format!("{m:?}")).unwrap_or_default(),
                 s.cli(&["nodes"]),
                 s.cli(&["events"]),
@@ -127,4 +128,222 @@ fn e2e_1_two_node_job_runs_and_everything_is_cleaned_up() {
     });
     wait(&s, "MIG deleted after mig_gc_grace", 60, || s.migs().is_empty().then_some(()));
     eprintln!("[e2e-1] complete cycle in {:?}", started.elapsed());
+}
+
+fn restarts(s: &Stack, job: u32) -> u64 {
+    let q = s.cluster.squeue_json().ok();
+    q.and_then(|q| {
+        q["jobs"].as_array()?.iter().find(|j| j["job_id"].as_u64() == Some(job as u64))?["restart_cnt"]
+            .as_u64()
+    })
+    .unwrap_or(0)
+}
+
+fn sbatch(s: &Stack, name: &str, args: &[&str], script: &str) -> (u32, std::path::PathBuf) {
+    let out = s.cluster.dir().join("jobs").join(format!("{name}.out"));
+    let mut a: Vec<&str> = args.to_vec();
+    let o = out.to_str().unwrap().to_string();
+    a.extend(["-o", &o, "--wrap", script]);
+    (s.cluster.sbatch(&a).unwrap(), out)
+}
+
+fn ran_on(out: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        std::fs::read_to_string(out).unwrap_or_default().lines().map(String::from).collect();
+    v.sort();
+    v
+}
+
+fn sim_inserts(s: &Stack, method: &str) -> u64 {
+    s.sim_get("calls")["by_method"][method].as_u64().unwrap_or(0)
+}
+
+/// Scenario 2: two jobs in two nodesets at once both run, each through its own resize request; a job
+/// on a node that is already up reuses it (no new request).
+#[test]
+fn e2e_2_two_nodesets_at_once_and_an_up_node_is_reused() {
+    if !slurm_available() {
+        return;
+    }
+    let s = Stack::start(spec(vec![StackNodeset::new("a", 0, 2), StackNodeset::new("b", 0, 2)], "")).unwrap();
+    let (ja, out_a) = sbatch(&s, "a", &["-N1", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
+    let (jb, out_b) = sbatch(&s, "b", &["-N2", "--time=20", "-p", "b"], "srun printenv SLURMD_NODENAME");
+    for j in [ja, jb] {
+        wait(&s, "both jobs COMPLETED", 90, || (sacct_like_state(&s, j) == "COMPLETED").then_some(()));
+    }
+    assert_eq!(ran_on(&out_a), vec!["hpc-a-0"]);
+    assert_eq!(ran_on(&out_b), vec!["hpc-b-0", "hpc-b-1"]);
+    let rs = requests(&s);
+    assert_eq!(rs.len(), 2, "one request per (nodeset, job): {rs:?}");
+    let mut by_job: Vec<(u64, u64)> =
+        rs.iter().map(|r| (r["job_id"].as_u64().unwrap(), r["run_duration"].as_u64().unwrap())).collect();
+    by_job.sort();
+    assert_eq!(by_job, vec![(ja as u64, 600 + 600), (jb as u64, 1200 + 600)]);
+    assert_eq!(s.migs().len(), 2, "one MIG per group");
+
+    // hpc-a-0 is still up (SuspendTime has not passed): a job on it starts without a new request.
+    assert_eq!(node_state(&s, "hpc-a-0"), "idle");
+    let inserts = sim_inserts(&s, "regionInstanceGroupManagerResizeRequests.insert");
+    let (jc, out_c) =
+        sbatch(&s, "c", &["-N1", "--time=10", "-p", "a", "-w", "hpc-a-0"], "srun printenv SLURMD_NODENAME");
+    wait(&s, "job on the up node COMPLETED", 30, || (sacct_like_state(&s, jc) == "COMPLETED").then_some(()));
+    assert_eq!(ran_on(&out_c), vec!["hpc-a-0"]);
+    assert_eq!(requests(&s).len(), 2, "no new request for a node already up");
+    assert_eq!(sim_inserts(&s, "regionInstanceGroupManagerResizeRequests.insert"), inserts);
+}
+
+/// Scenario 3: a stockout fails the resize request; the job is requeued within one pass (not after the
+/// partition's ResumeTimeout of 18 h), `explain` shows GCE's error; when capacity returns the job runs.
+#[test]
+fn e2e_3_stockout_requeues_at_once_and_the_job_runs_when_capacity_returns() {
+    if !slurm_available() {
+        return;
+    }
+    let s = Stack::start(spec(vec![StackNodeset::new("a", 0, 2)], "backoff_initial = 5\nbackoff_max = 10"))
+        .unwrap();
+    s.sim_post(
+        "capacity",
+        &json!({"match": "", "fail": {"code": "ZONE_RESOURCE_POOL_EXHAUSTED",
+            "message": "The zone 'projects/demo-project/zones/us-central1-a' does not have enough resources available to fulfill the request."}}),
+    );
+    let (job, out) =
+        sbatch(&s, "stockout", &["-N2", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
+    let t0 = Instant::now();
+    wait(&s, "the request FAILED", 30, || {
+        requests(&s).iter().any(|r| r["phase"] == "failed" || r["phase"] == "done").then_some(())
+    });
+    wait(&s, "the job requeued", 30, || (restarts(&s, job) >= 1).then_some(()));
+    let requeued_in = t0.elapsed();
+    eprintln!("[e2e-3] stockout -> job requeued in {requeued_in:?}");
+    assert!(requeued_in < Duration::from_secs(60), "requeued by slurm-dws, not by Slurm's ResumeTimeout");
+    let why = s.cli(&["explain", "hpc-a-0"]);
+    assert!(why.contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{why}");
+    let status = s.cli_json(&["status"]);
+    eprintln!("[e2e-3] status during the stockout: {status}");
+    assert!(
+        ["PENDING", "CONFIGURING"].contains(&job_state(&s, job).unwrap_or_default().as_str()),
+        "the job is queued again, not lost: {:?}",
+        job_state(&s, job)
+    );
+
+    s.sim_delete("capacity");
+    wait(&s, "the job COMPLETED once capacity is back", 120, || {
+        (sacct_like_state(&s, job) == "COMPLETED").then_some(())
+    });
+    assert_eq!(ran_on(&out), vec!["hpc-a-0", "hpc-a-1"]);
+    assert_eq!(s.vms().len(), 2, "one VM per node, nothing left from the failed attempts");
+}
+
+/// Scenario 4: GCE deletes a node's VM mid-job (end of run duration): the job is requeued and completes;
+/// a static node whose VM expires is re-provisioned and idle again with no admin action.
+#[test]
+fn e2e_4_expiry_requeues_the_job_and_reprovisions_the_static_node() {
+    if !slurm_available() {
+        return;
+    }
+    let s = Stack::start(spec(vec![StackNodeset::new("s", 1, 2)], "")).unwrap();
+    wait(&s, "the static node provisioned and idle", 60, || {
+        (node_state(&s, "hpc-s-0") == "idle").then_some(())
+    });
+    let static_vms = s.vms();
+    assert_eq!(static_vms, vec!["hpc-s-0"]);
+
+    // A job on a dynamic node; its VM expires while it runs.
+    let (job, out) = sbatch(
+        &s,
+        "expiry",
+        &["-N1", "--time=10", "-p", "s", "-x", "hpc-s-0", "--requeue"],
+        "srun printenv SLURMD_NODENAME; sleep 20",
+    );
+    let node = wait(&s, "job RUNNING", 60, || {
+        let q = s.cluster.squeue_json().ok()?;
+        let j = q["jobs"].as_array()?.iter().find(|j| j["job_id"].as_u64() == Some(job as u64))?.clone();
+        (j["job_state"] == "RUNNING").then(|| j["nodes"].as_str().unwrap_or_default().to_string())
+    });
+    // Once slurm-dws has seen the VM (and its termination time), GCE ends its run duration.
+    wait(&s, "slurm-dws to record the VM's termination time", 30, || {
+        s.cli_json(&["nodes", &node]).as_array()?.first()?["termination_time"].as_str().map(drop)
+    });
+    let t0 = Instant::now();
+    s.sim_post(&format!("instances/{node}/expire"), &json!({}));
+    wait(&s, "the job requeued after the expiry", 30, || (restarts(&s, job) >= 1).then_some(()));
+    eprintln!("[e2e-4] VM expired -> job requeued in {:?}", t0.elapsed());
+    let why = s.cli(&["explain", &node]);
+    eprintln!("[e2e-4] explain {node}:\n{why}");
+    wait(&s, "the requeued job COMPLETED", 120, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    assert!(!ran_on(&out).is_empty());
+
+    // The static node's VM expires: back in service with no admin action.
+    let t0 = Instant::now();
+    s.sim_post("instances/hpc-s-0/expire", &json!({}));
+    wait(&s, "the static node out of service", 30, || (node_state(&s, "hpc-s-0") != "idle").then_some(()));
+    wait(&s, "the static node re-provisioned and idle", 90, || {
+        (node_state(&s, "hpc-s-0") == "idle" && s.vms().contains(&"hpc-s-0".to_string())).then_some(())
+    });
+    eprintln!("[e2e-4] static node expired -> idle again in {:?}", t0.elapsed());
+    let (j2, out2) = sbatch(
+        &s,
+        "static",
+        &["-N1", "--time=10", "-p", "s", "-w", "hpc-s-0"],
+        "hostname >/dev/null; srun printenv SLURMD_NODENAME",
+    );
+    wait(&s, "a job on the re-provisioned static node", 60, || {
+        (sacct_like_state(&s, j2) == "COMPLETED").then_some(())
+    });
+    assert_eq!(ran_on(&out2), vec!["hpc-s-0"]);
+}
+
+/// Scenario 5: the daemon is SIGKILLed right after a resume hook returns; restarted, the job still runs,
+/// with exactly one VM per node and one MIG.
+#[test]
+fn e2e_5_daemon_killed_after_the_resume_hook_recovers_without_duplicates() {
+    if !slurm_available() {
+        return;
+    }
+    let mut s = Stack::start(spec(vec![StackNodeset::new("a", 0, 4)], "")).unwrap();
+    // A slow GCE widens the window in which the kill lands mid-work.
+    s.sim_post("latency", &json!({"operation_ms": 1500}));
+    let (job, out) = sbatch(&s, "kill", &["-N2", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
+    wait(&s, "the resume hook recorded the nodes", 60, || {
+        let nodes = s.cli_json(&["nodes"]);
+        nodes.as_array()?.iter().any(|n| n["name"] == "hpc-a-0" && n["state"] != "powered_down").then_some(())
+    });
+    s.kill_daemon();
+    eprintln!("[e2e-5] daemon SIGKILLed; simulator has {} MIG(s)", s.migs().len());
+    std::thread::sleep(Duration::from_secs(2));
+    s.start_daemon().unwrap();
+    s.sim_post("latency", &json!({"operation_ms": 100}));
+    wait(&s, "job COMPLETED after the crash", 90, || {
+        (sacct_like_state(&s, job) == "COMPLETED").then_some(())
+    });
+    assert_eq!(ran_on(&out), vec!["hpc-a-0", "hpc-a-1"]);
+    assert_eq!(s.vms(), vec!["hpc-a-0", "hpc-a-1"], "one VM per node");
+    assert_eq!(s.migs().len(), 1, "one MIG");
+    let rrs: usize = s.sim_get("state")["migs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["resizeRequests"].as_array().map_or(0, |a| a.len()))
+        .sum();
+    assert_eq!(rrs, 1, "one resize request");
+}
+
+/// Scenario 6: slurmctld restarts while nodes are powering up; everything converges.
+#[test]
+fn e2e_6_slurmctld_restart_while_powering_up_converges() {
+    if !slurm_available() {
+        return;
+    }
+    let mut s = Stack::start(spec(vec![StackNodeset::new("a", 0, 4)], "")).unwrap();
+    s.sim_post("capacity", &json!({"match": "", "delay_seconds": 8.0}));
+    let (job, out) = sbatch(&s, "restart", &["-N2", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
+    wait(&s, "nodes powering up", 30, || node_state(&s, "hpc-a-0").contains('#').then_some(()));
+    s.cluster.restart_slurmctld().unwrap();
+    eprintln!("[e2e-6] slurmctld restarted; hpc-a-0 is {}", node_state(&s, "hpc-a-0"));
+    wait(&s, "job COMPLETED after the restart", 120, || {
+        (sacct_like_state(&s, job) == "COMPLETED").then_some(())
+    });
+    assert_eq!(ran_on(&out), vec!["hpc-a-0", "hpc-a-1"]);
+    assert_eq!(s.vms(), vec!["hpc-a-0", "hpc-a-1"]);
+    assert_eq!(requests(&s).len(), 1, "no second request for the same nodes");
 }

@@ -218,8 +218,10 @@ exec {{ '/usr/sbin/slurmd' }} 'slurmd', '-b', '-N', $name, '-f', '{conf}'
     )
 }
 
-/// `slurmd-stop NODE`: stops that node's slurmd by its pid file (TERM, then KILL after 5 s);
-/// idempotent, and only kills a process that is a slurmd of this cluster's slurm.conf.
+/// `slurmd-stop NODE`: stops that node's slurmd by its pid file (TERM, then KILL after 5 s), then
+/// kills what else ran "on the node" — its slurmstepds and job processes, which share the session
+/// the daemonized slurmd created — as a deleted VM takes everything with it. Idempotent, and only
+/// touches a process that is a slurmd of this cluster's slurm.conf and that session.
 pub(crate) fn slurmd_stop_script(layout: &Layout) -> String {
     format!(
         r#"#!/bin/sh
@@ -237,11 +239,24 @@ alive() {{
 ours() {{
     tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- '{conf}'
 }}
+session() {{
+    sed 's/.*) //' "$1" 2>/dev/null | cut -d' ' -f4
+}}
 if alive && ours; then
+    sid=$(session "/proc/$pid/stat")
     kill -TERM "$pid" 2>/dev/null
     i=0
     while [ "$i" -lt 50 ] && alive; do sleep 0.1; i=$((i + 1)); done
     alive && kill -KILL "$pid" 2>/dev/null
+    # The rest of the "VM": slurmstepds and job processes in slurmd's own session (never ours).
+    case "$sid" in ''|*[!0-9]*|0|1) sid= ;; esac
+    if [ -n "$sid" ] && [ "$sid" != "$(session /proc/$$/stat)" ]; then
+        for st in /proc/[0-9]*/stat; do
+            [ "$(session "$st")" = "$sid" ] || continue
+            p=${{st#/proc/}}; p=${{p%/stat}}
+            kill -KILL "$p" 2>/dev/null
+        done
+    fi
 fi
 rm -f "$f"
 exit 0

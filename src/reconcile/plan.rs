@@ -121,6 +121,7 @@ pub fn plan(cfg: &PlanConfig, d: &Desired, o: &Observed, now: DateTime<Utc>) -> 
         plan: Plan::default(),
         delete_instances: BTreeMap::new(),
         slurm_updates: BTreeMap::new(),
+        job_begins: BTreeMap::new(),
     };
     p.expire_backoffs();
     p.request_lifecycle();
@@ -147,6 +148,8 @@ struct Planner<'a> {
     delete_instances: BTreeMap<String, BTreeSet<String>>,
     /// (state, reason) → nodes (batched at the end).
     slurm_updates: BTreeMap<(String, Option<String>), BTreeSet<String>>,
+    /// Begin time → jobs whose nodes were released before they got a VM (after the node updates).
+    job_begins: BTreeMap<DateTime<Utc>, BTreeSet<u32>>,
 }
 
 impl Planner<'_> {
@@ -183,6 +186,16 @@ impl Planner<'_> {
         if needed {
             self.slurm_update(node, "power_down_force", Some(format!("{REASON_PREFIX} {reason}")));
         }
+    }
+
+    /// The job that was waiting for `node` was requeued by slurm-dws before the node got a VM: let it start
+    /// again as soon as its nodeset may ask GCE again (now, or when the capacity backoff ends), not after
+    /// Slurm's requeue hold.
+    fn job_may_start_again(&mut self, node: &str) {
+        let Some(n) = self.nodes.get(node) else { return };
+        let Some(job) = n.job_id else { return };
+        let begin = self.in_backoff(&n.nodeset).map_or(self.now, |b| b.until);
+        self.job_begins.entry(begin).or_default().insert(job);
     }
 
     fn drop_reservation(&mut self, name: &str) {
@@ -320,6 +333,7 @@ impl Planner<'_> {
                     if was_requested {
                         if let Some(e) = error {
                             self.power_down_force(&name, e);
+                            self.job_may_start_again(&name);
                         }
                     }
                 }
@@ -414,7 +428,6 @@ impl Planner<'_> {
             x.phase = RequestPhase::Failed;
             x.last_error = Some(why.to_string());
         });
-        self.release_members(r, Some(why));
         self.plan.event("request_failed", r.nodes.clone(), why.to_string());
         if capacity {
             let mut b = next_backoff(self.cfg, self.backoffs.get(&r.nodeset), why, self.now);
@@ -432,6 +445,8 @@ impl Planner<'_> {
             self.backoffs.insert(r.nodeset.clone(), b.clone());
             self.plan.backoffs_set.push(b);
         }
+        // After the backoff is set: the requeued jobs may start again when it ends.
+        self.release_members(r, Some(why));
         self.delete_mig(&r.mig, why);
     }
 
@@ -591,6 +606,8 @@ impl Planner<'_> {
                 } else {
                     self.set_state(name, NodeState::PoweredDown);
                     self.power_down_force(name, &msg);
+                    // Its job is requeued; with the VM gone no stale step can reach it, so no hold.
+                    self.job_may_start_again(name);
                     self.plan.event(kind, vec![name.to_string()], format!("{msg}; node leaves service"));
                 }
             }
@@ -757,6 +774,7 @@ impl Planner<'_> {
                         &n.name,
                         &format!("capacity backoff until {}", b.until.to_rfc3339()),
                     );
+                    self.job_may_start_again(&n.name);
                     self.plan.event("backoff_refused", vec![n.name.clone()], why);
                 }
                 continue;
@@ -943,6 +961,9 @@ impl Planner<'_> {
                 state,
                 reason,
             });
+        }
+        for (begin, jobs) in std::mem::take(&mut self.job_begins) {
+            self.plan.slurm.push(SlurmStep::SetJobsBegin { jobs: jobs.into_iter().collect(), begin });
         }
         self.plan.nodes = self.nodes.into_values().filter(|n| d.nodes.get(&n.name) != Some(n)).collect();
         self.plan.requests =

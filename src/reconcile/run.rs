@@ -569,6 +569,7 @@ impl Reconciler {
                 SlurmStep::DeleteReservation { name } => {
                     self.slurm.delete_reservation(name).await.map(|_| ())
                 }
+                SlurmStep::SetJobsBegin { jobs, begin } => self.slurm.set_jobs_begin(jobs, *begin).await,
             };
             if let Err(e) = result {
                 let msg = format!("Slurm {}: {e}", serde_json::to_string(s).unwrap_or_default());

@@ -168,6 +168,13 @@ pub enum SlurmStep {
     DeleteReservation {
         name: String,
     },
+    /// `scontrol update jobid=... starttime=BEGIN`: jobs Slurm requeued because slurm-dws released their
+    /// nodes before any VM came may start again at `begin` (now, or when the capacity backoff ends)
+    /// instead of after Slurm's two-minute requeue hold. Always after the node updates of the round.
+    SetJobsBegin {
+        jobs: Vec<u32>,
+        begin: DateTime<Utc>,
+    },
 }
 
 /// A new request group to record (MIG and request names derive from the tag the executor chooses).

@@ -185,6 +185,32 @@ impl Slurm {
         self.run_ok("scontrol", vec!["requeue".into(), join(job_ids)]).await.map(drop)
     }
 
+    /// `scontrol update jobid=ID,ID,... StartTime=T`: when the pending jobs may start again. Slurm makes
+    /// a job requeued through a node failure wait about two minutes (its credential lifetime) before it
+    /// is eligible; a job requeued because its nodes never got VMs can go again at once, or when a
+    /// capacity backoff ends. Jobs that are no longer pending (finished, cancelled, started) are skipped:
+    /// their begin time no longer matters.
+    pub async fn set_jobs_begin(&self, job_ids: &[u32], begin: DateTime<Utc>) -> Result<(), SlurmError> {
+        if job_ids.is_empty() {
+            return Ok(());
+        }
+        let args = vec![
+            "update".to_string(),
+            format!("jobid={}", join(job_ids)),
+            format!("starttime={}", reservation::format_time(begin)),
+        ];
+        let out = command::run(&self.bin_dir, self.conf.as_deref(), self.timeout, "scontrol", &args).await?;
+        if out.success
+            || out.stderr.contains("no longer pending")
+            || out.stderr.contains("Invalid job id")
+            || out.stderr.contains("already completed")
+        {
+            Ok(())
+        } else {
+            Err(command::failed("scontrol", &args, &out))
+        }
+    }
+
     /// Creates reservation `name` on `nodes` from `start` to `end` (UTC, whole seconds), owned by
     /// root, with `flags` as scontrol takes them (e.g. `maint,ignore_jobs`).
     pub async fn create_reservation(

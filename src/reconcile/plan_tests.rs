@@ -304,6 +304,7 @@ fn request_lifecycle_steps() {
 fn failed_request_requeues_releases_and_backs_off() {
     let mut n = node("hpc-a-1", NodeState::Requested);
     n.request_id = Some(1);
+    n.job_id = Some(7);
     let r = request(1, &["hpc-a-1"], RequestPhase::Active);
     let w = World::new()
         .node(n)
@@ -329,6 +330,13 @@ fn failed_request_requeues_releases_and_backs_off() {
     assert_eq!(p.backoffs_set.len(), 1);
     assert_eq!(p.backoffs_set[0].until, t0() + Duration::seconds(60));
     assert!(p.events.iter().any(|e| e.kind == "request_failed" && e.message.contains("no a3u")));
+    // The requeued job may start again when the backoff ends, after the node update that requeued it.
+    assert_eq!(
+        p.slurm.last(),
+        Some(&SlurmStep::SetJobsBegin { jobs: vec![7], begin: t0() + Duration::seconds(60) }),
+        "{:?}",
+        p.slurm
+    );
 }
 
 #[test]
@@ -346,7 +354,9 @@ fn backoff_grows_and_caps() {
 
 #[test]
 fn nodes_in_backoff_are_answered_at_once() {
-    let mut w = World::new().node(node("hpc-a-3", NodeState::ResumePending));
+    let mut n = node("hpc-a-3", NodeState::ResumePending);
+    n.job_id = Some(9);
+    let mut w = World::new().node(n);
     w.d.backoffs.insert(
         "a".into(),
         Backoff {
@@ -360,6 +370,10 @@ fn nodes_in_backoff_are_answered_at_once() {
     assert!(p.new_groups.is_empty());
     assert_eq!(node_after(&p, "hpc-a-3").unwrap().state, NodeState::PoweredDown);
     assert!(has_update(&p, "hpc-a-3", "power_down_force"));
+    assert_eq!(
+        p.slurm.last(),
+        Some(&SlurmStep::SetJobsBegin { jobs: vec![9], begin: t0() + Duration::minutes(5) })
+    );
     // ...and the backoff ends by itself
     let mut w = World::new();
     w.d.backoffs
@@ -447,6 +461,7 @@ fn a_vm_that_appears_for_a_suspended_node_is_deleted() {
 #[test]
 fn expiry_of_a_dynamic_node_takes_it_out_of_service() {
     let mut n = node("hpc-a-1", NodeState::Up);
+    n.job_id = Some(7);
     n.termination_time = Some(t0() - Duration::seconds(5));
     n.vm_status = Some("RUNNING".into());
     n.reservation = Some(eol_reservation("hpc-a-1"));
@@ -457,6 +472,8 @@ fn expiry_of_a_dynamic_node_takes_it_out_of_service() {
     assert!(has_update(&p, "hpc-a-1", "power_down_force"));
     assert!(p.slurm.iter().any(|s| matches!(s, SlurmStep::DeleteReservation { .. })));
     assert!(p.events.iter().any(|e| e.kind == "expired"));
+    // No VM, no stale step: the requeued job need not sit out Slurm's requeue hold.
+    assert_eq!(p.slurm.last(), Some(&SlurmStep::SetJobsBegin { jobs: vec![7], begin: t0() }));
 }
 
 #[test]

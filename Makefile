@@ -11,7 +11,7 @@ CARGO_PROFILE  ?= release
 OUT := target/$(if $(filter dev,$(CARGO_PROFILE)),debug,$(CARGO_PROFILE))
 HOOKS   := resume suspend resume-fail
 
-.PHONY: build test install clean
+.PHONY: build test demo install clean
 
 ## build: binaries (release unless CARGO_PROFILE=dev): slurm-dws and slurm-dws-sim
 build:
@@ -29,6 +29,12 @@ test:
 		echo "$(CARGO) test --no-fail-fast"; \
 		$(CARGO) test --no-fail-fast; \
 	fi
+
+## demo: a real local Slurm cluster + the GCE simulator + slurm-dws, narrated (needs root)
+demo:
+	./scripts/install-deps.sh
+	$(CARGO) build --bins --example demo
+	$(CARGO) run --quiet --example demo
 
 ## install: binaries, hook symlinks, example config (never overwritten), systemd unit
 install: build

@@ -171,8 +171,11 @@ async fn suspend_deletes_exactly_the_suspended_nodes_vms() {
         let vms = futures_lite_block(w.sim_vms());
         (vms == vec!["hpc-a-2".to_string()]).then_some(())
     });
-    let s = w.node_states();
-    assert_eq!(s["hpc-a-0"], "powered_down");
+    // The VMs go with the deleteInstances operation; the store says so after the next look.
+    let s = w.wait_for("nodes powered down", 30, || {
+        let s = w.node_states();
+        (s["hpc-a-0"] == "powered_down" && s["hpc-a-1"] == "powered_down").then_some(s)
+    });
     assert_eq!(s["hpc-a-2"], "up");
     let calls = w.sim_calls().await;
     assert_eq!(count(&calls, "regionInstanceGroupManagers.deleteInstances"), 1, "one batched call: {calls}");

@@ -127,11 +127,24 @@ where
 }
 
 async fn nodes_of(slurm: &Slurm, names: &[&str]) -> Vec<NodeInfo> {
-    slurm.nodes().await.unwrap().into_iter().filter(|n| names.contains(&n.name.as_str())).collect()
+    // A loaded machine can make one sinfo miss its time box: ask again before failing.
+    let mut tries = 0;
+    let nodes = loop {
+        match slurm.nodes().await {
+            Ok(n) => break n,
+            Err(e) if tries < 5 => {
+                eprintln!("sinfo failed ({e}); asking again");
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("sinfo failed 6 times: {e}"),
+        }
+    };
+    nodes.into_iter().filter(|n| names.contains(&n.name.as_str())).collect()
 }
 
 async fn job_state(slurm: &Slurm, id: u32) -> Option<String> {
-    slurm.jobs(&[id]).await.unwrap().first().map(|j| j.state.clone())
+    slurm.jobs(&[id]).await.ok()?.first().map(|j| j.state.clone())
 }
 
 /// The harness end to end: a 2-node batch job on powered-down cloud nodes resumes them through a

@@ -127,14 +127,11 @@ pub async fn observe_request(
                 error,
                 capacity_error: matches!(class, Some(ErrorClass::Capacity | ErrorClass::Quota)),
                 last_attempt,
+                instances: rr.instances.iter().map(|i| i.name.clone()).collect(),
+                run_duration: rr.requested_run_duration.as_ref().map(|d| d.seconds.max(0) as u64),
             })
         }
-        Err(e) if e.is_not_found() => Ok(ObservedRequest {
-            state: "NOT_FOUND".into(),
-            error: None,
-            capacity_error: false,
-            last_attempt: None,
-        }),
+        Err(e) if e.is_not_found() => Ok(ObservedRequest { state: "NOT_FOUND".into(), ..Default::default() }),
         Err(e) => Err(e),
     }
 }
@@ -334,15 +331,9 @@ pub fn learn(step: &GceStep, observed: &mut Observed, desired: &Desired) {
             }
         }
         GceStep::InsertResizeRequest { mig, .. } => {
-            observed.requests.insert(
-                mig.clone(),
-                ObservedRequest {
-                    state: "CREATING".into(),
-                    error: None,
-                    capacity_error: false,
-                    last_attempt: None,
-                },
-            );
+            observed
+                .requests
+                .insert(mig.clone(), ObservedRequest { state: "CREATING".into(), ..Default::default() });
         }
         GceStep::CancelResizeRequest { mig, .. } => {
             if let Some(rr) = observed.requests.get_mut(mig) {

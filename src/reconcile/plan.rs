@@ -861,6 +861,25 @@ impl Planner<'_> {
             if self.migs.contains_key(name) {
                 continue;
             }
+            // Its request still in flight: adopt it too, and follow it to its end.
+            let in_flight = self.o.requests.get(name).filter(|rr| {
+                matches!(rr.state.as_str(), "CREATING" | "ACCEPTED" | "PROVISIONING")
+                    && !rr.instances.is_empty()
+            });
+            let adopted = in_flight.map(|rr| AdoptedRequest {
+                nodeset: om.nodeset.clone(),
+                job_id: om.job_id,
+                tag: om.tag.clone(),
+                mig: name.clone(),
+                name: crate::naming::resize_request_name(&om.tag),
+                nodes: rr.instances.iter().filter(|n| self.cfg.node_ref(n).is_some()).cloned().collect(),
+                run_duration: rr.run_duration.unwrap_or(0),
+                gce_state: rr.state.clone(),
+            });
+            let busy = busy.contains(name) || adopted.is_some();
+            if let Some(a) = adopted {
+                self.plan.adopted_requests.push(a);
+            }
             self.plan.event(
                 "adopted",
                 vec![],
@@ -878,7 +897,7 @@ impl Planner<'_> {
                     target_size: om.target_size,
                     state: MigState::Active,
                     created_at: om.created.unwrap_or(self.now),
-                    empty_since: (om.target_size == 0 && !busy.contains(name)).then_some(self.now),
+                    empty_since: (om.target_size == 0 && !busy).then_some(self.now),
                 },
             );
         }
@@ -890,6 +909,11 @@ impl Planner<'_> {
         for (name, vm) in vms {
             if self.nodes.contains_key(name) {
                 continue; // a node's VM: the node rules decide
+            }
+            if self.o.slurm.is_none() && self.cfg.node_ref(name).is_some() {
+                // Named like one of our nodes but not on record (database lost?): only Slurm can say
+                // whether a job runs there, and Slurm did not answer. Never guess a VM away.
+                continue;
             }
             let Some(mig) = vm.mig.as_ref().filter(|m| self.owned_mig(m)) else { continue };
             let old = vm.created.is_none_or(|c| secs_since(self.now, c) > self.cfg.orphan_grace);

@@ -158,7 +158,7 @@ impl World {
                 state: state.into(),
                 error: error.map(|(c, m)| (c.into(), m.into())),
                 capacity_error: capacity,
-                last_attempt: None,
+                ..Default::default()
             },
         );
         self
@@ -649,4 +649,57 @@ fn planning_is_idempotent_once_applied() {
     w2.o.reservations.as_mut().unwrap().insert(eol_reservation("hpc-a-1"));
     let p2 = w2.plan();
     assert!(p2.is_empty(), "second plan: {p2:?}");
+}
+
+#[test]
+fn a_request_in_flight_in_an_unrecorded_mig_is_adopted_not_collected() {
+    // The database was lost while a request was queued: its MIG is empty, and would be collected
+    // after mig_gc_grace, cancelling the request. It is adopted and followed instead.
+    let mut w = World::new();
+    let om = ObservedMig {
+        name: "hpc-a-j4-cafe0001".into(),
+        nodeset: "a".into(),
+        tag: "cafe0001".into(),
+        job_id: Some(4),
+        target_size: 0,
+        created: None,
+    };
+    w.o.migs.as_mut().unwrap().insert(om.name.clone(), om);
+    w.o.requests.insert(
+        "hpc-a-j4-cafe0001".into(),
+        ObservedRequest {
+            state: "ACCEPTED".into(),
+            instances: vec!["hpc-a-2".into(), "hpc-a-3".into(), "not-ours-1".into()],
+            run_duration: Some(4200),
+            ..Default::default()
+        },
+    );
+    let p = w.plan();
+    assert_eq!(
+        p.adopted_requests,
+        vec![AdoptedRequest {
+            nodeset: "a".into(),
+            job_id: Some(4),
+            tag: "cafe0001".into(),
+            mig: "hpc-a-j4-cafe0001".into(),
+            name: "rr-cafe0001".into(),
+            nodes: vec!["hpc-a-2".into(), "hpc-a-3".into()],
+            run_duration: 4200,
+            gce_state: "ACCEPTED".into(),
+        }]
+    );
+    let m = p.migs.iter().find(|m| m.name == "hpc-a-j4-cafe0001").unwrap();
+    assert_eq!(m.empty_since, None, "busy with the adopted request: never collected");
+    // A finished request is not adopted: its VMs (if any) are judged node by node.
+    let mut w2 = World::new();
+    w2.o.migs = w.o.migs.clone();
+    w2.o.requests.insert(
+        "hpc-a-j4-cafe0001".into(),
+        ObservedRequest {
+            state: "SUCCEEDED".into(),
+            instances: vec!["hpc-a-2".into()],
+            ..Default::default()
+        },
+    );
+    assert!(w2.plan().adopted_requests.is_empty());
 }

@@ -191,6 +191,7 @@ impl Reconciler {
         // 3. Plan and act, a few rounds.
         let mut attempted: HashSet<String> = HashSet::new();
         let mut slurm_done: HashSet<String> = HashSet::new();
+        let mut outbox_used: HashSet<i64> = HashSet::new();
         for round in 0..MAX_ROUNDS {
             let p = plan(&self.plan_cfg, &desired, &observed, now);
             let fresh_gce: Vec<GceStep> =
@@ -205,6 +206,7 @@ impl Reconciler {
                 && p.requests.is_empty()
                 && p.migs.is_empty()
                 && p.new_groups.is_empty()
+                && p.adopted_requests.is_empty()
                 && p.events.is_empty()
                 && p.backoffs_set.is_empty()
                 && p.backoffs_cleared.is_empty());
@@ -215,6 +217,7 @@ impl Reconciler {
             report.events += p.events.len();
             report.requests_created += p.new_groups.len();
             let outbox = self.commit_plan(&p, &fresh_gce, &mut desired, now).await?;
+            outbox_used.extend(outbox.iter().map(|e| e.id));
             for s in &fresh_gce {
                 attempted.insert(step_key(s));
             }
@@ -223,6 +226,38 @@ impl Reconciler {
                 slurm_done.insert(serde_json::to_string(s).unwrap_or_default());
             }
             self.execute_slurm(&fresh_slurm, report, now).await;
+        }
+
+        // 4. Resolve the outbox: an entry this pass neither sent nor resent (the daemon died between
+        // writing it and learning how it went, and since then GCE moved to where the step would have
+        // taken it, or the step was superseded) is abandoned with an event. Only when both lists
+        // answered, so that nothing is concluded from a partial view; if the step is still needed the
+        // planner plans it again, and every mutation is idempotent by name.
+        if observed.vms.is_some() && observed.migs.is_some() {
+            let stale: Vec<OutboxEntry> = self
+                .store
+                .pending_outbox()
+                .await?
+                .into_iter()
+                .filter(|e| !outbox_used.contains(&e.id))
+                .collect();
+            if !stale.is_empty() {
+                let mut tx = self.store.begin().await?;
+                for e in &stale {
+                    let why =
+                        "no longer needed: GCE already shows the state it aimed at, or it was superseded";
+                    tx.outbox_update(e.id, OutboxState::Abandoned, Some(why), now).await?;
+                    tx.add_event(
+                        now,
+                        "outbox_abandoned",
+                        &[],
+                        &format!("{} {} (requestId {}): {why}", e.kind.as_str(), e.target, e.request_id),
+                    )
+                    .await?;
+                }
+                tx.commit().await?;
+                report.events += stale.len();
+            }
         }
 
         report.next_pass_in_secs = next_pass_in(&self.cfg, &desired, now);
@@ -288,6 +323,24 @@ impl Reconciler {
                     o.requests.insert(r.mig.clone(), rr);
                 }
                 Err(e) => report.errors.push(format!("reading resize request {} in {}: {e}", r.name, r.mig)),
+            }
+        }
+        // An owned MIG the store has no record of (database lost, backup controller): one get of its
+        // request, so that a request still in flight is adopted and followed rather than its MIG
+        // collected. Once adopted the MIG is on record and this is not asked again.
+        let unrecorded: Vec<(String, String)> = o
+            .migs
+            .iter()
+            .flat_map(|m| m.values())
+            .filter(|m| !desired.migs.contains_key(&m.name))
+            .map(|m| (m.name.clone(), crate::naming::resize_request_name(&m.tag)))
+            .collect();
+        for (mig, name) in unrecorded {
+            match gce_edge::observe_request(&self.gce, &self.cfg, &mig, &name).await {
+                Ok(rr) => {
+                    o.requests.insert(mig, rr);
+                }
+                Err(e) => report.errors.push(format!("reading resize request {name} in {mig}: {e}")),
             }
         }
         // Time limits of the jobs whose nodes wait for a request: one squeue for all of them.
@@ -411,6 +464,46 @@ impl Reconciler {
             desired.migs.insert(mig, m);
             desired.requests.insert(r.id, r);
         }
+        for a in &p.adopted_requests {
+            let mut r = tx
+                .insert_request(&a.nodeset, a.job_id, &a.tag, &a.mig, &a.name, &a.nodes, a.run_duration, now)
+                .await?;
+            r.phase = RequestPhase::Active;
+            r.gce_state = Some(a.gce_state.clone());
+            tx.update_request(&r).await?;
+            let mut members = Vec::new();
+            for n in &a.nodes {
+                let node = match desired.nodes.get_mut(n) {
+                    Some(node) => node,
+                    None => {
+                        let Some((nodeset, index, is_static)) = self.plan_cfg.node_ref(n) else { continue };
+                        desired.nodes.insert(n.clone(), plan::new_node(n, &nodeset, index, is_static, now));
+                        desired.nodes.get_mut(n).expect("just inserted")
+                    }
+                };
+                node.state = NodeState::Requested;
+                node.state_since = now;
+                node.request_id = Some(r.id);
+                node.mig = Some(a.mig.clone());
+                node.job_id = a.job_id;
+                members.push(node.clone());
+            }
+            tx.upsert_nodes(&members).await?;
+            tx.add_event(
+                now,
+                "adopted",
+                &a.nodes,
+                &format!(
+                    "resize request {} in MIG {} ({}, {} nodes) was in GCE but not on record: adopted and followed",
+                    a.name,
+                    a.mig,
+                    a.gce_state,
+                    a.nodes.len()
+                ),
+            )
+            .await?;
+            desired.requests.insert(r.id, r);
+        }
         let mut entries = Vec::with_capacity(steps.len());
         for s in steps {
             let (kind, target, payload) = gce_edge::intent(s, desired, &self.cfg)?;
@@ -510,7 +603,7 @@ impl Reconciler {
                                 state: "FAILED".into(),
                                 error: Some((code, message)),
                                 capacity_error: *capacity,
-                                last_attempt: None,
+                                ..Default::default()
                             },
                         );
                     } else {

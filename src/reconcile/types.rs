@@ -75,7 +75,7 @@ pub struct ObservedMig {
 }
 
 /// A resize request as GCE reports it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ObservedRequest {
     pub state: String,
     /// The final error (`status.error.errors[0]`): (code, message), set on FAILED.
@@ -84,6 +84,10 @@ pub struct ObservedRequest {
     pub capacity_error: bool,
     /// The transient `status.lastAttempt` error while ACCEPTED.
     pub last_attempt: Option<String>,
+    /// The VM names it asks for (read only when adopting a request the store lost).
+    pub instances: Vec<String>,
+    /// `requestedRunDuration` in seconds.
+    pub run_duration: Option<u64>,
 }
 
 /// A node as Slurm shows it.
@@ -123,7 +127,8 @@ pub struct Observed {
     pub vms: Option<BTreeMap<String, ObservedVm>>,
     /// Owned MIGs by name; `None` when the list failed this pass.
     pub migs: Option<BTreeMap<String, ObservedMig>>,
-    /// Resize requests polled this pass, by MIG name.
+    /// Resize requests polled this pass, by MIG name: the active request of each recorded group, and
+    /// the request of each owned MIG the store has no record of (so that it can be adopted).
     pub requests: BTreeMap<String, ObservedRequest>,
     /// Slurm's nodes by name; `None` when Slurm did not answer.
     pub slurm: Option<BTreeMap<String, SlurmNode>>,
@@ -186,6 +191,21 @@ pub struct NewGroup {
     pub run_duration: u64,
 }
 
+/// A resize request found in GCE, in an owned MIG, that the store has no record of (the database was
+/// lost or restored from an old backup, or a backup controller took over): recorded and followed
+/// like one of ours, its nodes `requested`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AdoptedRequest {
+    pub nodeset: String,
+    pub job_id: Option<u32>,
+    pub tag: String,
+    pub mig: String,
+    pub name: String,
+    pub nodes: Vec<String>,
+    pub run_duration: u64,
+    pub gce_state: String,
+}
+
 /// An event to append.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NewEvent {
@@ -202,6 +222,7 @@ pub struct Plan {
     pub requests: Vec<Request>,
     pub migs: Vec<Mig>,
     pub new_groups: Vec<NewGroup>,
+    pub adopted_requests: Vec<AdoptedRequest>,
     pub gce: Vec<GceStep>,
     pub slurm: Vec<SlurmStep>,
     pub events: Vec<NewEvent>,
@@ -216,6 +237,7 @@ impl Plan {
             && self.requests.is_empty()
             && self.migs.is_empty()
             && self.new_groups.is_empty()
+            && self.adopted_requests.is_empty()
             && self.gce.is_empty()
             && self.slurm.is_empty()
             && self.events.is_empty()

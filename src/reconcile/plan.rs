@@ -4,12 +4,15 @@
 //! 1. Backoffs that ran out end.
 //! 2. Every open request group walks its lifecycle: planned → MIG → resize request → SUCCEEDED, or
 //!    FAILED / CANCELLED / queued past `queue_timeout` → nodes back to powered-down and usable, job
-//!    requeued through Slurm, MIG deleted, cause recorded, capacity backoff started.
+//!    requeued through Slurm (and allowed to start again when the nodeset may ask GCE again, not after
+//!    Slurm's two-minute requeue hold), MIG deleted, cause recorded, capacity backoff started.
 //! 3. Every node is compared with its VM and with Slurm: expiry, vanished VMs, suspends to carry out,
 //!    VMs that must not exist, static nodes to keep provisioned, drift between Slurm and the store.
 //! 4. Nodes waiting for a VM are grouped by (nodeset, job) into new request groups of at most 1000.
-//! 5. Owned MIGs: seen, gone, empty long enough to delete; owned MIGs the store does not know are adopted.
-//! 6. VMs in owned MIGs that back no node are deleted after `orphan_grace`.
+//! 5. Owned MIGs: seen, gone, empty long enough to delete; owned MIGs the store does not know are adopted,
+//!    with their resize request when it is still in flight (so that it is followed, not collected).
+//! 6. VMs in owned MIGs that back no node are deleted after `orphan_grace` (never one named like a node
+//!    of ours while Slurm cannot be asked whether a job runs there).
 //! 7. End-of-life reservations that no longer belong to an up node are removed.
 //!
 //! Absence is only believed when the list that would show the thing succeeded this pass

@@ -347,3 +347,40 @@ fn e2e_6_slurmctld_restart_while_powering_up_converges() {
     assert_eq!(s.vms(), vec!["hpc-a-0", "hpc-a-1"]);
     assert_eq!(requests(&s).len(), 1, "no second request for the same nodes");
 }
+
+/// Run durations from Slurm's real time limits: UNLIMITED → max_run_duration; 10 days → clamped to
+/// GCE's 604800 s, with an event saying so.
+#[test]
+fn e2e_run_durations_follow_real_time_limits() {
+    if !slurm_available() {
+        return;
+    }
+    let ns = StackNodeset::new("a", 0, 4);
+    let s = Stack::start(spec(vec![ns], "")).unwrap();
+    let (unlimited, _) = sbatch(&s, "unlimited", &["-N1", "--time=UNLIMITED", "-p", "a"], "true");
+    let (ten_days, _) = sbatch(&s, "tendays", &["-N1", "--time=10-00:00:00", "-p", "a"], "true");
+    for j in [unlimited, ten_days] {
+        wait(&s, "both jobs COMPLETED", 90, || (sacct_like_state(&s, j) == "COMPLETED").then_some(()));
+    }
+    let by_job: std::collections::BTreeMap<u64, u64> = requests(&s)
+        .iter()
+        .map(|r| (r["job_id"].as_u64().unwrap(), r["run_duration"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(by_job[&(unlimited as u64)], 604_800, "UNLIMITED → max_run_duration (default 604800)");
+    assert_eq!(by_job[&(ten_days as u64)], 604_800, "10 days + boot allowance clamped to 604800");
+    let events = s.cli_json(&["events"]);
+    let texts: Vec<String> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        texts.iter().any(|t| t.contains(&format!("job {unlimited} has no time limit"))),
+        "an event for the fallback: {texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t.contains("864600s clamped to 604800s")),
+        "an event for the clamp: {texts:?}"
+    );
+}

@@ -28,11 +28,16 @@ impl World {
     /// Starts a simulator and writes a config for `nodesets` (cluster `hpc`). Slurm commands point at an
     /// empty directory: no Slurm here (the end-to-end tests have a real one), and the daemon must cope.
     pub async fn new(nodesets: &[NodesetSpec<'_>], extra: &str) -> World {
+        World::scaled(nodesets, extra, 1.0).await
+    }
+
+    /// Like [`World::new`], with the simulator's run durations passing `time_scale` times faster.
+    pub async fn scaled(nodesets: &[NodesetSpec<'_>], extra: &str, time_scale: f64) -> World {
         let sim = sim::start(SimOptions {
             listen: "127.0.0.1:0".parse().unwrap(),
             boot_cmd: None,
             stop_cmd: None,
-            time_scale: 1.0,
+            time_scale,
         })
         .await
         .expect("simulator starts");

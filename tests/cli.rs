@@ -202,7 +202,7 @@ async fn every_command_in_table_and_json_and_explain_tells_the_story() {
         assert!(story.contains(needle), "explain should mention `{needle}`:\n{story}");
     }
     assert!(
-        story.contains("expired") || story.contains("GCE deleted the VM"),
+        story.contains("expired") && story.contains("GCE deleted the VM"),
         "the expiry is in the story:\n{story}"
     );
     let ex = w.cli_json(&["explain", "hpc-a-0"]);

@@ -240,6 +240,12 @@ node_count_dynamic_max = {dy}
         assert!(r.status().is_success(), "sim {path}: {}", r.text().await.unwrap());
     }
 
+    /// POST that may be refused (e.g. expiring a VM that is being deleted right now): whether it took.
+    pub async fn sim_try_post(&self, path: &str, body: Value) -> bool {
+        let r = self.http.post(self.control(path)).json(&body).send().await.unwrap();
+        r.status().is_success()
+    }
+
     pub async fn sim_delete(&self, path: &str) {
         self.http.delete(self.control(path)).send().await.unwrap();
     }

@@ -308,8 +308,8 @@ fn daemon(config: Option<&std::path::Path>, format: LogFormat) -> Result<(), Cli
         .build()
         .map_err(|e| CliError::runtime(format!("cannot start the async runtime: {e}")))?;
     rt.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
         let shutdown = async {
-            use tokio::signal::unix::{signal, SignalKind};
             match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
                 (Ok(mut term), Ok(mut int)) => {
                     tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
@@ -317,7 +317,15 @@ fn daemon(config: Option<&std::path::Path>, format: LogFormat) -> Result<(), Cli
                 _ => std::future::pending::<()>().await,
             }
         };
-        crate::daemon::run(cfg, shutdown).await
+        // SIGHUP: reload the config between passes. Several in a row collapse into one reload.
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let mut hup = signal(SignalKind::hangup()).map_err(|e| anyhow::anyhow!("SIGHUP handler: {e}"))?;
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                let _ = tx.try_send(());
+            }
+        });
+        crate::daemon::run_with_reload(cfg, shutdown, Some(rx)).await
     })
     .map_err(|e| CliError::runtime(format!("{e:#}")))
 }

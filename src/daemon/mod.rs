@@ -79,6 +79,15 @@ pub async fn run_with_reload(
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     tracing::info!(socket = %cfg.socket.display(), state_dir = %cfg.state_dir.display(), "slurm-dws daemon ready");
 
+    // The event log is mirrored to the journal after each pass; history before this start is not replayed.
+    let mut last_event = match store.events(None, None, 1).await {
+        Ok(e) => e.last().map_or((0, started_at), |e| (e.id, e.time)),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the event log");
+            (0, started_at)
+        }
+    };
+
     tokio::pin!(shutdown);
     let mut trigger = Trigger::Startup;
     let mut waiting: Vec<oneshot::Sender<PassReport>> = Vec::new();
@@ -94,6 +103,7 @@ pub async fn run_with_reload(
             l.last_pass = Some(report.clone());
         }
         metrics.observe_pass(&report);
+        log_new_events(&store, &mut last_event).await;
         for w in waiting.drain(..) {
             let _ = w.send(report.clone());
         }
@@ -194,5 +204,25 @@ async fn apply_reload(
             tracing::error!(config = %source.display(), %error, "config reload refused; the running config stays");
             false
         }
+    }
+}
+
+/// Writes the events recorded since the last one logged (`(id, time)`) to the log, one line each with the
+/// nodes as a structured field, so the journal (or a pipeline reading `--log-format json`) carries the
+/// same story as `slurm-dws events`. Hooks stamp their events with their own clock, a little earlier than
+/// the pass that follows: the read reaches back a minute and filters by id.
+async fn log_new_events(store: &Store, last: &mut (i64, chrono::DateTime<chrono::Utc>)) {
+    let since = last.1 - chrono::Duration::seconds(60);
+    let events = match store.events(None, Some(since), 10_000).await {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the event log");
+            return;
+        }
+    };
+    let seen = last.0;
+    for e in events.into_iter().filter(|e| e.id > seen) {
+        tracing::info!(target: "slurm_dws::event", kind = %e.kind, node = %e.nodes, event_id = e.id, "{}", e.message);
+        *last = (e.id, e.time.max(last.1));
     }
 }

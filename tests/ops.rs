@@ -60,7 +60,7 @@ async fn scrape(port: u16) -> Scrape {
     Scrape::parse(&scrape_text(port).await)
 }
 
-fn count_by<'a>(items: &'a [Value], keys: &[&str]) -> BTreeMap<Vec<String>, f64> {
+fn count_by(items: &[Value], keys: &[&str]) -> BTreeMap<Vec<String>, f64> {
     let mut m: BTreeMap<Vec<String>, f64> = BTreeMap::new();
     for i in items {
         let k = keys.iter().map(|k| i[*k].as_str().unwrap_or_default().to_string()).collect();

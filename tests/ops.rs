@@ -344,3 +344,42 @@ async fn json_logs_are_one_object_per_line_with_structured_fields() {
     }
     assert!(lines.iter().any(|l| l["message"] == "slurm-dws daemon stopping"));
 }
+
+/// A local user who is neither root nor the service user: reads of the private store are refused with a
+/// message that says so (not "no database"), and so are mutating requests over the socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_users_are_told_permission_denied() {
+    if !nix::unistd::geteuid().is_root() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI runs as root: this test must run there");
+        eprintln!("SKIP other_users_are_told_permission_denied: needs root to run a command as nobody");
+        return;
+    }
+    let mut w = World::new(&[("a", 0, 2, "")], "").await;
+    use std::os::unix::fs::PermissionsExt;
+    // The config is world-readable (as /etc/slurm-dws is); the state directory stays 0700.
+    std::fs::set_permissions(w.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.start_daemon();
+    let as_nobody = |args: &[&str]| {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(common::BIN);
+        cmd.arg("--config").arg(&w.config).args(args);
+        cmd.uid(65534).gid(65534); // std drops supplementary groups when root sets a uid
+        cmd.output().unwrap()
+    };
+    let out = as_nobody(&["status"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("permission denied reading") && err.contains("root or as the service user"),
+        "{err}"
+    );
+    for args in [&["reconcile"][..], &["gc"][..]] {
+        let out = as_nobody(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("permission denied: uid 65534"), "{args:?}: {err}");
+    }
+    // Text logs to a file carry no terminal colour codes (journald would store them verbatim).
+    assert!(w.daemon_log().contains("refused: not root or the service user"));
+    assert!(!w.daemon_log().contains('\x1b'), "ANSI escapes in a non-terminal log");
+}

@@ -40,8 +40,12 @@ test:
 ##          works without cargo in root's PATH: with no cargo, the binaries already built are installed.
 ## Installed files name each other by PREFIX and SYSCONFDIR: the unit's ExecStart= and --config are
 ## rewritten from the source's /usr/local/ and /etc/ to them. DESTDIR only prefixes where files are written.
+##          NO_BUILD=1 installs what is in $(OUT) without calling cargo (packaging, tests).
 install:
-	@if command -v $(CARGO) >/dev/null 2>&1; then \
+	@if [ -n "$(NO_BUILD)" ]; then \
+		test -x $(OUT)/slurm-dws && test -x $(OUT)/slurm-dws-sim || \
+			{ echo "NO_BUILD=1 but nothing built in $(OUT): run 'make build' first" >&2; exit 1; }; \
+	elif command -v $(CARGO) >/dev/null 2>&1; then \
 		echo "$(CARGO) build --profile $(CARGO_PROFILE) --bins"; \
 		$(CARGO) build --profile $(CARGO_PROFILE) --bins; \
 	elif [ -x $(OUT)/slurm-dws ] && [ -x $(OUT)/slurm-dws-sim ]; then \

@@ -10,12 +10,14 @@ use std::process::{Command, Output};
 const BIN: &str = env!("CARGO_BIN_EXE_slurm-dws");
 
 /// Runs `make VARS... TARGET` in the repository, with the target directory the test binaries came from
-/// (so the build is the one cargo just made, wherever CARGO_TARGET_DIR points).
+/// (so the build is the one cargo just made, wherever CARGO_TARGET_DIR points). `NO_BUILD=1`: a nested
+/// `cargo build` would rebuild the crate (`cargo build` and `cargo test` resolve dev-dependency features
+/// differently) and overwrite the very binary the other tests run, while they run it.
 fn make(target: &str, vars: &[(&str, &Path)]) -> Output {
     let target_dir = Path::new(BIN).parent().and_then(Path::parent).expect("BIN is TARGET/debug/slurm-dws");
     let mut cmd = Command::new("make");
     cmd.current_dir(env!("CARGO_MANIFEST_DIR")).arg("--no-print-directory").arg(target);
-    cmd.arg("CARGO_PROFILE=dev").arg(format!("TARGET_DIR={}", target_dir.display()));
+    cmd.args(["CARGO_PROFILE=dev", "NO_BUILD=1"]).arg(format!("TARGET_DIR={}", target_dir.display()));
     for (k, v) in vars {
         cmd.arg(format!("{k}={}", v.display()));
     }
@@ -110,7 +112,7 @@ fn make_install_into_destdir_then_uninstall() {
     }
     assert!(at("/opt/slurm-dws/lib/tmpfiles.d/slurm-dws.conf").is_file());
     assert!(at("/opt/slurm-dws/lib/sysusers.d/slurm-dws.conf").is_file());
-    for doc in ["README.md", "operations.md", "architecture.md", "configuration.md"] {
+    for doc in ["README.md", "operations.md", "incidents.md", "architecture.md", "configuration.md"] {
         assert!(at(&format!("/opt/slurm-dws/share/doc/slurm-dws/{doc}")).is_file(), "{doc}");
     }
     assert!(at("/opt/slurm-dws/share/doc/slurm-dws/examples/slurm-dws.toml").is_file());

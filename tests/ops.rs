@@ -333,6 +333,15 @@ async fn json_logs_are_one_object_per_line_with_structured_fields() {
         })
         .unwrap_or_else(|| panic!("no event line with a node field:\n{text}"));
     assert!(ev["kind"].is_string() && ev["event_id"].is_u64(), "{ev}");
+    // ... and the job, MIG and resize request behind them, so a log search by any of them works.
+    let planned = lines
+        .iter()
+        .find(|l| l["kind"] == "request_planned")
+        .unwrap_or_else(|| panic!("no request_planned event line:\n{text}"));
+    let req = &w.cli_json(&["requests"])[0];
+    assert_eq!(planned["job"], 5, "{planned}");
+    assert_eq!(planned["mig"], req["mig"], "{planned}");
+    assert_eq!(planned["request"], req["name"], "{planned}");
     let events = w.cli_json(&["events"]);
     let logged: Vec<String> = lines
         .iter()

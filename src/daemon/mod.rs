@@ -207,10 +207,12 @@ async fn apply_reload(
     }
 }
 
-/// Writes the events recorded since the last one logged (`(id, time)`) to the log, one line each with the
-/// nodes as a structured field, so the journal (or a pipeline reading `--log-format json`) carries the
-/// same story as `slurm-dws events`. Hooks stamp their events with their own clock, a little earlier than
-/// the pass that follows: the read reaches back a minute and filters by id.
+/// Writes the events recorded since the last one logged (`(id, time)`) to the log, one line each with
+/// structured fields, so the journal (or a pipeline reading `--log-format json`) carries the same story as
+/// `slurm-dws events` and can be searched by node, job, MIG or resize request. `node` is the event's
+/// hostlist; `job`, `mig` and `request` come from the record of its first node as the pass left it.
+/// Hooks stamp their events with their own clock, a little earlier than the pass that follows: the read
+/// reaches back a minute and filters by id.
 async fn log_new_events(store: &Store, last: &mut (i64, chrono::DateTime<chrono::Utc>)) {
     let since = last.1 - chrono::Duration::seconds(60);
     let events = match store.events(None, Some(since), 10_000).await {
@@ -221,8 +223,37 @@ async fn log_new_events(store: &Store, last: &mut (i64, chrono::DateTime<chrono:
         }
     };
     let seen = last.0;
+    let mut requests: std::collections::HashMap<i64, String> = std::collections::HashMap::new();
     for e in events.into_iter().filter(|e| e.id > seen) {
-        tracing::info!(target: "slurm_dws::event", kind = %e.kind, node = %e.nodes, event_id = e.id, "{}", e.message);
+        let first = crate::hostlist::expand(&e.nodes).ok().and_then(|n| n.into_iter().next());
+        let node = match first {
+            Some(name) => store.node(&name).await.ok(),
+            None => None,
+        };
+        let request = match node.as_ref().and_then(|n| n.request_id) {
+            Some(id) => match requests.get(&id) {
+                Some(name) => Some(name.clone()),
+                None => {
+                    let name = store.request(id).await.ok().map(|r| r.name);
+                    if let Some(n) = &name {
+                        requests.insert(id, n.clone());
+                    }
+                    name
+                }
+            },
+            None => None,
+        };
+        tracing::info!(
+            target: "slurm_dws::event",
+            kind = %e.kind,
+            node = %e.nodes,
+            job = node.as_ref().and_then(|n| n.job_id),
+            mig = node.as_ref().and_then(|n| n.mig.as_deref()),
+            request = request.as_deref(),
+            event_id = e.id,
+            "{}",
+            e.message
+        );
         *last = (e.id, e.time.max(last.1));
     }
 }

@@ -5,13 +5,18 @@ PREFIX         ?= /usr/local
 DESTDIR        ?=
 SYSCONFDIR     ?= /etc
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+TMPFILESDIR    ?= $(PREFIX)/lib/tmpfiles.d
+SYSUSERSDIR    ?= $(PREFIX)/lib/sysusers.d
+DOCDIR         ?= $(PREFIX)/share/doc/slurm-dws
 
 # `make install CARGO_PROFILE=dev` installs a debug build (quick checks of the install layout).
 CARGO_PROFILE  ?= release
-OUT := target/$(if $(filter dev,$(CARGO_PROFILE)),debug,$(CARGO_PROFILE))
+# Where cargo puts binaries: $CARGO_TARGET_DIR when set (several worktrees may share one), else ./target.
+TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
+OUT := $(TARGET_DIR)/$(if $(filter dev,$(CARGO_PROFILE)),debug,$(CARGO_PROFILE))
 HOOKS   := resume suspend resume-fail
 
-.PHONY: build test demo install clean
+.PHONY: build test demo install uninstall clean
 
 ## build: binaries (release unless CARGO_PROFILE=dev): slurm-dws and slurm-dws-sim
 build:
@@ -36,30 +41,58 @@ demo:
 	$(CARGO) build --bins --example demo
 	$(CARGO) run --quiet --example demo
 
-## install: binaries, hook symlinks, example config (never overwritten), systemd unit
-install: build
+## install: binaries, hook symlinks, systemd unit, tmpfiles.d/sysusers.d entries, docs, example config
+##          (the config in $(SYSCONFDIR)/slurm-dws is never overwritten). `make build && sudo make install`
+##          works without cargo in root's PATH: with no cargo, the binaries already built are installed.
+## Installed files name each other by PREFIX and SYSCONFDIR: the unit's ExecStart= and --config are
+## rewritten from the source's /usr/local/ and /etc/ to them. DESTDIR only prefixes where files are written.
+##          NO_BUILD=1 installs what is in $(OUT) without calling cargo (packaging, tests).
+install:
+	@if [ -n "$(NO_BUILD)" ]; then \
+		test -x $(OUT)/slurm-dws && test -x $(OUT)/slurm-dws-sim || \
+			{ echo "NO_BUILD=1 but nothing built in $(OUT): run 'make build' first" >&2; exit 1; }; \
+	elif command -v $(CARGO) >/dev/null 2>&1; then \
+		echo "$(CARGO) build --profile $(CARGO_PROFILE) --bins"; \
+		$(CARGO) build --profile $(CARGO_PROFILE) --bins; \
+	elif [ -x $(OUT)/slurm-dws ] && [ -x $(OUT)/slurm-dws-sim ]; then \
+		echo "no $(CARGO) in PATH: installing the binaries already built in $(OUT)"; \
+	else \
+		echo "no $(CARGO) in PATH and nothing built in $(OUT): run 'make build' first" >&2; exit 1; \
+	fi
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(OUT)/slurm-dws $(DESTDIR)$(PREFIX)/sbin/slurm-dws
 	for hook in $(HOOKS); do ln -sfn slurm-dws $(DESTDIR)$(PREFIX)/sbin/slurm-dws-$$hook; done
 	install -m 0755 $(OUT)/slurm-dws-sim $(DESTDIR)$(PREFIX)/bin/slurm-dws-sim
-	@if [ -d conf ]; then \
-		install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/slurm-dws; \
-		for f in conf/*; do \
-			[ -f "$$f" ] || continue; \
-			dest=$(DESTDIR)$(SYSCONFDIR)/slurm-dws/$$(basename "$$f"); \
-			if [ -e "$$dest" ]; then echo "keeping existing $$dest"; \
-			else echo "install $$f -> $$dest"; install -m 0644 "$$f" "$$dest"; fi; \
-		done; \
-	fi
-	@if [ -d systemd ]; then \
-		install -d $(DESTDIR)$(SYSTEMDUNITDIR); \
-		for f in systemd/*; do \
-			[ -f "$$f" ] || continue; \
-			echo "install $$f -> $(DESTDIR)$(SYSTEMDUNITDIR)/"; \
-			sed 's|/usr/local/|$(PREFIX)/|g' "$$f" > $(DESTDIR)$(SYSTEMDUNITDIR)/$$(basename "$$f"); \
-			chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$$(basename "$$f"); \
-		done; \
-	fi
+	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/slurm-dws
+	@for f in conf/*; do \
+		dest=$(DESTDIR)$(SYSCONFDIR)/slurm-dws/$$(basename "$$f"); \
+		if [ -e "$$dest" ]; then echo "keeping existing $$dest"; \
+		else echo "install $$f -> $$dest"; install -m 0644 "$$f" "$$dest"; fi; \
+	done
+	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(SYSUSERSDIR)
+	sed -e 's|/usr/local/|$(PREFIX)/|g' -e 's|/etc/slurm-dws/|$(SYSCONFDIR)/slurm-dws/|g' \
+		systemd/slurm-dws.service > $(DESTDIR)$(SYSTEMDUNITDIR)/slurm-dws.service
+	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/slurm-dws.service
+	install -m 0644 systemd/slurm-dws.tmpfiles $(DESTDIR)$(TMPFILESDIR)/slurm-dws.conf
+	install -m 0644 systemd/slurm-dws.sysusers $(DESTDIR)$(SYSUSERSDIR)/slurm-dws.conf
+	install -d $(DESTDIR)$(DOCDIR)/examples
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 conf/* $(DESTDIR)$(DOCDIR)/examples/
+	@echo
+	@echo "Installed. Next (as root, see docs/operations.md):"
+	@echo "  systemd-sysusers slurm-dws.conf && systemd-tmpfiles --create slurm-dws.conf"
+	@echo "  edit $(SYSCONFDIR)/slurm-dws/slurm-dws.toml; slurm-dws check-config --print-slurm-conf"
+	@echo "  systemctl daemon-reload && systemctl enable --now slurm-dws"
+
+## uninstall: remove what install put in place, except the config and the state (database, log)
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/sbin/slurm-dws $(DESTDIR)$(PREFIX)/bin/slurm-dws-sim
+	for hook in $(HOOKS); do rm -f $(DESTDIR)$(PREFIX)/sbin/slurm-dws-$$hook; done
+	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/slurm-dws.service $(DESTDIR)$(TMPFILESDIR)/slurm-dws.conf \
+		$(DESTDIR)$(SYSUSERSDIR)/slurm-dws.conf
+	rm -rf $(DESTDIR)$(DOCDIR)
+	@echo "kept $(DESTDIR)$(SYSCONFDIR)/slurm-dws (config) and /var/lib/slurm-dws (database, hook log):"
+	@echo "remove them by hand once the MIGs are gone (docs/operations.md, Uninstall)"
 
 ## clean: remove build output
 clean:

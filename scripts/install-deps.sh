@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs beyond the Rust toolchain, on Debian 12: Slurm 22.05
-# (slurmctld, slurmd, the client commands) and munge, for the tests that run a real cluster.
+# (slurmctld, slurmd, the client commands) and munge, for the tests that run a real cluster, and
+# systemd (systemd-analyze verifies the unit).
 # Idempotent: installs only what is missing, and does nothing when everything is there.
 #
 # Not root and something missing: with CI=true that is an error (the Slurm tests must not be
 # skipped in CI); otherwise a warning, and the Slurm tests skip themselves with a message.
 set -euo pipefail
 
-packages=(slurmctld slurmd slurm-client munge)
+packages=(slurmctld slurmd slurm-client munge systemd)
 # file that must exist -> package that provides it (perl-base is essential; its perl clears the
 # signal mask before a test cluster starts slurmd).
 required=(
@@ -20,6 +21,7 @@ required=(
     /usr/sbin/munged:munge
     /etc/munge/munge.key:munge
     /usr/bin/perl:perl-base
+    /usr/bin/systemd-analyze:systemd
 )
 
 missing=()

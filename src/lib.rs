@@ -14,7 +14,8 @@
 //! | [`slurm`]     | talking to Slurm: resume file, `squeue`/`sinfo --json`, `scontrol`       |
 //! | [`protocol`]  | the Unix-socket request/response shared by hooks, CLI and daemon         |
 //! | [`hook`]      | `resume` / `suspend` / `resume-fail`: record durably, wake the daemon    |
-//! | [`daemon`]    | the long-running service: socket server, pass loop, shutdown            |
+//! | [`daemon`]    | the long-running service: socket server, pass loop, reload, shutdown    |
+//! | [`metrics`]   | Prometheus text exposition of the store's counts and the daemon's activity |
 //! | [`reconcile`] | one reconcile pass: observe, plan (pure), act                            |
 //! | [`cli`]       | argument parsing and the admin commands' output                          |
 //! | [`devcluster`]| a real local slurmctld + slurmd cluster for tests and `make demo`        |
@@ -37,6 +38,7 @@ pub mod devcluster;
 pub mod gce;
 pub mod hook;
 pub mod hostlist;
+pub mod metrics;
 pub mod model;
 pub mod naming;
 pub mod protocol;

@@ -22,7 +22,17 @@ pub struct Listing {
 }
 
 async fn open(cfg: &Config) -> Result<Store, CliError> {
-    if !cfg.state_dir.join(crate::store::DB_FILE).exists() {
+    let db = cfg.state_dir.join(crate::store::DB_FILE);
+    if let Err(e) = std::fs::metadata(&db) {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            // 0600 in a 0700 directory: only root and the service user read the store.
+            return Err(CliError::runtime(format!(
+                "permission denied reading {}: run this as root or as the service user",
+                db.display()
+            )));
+        }
+    }
+    if !db.exists() {
         return Err(CliError::runtime(format!(
             "no state database in {} (the daemon has not run yet, or state_dir is wrong)",
             cfg.state_dir.display()

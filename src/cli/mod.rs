@@ -291,7 +291,10 @@ async fn hook(cfg: &Config, kind: HookKind, hostlist: &str) -> Result<String, Cl
 pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLURM_DWS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colours only on a terminal: journald and log files would store the escape codes.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
@@ -308,8 +311,8 @@ fn daemon(config: Option<&std::path::Path>, format: LogFormat) -> Result<(), Cli
         .build()
         .map_err(|e| CliError::runtime(format!("cannot start the async runtime: {e}")))?;
     rt.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
         let shutdown = async {
-            use tokio::signal::unix::{signal, SignalKind};
             match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
                 (Ok(mut term), Ok(mut int)) => {
                     tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
@@ -317,7 +320,15 @@ fn daemon(config: Option<&std::path::Path>, format: LogFormat) -> Result<(), Cli
                 _ => std::future::pending::<()>().await,
             }
         };
-        crate::daemon::run(cfg, shutdown).await
+        // SIGHUP: reload the config between passes. Several in a row collapse into one reload.
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let mut hup = signal(SignalKind::hangup()).map_err(|e| anyhow::anyhow!("SIGHUP handler: {e}"))?;
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                let _ = tx.try_send(());
+            }
+        });
+        crate::daemon::run_with_reload(cfg, shutdown, Some(rx)).await
     })
     .map_err(|e| CliError::runtime(format!("{e:#}")))
 }

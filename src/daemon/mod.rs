@@ -4,10 +4,14 @@
 //! (sooner while requests are in flight, as the pass asks), and whenever a hook wakes it. Wake-ups that
 //! arrive during a pass collapse into one more pass after it, so a burst of hooks never queues a burst
 //! of passes and a hook never waits for a pass. The socket server runs beside it and only forwards.
+//! Between two passes the same task takes a config reload (SIGHUP, see `reload.rs`); beside it the
+//! metrics endpoint (`crate::metrics`) serves what the store and the pass loop report.
 
+pub mod reload;
 mod server;
 
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::reconcile::{PassReport, Reconciler, Trigger};
 use crate::store::Store;
 use anyhow::Context;
@@ -36,14 +40,35 @@ pub struct Liveness {
 
 /// Runs the daemon until `shutdown` resolves (SIGTERM/SIGINT in the binary; a future in tests).
 pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    run_with_reload(cfg, shutdown, None).await
+}
+
+/// [`run`], and every message on `reload` (SIGHUP in the binary) re-reads the config file between passes.
+pub async fn run_with_reload(
+    mut cfg: Config,
+    shutdown: impl Future<Output = ()>,
+    mut reload: Option<mpsc::Receiver<()>>,
+) -> anyhow::Result<()> {
     let store = Store::open(&cfg.state_dir).await.context("opening the state store")?;
     let mut reconciler =
         Reconciler::new(cfg.clone(), store.clone()).await.context("starting the reconciler")?;
     let listener = server::bind(&cfg.socket).with_context(|| format!("binding {}", cfg.socket.display()))?;
+    let started_at = chrono::Utc::now();
+    let metrics = Metrics::new(nodeset_names(&cfg), reconciler.gce().clone(), started_at);
+    let metrics_server = match cfg.daemon.metrics_listen {
+        Some(addr) => {
+            let l = crate::metrics::bind(addr)
+                .await
+                .with_context(|| format!("binding daemon.metrics_listen {addr}"))?;
+            tracing::info!(%addr, "serving Prometheus metrics at /metrics");
+            Some(tokio::spawn(crate::metrics::serve(l, metrics.clone(), store.clone())))
+        }
+        None => None,
+    };
     let liveness = Arc::new(Mutex::new(Liveness {
         version: env!("CARGO_PKG_VERSION").to_string(),
         pid: std::process::id(),
-        started_at: chrono::Utc::now().to_rfc3339(),
+        started_at: started_at.to_rfc3339(),
         config: cfg.source.display().to_string(),
         pass_running: false,
         last_pass: None,
@@ -53,6 +78,15 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> anyhow::Res
     let server = tokio::spawn(server::serve(listener, tx, liveness.clone(), allowed));
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     tracing::info!(socket = %cfg.socket.display(), state_dir = %cfg.state_dir.display(), "slurm-dws daemon ready");
+
+    // The event log is mirrored to the journal after each pass; history before this start is not replayed.
+    let mut last_event = match store.events(None, None, 1).await {
+        Ok(e) => e.last().map_or((0, started_at), |e| (e.id, e.time)),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the event log");
+            (0, started_at)
+        }
+    };
 
     tokio::pin!(shutdown);
     let mut trigger = Trigger::Startup;
@@ -68,6 +102,8 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> anyhow::Res
             l.pass_running = false;
             l.last_pass = Some(report.clone());
         }
+        metrics.observe_pass(&report);
+        log_new_events(&store, &mut last_event).await;
         for w in waiting.drain(..) {
             let _ = w.send(report.clone());
         }
@@ -77,6 +113,12 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> anyhow::Res
             tokio::select! {
                 _ = &mut shutdown => break 'passes,
                 _ = tokio::time::sleep_until(deadline) => break Trigger::Interval,
+                _ = next_reload(&mut reload) => {
+                    if apply_reload(&mut cfg, &mut reconciler, &store, &metrics).await {
+                        // Nodesets added or changed take effect now, not at the next interval.
+                        break Trigger::Cli;
+                    }
+                }
                 cmd = rx.recv() => match cmd {
                     None => break 'passes,
                     Some(Command::Wake) => break Trigger::Hook,
@@ -102,7 +144,116 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> anyhow::Res
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     tracing::info!("slurm-dws daemon stopping");
     server.abort();
+    if let Some(m) = metrics_server {
+        m.abort();
+    }
     let _ = std::fs::remove_file(&cfg.socket);
     store.close().await;
     Ok(())
+}
+
+fn nodeset_names(cfg: &Config) -> Vec<String> {
+    cfg.nodesets.iter().map(|n| n.name.clone()).collect()
+}
+
+/// The next reload request; never, when there is no reload channel (or it closed).
+async fn next_reload(reload: &mut Option<mpsc::Receiver<()>>) {
+    if let Some(rx) = reload {
+        if rx.recv().await.is_some() {
+            return;
+        }
+        *reload = None;
+    }
+    std::future::pending::<()>().await
+}
+
+/// Re-reads the config file and, when [`reload::check`] allows it, rebuilds the reconciler from it.
+/// Returns whether the new config is in force. A refused reload changes nothing.
+async fn apply_reload(
+    cfg: &mut Config,
+    reconciler: &mut Reconciler,
+    store: &Store,
+    metrics: &Metrics,
+) -> bool {
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
+    let source = cfg.source.clone();
+    let outcome = match Config::load(Some(&source)) {
+        Err(e) => Err(e.first_line()),
+        Ok(new) => match reload::check(cfg, &new) {
+            Err(why) => Err(why),
+            Ok(changes) => match Reconciler::new(new.clone(), store.clone()).await {
+                Err(e) => Err(format!("{e:#}")),
+                Ok(r) => {
+                    *reconciler = r;
+                    metrics.reloaded(nodeset_names(&new), reconciler.gce().clone());
+                    *cfg = new;
+                    Ok(changes)
+                }
+            },
+        },
+    };
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    match outcome {
+        Ok(changes) => {
+            let changes = if changes.is_empty() { "nothing".to_string() } else { changes.join(", ") };
+            tracing::info!(config = %source.display(), %changes, "config reloaded (SIGHUP)");
+            true
+        }
+        Err(error) => {
+            metrics.reload_failed();
+            tracing::error!(config = %source.display(), %error, "config reload refused; the running config stays");
+            false
+        }
+    }
+}
+
+/// Writes the events recorded since the last one logged (`(id, time)`) to the log, one line each with
+/// structured fields, so the journal (or a pipeline reading `--log-format json`) carries the same story as
+/// `slurm-dws events` and can be searched by node, job, MIG or resize request. `node` is the event's
+/// hostlist; `job`, `mig` and `request` come from the record of its first node as the pass left it.
+/// Hooks stamp their events with their own clock, a little earlier than the pass that follows: the read
+/// reaches back a minute and filters by id.
+async fn log_new_events(store: &Store, last: &mut (i64, chrono::DateTime<chrono::Utc>)) {
+    let since = last.1 - chrono::Duration::seconds(60);
+    let events = match store.events(None, Some(since), 10_000).await {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the event log");
+            return;
+        }
+    };
+    let seen = last.0;
+    let mut requests: std::collections::HashMap<i64, String> = std::collections::HashMap::new();
+    for e in events.into_iter().filter(|e| e.id > seen) {
+        let first = crate::hostlist::expand(&e.nodes).ok().and_then(|n| n.into_iter().next());
+        let node = match first {
+            Some(name) => store.node(&name).await.ok(),
+            None => None,
+        };
+        let request = match node.as_ref().and_then(|n| n.request_id) {
+            Some(id) => match requests.get(&id) {
+                Some(name) => Some(name.clone()),
+                None => {
+                    let name = store.request(id).await.ok().map(|r| r.name);
+                    if let Some(n) = &name {
+                        requests.insert(id, n.clone());
+                    }
+                    name
+                }
+            },
+            None => None,
+        };
+        tracing::info!(
+            target: "slurm_dws::event",
+            kind = %e.kind,
+            node = %e.nodes,
+            job = node.as_ref().and_then(|n| n.job_id),
+            mig = node.as_ref().and_then(|n| n.mig.as_deref()),
+            request = request.as_deref(),
+            event_id = e.id,
+            "{}",
+            e.message
+        );
+        *last = (e.id, e.time.max(last.1));
+    }
 }

@@ -10,7 +10,10 @@
 //!   transaction, so a hook and the daemon starting at the same moment cannot apply one twice.
 //! - The database file is 0600 in a 0700 directory: it names every node and request of the cluster.
 
+mod counts;
 mod migrate;
+
+pub use counts::Counts;
 
 use crate::model::*;
 use chrono::{DateTime, TimeZone, Utc};

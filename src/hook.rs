@@ -114,18 +114,36 @@ async fn record(cfg: &Config, kind: HookKind, hostlist_arg: &str) -> Result<Reco
         HookKind::Resume => read_resume_file(std::env::var_os("SLURM_RESUME_FILE").as_deref().map(Path::new)),
         _ => (Vec::new(), None),
     };
-    let store = Store::open_for_hook(&cfg.state_dir).await.map_err(|e| HookError::Runtime(e.to_string()))?;
+    let store = Store::open_for_hook(&cfg.state_dir)
+        .await
+        .map_err(|e| store_failure(&cfg.state_dir, e.to_string()))?;
     let note_ref = note.as_deref().map(|m| ("resume_file", m));
     let inbox_id = store
         .record_hook(kind, hostlist_arg, &jobs, note_ref, Utc::now())
         .await
-        .map_err(|e| HookError::Runtime(format!("recording the request: {e}")))?;
+        .map_err(|e| store_failure(&cfg.state_dir, format!("recording the request: {e}")))?;
     store.close().await;
     let daemon_woken = matches!(
         protocol::call(&cfg.socket, protocol::Request::Wake, WAKE_TIMEOUT).await,
         Ok(protocol::Response::Ok)
     );
     Ok(Recorded { inbox_id, nodes: nodes.len(), jobs: jobs.len(), daemon_woken, note })
+}
+
+/// A store failure, with the likeliest cause said when SQLite's words do not: on a full file
+/// system SQLite often reports "disk I/O error" (it could not grow the WAL index).
+fn store_failure(state_dir: &Path, what: String) -> HookError {
+    let free = nix::sys::statvfs::statvfs(state_dir)
+        .map(|s| s.blocks_available() as u64 * s.fragment_size() as u64)
+        .ok();
+    match free {
+        Some(bytes) if bytes < 256 << 10 => HookError::Runtime(format!(
+            "{what} (the file system holding {} is full: {} KiB free)",
+            state_dir.display(),
+            bytes >> 10
+        )),
+        _ => HookError::Runtime(what),
+    }
 }
 
 /// Reads SLURM_RESUME_FILE now (it vanishes when the hook exits). Missing or corrupt → no jobs, and a

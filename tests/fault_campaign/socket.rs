@@ -203,7 +203,7 @@ pub fn run() -> Vec<Tally> {
     // ---- peers that are not root or the service user -------------------------------------------------
     // `nobody` needs to reach the socket (it is 0666 by design) and read the config.
     std::fs::set_permissions(w.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let as_nobody = |line: &str| -> Option<String> {
+    let as_nobody = |line: &str| -> Result<String, String> {
         let out = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "socket_client_helper", "--nocapture", "--test-threads=1"])
             .env("FAULTS_SOCKET_CLIENT", &sock)
@@ -211,10 +211,13 @@ pub fn run() -> Vec<Tally> {
             .uid(NOBODY)
             .gid(NOBODY)
             .output()
-            .ok()?;
-        String::from_utf8_lossy(&out.stdout)
+            .map_err(|e| e.to_string())?;
+        // libtest prints "test socket_client_helper ... " before the helper's own line.
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        stdout
             .lines()
-            .find_map(|l| l.strip_prefix("RESPONSE:").map(String::from))
+            .find_map(|l| l.split_once("FAULTS-ANSWER=").map(|(_, a)| a.to_string()))
+            .ok_or_else(|| format!("{} | {}", stdout.trim(), String::from_utf8_lossy(&out.stderr).trim()))
     };
     for (what, line, allowed) in [
         ("wake", r#"{"v":1,"request":"wake"}"#, false),
@@ -224,9 +227,12 @@ pub fn run() -> Vec<Tally> {
         ("gc --dry-run", r#"{"v":1,"request":"gc","dry_run":true}"#, true),
     ] {
         sec.tried += 1;
-        let Some(resp) = as_nobody(line) else {
-            sec.fail(format!("{what} as nobody: the helper client got no answer"));
-            continue;
+        let resp = match as_nobody(line) {
+            Ok(r) => r,
+            Err(out) => {
+                sec.fail(format!("{what} as nobody: the helper client got no answer: {out}"));
+                continue;
+            }
         };
         let v: Value = serde_json::from_str(&resp).unwrap_or_default();
         let refused =
@@ -241,7 +247,7 @@ pub fn run() -> Vec<Tally> {
     for (args, code, words) in [
         (vec!["reconcile"], 1, "permission denied"),
         (vec!["gc"], 1, "permission denied"),
-        (vec!["resume", "hpc-a-5"], 1, "Permission denied"),
+        (vec!["resume", "hpc-a-5"], 1, "not writable"),
     ] {
         sec.tried += 1;
         let out = Command::new(super::common::BIN)
@@ -295,7 +301,7 @@ pub fn client_helper() {
     };
     let resp = send(Path::new(&path), format!("{line}\n").as_bytes(), Duration::from_secs(10));
     match resp {
-        Ok(Some(l)) => println!("RESPONSE:{l}"),
-        other => println!("NO RESPONSE: {other:?}"),
+        Ok(Some(l)) => println!("FAULTS-ANSWER={l}"),
+        other => println!("no answer: {other:?}"),
     }
 }

@@ -133,9 +133,7 @@ async fn record(cfg: &Config, kind: HookKind, hostlist_arg: &str) -> Result<Reco
 /// A store failure, with the likeliest cause said when SQLite's words do not: on a full file
 /// system SQLite often reports "disk I/O error" (it could not grow the WAL index).
 fn store_failure(state_dir: &Path, what: String) -> HookError {
-    let free = nix::sys::statvfs::statvfs(state_dir)
-        .map(|s| s.blocks_available() as u64 * s.fragment_size() as u64)
-        .ok();
+    let free = nix::sys::statvfs::statvfs(state_dir).map(|s| s.blocks_available() * s.fragment_size()).ok();
     match free {
         Some(bytes) if bytes < 256 << 10 => HookError::Runtime(format!(
             "{what} (the file system holding {} is full: {} KiB free)",

@@ -15,6 +15,8 @@ CARGO_PROFILE  ?= release
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
 OUT := $(TARGET_DIR)/$(if $(filter dev,$(CARGO_PROFILE)),debug,$(CARGO_PROFILE))
 HOOKS   := resume suspend resume-fail
+# The fault campaign's one-line summary (tests/fault_campaign), printed last by `make test`.
+FAULT_SUMMARY := $(or $(CARGO_TARGET_DIR),target)/tmp/fault-campaign.txt
 
 .PHONY: build test demo install uninstall clean
 
@@ -22,18 +24,23 @@ HOOKS   := resume suspend resume-fail
 build:
 	$(CARGO) build --profile $(CARGO_PROFILE) --bins
 
-## test: install Slurm/munge if missing, then fmt, clippy and every test (real Slurm included)
+## test: install Slurm/munge if missing, then fmt, clippy and every test (real Slurm included);
+##       ends with the fault campaign's summary line
 test:
 	./scripts/install-deps.sh
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
-	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+	@rm -f $(FAULT_SUMMARY)
+	@status=0; \
+	if $(CARGO) nextest --version >/dev/null 2>&1; then \
 		echo "$(CARGO) nextest run --no-fail-fast"; \
-		$(CARGO) nextest run --no-fail-fast && $(CARGO) test --doc; \
+		{ $(CARGO) nextest run --no-fail-fast && $(CARGO) test --doc; } || status=$$?; \
 	else \
 		echo "$(CARGO) test --no-fail-fast"; \
-		$(CARGO) test --no-fail-fast; \
-	fi
+		$(CARGO) test --no-fail-fast || status=$$?; \
+	fi; \
+	cat $(FAULT_SUMMARY) 2>/dev/null || echo "fault campaign: no summary (tests/fault_campaign did not finish)"; \
+	exit $$status
 
 ## demo: a real local Slurm cluster + the GCE simulator + slurm-dws, narrated (needs root)
 demo:

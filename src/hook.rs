@@ -82,6 +82,8 @@ pub struct Recorded {
 pub async fn run(cfg: &Config, kind: HookKind, hostlist_arg: &str) -> Result<Recorded, HookError> {
     let started = std::time::Instant::now();
     let result = record(cfg, kind, hostlist_arg).await;
+    // The argument is quoted with control characters escaped: one call, one log line.
+    let hostlist_arg = &hostlist::escape_control(hostlist_arg);
     let line = match &result {
         Ok(r) => {
             format!(
@@ -102,21 +104,24 @@ pub async fn run(cfg: &Config, kind: HookKind, hostlist_arg: &str) -> Result<Rec
 }
 
 async fn record(cfg: &Config, kind: HookKind, hostlist_arg: &str) -> Result<Recorded, HookError> {
+    let shown = hostlist::escape_control(hostlist_arg);
     let nodes = hostlist::expand(hostlist_arg)
-        .map_err(|e| HookError::BadInput(format!("bad hostlist '{hostlist_arg}': {e}")))?;
+        .map_err(|e| HookError::BadInput(format!("bad hostlist '{shown}': {e}")))?;
     if nodes.is_empty() {
-        return Err(HookError::BadInput(format!("hostlist '{hostlist_arg}' names no node")));
+        return Err(HookError::BadInput(format!("hostlist '{shown}' names no node")));
     }
     let (jobs, note) = match kind {
         HookKind::Resume => read_resume_file(std::env::var_os("SLURM_RESUME_FILE").as_deref().map(Path::new)),
         _ => (Vec::new(), None),
     };
-    let store = Store::open_for_hook(&cfg.state_dir).await.map_err(|e| HookError::Runtime(e.to_string()))?;
+    let store = Store::open_for_hook(&cfg.state_dir)
+        .await
+        .map_err(|e| store_failure(&cfg.state_dir, e.to_string()))?;
     let note_ref = note.as_deref().map(|m| ("resume_file", m));
     let inbox_id = store
         .record_hook(kind, hostlist_arg, &jobs, note_ref, Utc::now())
         .await
-        .map_err(|e| HookError::Runtime(format!("recording the request: {e}")))?;
+        .map_err(|e| store_failure(&cfg.state_dir, format!("recording the request: {e}")))?;
     store.close().await;
     let daemon_woken = matches!(
         protocol::call(&cfg.socket, protocol::Request::Wake, WAKE_TIMEOUT).await,
@@ -125,13 +130,37 @@ async fn record(cfg: &Config, kind: HookKind, hostlist_arg: &str) -> Result<Reco
     Ok(Recorded { inbox_id, nodes: nodes.len(), jobs: jobs.len(), daemon_woken, note })
 }
 
+/// A store failure, with the likeliest cause said when SQLite's words do not: on a full file
+/// system SQLite often reports "disk I/O error" (it could not grow the WAL index).
+fn store_failure(state_dir: &Path, what: String) -> HookError {
+    let free = nix::sys::statvfs::statvfs(state_dir).map(|s| s.blocks_available() * s.fragment_size()).ok();
+    match free {
+        Some(bytes) if bytes < 256 << 10 => HookError::Runtime(format!(
+            "{what} (the file system holding {} is full: {} KiB free)",
+            state_dir.display(),
+            bytes >> 10
+        )),
+        _ => HookError::Runtime(what),
+    }
+}
+
 /// Reads SLURM_RESUME_FILE now (it vanishes when the hook exits). Missing or corrupt → no jobs, and a
 /// note for the event log saying so; a job whose node list is malformed is dropped with a note.
 pub fn read_resume_file(path: Option<&Path>) -> (Vec<(u32, String)>, Option<String>) {
     let Some(path) = path else {
         return (Vec::new(), Some("SLURM_RESUME_FILE not set: the nodes are resumed without a job".into()));
     };
-    let bytes = match std::fs::read(path) {
+    let bytes = match read_at_most(path, MAX_RESUME_FILE) {
+        Ok(b) if b.len() > MAX_RESUME_FILE => {
+            return (
+                Vec::new(),
+                Some(format!(
+                "SLURM_RESUME_FILE {} is larger than {} MiB: not read; the nodes are resumed without a job",
+                path.display(),
+                MAX_RESUME_FILE >> 20
+            )),
+            )
+        }
         Ok(b) => b,
         Err(e) => {
             return (
@@ -152,7 +181,8 @@ pub fn read_resume_file(path: Option<&Path>) -> (Vec<(u32, String)>, Option<Stri
                 .filter(|j| {
                     let ok = hostlist::expand(&j.nodes).is_ok();
                     if !ok {
-                        bad.push(format!("job {} has a bad node list '{}'", j.job_id, j.nodes));
+                        let shown = hostlist::escape_control(&j.nodes);
+                        bad.push(format!("job {} has a bad node list '{shown}'", j.job_id));
                     }
                     ok
                 })
@@ -167,6 +197,23 @@ pub fn read_resume_file(path: Option<&Path>) -> (Vec<(u32, String)>, Option<Stri
             Some(format!("SLURM_RESUME_FILE is corrupt ({e}): the nodes are resumed without a job")),
         ),
     }
+}
+
+/// The largest resume file read. Slurm writes ~100 bytes per job: 32 MiB is far beyond any real
+/// one, and a path to something endless (a device, a FIFO kept open) cannot hang the hook.
+pub const MAX_RESUME_FILE: usize = 32 << 20;
+
+/// Reads up to `limit + 1` bytes of a regular file (anything else is an error, so a device or a
+/// FIFO cannot block or flood the hook).
+fn read_at_most(path: &Path, limit: usize) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit as u64 + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Appends one line to the hook log (stdout and stderr go nowhere under slurmctld).

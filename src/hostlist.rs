@@ -33,8 +33,10 @@
 //!
 //! * an unclosed `[` (Slurm turns `n[1-3` into the single name `n]`);
 //! * a `]` with no `[` (Slurm keeps `n]` or `n1-2]` as a literal node name);
-//! * a range with a missing end, a sign or blanks (Slurm reads `n[1-]` as `n1`, and
-//!   `n[+1-3]` or `n[ 1-3]` as `n01 n02 n03` because the sign or blank counts as padding);
+//! * a range with a missing end, a sign, blanks or other junk (Slurm reads `n[1-]` as `n1`,
+//!   and `n[+1-3]` or `n[ 1-3]` as `n01 n02 n03` because the sign or blank counts as padding);
+//! * a `[` inside an open bracket (Slurm sometimes rejects it, and sometimes keeps the first
+//!   `[` as text: `n[1-3[1-3` gives the name `n[1-3]`, `a[1b[1-2]` gives `a[1b1 a[1b2`);
 //! * numbers above 18,446,744,073,709,551,614 (Slurm saturates them to `u64::MAX` and
 //!   prints a different name, or silently drops a range that ends there);
 //! * control characters such as a newline inside a name (Slurm keeps them in the name);
@@ -82,7 +84,7 @@ pub enum HostlistError {
     /// A `]` with no `[` before it. Slurm keeps it as part of a node name.
     #[error("']' without a matching '[' in '{item}'")]
     UnmatchedBracket { item: String },
-    /// A `[` inside brackets; Slurm rejects these as well.
+    /// A `[` inside brackets; Slurm rejects some of these and misreads the rest.
     #[error("nested '[' in '{item}': a bracket holds only numbers and ranges")]
     NestedBracket { item: String },
     /// `[]`; Slurm rejects it as an empty range.
@@ -149,6 +151,12 @@ pub fn expand(expr: &str) -> Result<Vec<String>, HostlistError> {
     let mut names = Vec::with_capacity(total);
     for item in &items {
         item.expand_into(&mut names);
+    }
+    // Digits before a bracket join its numbers (`n18446744073709551615[0-3]`): a name built so
+    // must still be one a plain list could name, or compress() could not give it back. Only a
+    // run of 20+ trailing digits can be above MAX_NUMBER, so this is one byte scan per name.
+    for name in names.iter().filter(|n| n.bytes().rev().take_while(u8::is_ascii_digit).count() >= 20) {
+        check_suffix(name)?;
     }
     Ok(names)
 }
@@ -456,12 +464,25 @@ fn push_padded(out: &mut String, value: u64, width: usize) {
     out.push_str(std::str::from_utf8(&buf[pos..]).expect("ASCII digits"));
 }
 
-/// Quotes at most [`EXCERPT_CHARS`] characters of `s` for an error message.
+/// Quotes at most [`EXCERPT_CHARS`] characters of `s` for an error message, with control
+/// characters escaped (`\n`, `\u{85}`): the message stays one printable line, and a hostlist
+/// cannot forge lines in a log or the journal.
 fn excerpt(s: &str) -> String {
-    match s.char_indices().nth(EXCERPT_CHARS) {
-        Some((cut, _)) => format!("{}…", &s[..cut]),
-        None => s.to_owned(),
+    let head = match s.char_indices().nth(EXCERPT_CHARS) {
+        Some((cut, _)) => &s[..cut],
+        None => s,
+    };
+    let mut out = escape_control(head);
+    if head.len() < s.len() {
+        out.push('…');
     }
+    out
+}
+
+/// `s` with every control character written as its Rust escape (`\t`, `\n`, `\u{7f}`); other
+/// characters, quotes and backslashes included, are kept as they are.
+pub fn escape_control(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { c.escape_debug().to_string() } else { c.to_string() }).collect()
 }
 
 /// A run of names for [`compress`]: `prefix` followed by the numbers `lo..=hi` padded to
@@ -633,7 +654,7 @@ mod tests {
             ("n[[1-2]]", HostlistError::NestedBracket { item: "n[[1-2]]".into() }),
             ("n[1-[2-3]]", HostlistError::NestedBracket { item: "n[1-[2-3]]".into() }),
             ("a[1-2]],b", HostlistError::UnmatchedBracket { item: "a[1-2]]".into() }),
-            ("n[1-2]\nx", HostlistError::InvalidCharacter { ch: '\n', item: "n[1-2]\nx".into() }),
+            ("n[1-2]\nx", HostlistError::InvalidCharacter { ch: '\n', item: "n[1-2]\\nx".into() }),
         ];
         for (expr, want) in cases {
             assert_eq!(expand(expr), Err(want), "expand({expr:?})");

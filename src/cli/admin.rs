@@ -236,23 +236,27 @@ pub async fn migs(cfg: &Config, l: &Listing) -> Result<String, CliError> {
     finish(t, l)
 }
 
-/// Parses `--since`: RFC3339, or an age like `90s`, `15m`, `2h`, `1d`.
+/// Parses `--since`: RFC3339, or an age like `90s`, `15m`, `2h`, `1d`. An age reaching back
+/// before what a timestamp can hold is an error, not a crash.
 pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, CliError> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Ok(t.with_timezone(&Utc));
     }
+    let bad =
+        |why: &str| CliError::usage(format!("bad --since '{}': {why}", crate::hostlist::escape_control(s)));
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: i64 = num
-        .parse()
-        .map_err(|_| CliError::usage(format!("bad --since '{s}': use RFC3339 or an age like 15m, 2h, 1d")))?;
-    let secs = match unit {
-        "s" | "" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
-        _ => return Err(CliError::usage(format!("bad --since '{s}': unit must be s, m, h or d"))),
+    let n: i64 = num.parse().map_err(|_| bad("use RFC3339 or an age like 15m, 2h, 1d"))?;
+    let scale = match unit {
+        "s" | "" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad("unit must be s, m, h or d")),
     };
-    Ok(now - chrono::Duration::seconds(secs))
+    n.checked_mul(scale)
+        .and_then(chrono::Duration::try_seconds)
+        .and_then(|age| now.checked_sub_signed(age))
+        .ok_or_else(|| bad("that is too long ago"))
 }
 
 /// `slurm-dws events [--node N] [--since T] [--limit N]`

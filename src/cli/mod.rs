@@ -190,6 +190,30 @@ pub fn argv() -> Vec<std::ffi::OsString> {
     args
 }
 
+/// A clap usage error as one line: clap's own text (error, what was expected, usage) with the
+/// blank lines, tips and "--help" pointer folded away, e.g. `unexpected argument '--bogus'
+/// found; usage: slurm-dws nodes [OPTIONS] [NODES]...`.
+pub fn usage_error_line(e: &clap::Error) -> String {
+    if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        return "a subcommand is required; usage: slurm-dws [OPTIONS] <COMMAND> (slurm-dws --help lists them)"
+            .into();
+    }
+    let text = e.render().to_string();
+    let mut line = String::new();
+    for l in text.lines().map(str::trim) {
+        if l.is_empty() || l.starts_with("tip:") || l.starts_with("For more information") {
+            continue;
+        }
+        let l = l.strip_prefix("error: ").unwrap_or(l);
+        let l = l.strip_prefix("Usage: ").map(|u| format!("usage: {u}")).unwrap_or_else(|| l.to_string());
+        if !line.is_empty() {
+            line.push_str(if line.ends_with(':') { " " } else { "; " });
+        }
+        line.push_str(&crate::hostlist::escape_control(&l));
+    }
+    line
+}
+
 /// Exit code: success.
 pub const EXIT_OK: u8 = 0;
 /// Exit code: failure at run time.
@@ -365,6 +389,25 @@ mod tests {
                 .unwrap();
         assert_eq!(cli.config.as_deref(), Some(std::path::Path::new("/x.toml")));
         assert_eq!(cli.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn usage_errors_are_one_line_that_names_the_problem() {
+        for (args, words) in [
+            (
+                &["slurm-dws", "nodes", "--bogus"][..],
+                &["unexpected argument '--bogus'", "usage: slurm-dws nodes"][..],
+            ),
+            (&["slurm-dws", "explain"], &["required arguments were not provided: <NODE>"]),
+            (&["slurm-dws"], &["subcommand is required"]),
+        ] {
+            let e = Cli::try_parse_from(args).unwrap_err();
+            let line = usage_error_line(&e);
+            assert!(!line.contains('\n'), "{line}");
+            for w in words {
+                assert!(line.contains(w), "{args:?}: {line}");
+            }
+        }
     }
 
     #[test]

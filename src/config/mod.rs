@@ -26,6 +26,24 @@ pub const ENV_CONFIG: &str = "SLURM_DWS_CONFIG";
 pub const ENV_SLURM_CONF: &str = "SLURM_CONF";
 /// The file name looked for beside `$SLURM_CONF`.
 pub const FILE_NAME: &str = "slurm-dws.toml";
+/// The largest config file read: a real one is a few KB, and a path to something endless
+/// (`/dev/zero`) must be an error, not a hang.
+pub const MAX_CONFIG_BYTES: usize = 1 << 20;
+
+/// Reads a UTF-8 text file of at most `limit` bytes (pipes such as `<(...)` work too).
+fn read_bounded(path: &Path, limit: usize) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(limit as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > limit {
+        return Err(std::io::Error::other(format!(
+            "larger than {} KiB, which no slurm-dws config is",
+            limit >> 10
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 /// Where the config lives when nothing else says.
 pub const DEFAULT_PATH: &str = "/etc/slurm-dws/slurm-dws.toml";
 
@@ -355,7 +373,7 @@ impl Config {
     }
 
     fn load_file(path: &Path, found_by: &str) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = read_bounded(path, MAX_CONFIG_BYTES).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             found_by: found_by.to_string(),
             source,

@@ -235,6 +235,19 @@ fn resolve_gcp(ck: &mut Checker, g: super::raw::RawGcp) -> Gcp {
     if !endpoint.ends_with('/') {
         endpoint.push('/');
     }
+    // A token must never cross a network in clear text (the GCE client refuses it too; saying it
+    // here makes it exit 2 at load instead of a daemon that fails to start). With credentials
+    // "none" the credentials rule below says it instead.
+    let no_token = g.credentials.as_ref().is_some_and(|c| c.get_ref() == "none");
+    if let Some(u) = &url {
+        if u.scheme == "http" && !u.loopback && !no_token {
+            ck.bad(
+                "gcp.endpoint",
+                &g.endpoint,
+                format!("{endpoint:?}: plain http:// is only allowed on a loopback address (a simulator); use https://"),
+            );
+        }
+    }
 
     let cred = get(&g.credentials, "auto".to_string());
     let credentials = match cred.as_str() {

@@ -14,6 +14,9 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 
+/// How long the accept loop pauses after a failed accept (e.g. out of file descriptors).
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
 /// How long one client may take to send its request.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -58,7 +61,17 @@ pub(super) async fn serve(
     allowed: Vec<u32>,
 ) {
     loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors (EMFILE/ENFILE) or memory: the error repeats until a
+                // client goes away, so retrying at once would spin a CPU. Pause; clients wait
+                // in the listen backlog meanwhile.
+                tracing::warn!(error = %e, "socket: cannot accept a client; retrying in 100 ms");
+                tokio::time::sleep(ACCEPT_PAUSE).await;
+                continue;
+            }
+        };
         let tx = tx.clone();
         let liveness = liveness.clone();
         let allowed = allowed.clone();

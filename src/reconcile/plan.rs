@@ -218,12 +218,25 @@ impl Planner<'_> {
 
     // 1 ------------------------------------------------------------------------------------------------
     fn expire_backoffs(&mut self) {
-        let ended: Vec<String> =
-            self.backoffs.values().filter(|b| b.until <= self.now).map(|b| b.nodeset.clone()).collect();
-        for ns in ended {
+        // No backoff is ever set longer than backoff_max: one that ends further away than that was
+        // set before the wall clock went back, and would block the nodeset for the size of the jump.
+        let ended: Vec<(String, bool)> = self
+            .backoffs
+            .values()
+            .filter_map(|b| {
+                let clock_went_back = secs_since(b.until, self.now) > self.cfg.backoff_max;
+                (b.until <= self.now || clock_went_back).then(|| (b.nodeset.clone(), clock_went_back))
+            })
+            .collect();
+        for (ns, clock_went_back) in ended {
             self.backoffs.remove(&ns);
             self.plan.backoffs_cleared.push(ns.clone());
-            self.plan.event("backoff_ended", vec![], format!("nodeset {ns}: capacity backoff ended"));
+            let why = if clock_went_back {
+                " (it ended further away than backoff_max: the clock went back)"
+            } else {
+                ""
+            };
+            self.plan.event("backoff_ended", vec![], format!("nodeset {ns}: capacity backoff ended{why}"));
         }
     }
 

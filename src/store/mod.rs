@@ -611,6 +611,14 @@ fn ensure_private_dir(dir: &Path) -> Result<()> {
     if meta.permissions().mode() & 0o077 != 0 {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
     }
+    // Said plainly here, or SQLite's "unable to open database file" is all the caller learns.
+    use nix::unistd::{access, geteuid, AccessFlags};
+    if access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_err() {
+        return Err(err(std::io::Error::other(format!(
+            "not writable by uid {}: the hooks and the daemon must run as root or the service user",
+            geteuid()
+        ))));
+    }
     Ok(())
 }
 

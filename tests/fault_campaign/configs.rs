@@ -1,0 +1,346 @@
+//! Configs: every key of `config::raw::KEYS`, wrong in every way (type, range, pattern, missing,
+//! duplicated, misspelt), plus structural damage and files that are not configs at all.
+//!
+//! The cases are generated from the key list, so a key added to the schema without a row in
+//! [`KEY_TABLE`] fails this part. Each case must be refused naming the key (`nodeset[0].zones`), in
+//! process (`Config::from_toml_str`) and, for one case per key, through the binary: `check-config`
+//! exits 2 with one line, and a hook given the config exits 2 without creating its state directory.
+//! `tests/config.rs` and `tests/cli_check_config.rs` hold the hand-written rule-by-rule cases.
+
+use super::resume_files::run_with_deadline;
+use super::tally::{refusal_problem, Kind, Tally};
+use slurm_dws::config::raw::KEYS;
+use slurm_dws::config::Config;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Class {
+    Str,
+    Path,
+    U64,
+    U32,
+    Bool,
+    List,
+}
+
+/// Every key: its valid value in the base config, its type, and values of the right type that are
+/// still wrong (range, pattern, cross-key rule).
+const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
+    (
+        "cluster_name",
+        "\"hpc\"",
+        Class::Str,
+        &["\"\"", "\"Hpc\"", "\"hpc12345678\"", "\"9hpc\"", "\"hp-c\"", "\"hpc\\n\""],
+    ),
+    ("state_dir", "\"@STATE@\"", Class::Path, &["\"relative/dir\"", "\"\""]),
+    ("socket", "\"@DIR@/s.sock\"", Class::Path, &["\"s.sock\"", "\"\""]),
+    ("log_file", "\"@DIR@/log\"", Class::Path, &["\"x.log\"", "\"\""]),
+    ("gcp.project", "\"p\"", Class::Str, &["\"\"", "\"My Project\"", "\"p/x\""]),
+    (
+        "gcp.region",
+        "\"us-central1\"",
+        Class::Str,
+        &["\"\"", "\"us-central1-a\"", "\"US-CENTRAL1\"", "\"us central1\""],
+    ),
+    (
+        "gcp.endpoint",
+        "\"https://compute.googleapis.com/compute/v1/\"",
+        Class::Str,
+        &[
+            "\"ftp://x/\"",
+            "\"https://\"",
+            "\"compute.googleapis.com\"",
+            "\"https://host:99999/\"",
+            "\"https://a b/\"",
+            "\"https://x/?q=1\"",
+            "\"https://user:pw@host/\"",
+            "\"http://10.0.0.1/compute/v1/\"",
+        ],
+    ),
+    ("gcp.credentials", "\"auto\"", Class::Str, &["\"key.json\"", "\"\"", "\"AUTO\"", "\"none\""]),
+    ("gcp.calls_per_minute", "1200", Class::U32, &["0"]),
+    ("gcp.request_timeout", "30", Class::U64, &["0"]),
+    ("gcp.retry_deadline", "120", Class::U64, &["10", "0"]),
+    ("slurm.bin_dir", "\"/usr/bin\"", Class::Path, &["\"bin\"", "\"\""]),
+    ("slurm.conf", "\"/etc/slurm/slurm.conf\"", Class::Path, &["\"slurm.conf\"", "\"\""]),
+    ("slurm.node_addr", "\"none\"", Class::Str, &["\"external\"", "\"\"", "\"INTERNAL_IP\""]),
+    ("slurm.command_timeout", "30", Class::U64, &["0"]),
+    ("reconcile.interval", "30", Class::U64, &["0"]),
+    ("reconcile.orphan_grace", "300", Class::U64, &[]),
+    ("reconcile.mig_gc_grace", "300", Class::U64, &[]),
+    ("reconcile.backoff_initial", "60", Class::U64, &["0"]),
+    ("reconcile.backoff_max", "1800", Class::U64, &["10"]),
+    (
+        "daemon.metrics_listen",
+        "\"127.0.0.1:9464\"",
+        Class::Str,
+        &["\"9464\"", "\"127.0.0.1\"", "\"127.0.0.1:99999\"", "\"\"", "\"localhost:9464\""],
+    ),
+    ("daemon.service_user", "\"slurm\"", Class::Str, &["\"a b\"", "\"-root\"", "\"root;id\""]),
+    ("nodeset.name", "\"a3u\"", Class::Str, &["\"\"", "\"A3U\"", "\"a-3\"", "\"abcdefghijklmno\""]),
+    (
+        "nodeset.instance_template",
+        "\"projects/p/global/instanceTemplates/t\"",
+        Class::Str,
+        &["\"\"", "\"my-template\"", "\"projects/p/regions/europe-west4/instanceTemplates/t\""],
+    ),
+    (
+        "nodeset.zones",
+        "[\"us-central1-a\"]",
+        Class::List,
+        &[
+            "[]",
+            "[\"europe-west4-a\"]",
+            "[\"us-central1\"]",
+            "[\"us-central1-a\", \"us-central1-a\"]",
+            "[\"\"]",
+        ],
+    ),
+    ("nodeset.node_count_static", "1", Class::U32, &["100000"]),
+    ("nodeset.node_count_dynamic_max", "4", Class::U32, &["100000"]),
+    ("nodeset.partition", "\"a3u\"", Class::Str, &["\"a b\"", "\"DEFAULT\"", "\"\""]),
+    (
+        "nodeset.node_conf",
+        "\"CPUs=2\"",
+        Class::Str,
+        &["\"State=IDLE\"", "\"CPUs=2 # x\"", "\"NodeName=x\"", "\"a\\nb\""],
+    ),
+    ("nodeset.dws_flex.enabled", "true", Class::Bool, &[]),
+    ("nodeset.dws_flex.max_run_duration", "3600", Class::U64, &["599", "604801", "0"]),
+    ("nodeset.dws_flex.use_job_duration", "true", Class::Bool, &[]),
+    ("nodeset.dws_flex.boot_allowance", "600", Class::U64, &["604201"]),
+    ("nodeset.dws_flex.queue_timeout", "0", Class::U64, &["59", "1"]),
+    ("nodeset.dws_flex.eol_grace", "600", Class::U64, &["3600"]),
+];
+
+/// Keys an admin must write (everything else has a default).
+const REQUIRED: &[&str] = &[
+    "cluster_name",
+    "gcp.project",
+    "gcp.region",
+    "nodeset.name",
+    "nodeset.instance_template",
+    "nodeset.zones",
+];
+
+/// Values of the wrong TOML type for a class.
+fn wrong_types(c: Class) -> Vec<&'static str> {
+    let mut v = vec!["{ a = 1 }", "1979-05-27T07:32:00Z", "1.5"];
+    match c {
+        Class::Str | Class::Path => v.extend(["1", "true", "[\"x\"]"]),
+        Class::U64 => v.extend(["\"30\"", "-1", "true", "[1]", "nan", "inf", "9223372036854775808"]),
+        Class::U32 => v.extend(["\"30\"", "-1", "true", "[1]", "4294967296"]),
+        Class::Bool => v.extend(["\"true\"", "1", "\"yes\""]),
+        Class::List => v.extend(["\"us-central1-a\"", "[1]", "[[\"us-central1-a\"]]", "true"]),
+    }
+    v
+}
+
+fn section_of(key: &str) -> (&str, &str) {
+    match key.rsplit_once('.') {
+        Some((s, k)) => (s, k),
+        None => ("", key),
+    }
+}
+
+/// The key as an error names it: `nodeset.zones` → `nodeset[0].zones`.
+fn named(key: &str, nodeset: usize) -> String {
+    key.strip_prefix("nodeset.").map_or_else(|| key.to_string(), |rest| format!("nodeset[{nodeset}].{rest}"))
+}
+
+/// Renders the full config with `values` (key → value text, None = leave the key out) and extra
+/// lines per section.
+fn render(dir: &Path, values: &[(&str, Option<String>)], extra: &[(&str, String)]) -> String {
+    let sections = ["", "gcp", "slurm", "reconcile", "daemon", "nodeset", "nodeset.dws_flex"];
+    let mut out = String::new();
+    for s in sections {
+        match s {
+            "" => {}
+            "nodeset" => out.push_str("[[nodeset]]\n"),
+            s => out.push_str(&format!("[{s}]\n")),
+        }
+        for (key, v) in values {
+            let (sec, k) = section_of(key);
+            if sec == s {
+                if let Some(v) = v {
+                    out.push_str(&format!("{k} = {v}\n"));
+                }
+            }
+        }
+        for (sec, line) in extra {
+            if *sec == s {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out.replace("@STATE@", &dir.join("state").display().to_string())
+        .replace("@DIR@", &dir.display().to_string())
+}
+
+fn base_values() -> Vec<(&'static str, Option<String>)> {
+    KEY_TABLE.iter().map(|(k, v, _, _)| (*k, Some(v.to_string()))).collect()
+}
+
+fn with(key: &str, value: Option<String>) -> Vec<(&'static str, Option<String>)> {
+    base_values().into_iter().map(|(k, v)| if k == key { (k, value.clone()) } else { (k, v) }).collect()
+}
+
+struct Case {
+    what: String,
+    text: String,
+    key: String,
+}
+
+fn cases(dir: &Path) -> Vec<Case> {
+    let mut cs = Vec::new();
+    for (key, _, class, invalid) in KEY_TABLE {
+        for v in wrong_types(*class).into_iter().chain(invalid.iter().copied()) {
+            cs.push(Case {
+                what: format!("{key} = {v}"),
+                text: render(dir, &with(key, Some(v.to_string())), &[]),
+                key: named(key, 0),
+            });
+        }
+        let (sec, k) = section_of(key);
+        // Misspelt (unknown) key beside it, and the key written twice.
+        cs.push(Case {
+            what: format!("unknown key {k}x beside {key}"),
+            text: render(dir, &base_values(), &[(sec, format!("{k}x = 1"))]),
+            key: named(&format!("{sec}{}{k}x", if sec.is_empty() { "" } else { "." }), 0),
+        });
+        let v = KEY_TABLE.iter().find(|r| r.0 == *key).unwrap().1;
+        cs.push(Case {
+            what: format!("{key} twice"),
+            text: render(dir, &base_values(), &[(sec, format!("{k} = {v}"))]),
+            key: named(key, 0),
+        });
+        if REQUIRED.contains(key) {
+            cs.push(Case {
+                what: format!("{key} missing"),
+                text: render(dir, &with(key, None), &[]),
+                key: named(key, 0),
+            });
+        }
+    }
+    // Structure: unknown sections, a second nodeset that repeats the first, a bad second nodeset.
+    let base = render(dir, &base_values(), &[]);
+    for (what, text, key) in [
+        ("unknown section [gcpx]", format!("{base}[gcpx]\na = 1\n"), "gcpx"),
+        ("unknown table [nodeset.flex]", format!("{base}[nodeset.flex]\na = 1\n"), "nodeset[0].flex"),
+        (
+            "duplicate nodeset",
+            format!(
+                "{base}[[nodeset]]\nname = \"a3u\"\ninstance_template = \"global/instanceTemplates/t\"\nzones = [\"us-central1-b\"]\nnode_count_dynamic_max = 1\n"
+            ),
+            "nodeset[1].name",
+        ),
+        (
+            "second nodeset without zones",
+            format!("{base}[[nodeset]]\nname = \"b\"\ninstance_template = \"global/instanceTemplates/t\"\nnode_count_dynamic_max = 1\n"),
+            "nodeset[1].zones",
+        ),
+        ("no nodeset", base.split("[[nodeset]]").next().unwrap().to_string(), "nodeset"),
+        ("nodeset as a table", base.replace("[[nodeset]]", "[nodeset]"), "nodeset"),
+        ("gcp as a value", base.replace("[gcp]\n", "gcp = 1\n[gcpq]\n"), "gcp"),
+    ] {
+        cs.push(Case { what: what.into(), text, key: key.into() });
+    }
+    cs
+}
+
+pub fn run() -> Vec<Tally> {
+    let mut t = Tally::new("config file", Kind::Input);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The table covers the schema exactly.
+    let table: Vec<&str> = KEY_TABLE.iter().map(|r| r.0).collect();
+    for k in KEYS {
+        t.check(table.contains(k), || format!("key {k} has no row in the campaign's KEY_TABLE"));
+    }
+    let base = render(d, &base_values(), &[]);
+    if let Err(e) = Config::from_toml_str(&base, Path::new("/base.toml")) {
+        t.fail(format!("the campaign's base config is invalid: {}", e.first_line()));
+        return vec![t];
+    }
+    let bin = env!("CARGO_BIN_EXE_slurm-dws");
+    let mut through_binary: Vec<String> = Vec::new();
+    for (i, c) in cases(d).into_iter().enumerate() {
+        t.tried += 1;
+        match Config::from_toml_str(&c.text, Path::new("/case.toml")) {
+            Ok(_) => t.accepted_wrongly(format!("{} (config accepted)", c.what)),
+            Err(e) => {
+                let line = e.first_line();
+                // The full path, or (for a rule over two keys, reported on the other one) the
+                // nodeset and the key's own name.
+                let (scope, leaf) = c.key.rsplit_once('.').unwrap_or(("", &c.key));
+                let names = line.contains(&c.key) || (line.contains(scope) && line.contains(leaf));
+                if !names || line.contains('\n') {
+                    t.fail(format!("{}: the error does not name {}: {line}", c.what, c.key));
+                }
+            }
+        }
+        // One case per key (and every structural one) also goes through the real binary.
+        let key_root = c.key.clone();
+        if through_binary.contains(&key_root) {
+            continue;
+        }
+        through_binary.push(key_root);
+        let path = d.join(format!("case-{i}.toml"));
+        std::fs::write(&path, &c.text).unwrap();
+        let out = Command::new(bin).args(["check-config", "--config"]).arg(&path).output().unwrap();
+        t.tried += 1;
+        if let Some(p) = refusal_problem(&out, 2, &[&c.key]) {
+            t.fail(format!("check-config with {}: {p}", c.what));
+        }
+        // The hooks load the same config (found through $SLURM_DWS_CONFIG): exit 2, nothing created.
+        if i % 3 == 0 {
+            t.tried += 1;
+            let mut cmd = Command::new(bin);
+            cmd.args(["resume", "hpc-a3u-1"]).env_clear().env("SLURM_DWS_CONFIG", &path);
+            let out = run_with_deadline(cmd, Duration::from_secs(10)).expect("hook finishes");
+            if let Some(p) = refusal_problem(&out, 2, &[&c.key]) {
+                t.fail(format!("resume hook with {}: {p}", c.what));
+            }
+            if d.join("state").exists() {
+                t.state_changed(format!("resume hook with {} created the state directory", c.what));
+                let _ = std::fs::remove_dir_all(d.join("state"));
+            }
+        }
+    }
+    // Files that are not configs.
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("empty", vec![]),
+        ("not UTF-8", b"cluster_name = \"\xff\"\n".to_vec()),
+        ("binary junk", (0..4096u32).map(|i| (i * 7919 % 251) as u8).collect()),
+        ("an unterminated string", b"cluster_name = \"hpc\n".to_vec()),
+        ("10 MB of comments", vec![b'#'; 10 << 20]),
+    ];
+    for (what, bytes) in files {
+        let path = d.join("bad-file.toml");
+        std::fs::write(&path, bytes).unwrap();
+        t.tried += 1;
+        let out = Command::new(bin).args(["check-config", "--config"]).arg(&path).output().unwrap();
+        if let Some(p) = refusal_problem(&out, 2, &["bad-file.toml"]) {
+            t.fail(format!("config file that is {what}: {p}"));
+        }
+    }
+    for (what, path) in
+        [("a directory", "/"), ("missing", "/nonexistent/x.toml"), ("endless (/dev/zero)", "/dev/zero")]
+    {
+        t.tried += 1;
+        let mut cmd = Command::new(bin);
+        cmd.args(["check-config", "--config", path]);
+        match run_with_deadline(cmd, Duration::from_secs(10)) {
+            None => t.fail(format!("config file that is {what}: check-config did not finish in 10 s")),
+            Some(out) => {
+                if let Some(p) = refusal_problem(&out, 2, &[path]) {
+                    t.fail(format!("config file that is {what}: {p}"));
+                }
+            }
+        }
+    }
+    vec![t]
+}

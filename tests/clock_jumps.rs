@@ -155,10 +155,7 @@ fn world() -> (Desired, Observed) {
     let (m2, om2) = mig("hpc-b-j7-t0000002", "b", None);
     d.requests.insert(2, request(2, "b", &["hpc-b-3"], RequestPhase::Active, Some("ACCEPTED")));
     d.nodes.insert("hpc-b-3".into(), node("hpc-b-3", NodeState::Requested, Some(2), Some(&m2.name)));
-    o.requests.insert(
-        m2.name.clone(),
-        ObservedRequest { state: "ACCEPTED".into(), error: None, capacity_error: false, last_attempt: None },
-    );
+    o.requests.insert(m2.name.clone(), ObservedRequest { state: "ACCEPTED".into(), ..Default::default() });
     slurm.insert("hpc-b-3".into(), slurm_node("idle", &["POWERING_UP"]));
     d.migs.insert(m2.name.clone(), m2);
     o.migs.as_mut().unwrap().insert(om2.name.clone(), om2);

@@ -403,7 +403,7 @@ fn slurmctld_down(t: &mut Tally) {
     for _ in 0..10 {
         let started = Instant::now();
         let ok = slurm_dws_status(&sock);
-        if !ok || started.elapsed() > Duration::from_secs(1) {
+        if !ok || started.elapsed() > Duration::from_secs(3) {
             slow += 1;
         }
         std::thread::sleep(Duration::from_millis(300));
@@ -470,7 +470,7 @@ fn slurmctld_down(t: &mut Tally) {
 fn slurm_dws_status(sock: &Path) -> bool {
     use std::io::{BufRead, BufReader, Write};
     let Ok(mut s) = std::os::unix::net::UnixStream::connect(sock) else { return false };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
     if s.write_all(b"{\"v\":1,\"request\":\"status\"}\n").is_err() {
         return false;
     }

@@ -96,8 +96,13 @@ pub fn run() -> Vec<Tally> {
     let rt = runtime();
     let w = rt.block_on(World::new(&[("a", 0, 16, "")], ""));
     assert!(w.hook("resume", "hpc-a-[0-1]", None).status.success(), "setup hook");
+    let mut next_before = None;
     for (argv, words) in cases() {
-        let before = rt.block_on(snapshot(&w.state_dir()));
+        // The last case's "after" is this one's "before" (one snapshot per case).
+        let before = match next_before.take() {
+            Some(s) => s,
+            None => rt.block_on(snapshot(&w.state_dir())),
+        };
         let out = Command::new(BIN).arg("--config").arg(&w.config).args(&argv).output().unwrap();
         t.tried += 1;
         let shown: Vec<String> = argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
@@ -108,7 +113,9 @@ pub fn run() -> Vec<Tally> {
         if let Some(p) = refusal_problem(&out, 2, &words) {
             t.fail(format!("slurm-dws {shown:?}: {p}"));
         }
-        let changed = changed_tables(&before, &rt.block_on(snapshot(&w.state_dir())));
+        let after = rt.block_on(snapshot(&w.state_dir()));
+        let changed = changed_tables(&before, &after);
+        next_before = Some(after);
         if !changed.is_empty() {
             t.state_changed(format!("slurm-dws {shown:?} changed {changed:?}"));
         }

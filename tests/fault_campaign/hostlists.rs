@@ -402,9 +402,14 @@ fn bad_hostlists_to_hooks(t: &mut Tally) {
     let first = w.hook("resume", "hpc-a-0", None);
     assert!(first.status.success(), "setup hook: {}", String::from_utf8_lossy(&first.stderr));
     let log = w.path().join("slurm-dws.log");
+    let mut next_before = None;
     for (i, bad) in BAD_HOSTLISTS.iter().enumerate() {
         let kind = ["resume", "suspend", "resume-fail"][i % 3];
-        let before = rt.block_on(snapshot(&w.state_dir()));
+        // The last case's "after" is this one's "before" (one snapshot per case).
+        let before = match next_before.take() {
+            Some(s) => s,
+            None => rt.block_on(snapshot(&w.state_dir())),
+        };
         let log_lines = std::fs::read_to_string(&log).unwrap_or_default().lines().count();
         let out = w.hook(kind, bad, None);
         t.tried += 1;
@@ -415,7 +420,9 @@ fn bad_hostlists_to_hooks(t: &mut Tally) {
         if let Some(p) = refusal_problem(&out, 2, &["hostlist"]) {
             t.fail(format!("{kind} {bad:?}: {p}"));
         }
-        let changed = changed_tables(&before, &rt.block_on(snapshot(&w.state_dir())));
+        let after = rt.block_on(snapshot(&w.state_dir()));
+        let changed = changed_tables(&before, &after);
+        next_before = Some(after);
         if !changed.is_empty() {
             t.state_changed(format!("{kind} {bad:?} changed {changed:?}"));
         }

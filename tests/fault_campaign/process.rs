@@ -293,11 +293,13 @@ fn check_loud(t: &mut Tally, out: &Output, what: &str, words: &[&str]) {
 
 // ---- database locked ---------------------------------------------------------------------------------
 
-/// Holds `BEGIN EXCLUSIVE` on the database for `hold`, from its own thread (another process as far
-/// as SQLite's locks go: its own connection). Returns once the lock is held.
-fn hold_lock(state_dir: &Path, hold: Duration) -> std::thread::JoinHandle<()> {
+/// Holds `BEGIN EXCLUSIVE` on the database, from its own thread (another process as far as SQLite's
+/// locks go: its own connection), until `hold` passes or the returned sender is dropped. Returns
+/// once the lock is held.
+fn hold_lock(state_dir: &Path, hold: Duration) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
     let db = state_dir.join(slurm_dws::store::DB_FILE);
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let h = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
@@ -308,14 +310,15 @@ fn hold_lock(state_dir: &Path, hold: Duration) -> std::thread::JoinHandle<()> {
                 .execute(&mut c)
                 .await
                 .unwrap();
-            tx.send(()).unwrap();
-            tokio::time::sleep(hold).await;
+            ready_tx.send(()).unwrap();
+            // Released on time, or early when the test says so (or drops the sender).
+            let _ = tokio::task::spawn_blocking(move || release_rx.recv_timeout(hold)).await;
             sqlx::query("ROLLBACK").execute(&mut c).await.unwrap();
             c.close().await.unwrap();
         });
     });
-    rx.recv_timeout(Duration::from_secs(20)).expect("the lock is taken");
-    h
+    ready_rx.recv_timeout(Duration::from_secs(20)).expect("the lock is taken");
+    (release_tx, h)
 }
 
 fn database_locked(t: &mut Tally) {
@@ -323,7 +326,7 @@ fn database_locked(t: &mut Tally) {
     let w = rt.block_on(World::new(&[("a", 0, 64, "")], ""));
     assert!(hook_cmd(&w, "resume", "hpc-a-0").output().unwrap().status.success(), "setup hook");
     // Locked briefly: the hook waits for it and succeeds.
-    let holder = hold_lock(&w.state_dir(), Duration::from_millis(1500));
+    let (_release, holder) = hold_lock(&w.state_dir(), Duration::from_millis(1500));
     let started = Instant::now();
     let out = hook_cmd(&w, "resume", "hpc-a-1").output().unwrap();
     let took = started.elapsed();
@@ -336,20 +339,21 @@ fn database_locked(t: &mut Tally) {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    // Locked longer than the busy timeout: the hook gives up loudly, and records nothing.
-    let holder = hold_lock(&w.state_dir(), Duration::from_secs(14));
+    // Locked for as long as the hook runs: past its busy timeout it gives up loudly, records nothing.
+    let (release, holder) = hold_lock(&w.state_dir(), Duration::from_secs(40));
     let started = Instant::now();
     let out = run_with_deadline(hook_cmd(&w, "suspend", "hpc-a-2"), Duration::from_secs(30));
     let took = started.elapsed();
+    drop(release);
     holder.join().unwrap();
     t.tried += 1;
     match out {
-        None => t.fail("a hook under a 14 s lock hung for 30 s"),
+        None => t.fail("a hook under a lock hung for 30 s (its busy timeout is 10 s)"),
         Some(out) if out.status.success() => {
-            t.fail("a hook under a 14 s lock exited 0 (after the lock ended?)")
+            t.fail("a hook exited 0 while the database was locked throughout")
         }
         Some(out) => {
-            check_loud(t, &out, "a hook under a 14 s lock", &["locked"]);
+            check_loud(t, &out, "a hook under a lock", &["locked"]);
             if took < Duration::from_secs(5) {
                 t.fail(format!("a hook under a lock gave up after {took:?}: it must wait its busy timeout"));
             }
@@ -403,7 +407,7 @@ fn slurmctld_down(t: &mut Tally) {
     for _ in 0..10 {
         let started = Instant::now();
         let ok = slurm_dws_status(&sock);
-        if !ok || started.elapsed() > Duration::from_secs(1) {
+        if !ok || started.elapsed() > Duration::from_secs(3) {
             slow += 1;
         }
         std::thread::sleep(Duration::from_millis(300));
@@ -470,7 +474,7 @@ fn slurmctld_down(t: &mut Tally) {
 fn slurm_dws_status(sock: &Path) -> bool {
     use std::io::{BufRead, BufReader, Write};
     let Ok(mut s) = std::os::unix::net::UnixStream::connect(sock) else { return false };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
     if s.write_all(b"{\"v\":1,\"request\":\"status\"}\n").is_err() {
         return false;
     }

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 /// A resume must return in milliseconds; a resume file must not make it slow or hang.
-const HOOK_DEADLINE: Duration = Duration::from_secs(5);
+const HOOK_DEADLINE: Duration = Duration::from_secs(15);
 
 struct Case {
     what: String,
@@ -223,6 +223,7 @@ fn cases() -> Vec<Case> {
     for (what, path, words) in [
         ("/dev/zero (endless)", "/dev/zero", vec!["SLURM_RESUME_FILE"]),
         ("a directory", "/", vec!["SLURM_RESUME_FILE"]),
+        ("a FIFO nobody writes", "@FIFO@", vec!["SLURM_RESUME_FILE", "not a regular file"]),
         ("a missing file", "/nonexistent/resume-file", vec!["SLURM_RESUME_FILE", "/nonexistent/resume-file"]),
         ("unset", "", vec!["SLURM_RESUME_FILE not set"]),
     ] {
@@ -243,8 +244,13 @@ pub fn run() -> Vec<Tally> {
     let w = rt.block_on(World::new(&[("a", 0, 16, "")], ""));
     assert!(w.hook("resume", "hpc-a-0", None).status.success(), "setup hook");
     let link = w.path().join("slurm-dws-resume");
+    let mut next_before = None;
     for c in cases() {
-        let before = rt.block_on(snapshot(&w.state_dir()));
+        // The last case's "after" is this one's "before" (one snapshot per case).
+        let before = match next_before.take() {
+            Some(s) => s,
+            None => rt.block_on(snapshot(&w.state_dir())),
+        };
         let file = w.path().join("resume-file");
         let mut cmd = std::process::Command::new(&link);
         cmd.arg("hpc-a-[1-3]").env_clear().env("SLURM_DWS_CONFIG", &w.config).current_dir(w.path());
@@ -254,6 +260,13 @@ pub fn run() -> Vec<Tally> {
                 cmd.env("SLURM_RESUME_FILE", &file);
             }
             (None, Some("")) => {}
+            (None, Some("@FIFO@")) => {
+                let fifo = w.path().join("resume-fifo");
+                if !fifo.exists() {
+                    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+                }
+                cmd.env("SLURM_RESUME_FILE", &fifo);
+            }
             (None, Some(p)) => {
                 cmd.env("SLURM_RESUME_FILE", p);
             }
@@ -280,6 +293,7 @@ pub fn run() -> Vec<Tally> {
         }
         let after = rt.block_on(snapshot(&w.state_dir()));
         let mut changed = changed_tables(&before, &after);
+        next_before = Some(after.clone());
         changed.retain(|tb| !matches!(tb.as_str(), "inbox" | "events" | "event_nodes" | "sqlite_sequence"));
         if !changed.is_empty() {
             t.state_changed(format!("{}: also changed {changed:?}", c.what));
@@ -335,7 +349,7 @@ pub fn run() -> Vec<Tally> {
             }
             None => {}
         }
-        if took > Duration::from_secs(2) && c.jobs.len() < 1000 {
+        if took > Duration::from_secs(5) && c.jobs.len() < 1000 {
             t.fail(format!("{}: the hook took {took:?}", c.what));
         }
     }

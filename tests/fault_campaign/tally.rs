@@ -83,14 +83,14 @@ impl Tally {
             Kind::Security => "checks",
         };
         let mut s = format!(
-            "  {:<28} {:>6} {kind:<6} {:>3} failed  {:>5.1}s",
+            "  {:<34} {:>6} {kind:<6} {:>3} failed  {:>5.1}s",
             self.name,
             self.tried,
             self.failures.len(),
             self.elapsed.as_secs_f64()
         );
         for sk in &self.skipped {
-            s.push_str(&format!("\n  {:<28} SKIPPED: {sk}", ""));
+            s.push_str(&format!("\n  {:<34} SKIPPED: {sk}", ""));
         }
         s
     }
@@ -100,7 +100,10 @@ impl Tally {
 pub fn summary(tallies: &[Tally], elapsed: Duration) -> String {
     let of = |k: Kind| tallies.iter().filter(move |t| t.kind == k);
     let inputs: usize = of(Kind::Input).map(|t| t.tried).sum();
-    let entry_points = of(Kind::Input).count();
+    // "hostlist: fuzz" and "hostlist: vs scontrol" are two tallies of one entry point.
+    let mut entries: Vec<&str> = of(Kind::Input).map(|t| t.name.split(':').next().unwrap_or("")).collect();
+    entries.dedup();
+    let entry_points = entries.len();
     let wrong: usize = tallies.iter().map(|t| t.accepted_wrongly).sum();
     let changes: usize = tallies.iter().map(|t| t.state_changes).sum();
     let faults: usize = of(Kind::Fault).map(|t| t.tried).sum();

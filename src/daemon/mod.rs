@@ -232,8 +232,16 @@ async fn log_new_events(store: &Store, last: &mut (i64, chrono::DateTime<chrono:
         .map(|e| crate::hostlist::expand(&e.nodes).ok().and_then(|n| n.into_iter().next()))
         .collect();
     let mut nodes: HashMap<String, crate::model::Node> = HashMap::new();
+    let mut requests: HashMap<i64, Option<String>> = HashMap::new();
     if firsts.iter().flatten().count() > 20 {
         nodes = store.nodes().await.unwrap_or_default().into_iter().map(|n| (n.name.clone(), n)).collect();
+        requests = store
+            .requests(false)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| (r.id, Some(r.name)))
+            .collect();
     } else {
         for name in firsts.iter().flatten() {
             if let Ok(n) = store.node(name).await {
@@ -241,7 +249,6 @@ async fn log_new_events(store: &Store, last: &mut (i64, chrono::DateTime<chrono:
             }
         }
     }
-    let mut requests: HashMap<i64, Option<String>> = HashMap::new();
     for (e, first) in events.iter().zip(&firsts) {
         let node = first.as_ref().and_then(|name| nodes.get(name));
         let request = match node.and_then(|n| n.request_id) {

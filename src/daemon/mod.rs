@@ -15,6 +15,7 @@ use crate::metrics::Metrics;
 use crate::reconcile::{PassReport, Reconciler, Trigger};
 use crate::store::Store;
 use anyhow::Context;
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -223,21 +224,39 @@ async fn log_new_events(store: &Store, last: &mut (i64, chrono::DateTime<chrono:
         }
     };
     let seen = last.0;
-    let mut requests: std::collections::HashMap<i64, String> = std::collections::HashMap::new();
-    for e in events.into_iter().filter(|e| e.id > seen) {
-        let first = crate::hostlist::expand(&e.nodes).ok().and_then(|n| n.into_iter().next());
-        let node = match first {
-            Some(name) => store.node(&name).await.ok(),
-            None => None,
-        };
-        let request = match node.as_ref().and_then(|n| n.request_id) {
+    let events: Vec<_> = events.into_iter().filter(|e| e.id > seen).collect();
+    // The first node of each event's hostlist, and its record: one query per event for a few events,
+    // one read of every node after a big pass (a 10,000-node resume logs thousands of events).
+    let firsts: Vec<Option<String>> = events
+        .iter()
+        .map(|e| crate::hostlist::expand(&e.nodes).ok().and_then(|n| n.into_iter().next()))
+        .collect();
+    let mut nodes: HashMap<String, crate::model::Node> = HashMap::new();
+    let mut requests: HashMap<i64, Option<String>> = HashMap::new();
+    if firsts.iter().flatten().count() > 20 {
+        nodes = store.nodes().await.unwrap_or_default().into_iter().map(|n| (n.name.clone(), n)).collect();
+        requests = store
+            .requests(false)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| (r.id, Some(r.name)))
+            .collect();
+    } else {
+        for name in firsts.iter().flatten() {
+            if let Ok(n) = store.node(name).await {
+                nodes.insert(name.clone(), n);
+            }
+        }
+    }
+    for (e, first) in events.iter().zip(&firsts) {
+        let node = first.as_ref().and_then(|name| nodes.get(name));
+        let request = match node.and_then(|n| n.request_id) {
             Some(id) => match requests.get(&id) {
-                Some(name) => Some(name.clone()),
+                Some(name) => name.clone(),
                 None => {
                     let name = store.request(id).await.ok().map(|r| r.name);
-                    if let Some(n) = &name {
-                        requests.insert(id, n.clone());
-                    }
+                    requests.insert(id, name.clone());
                     name
                 }
             },
@@ -247,8 +266,8 @@ async fn log_new_events(store: &Store, last: &mut (i64, chrono::DateTime<chrono:
             target: "slurm_dws::event",
             kind = %e.kind,
             node = %e.nodes,
-            job = node.as_ref().and_then(|n| n.job_id),
-            mig = node.as_ref().and_then(|n| n.mig.as_deref()),
+            job = node.and_then(|n| n.job_id),
+            mig = node.and_then(|n| n.mig.as_deref()),
             request = request.as_deref(),
             event_id = e.id,
             "{}",

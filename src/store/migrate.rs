@@ -6,6 +6,7 @@
 
 use super::{Result, StoreError};
 use sqlx::{Row, SqlitePool};
+use std::path::Path;
 
 /// (version, SQL): the files of `migrations/`, oldest first. `build.rs` reruns the build when they change.
 const MIGRATIONS: &[(i64, &str)] =
@@ -14,11 +15,15 @@ const MIGRATIONS: &[(i64, &str)] =
 /// The newest schema version this build knows.
 pub const LATEST: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
-/// Applies every migration the database has not seen yet.
-pub(super) async fn run(pool: &SqlitePool) -> Result<()> {
-    // Fast path for the hook: one read when the schema is current.
-    if current(pool).await? == Some(LATEST) {
-        return Ok(());
+/// Applies every migration the database has not seen yet. A database from a newer slurm-dws is refused
+/// untouched (`SchemaTooNew`): an older binary must never write to a schema it does not know.
+pub(super) async fn run(pool: &SqlitePool, path: &Path) -> Result<()> {
+    let too_new = |found| StoreError::SchemaTooNew { path: path.to_path_buf(), found, known: LATEST };
+    // Fast path for the hook: one read when the schema is current (or newer: refused without a write lock).
+    match current(pool).await? {
+        Some(v) if v == LATEST => return Ok(()),
+        Some(v) if v > LATEST => return Err(too_new(v)),
+        _ => {}
     }
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     sqlx::query(
@@ -30,9 +35,7 @@ pub(super) async fn run(pool: &SqlitePool) -> Result<()> {
         sqlx::query("SELECT max(version) FROM schema_migrations").fetch_one(&mut *tx).await?.try_get(0)?;
     let applied = applied.unwrap_or(0);
     if applied > LATEST {
-        return Err(StoreError::Corrupt(format!(
-            "database schema {applied} is newer than this slurm-dws ({LATEST}); upgrade slurm-dws"
-        )));
+        return Err(too_new(applied));
     }
     for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > applied) {
         sqlx::raw_sql(sql)

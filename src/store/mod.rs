@@ -14,16 +14,15 @@ mod counts;
 mod migrate;
 
 pub use counts::Counts;
+pub use migrate::LATEST as SCHEMA_VERSION;
 
 use crate::model::*;
 use chrono::{DateTime, TimeZone, Utc};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{Row, Sqlite, SqlitePool, Transaction};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The database's file name inside `state_dir`.
 pub const DB_FILE: &str = "slurm-dws.db";
@@ -37,6 +36,12 @@ pub enum StoreError {
     Open { path: PathBuf, source: sqlx::Error },
     #[error("database migration {version}: {source}")]
     Migrate { version: i64, source: sqlx::Error },
+    /// The database was written by a newer slurm-dws. Nothing is changed: a downgrade never runs.
+    #[error(
+        "database {path} has schema version {found}, newer than this slurm-dws knows ({known}); \
+         upgrade slurm-dws"
+    )]
+    SchemaTooNew { path: PathBuf, found: i64, known: i64 },
     #[error("{what} not found")]
     NotFound { what: String },
     #[error("database: {0}")]
@@ -94,26 +99,27 @@ impl Store {
     async fn open_with(state_dir: &Path, connections: u32) -> Result<Store> {
         ensure_private_dir(state_dir)?;
         let path = state_dir.join(DB_FILE);
+        // No `journal_mode` here: sqlx would set it on every new connection (see `enable_wal`).
         let opts = SqliteConnectOptions::new()
             .filename(&path)
             .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10));
+            .busy_timeout(BUSY_TIMEOUT);
         let pool = SqlitePoolOptions::new()
             .max_connections(connections)
             .min_connections(0)
             .connect_with(opts)
             .await
             .map_err(|source| StoreError::Open { path: path.clone(), source })?;
+        enable_wal(&pool).await.map_err(|source| StoreError::Open { path: path.clone(), source })?;
         // Created with the process umask; tighten before anything sensitive is written.
         for p in [path.clone(), path.with_extension("db-wal"), path.with_extension("db-shm")] {
             if p.exists() {
                 let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
             }
         }
-        migrate::run(&pool).await?;
+        migrate::run(&pool, &path).await?;
         Ok(Store { pool, path })
     }
 
@@ -596,6 +602,40 @@ impl StoreTx {
             .await?;
         Ok(())
     }
+}
+
+/// How long a statement waits for another connection's lock before failing with `SQLITE_BUSY`.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Puts the database in WAL mode (a property of the file: after the first open this is a no-op).
+///
+/// Switching a brand-new file to WAL needs an exclusive lock, and SQLite answers `SQLITE_BUSY` at once,
+/// without the busy handler, when another connection holds any lock at that moment: a hook and the daemon
+/// opening a fresh database together would see one of them fail. So the switch waits out the busy timeout
+/// here, as every other statement does.
+async fn enable_wal(pool: &SqlitePool) -> std::result::Result<(), sqlx::Error> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match sqlx::query("PRAGMA journal_mode = WAL").fetch_one(pool).await {
+            Ok(row) => {
+                let mode: String = row.try_get(0)?;
+                if mode.eq_ignore_ascii_case("wal") {
+                    return Ok(());
+                }
+                return Err(sqlx::Error::Protocol(format!("journal_mode is {mode}, not wal")));
+            }
+            Err(e) if is_busy(&e) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// SQLITE_BUSY, plain or extended (the primary result code is the low byte).
+fn is_busy(e: &sqlx::Error) -> bool {
+    let code = e.as_database_error().and_then(|d| d.code()).and_then(|c| c.parse::<i32>().ok());
+    code.is_some_and(|c| c & 0xff == 5)
 }
 
 /// Creates `dir` (and parents) as 0700, or tightens an existing one to 0700.

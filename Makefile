@@ -11,7 +11,7 @@ CARGO_PROFILE  ?= release
 OUT := target/$(if $(filter dev,$(CARGO_PROFILE)),debug,$(CARGO_PROFILE))
 HOOKS   := resume suspend resume-fail
 
-.PHONY: build test install clean
+.PHONY: build test bench install clean
 
 ## build: binaries (release unless CARGO_PROFILE=dev): slurm-dws and slurm-dws-sim
 build:
@@ -29,6 +29,11 @@ test:
 		echo "$(CARGO) test --no-fail-fast"; \
 		$(CARGO) test --no-fail-fast; \
 	fi
+
+## bench: release build, then measure every budget of SPEC.md and print one table (not part of `test`)
+bench:
+	$(CARGO) build --release --bins --example sqlite_commit
+	$(CARGO) bench --bench budgets
 
 ## install: binaries, hook symlinks, example config (never overwritten), systemd unit
 install: build

@@ -71,6 +71,7 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
     post("calls/reset")?;
     let started = Instant::now();
     let daemon = Proc::daemon(&ctx.bin, &config, d)?;
+    let idle_rss = memory(daemon.pid())?.1;
     let deadline = started + Duration::from_secs(300);
     loop {
         let s = cli(&["status"])?;
@@ -83,6 +84,7 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
         std::thread::sleep(Duration::from_millis(250));
     }
     let all_up = started.elapsed();
+    let up_hwm = memory(daemon.pid())?.0;
     // slurmd registers on every VM: Slurm shows the nodes allocated and responding.
     slurm.set_nodes(NodeView::Running)?;
     let mut settle_passes = 0;
@@ -97,6 +99,7 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
         }
     }
     let settled = started.elapsed();
+    let settled_hwm = memory(daemon.pid())?.0;
     let resume_calls = get("calls")?;
 
     // 2. Steady state: 10 passes with 10,000 VMs up and nothing changing.
@@ -195,6 +198,14 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
     });
     t.timed("  context: daemon CPU per steady pass (whole pass, every thread)", &pass_cpu, None, None);
     t.timed("  context: daemon steady pass wall time (pass report)", &pass_wall, None, None);
+    t.note(format!(
+        "daemon memory: VmRSS {:.1} MB at start; VmHWM {:.1} MB when all nodes were up, {:.1} MB when \
+         settled, {:.1} MB after the steady passes",
+        idle_rss as f64 / 1024.0,
+        up_hwm as f64 / 1024.0,
+        settled_hwm as f64 / 1024.0,
+        hwm as f64 / 1024.0
+    ));
     t.note(format!(
         "10k resume with zero capacity delay: all nodes up {:.1} s after the daemon started, settled \
          (reservations made, a quiet pass) at {:.1} s; {} reservations; sinfo --json is {:.1} MB",
@@ -476,6 +487,13 @@ impl Proc {
             .arg(config)
             .arg("daemon")
             .env("SLURM_DWS_LOG", "info")
+            // For experiments: `BENCH_DAEMON_ENV="MALLOC_ARENA_MAX=2"` (space-separated K=V).
+            .envs(
+                std::env::var("BENCH_DAEMON_ENV")
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .filter_map(|kv| kv.split_once('=')),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log)?)

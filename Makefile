@@ -18,7 +18,7 @@ HOOKS   := resume suspend resume-fail
 # The fault campaign's one-line summary (tests/fault_campaign), printed last by `make test`.
 FAULT_SUMMARY := $(or $(CARGO_TARGET_DIR),target)/tmp/fault-campaign.txt
 
-.PHONY: build test demo install uninstall clean
+.PHONY: build test demo bench install uninstall clean
 
 ## build: binaries (release unless CARGO_PROFILE=dev): slurm-dws and slurm-dws-sim
 build:
@@ -47,6 +47,12 @@ demo:
 	./scripts/install-deps.sh
 	$(CARGO) build --bins --example demo
 	$(CARGO) run --quiet --example demo
+
+## bench: release build, then measure every budget of SPEC.md and print one table (not part of `test`)
+bench:
+	./scripts/install-deps.sh
+	$(CARGO) build --release --bins --example sqlite_commit
+	$(CARGO) bench --bench budgets
 
 ## install: binaries, hook symlinks, systemd unit, tmpfiles.d/sysusers.d entries, docs, example config
 ##          (the config in $(SYSCONFDIR)/slurm-dws is never overwritten). `make build && sudo make install`

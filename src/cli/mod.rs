@@ -327,6 +327,7 @@ pub fn init_logging(format: LogFormat) {
 
 /// `slurm-dws daemon`: runs until SIGTERM or SIGINT.
 fn daemon(config: Option<&std::path::Path>, format: LogFormat) -> Result<(), CliError> {
+    crate::daemon::limit_malloc_arenas();
     init_logging(format);
     let cfg = Config::load(config)?;
     let rt = tokio::runtime::Builder::new_multi_thread()

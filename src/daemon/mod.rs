@@ -98,6 +98,7 @@ pub async fn run_with_reload(
             r = reconciler.pass(trigger) => r,
             _ = &mut shutdown => break 'passes,
         };
+        release_memory();
         {
             let mut l = liveness.lock().unwrap();
             l.pass_running = false;
@@ -274,5 +275,27 @@ async fn log_new_events(store: &Store, last: &mut (i64, chrono::DateTime<chrono:
             e.message
         );
         *last = (e.id, e.time.max(last.1));
+    }
+}
+
+/// Limits glibc to two malloc arenas. By default every thread that allocates (tokio's workers, its
+/// blocking threads, sqlx's SQLite threads) may get its own arena, each keeping the memory a pass freed:
+/// at 10,000 nodes that alone took the daemon from ~90 MB to ~140 MB RSS (`make bench`). Call it before
+/// any thread starts.
+pub fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator tuning; called before other threads exist.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
+/// Hands the memory a pass freed back to the kernel, so the daemon's RSS between passes is what it
+/// holds, not the peak of the last pass.
+fn release_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim is thread-safe and only returns free memory to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }

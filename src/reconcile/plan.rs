@@ -519,17 +519,22 @@ impl Planner<'_> {
     }
 
     fn up_node(&mut self, name: &str) {
-        let Some(vms) = self.o.vms.as_ref() else { return };
+        // Observations are borrowed, not cloned, and fields are written only when they change: this runs
+        // for every up node on every pass (`make bench`, the reconcile pass row).
+        let o = self.o;
+        let Some(vms) = o.vms.as_ref() else { return };
         let node = self.nodes[name].clone();
-        match vms.get(name).cloned() {
+        match vms.get(name) {
             Some(vm) => {
                 let became_running = vm.status == "RUNNING" && node.vm_status.as_deref() != Some("RUNNING");
                 if let Some(n) = self.nodes.get_mut(name) {
-                    n.vm_status = Some(vm.status.clone());
+                    if n.vm_status.as_deref() != Some(vm.status.as_str()) {
+                        n.vm_status = Some(vm.status.clone());
+                    }
                     if vm.termination.is_some() {
                         n.termination_time = vm.termination;
                     }
-                    if vm.mig.is_some() {
+                    if vm.mig.is_some() && n.mig != vm.mig {
                         n.mig = vm.mig.clone();
                     }
                 }
@@ -554,7 +559,7 @@ impl Planner<'_> {
                         }
                     }
                 }
-                if let Some(s) = self.slurm_node(name).cloned() {
+                if let Some(s) = o.slurm.as_ref().and_then(|s| s.get(name)) {
                     let ours_down = s.is_down() && s.reason.starts_with(REASON_PREFIX);
                     if node.is_static && vm.status == "RUNNING" && ours_down && !s.powered_down() {
                         // A static node slurm-dws took out of service while re-provisioning is back.

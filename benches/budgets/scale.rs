@@ -1,0 +1,535 @@
+//! 10,000 nodes in 1,000 jobs: GCE calls (counted by the simulator), the daemon's peak RSS and CPU per
+//! steady pass (a real daemon process), and the pass's planning + store CPU (in this process, on the
+//! daemon's own database, with GCE's and Slurm's answers fetched once beforehand).
+//!
+//! The simulator and the daemon each run as their own process, so neither's CPU or memory is mixed
+//! with this one's. Slurm is [`FakeSlurm`]: 22.05-shaped answers for 10,000 nodes.
+
+use crate::fake_slurm::{FakeSlurm, NodeView};
+use crate::table::{Samples, Table};
+use crate::{process_cpu, Ctx};
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::Value;
+use slurm_dws::config::Config;
+use slurm_dws::model::RequestPhase;
+use slurm_dws::reconcile::{self, gce_edge, Desired, Observed, SlurmNode};
+use slurm_dws::store::Store;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NODES: u32 = 10_000;
+const PER_JOB: u32 = 10;
+const STEADY_PASSES: usize = 10;
+const PLAN_ROUNDS: usize = 21;
+
+pub fn run(ctx: &Ctx, t: &mut Table) {
+    if let Err(e) = scale(ctx, t) {
+        t.failed("scale section (10k nodes)", &format!("{e:#}"), "see SPEC budgets");
+    }
+}
+
+fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let d = dir.path();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let sim = Proc::sim(&ctx.sim_bin, d)?;
+    let http = reqwest::Client::new();
+    let control = |path: &str| format!("http://{}/_sim/{path}", sim.addr);
+    let get = |path: &str| -> Result<Value> {
+        rt.block_on(async { Ok(http.get(control(path)).send().await?.error_for_status()?.json().await?) })
+    };
+    let post = |path: &str| -> Result<Value> {
+        rt.block_on(async { Ok(http.post(control(path)).send().await?.error_for_status()?.json().await?) })
+    };
+    let slurm = FakeSlurm::create(&d.join("slurm"), NODES, PER_JOB)?;
+    let config = write_config(d, &format!("http://{}/compute/v1/", sim.addr), &slurm.bin_dir)?;
+    let cli = |args: &[&str]| -> Result<Value> {
+        let out = Command::new(&ctx.bin).arg("--config").arg(&config).args(args).arg("--json").output()?;
+        if !out.status.success() {
+            bail!("slurm-dws {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(serde_json::from_slice(&out.stdout)?)
+    };
+
+    // 1. The resume: one hook call of 10,000 nodes in 1,000 jobs, then the daemon carries it out.
+    let link = d.join("slurm-dws-resume");
+    std::os::unix::fs::symlink(&ctx.bin, &link)?;
+    let resume_file = d.join("resume-file.json");
+    std::fs::write(&resume_file, crate::hook::resume_file_22_05(NODES / PER_JOB, PER_JOB))?;
+    let status = Command::new(&link)
+        .arg(format!("hpc-a-[0-{}]", NODES - 1))
+        .env_clear()
+        .env("SLURM_DWS_CONFIG", &config)
+        .env("SLURM_RESUME_FILE", &resume_file)
+        .status()?;
+    if !status.success() {
+        bail!("the resume hook failed: {status}");
+    }
+    post("calls/reset")?;
+    let started = Instant::now();
+    let daemon = Proc::daemon(&ctx.bin, &config, d)?;
+    let idle_rss = memory(daemon.pid())?.1;
+    let deadline = started + Duration::from_secs(300);
+    loop {
+        let s = cli(&["status"])?;
+        if s["nodes"]["up"].as_u64() == Some(NODES as u64) {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("10,000 nodes not up after 300 s: {s}\n{}", daemon.log_tail(20));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let all_up = started.elapsed();
+    let up_hwm = memory(daemon.pid())?.0;
+    // slurmd registers on every VM: Slurm shows the nodes allocated and responding.
+    slurm.set_nodes(NodeView::Running)?;
+    let mut settle_passes = 0;
+    loop {
+        let report = cli(&["reconcile"])?;
+        settle_passes += 1;
+        if quiet(&report) {
+            break;
+        }
+        if settle_passes > 20 {
+            bail!("no quiet pass after 20 passes; last report: {report}");
+        }
+    }
+    let settled = started.elapsed();
+    let settled_hwm = memory(daemon.pid())?.0;
+    let resume_calls = get("calls")?;
+
+    // 2. Steady state: 10 passes with 10,000 VMs up and nothing changing.
+    post("calls/reset")?;
+    let mut pass_cpu = Samples::default();
+    let mut pass_wall = Samples::default();
+    for _ in 0..STEADY_PASSES {
+        let before = task_cpu(daemon.pid())?;
+        let report = cli(&["reconcile"])?;
+        let cpu = task_cpu(daemon.pid())? - before;
+        if !quiet(&report) {
+            bail!("a steady pass did something: {report}");
+        }
+        pass_cpu.push(cpu);
+        pass_wall.push_ms(report["duration_ms"].as_f64().unwrap_or(f64::NAN));
+    }
+    let steady_calls = get("calls")?;
+    let (hwm, rss) = memory(daemon.pid())?;
+    let vms = get("state")?["instances"].as_array().map_or(0, Vec::len);
+    drop(daemon); // SIGTERM: the database is closed cleanly before it is read here.
+
+    // The rows: GCE calls of the resume.
+    let by = |calls: &Value, m: &str| calls["by_method"][m].as_f64().unwrap_or(0.0);
+    let groups = (NODES / PER_JOB) as f64;
+    t.count(
+        "GCE, resume 10k nodes/1k jobs: MIG inserts",
+        by(&resume_calls, "regionInstanceGroupManagers.insert"),
+        "",
+        Some(groups),
+        "≤ 1000 (1 per group)",
+    );
+    t.count(
+        "GCE, resume 10k nodes/1k jobs: resize-request inserts",
+        by(&resume_calls, "regionInstanceGroupManagerResizeRequests.insert"),
+        "",
+        Some(groups),
+        "≤ 1000 (1 per group)",
+    );
+    let per_node: f64 = PER_NODE_METHODS.iter().map(|m| by(&resume_calls, m)).sum();
+    t.count("GCE, resume: per-node calls", per_node, PER_NODE_METHODS.join(", ").as_str(), Some(0.0), "0");
+    t.count(
+        "  context: resume operation polls (regionOperations.get)",
+        by(&resume_calls, "regionOperations.get") + by(&resume_calls, "regionOperations.wait"),
+        "",
+        None,
+        "-",
+    );
+    t.count(
+        "  context: resume, all calls",
+        resume_calls["total"].as_f64().unwrap_or(0.0),
+        &format!("{settle_passes} settling passes after all up"),
+        None,
+        "-",
+    );
+    t.note(format!("GCE calls of the resume, by method: {}", resume_calls["by_method"]));
+
+    // GCE calls of the steady passes.
+    let lists: f64 = LIST_METHODS.iter().map(|m| by(&steady_calls, m)).sum();
+    let ceiling = (vms as f64 / 500.0).ceil() + 2.0;
+    t.count(
+        &format!("GCE, steady pass with {vms} VMs: list calls per pass"),
+        lists / STEADY_PASSES as f64,
+        &format!("{lists} in {STEADY_PASSES} passes"),
+        Some(ceiling),
+        &format!("≤ {ceiling} (ceil(VMs/500)+2)"),
+    );
+    t.count(
+        "GCE, steady pass: resize-request polls (finished requests)",
+        by(&steady_calls, "regionInstanceGroupManagerResizeRequests.get"),
+        &format!("in {STEADY_PASSES} passes"),
+        Some(0.0),
+        "0",
+    );
+    t.count(
+        "  context: steady pass, all GCE calls per pass",
+        steady_calls["total"].as_f64().unwrap_or(0.0) / STEADY_PASSES as f64,
+        "",
+        None,
+        "-",
+    );
+    t.note(format!("GCE calls of {STEADY_PASSES} steady passes, by method: {}", steady_calls["by_method"]));
+
+    // Memory and CPU of the daemon process.
+    t.add(crate::table::Row {
+        what: "daemon peak RSS (VmHWM), 10k nodes tracked".into(),
+        measured: format!("{:.1} MB", hwm as f64 / 1024.0),
+        spread: format!("VmRSS now {:.1} MB", rss as f64 / 1024.0),
+        budget: "≤ 50 MB".into(),
+        baseline: "-".into(),
+        ratio: "-".into(),
+        verdict: if hwm as f64 / 1024.0 <= 50.0 {
+            crate::table::Verdict::Pass
+        } else {
+            crate::table::Verdict::Fail
+        },
+    });
+    t.timed("  context: daemon CPU per steady pass (whole pass, every thread)", &pass_cpu, None, None);
+    t.timed("  context: daemon steady pass wall time (pass report)", &pass_wall, None, None);
+    t.note(format!(
+        "daemon memory: VmRSS {:.1} MB at start; VmHWM {:.1} MB when all nodes were up, {:.1} MB when \
+         settled, {:.1} MB after the steady passes",
+        idle_rss as f64 / 1024.0,
+        up_hwm as f64 / 1024.0,
+        settled_hwm as f64 / 1024.0,
+        hwm as f64 / 1024.0
+    ));
+    t.note(format!(
+        "10k resume with zero capacity delay: all nodes up {:.1} s after the daemon started, settled \
+         (reservations made, a quiet pass) at {:.1} s; {} reservations; sinfo --json is {:.1} MB",
+        all_up.as_secs_f64(),
+        settled.as_secs_f64(),
+        slurm.reservations(),
+        slurm.sinfo_bytes() as f64 / 1e6
+    ));
+
+    // 3. The pass's planning + store CPU in this process, on the daemon's database.
+    plan_and_store(&rt, &config, t)?;
+    drop(sim);
+    Ok(())
+}
+
+/// GCE methods that would be calls per node.
+const PER_NODE_METHODS: &[&str] = &[
+    "instances.get",
+    "instances.insert",
+    "instances.delete",
+    "instances.list",
+    "regionInstanceGroupManagers.listManagedInstances",
+    "regionInstanceGroupManagers.createInstances",
+];
+
+/// List calls of a pass.
+const LIST_METHODS: &[&str] = &[
+    "instances.aggregatedList",
+    "instances.list",
+    "regionInstanceGroupManagers.list",
+    "regionInstanceGroupManagers.listManagedInstances",
+    "regionInstanceGroupManagerResizeRequests.list",
+];
+
+/// A pass that changed nothing and sent nothing.
+fn quiet(report: &Value) -> bool {
+    let r = if report["report"].is_object() { &report["report"] } else { report };
+    r["gce_steps"].as_array().is_some_and(Vec::is_empty)
+        && r["slurm_commands"].as_u64() == Some(0)
+        && r["events"].as_u64() == Some(0)
+        && r["hook_calls_ingested"].as_u64() == Some(0)
+        && r["errors"].as_array().is_some_and(Vec::is_empty)
+}
+
+/// Planning + store work of one steady pass, timed in this process: load the desired state, plan
+/// against observations fetched once, write what the plan changes and the pass report. The figure
+/// the budget speaks of; GCE and Slurm round trips are not in it.
+fn plan_and_store(rt: &tokio::runtime::Runtime, config: &Path, t: &mut Table) -> Result<()> {
+    let cfg = Config::load(Some(config)).map_err(|e| anyhow!("{e}"))?;
+    let plan_cfg = reconcile::plan_config(&cfg);
+    let (store, observed) = rt.block_on(async {
+        let store = Store::open(&cfg.state_dir).await?;
+        let observed = observe(&cfg).await?;
+        anyhow::Ok((store, observed))
+    })?;
+    let mut pass = Samples::default();
+    let mut plan_only = Samples::default();
+    let mut load = Samples::default();
+    let mut heavy = Samples::default();
+    let mut last = (0, 0, 0, 0);
+    for round in 0..PLAN_ROUNDS + 1 {
+        let c0 = process_cpu();
+        let (desired, changes, plan_cpu, load_cpu) = rt.block_on(one_pass(&store, &plan_cfg, &observed))?;
+        let c1 = process_cpu();
+        // The same pass, had every node changed (each row rewritten): the worst write a pass can have.
+        let c2 = process_cpu();
+        rt.block_on(async {
+            let all: Vec<_> = desired.nodes.values().cloned().collect();
+            let mut tx = store.begin().await?;
+            tx.upsert_nodes(&all).await?;
+            tx.commit().await?;
+            anyhow::Ok(())
+        })?;
+        let c3 = process_cpu();
+        if round > 0 {
+            pass.push(c1 - c0);
+            plan_only.push(plan_cpu);
+            load.push(load_cpu);
+            heavy.push((c1 - c0) + (c3 - c2));
+        }
+        last = (desired.nodes.len(), desired.requests.len(), desired.migs.len(), changes);
+    }
+    rt.block_on(store.close());
+    t.timed("reconcile pass CPU at 10k nodes: plan + store (steady)", &pass, Some(50.0), None);
+    t.timed("  context: of which plan() alone", &plan_only, None, None);
+    t.timed("  context: of which loading the desired state", &load, None, None);
+    t.timed("  context: a pass that rewrites all 10k node rows", &heavy, None, None);
+    t.note(format!(
+        "plan + store: {} nodes, {} request groups not done, {} MIGs on record; observed {} VMs, {} MIGs, {} \
+         Slurm nodes; the steady plan changed {} records; CPU is this process's (every thread: sqlx runs \
+         SQLite on its own thread)",
+        last.0,
+        last.1,
+        last.2,
+        observed.vms.as_ref().map_or(0, BTreeMap::len),
+        observed.migs.as_ref().map_or(0, BTreeMap::len),
+        observed.slurm.as_ref().map_or(0, BTreeMap::len),
+        last.3,
+    ));
+    Ok(())
+}
+
+/// One pass's planning and store work. Returns the desired state, how many records the plan changed,
+/// and the CPU time of `plan()` and of loading the desired state.
+async fn one_pass(
+    store: &Store,
+    plan_cfg: &reconcile::PlanConfig,
+    observed: &Observed,
+) -> Result<(Desired, usize, Duration, Duration)> {
+    let now = chrono::Utc::now();
+    let l0 = process_cpu();
+    let desired = Desired {
+        nodes: store.nodes().await?.into_iter().map(|n| (n.name.clone(), n)).collect(),
+        requests: store.requests(true).await?.into_iter().map(|r| (r.id, r)).collect(),
+        migs: store.migs(true).await?.into_iter().map(|m| (m.name.clone(), m)).collect(),
+        backoffs: store.backoffs().await?.into_iter().map(|b| (b.nodeset.clone(), b)).collect(),
+    };
+    let inbox = store.unprocessed_inbox().await?;
+    let l1 = process_cpu();
+    let p = reconcile::plan::plan(plan_cfg, &desired, observed, now);
+    let l2 = process_cpu();
+    let mut tx = store.begin().await?;
+    tx.upsert_nodes(&p.nodes).await?;
+    for r in &p.requests {
+        tx.update_request(r).await?;
+    }
+    for m in &p.migs {
+        tx.upsert_mig(m).await?;
+    }
+    for e in &p.events {
+        tx.add_event(now, &e.kind, &e.nodes, &e.message).await?;
+    }
+    tx.commit().await?;
+    // The pass report and iteration, as every pass records them.
+    let report = serde_json::json!({"iteration": 1, "trigger": "interval", "started_at": now,
+        "duration_ms": 0, "outcome": "ok", "hook_calls_ingested": inbox.len(), "rounds": 0,
+        "requests_created": 0, "gce_steps": [], "slurm_commands": 0, "events": 0, "errors": [],
+        "next_pass_in_secs": 30});
+    let mut tx = store.begin().await?;
+    tx.set_meta("last_pass", &report.to_string()).await?;
+    tx.set_meta("iteration", "1").await?;
+    tx.commit().await?;
+    let changes = p.nodes.len() + p.requests.len() + p.migs.len() + p.events.len();
+    Ok((desired, changes, l2 - l1, l1 - l0))
+}
+
+/// GCE's and Slurm's answers, fetched once, the way a pass fetches them.
+async fn observe(cfg: &Config) -> Result<Observed> {
+    let gce = gce_edge::client(cfg)?;
+    let naming = slurm_dws::naming::Naming::new(cfg);
+    let slurm = slurm_dws::slurm::Slurm::new(cfg.slurm.bin_dir.clone(), None, Duration::from_secs(30));
+    let mut o = Observed {
+        vms: Some(gce_edge::observe_vms(&gce, cfg).await?),
+        migs: Some(gce_edge::observe_migs(&gce, cfg, &naming).await?),
+        ..Default::default()
+    };
+    o.slurm = Some(
+        slurm
+            .nodes()
+            .await?
+            .into_iter()
+            .map(|n| {
+                let s = SlurmNode {
+                    state: n.state.to_lowercase(),
+                    flags: n.flags.iter().map(|f| f.to_uppercase()).collect(),
+                    reason: n.reason.clone(),
+                };
+                (n.name, s)
+            })
+            .collect(),
+    );
+    o.reservations = Some(
+        slurm
+            .reservations()
+            .await?
+            .into_iter()
+            .map(|r| r.name)
+            .filter(|n| n.starts_with(reconcile::plan::EOL_PREFIX))
+            .collect(),
+    );
+    // Every request is final in a steady state: nothing to poll (checked, not assumed).
+    let store = Store::open(&cfg.state_dir).await?;
+    let active = store.requests(true).await?.iter().filter(|r| r.phase == RequestPhase::Active).count();
+    store.close().await;
+    if active > 0 {
+        bail!("{active} requests still active: not a steady state");
+    }
+    Ok(o)
+}
+
+/// CPU time of every thread of a process (ns precision, from the scheduler's own accounting).
+fn task_cpu(pid: u32) -> Result<Duration> {
+    let mut ns: u64 = 0;
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let text = std::fs::read_to_string(entry?.path().join("schedstat")).unwrap_or_default();
+        ns += text.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    }
+    Ok(Duration::from_nanos(ns))
+}
+
+/// (VmHWM, VmRSS) in kB.
+fn memory(pid: u32) -> Result<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| anyhow!("no {name} in /proc/{pid}/status"))
+    };
+    Ok((field("VmHWM:")?, field("VmRSS:")?))
+}
+
+fn write_config(d: &Path, endpoint: &str, slurm_bin: &Path) -> Result<PathBuf> {
+    let text = format!(
+        r#"cluster_name = "hpc"
+state_dir = "{state}"
+socket = "{sock}"
+log_file = "{log}"
+
+[gcp]
+project = "bench-project"
+region = "us-central1"
+endpoint = "{endpoint}"
+credentials = "none"
+# The bench counts calls; it does not wait out the default client-side rate limit.
+calls_per_minute = 100000
+
+[slurm]
+bin_dir = "{bin}"
+command_timeout = 60
+
+[reconcile]
+interval = 30
+
+[[nodeset]]
+name = "a"
+instance_template = "projects/bench-project/regions/us-central1/instanceTemplates/a-flex"
+zones = ["us-central1-a"]
+node_count_dynamic_max = {NODES}
+[nodeset.dws_flex]
+"#,
+        state = d.join("state").display(),
+        sock = d.join("slurm-dws.sock").display(),
+        log = d.join("slurm-dws.log").display(),
+        bin = slurm_bin.display(),
+    );
+    let path = d.join("slurm-dws.toml");
+    std::fs::write(&path, text).context("config")?;
+    Ok(path)
+}
+
+/// A child process this bench started; stopped (SIGTERM, then SIGKILL) by its PID when dropped.
+struct Proc {
+    child: Child,
+    addr: String,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn sim(bin: &Path, d: &Path) -> Result<Proc> {
+        let mut child = Command::new(bin)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("simulator")?;
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().expect("piped")).read_line(&mut first)?;
+        let addr = first.trim().rsplit(' ').next().unwrap_or_default().to_string();
+        Ok(Proc { child, addr, log: d.join("sim.log") })
+    }
+
+    fn daemon(bin: &Path, config: &Path, d: &Path) -> Result<Proc> {
+        let log = d.join("daemon.log");
+        let child = Command::new(bin)
+            .arg("--config")
+            .arg(config)
+            .arg("daemon")
+            .env("SLURM_DWS_LOG", "info")
+            // For experiments: `BENCH_DAEMON_ENV="MALLOC_ARENA_MAX=2"` (space-separated K=V).
+            .envs(
+                std::env::var("BENCH_DAEMON_ENV")
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .filter_map(|kv| kv.split_once('=')),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .context("daemon")?;
+        let p = Proc { child, addr: String::new(), log };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::os::unix::net::UnixStream::connect(d.join("slurm-dws.sock")).is_err() {
+            if Instant::now() > deadline {
+                bail!("the daemon did not bind its socket:\n{}", p.log_tail(20));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(p)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn log_tail(&self, n: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -250,6 +250,8 @@ if alive && ours; then
     alive && kill -KILL "$pid" 2>/dev/null
     # The rest of the "VM": slurmstepds and job processes in slurmd's own session (never ours).
     case "$sid" in ''|*[!0-9]*|0|1) sid= ;; esac
+    # Only a session slurmd leads (it daemonizes with setsid): never a session it merely shares.
+    [ "$sid" = "$pid" ] || sid=
     if [ -n "$sid" ] && [ "$sid" != "$(session /proc/$$/stat)" ]; then
         for st in /proc/[0-9]*/stat; do
             [ "$(session "$st")" = "$sid" ] || continue

@@ -187,7 +187,9 @@ mod tests {
         assert!(!stop_by_pid_file(&pid_file, "slurmd -N x"));
         assert!(child.try_wait().unwrap().is_none());
         std::fs::write(&pid_file, format!("{}\n", child.id())).unwrap();
-        assert!(stop_by_pid_file(&pid_file, "sleep 61"));
+        let pid = Pid::from_raw(child.id() as i32);
+        let seen = format!("alive {}, command line {:?}", alive(pid), cmdline(pid));
+        assert!(stop_by_pid_file(&pid_file, "sleep 61"), "not stopped: {seen}");
         assert!(child.wait().is_ok());
         assert!(!pid_file.exists());
         assert!(!stop_by_pid_file(&pid_file, "sleep"));

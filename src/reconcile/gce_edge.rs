@@ -13,8 +13,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// How long one step may wait for its Operation.
-const OPERATION_DEADLINE: Duration = Duration::from_secs(120);
+/// How long one step may wait for its Operation inside a pass. GCE's operations for our calls finish in
+/// seconds; one that is still running after this is left to GCE: the step counts as "retry", its outbox
+/// entry stays pending, and the next pass looks at the resource itself (a MIG or resize request exists
+/// from its insert on, so the pass after goes on with the next step). A longer wait would hold every
+/// other step of the daemon — suspends, expiries, other nodesets — behind one stuck operation
+/// (`tests/gce_faults.rs`, operations that never finish).
+const OPERATION_DEADLINE: Duration = Duration::from_secs(20);
 
 /// How one step went.
 #[derive(Debug, Clone, PartialEq)]

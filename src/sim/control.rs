@@ -9,7 +9,7 @@
 //! | `POST /_sim/calls/reset` | | zero the counts |
 //! | `POST /_sim/capacity` | `{"match": "hpc-a3u-", "delay_seconds": 5.0, "fail": {"code", "message", "errorDetails"?} \| null, "hold": false}` | a rule for MIGs whose name starts with `match` ("" = all; the latest matching rule wins, and applies to requests already queued); no rule = capacity at once |
 //! | `DELETE /_sim/capacity` | | clear the rules (held requests then get capacity) |
-//! | `POST /_sim/faults` | `{"method": "regionInstanceGroupManagers.insert" \| "*", "status": 503, "reason"?, "probability": 1.0, "count"?, "delay_ms"?}` | HTTP fault injection; status 200 with `delay_ms` = slowness only |
+//! | `POST /_sim/faults` | `{"method": "regionInstanceGroupManagers.insert" \| "*", "status": 503, "reason"?, "probability": 1.0, "count"?, "delay_ms"?, "after"?}` | HTTP fault injection; status 200 with `delay_ms` = slowness only; `after: true` carries the call out, then answers the error (a lost response) |
 //! | `DELETE /_sim/faults` | | clear the fault rules |
 //! | `POST /_sim/instances/{name}/expire` | | GCE deletes the VM now, as at the end of its run duration |
 //! | `POST /_sim/templates` | an InstanceTemplate (`name` required) | `instanceTemplates.get` / `regionInstanceTemplates.get` of that name returns it |

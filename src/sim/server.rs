@@ -194,6 +194,9 @@ pub async fn api(State(sim): State<Arc<Shared>>, method: Method, uri: Uri, body:
             tokio::time::sleep(Duration::from_millis(fault.delay_ms)).await;
         }
         if fault.status != 200 {
+            if fault.after {
+                let _ = handle(&sim, &call, &uri, &body).await;
+            }
             return super::control::fault_error(&fault).into_response();
         }
     }

@@ -4,6 +4,7 @@
 
 use serde_json::{json, Value};
 use slurm_dws::sim::{self, SimHandle, SimOptions};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -296,4 +297,112 @@ pub fn resume_file(jobs: &[(u32, &str)], all: &str) -> String {
 
 pub fn count(calls: &Value, method: &str) -> u64 {
     calls["by_method"][method].as_u64().unwrap_or(0)
+}
+
+// ---- convergence: the invariants the stress tests check ----------------------------------------------
+
+/// The simulator's MIGs: name → (target size, non-final resize requests).
+pub async fn sim_migs(w: &World) -> BTreeMap<String, (u64, usize)> {
+    w.sim_migs()
+        .await
+        .into_iter()
+        .map(|m| {
+            let open = m["resizeRequests"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter(|r| {
+                            !matches!(r["state"].as_str(), Some("SUCCEEDED" | "FAILED" | "CANCELLED"))
+                        })
+                        .count()
+                })
+                .unwrap_or(0);
+            let size =
+                m["targetSize"].as_u64().or_else(|| m["targetSize"].as_str()?.parse().ok()).unwrap_or(0);
+            (m["name"].as_str().unwrap_or_default().to_string(), (size, open))
+        })
+        .collect()
+}
+
+/// Every resize request name the simulator holds, with its MIG.
+pub async fn sim_requests(w: &World) -> Vec<(String, String)> {
+    let mut out = vec![];
+    for m in w.sim_migs().await {
+        for r in m["resizeRequests"].as_array().cloned().unwrap_or_default() {
+            out.push((
+                m["name"].as_str().unwrap_or_default().into(),
+                r["name"].as_str().unwrap_or_default().into(),
+            ));
+        }
+    }
+    out
+}
+
+pub fn store_requests(w: &World) -> Vec<Value> {
+    w.cli_json(&["requests"]).as_array().cloned().unwrap_or_default()
+}
+
+/// The invariants of SPEC's crash safety, once the daemon has had time to converge:
+/// - every node Slurm wants has exactly one VM, and no other node has one;
+/// - no MIG or resize request in GCE that the store does not know (no duplicate, nothing leaked);
+/// - no empty owned MIG without an open request (after mig_gc_grace);
+/// - nothing left half-done: no open request, no pending outbox entry.
+pub async fn converged(w: &World, wanted: &BTreeSet<String>) -> Result<(), String> {
+    let vms: BTreeSet<String> = w.sim_vms().await.into_iter().collect();
+    if &vms != wanted {
+        let missing: Vec<_> = wanted.difference(&vms).collect();
+        let extra: Vec<_> = vms.difference(wanted).collect();
+        return Err(format!("VMs differ: missing {missing:?}, extra {extra:?}"));
+    }
+    let migs = sim_migs(w).await;
+    if let Some((m, _)) = migs.iter().find(|(_, (size, open))| *size == 0 && *open == 0) {
+        return Err(format!("empty MIG {m} still there"));
+    }
+    let known_migs: BTreeSet<String> = w
+        .cli_json(&["migs"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap().to_string())
+        .collect();
+    if let Some(m) = migs.keys().find(|m| !known_migs.contains(*m)) {
+        return Err(format!("MIG {m} in GCE is not on record"));
+    }
+    let reqs = store_requests(w);
+    let known_rrs: BTreeSet<(String, String)> = reqs
+        .iter()
+        .map(|r| (r["mig"].as_str().unwrap().to_string(), r["name"].as_str().unwrap().to_string()))
+        .collect();
+    for rr in sim_requests(w).await {
+        if !known_rrs.contains(&rr) {
+            return Err(format!("resize request {rr:?} in GCE is not on record"));
+        }
+    }
+    let active = w.cli_json(&["requests", "--active"]);
+    if let Some(r) = active.as_array().and_then(|a| a.first()) {
+        return Err(format!("a request is still in flight: {r}"));
+    }
+    let status = w.cli_json(&["status"]);
+    if status["pending_work"]["outbox"].as_u64() != Some(0)
+        || status["pending_work"]["inbox"].as_u64() != Some(0)
+    {
+        return Err(format!("work pending: {}", status["pending_work"]));
+    }
+    Ok(())
+}
+
+pub async fn wait_converged(w: &World, wanted: &BTreeSet<String>, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        match converged(w, wanted).await {
+            Ok(()) => return,
+            Err(why) if Instant::now() > deadline => panic!(
+                "not converged after {secs}s: {why}\n--- nodes ---\n{}\n--- events (tail) ---\n{}\n--- daemon log (tail) ---\n{}",
+                String::from_utf8_lossy(&w.cli(&["nodes"]).stdout),
+                tail(&String::from_utf8_lossy(&w.cli(&["events"]).stdout), 40),
+                tail(&w.daemon_log(), 40)
+            ),
+            Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
+        }
+    }
 }

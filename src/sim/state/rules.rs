@@ -71,6 +71,10 @@ pub struct FaultRule {
     /// Delay before answering (or before the real answer when status is 200).
     #[serde(default)]
     pub delay_ms: u64,
+    /// Carry the call out, then answer the error instead of its result: a response lost on the way
+    /// back, after GCE acted (a retry must not act twice).
+    #[serde(default)]
+    pub after: bool,
 }
 
 fn any_method() -> String {

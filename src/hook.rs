@@ -87,11 +87,11 @@ pub async fn run(cfg: &Config, kind: HookKind, hostlist_arg: &str) -> Result<Rec
     let line = match &result {
         Ok(r) => {
             format!(
-                "{} {}: {} nodes, {} jobs recorded as inbox entry {} in {:.1} ms; daemon {}",
+                "{} {}: {}, {} recorded as inbox entry {} in {:.1} ms; daemon {}",
                 kind,
                 hostlist_arg,
-                r.nodes,
-                r.jobs,
+                crate::model::count_of(r.nodes, "node"),
+                crate::model::count_of(r.jobs, "job"),
                 r.inbox_id,
                 started.elapsed().as_secs_f64() * 1e3,
                 if r.daemon_woken { "woken" } else { "not running: the request waits for it" }

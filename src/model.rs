@@ -236,3 +236,12 @@ pub struct Backoff {
     pub level: u32,
     pub reason: String,
 }
+
+/// "1 node", "2 nodes": a count with its noun, for messages people read.
+pub fn count_of(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}

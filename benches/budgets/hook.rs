@@ -184,7 +184,7 @@ impl Measured {
 fn check_recorded(d: &Path) {
     let log = std::fs::read_to_string(d.join("slurm-dws.log")).unwrap_or_default();
     assert!(
-        log.contains("10000 nodes, 1000 jobs recorded") && log.contains("1 nodes, 1 jobs recorded"),
+        log.contains("10000 nodes, 1000 jobs recorded") && log.contains("1 node, 1 job recorded"),
         "the hook log does not show the recorded requests:\n{}",
         log.lines().rev().take(5).collect::<Vec<_>>().join("\n")
     );

@@ -74,14 +74,23 @@ pub fn ingest(
             let jobs: Vec<String> = entry.jobs.iter().map(|(j, _)| j.to_string()).collect();
             let message = match entry.kind {
                 HookKind::Resume if jobs.is_empty() => {
-                    format!("Slurm resumed {} nodes (no job)", changed.len())
+                    format!("Slurm resumed {} (no job)", crate::model::count_of(changed.len(), "node"))
                 }
                 HookKind::Resume => {
-                    format!("Slurm resumed {} nodes for job(s) {}", changed.len(), jobs.join(","))
+                    format!(
+                        "Slurm resumed {} for job(s) {}",
+                        crate::model::count_of(changed.len(), "node"),
+                        jobs.join(",")
+                    )
                 }
-                HookKind::Suspend => format!("Slurm suspended {} nodes", changed.len()),
+                HookKind::Suspend => {
+                    format!("Slurm suspended {}", crate::model::count_of(changed.len(), "node"))
+                }
                 HookKind::ResumeFail => {
-                    format!("Slurm gave up resuming {} nodes (ResumeTimeout): cleaning up", changed.len())
+                    format!(
+                        "Slurm gave up resuming {} (ResumeTimeout): cleaning up",
+                        crate::model::count_of(changed.len(), "node")
+                    )
                 }
             };
             out.events.push(NewEvent { kind: entry.kind.as_str().into(), nodes: changed, message });

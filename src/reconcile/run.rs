@@ -455,8 +455,8 @@ impl Reconciler {
                 "request_planned",
                 &g.nodes,
                 &format!(
-                    "resize request {name} in new MIG {mig}{job}: {} nodes, run duration {}s",
-                    g.nodes.len(),
+                    "resize request {name} in new MIG {mig}{job}: {}, run duration {}s",
+                    crate::model::count_of(g.nodes.len(), "node"),
                     g.run_duration
                 ),
             )

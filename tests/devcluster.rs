@@ -10,22 +10,8 @@ use chrono::{Duration as ChronoDuration, Timelike, Utc};
 use slurm_dws::devcluster::{self, ClusterSpec, LocalCluster};
 use slurm_dws::slurm::{resume_file, NodeInfo, NodeUpdate, Slurm, SlurmError, TimeLimit};
 
-/// Installs Slurm if needed; `false` means "skip" (never under CI).
 fn slurm_available() -> bool {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    let problem = if !nix::unistd::geteuid().is_root() {
-        Some("not root".to_string())
-    } else {
-        devcluster::ensure_installed().err().map(|e| e.to_string())
-    };
-    match problem {
-        None => true,
-        Some(why) if ci => panic!("CI=true but a real Slurm cluster cannot run here: {why}"),
-        Some(why) => {
-            eprintln!("SKIPPED: real Slurm tests need root and Debian's Slurm: {why}");
-            false
-        }
-    }
+    devcluster::available_for_tests("real Slurm tests")
 }
 
 /// A plain shell ResumeProgram / SuspendProgram pair: resume logs its hostlist and resume file,

@@ -8,20 +8,7 @@ use slurm_dws::devcluster::{self};
 use std::time::{Duration, Instant};
 
 fn slurm_available() -> bool {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    let problem = if !nix::unistd::geteuid().is_root() {
-        Some("not root".to_string())
-    } else {
-        devcluster::ensure_installed().err().map(|e| e.to_string())
-    };
-    match problem {
-        None => true,
-        Some(why) if ci => panic!("CI=true but a real Slurm cluster cannot run here: {why}"),
-        Some(why) => {
-            eprintln!("SKIPPED: end-to-end tests need root and Debian's Slurm: {why}");
-            false
-        }
-    }
+    devcluster::available_for_tests("end-to-end tests")
 }
 
 fn spec(nodesets: Vec<StackNodeset>, reconcile: &str) -> StackSpec {

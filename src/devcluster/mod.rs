@@ -37,7 +37,7 @@ use crate::slurm::Slurm;
 use conf::Layout;
 use process::Daemon;
 
-pub use install::{ensure_installed, missing as missing_files, PACKAGES};
+pub use install::{available_for_tests, ensure_installed, missing as missing_files, PACKAGES};
 
 /// Environment variable set in every slurmd of a cluster (value: the cluster directory), so that
 /// processes it leaves behind can be found at teardown.

@@ -639,6 +639,9 @@ impl Planner<'_> {
         let Some(vms) = self.o.vms.as_ref() else { return };
         let node = self.nodes[name].clone();
         match vms.get(name) {
+            // Its deletion is under way (GCE shows a deleted VM STOPPING until it is gone): asking
+            // again would only repeat the call every pass. A VM that stops and stays is asked again.
+            Some(vm) if vm.status == "STOPPING" => {}
             Some(vm) => match vm.mig.clone().or(node.mig.clone()) {
                 Some(mig) if self.owned_mig(&mig) => {
                     self.delete_instances.entry(mig).or_default().insert(name.to_string());

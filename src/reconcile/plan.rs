@@ -639,9 +639,7 @@ impl Planner<'_> {
         let Some(vms) = self.o.vms.as_ref() else { return };
         let node = self.nodes[name].clone();
         match vms.get(name) {
-            // Its deletion is under way (GCE shows a deleted VM STOPPING until it is gone): asking
-            // again would only repeat the call every pass. A VM that stops and stays is asked again.
-            Some(vm) if vm.status == "STOPPING" => {}
+            Some(vm) if being_deleted(vm) => {}
             Some(vm) => match vm.mig.clone().or(node.mig.clone()) {
                 Some(mig) if self.owned_mig(&mig) => {
                     self.delete_instances.entry(mig).or_default().insert(name.to_string());
@@ -685,6 +683,9 @@ impl Planner<'_> {
         let node = self.nodes[name].clone();
         let slurm = self.slurm_node(name).cloned();
         if let Some(vm) = self.vm(name).cloned() {
+            if being_deleted(&vm) {
+                return; // neither adopted nor deleted again: it is going
+            }
             let mig = vm.mig.clone();
             let slurm_wants = slurm.as_ref().is_some_and(|s| s.in_service() || s.powering_up());
             match mig {
@@ -1019,6 +1020,13 @@ impl Planner<'_> {
         self.plan.migs = self.migs.into_values().filter(|m| d.migs.get(&m.name) != Some(m)).collect();
         self.plan
     }
+}
+
+/// GCE shows a VM whose deletion is under way as STOPPING until it is gone: asking again would only
+/// repeat the call every pass (and a dying VM must not be adopted). A VM that stops and stays stopped
+/// (TERMINATED) is handled as any other.
+fn being_deleted(vm: &ObservedVm) -> bool {
+    vm.status == "STOPPING"
 }
 
 /// A fresh record for a node slurm-dws has not tracked before.

@@ -458,6 +458,32 @@ fn a_vm_that_appears_for_a_suspended_node_is_deleted() {
     assert!(p.gce.iter().any(|s| matches!(s, GceStep::DeleteInstances { instances, .. } if instances == &vec!["hpc-a-1".to_string()])));
 }
 
+/// A VM GCE is already deleting (STOPPING) is left to go: not deleted again, whether its node is
+/// suspending or already powered down, and never adopted even when Slurm wants the node.
+#[test]
+fn a_vm_being_deleted_is_neither_deleted_again_nor_adopted() {
+    let stopping = |name: &str| ObservedVm { status: "STOPPING".into(), ..vm(name, "hpc-a-j7-t0000001") };
+    let mut down = node("hpc-a-1", NodeState::PoweredDown);
+    down.request_id = Some(1);
+    let mut suspending = node("hpc-a-2", NodeState::Suspending);
+    suspending.request_id = Some(1);
+    suspending.mig = Some("hpc-a-j7-t0000001".into());
+    let w = World::new()
+        .node(down)
+        .node(suspending)
+        .node(node("hpc-a-3", NodeState::PoweredDown))
+        .mig(mig("hpc-a-j7-t0000001", MigState::Active), Some(1))
+        .vm(stopping("hpc-a-1"))
+        .vm(stopping("hpc-a-2"))
+        .vm(stopping("hpc-a-3"))
+        .slurm("hpc-a-1", slurm("idle", &["CLOUD", "POWERED_DOWN"], ""))
+        .slurm("hpc-a-2", slurm("idle", &["CLOUD", "POWERING_DOWN"], ""))
+        .slurm("hpc-a-3", slurm("allocated", &["CLOUD", "POWERING_UP"], ""));
+    let p = w.plan();
+    assert!(!p.gce.iter().any(|s| matches!(s, GceStep::DeleteInstances { .. })), "{:?}", p.gce);
+    assert!(node_after(&p, "hpc-a-3").is_none_or(|n| n.state != NodeState::Up), "a dying VM is not adopted");
+}
+
 #[test]
 fn expiry_of_a_dynamic_node_takes_it_out_of_service() {
     let mut n = node("hpc-a-1", NodeState::Up);

@@ -181,6 +181,12 @@ mod tests {
     fn pid_file_stop_checks_the_command_line() {
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new("sleep").arg("61").spawn().unwrap();
+        // Right after spawn, /proc/PID/cmdline can still be empty (seen on a loaded machine); a real
+        // slurmd has long finished exec when it is stopped.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !cmdline(Pid::from_raw(child.id() as i32)).contains("sleep 61") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let pid_file = dir.path().join("slurmd-x.pid");
         std::fs::write(&pid_file, format!("{}\n", child.id())).unwrap();
         // Not ours by command line: left alone.

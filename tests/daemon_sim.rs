@@ -135,6 +135,36 @@ async fn requests_recorded_while_the_daemon_is_down_are_carried_out_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_daemon_on_the_same_state_dir_is_refused_by_name() {
+    let mut w = World::new(&[("a", 0, 4, "")], "").await;
+    w.start_daemon();
+    let first = w.daemon.as_ref().unwrap().id();
+    // The same config but another socket: only the state directory is shared.
+    let text = std::fs::read_to_string(&w.config).unwrap();
+    let sock = w.path().join("slurm-dws.sock");
+    let other = w.path().join("other.toml");
+    let second_sock = w.path().join("second.sock");
+    std::fs::write(&other, text.replace(sock.to_str().unwrap(), second_sock.to_str().unwrap())).unwrap();
+    let out = Command::new(BIN)
+        .args(["--config", other.to_str().unwrap(), "daemon"])
+        .output()
+        .expect("second daemon runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a second daemon must not run: {stderr}");
+    assert!(
+        stderr.contains(&format!("another slurm-dws daemon (pid {first}) uses state_dir"))
+            && stderr.contains(w.state_dir().to_str().unwrap()),
+        "{stderr}"
+    );
+    assert!(!second_sock.exists(), "the refused daemon bound nothing");
+    // The first one still answers, and after it stops the next one starts.
+    assert!(w.cli(&["status"]).status.success());
+    assert!(w.stop_daemon().success());
+    w.start_daemon();
+    assert!(w.cli(&["status"]).status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspend_cancels_a_queued_request_and_the_mig_is_collected() {
     let mut w = World::new(&[("a", 0, 16, "")], "").await;
     w.capacity(json!({"match": "", "hold": true})).await;

@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 use slurm_dws::config::Config;
 use slurm_dws::model::RequestPhase;
-use slurm_dws::reconcile::{self, gce_edge, Desired, Observed, SlurmNode};
+use slurm_dws::reconcile::{self, Desired, Reconciler, Trigger};
 use slurm_dws::store::Store;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -71,10 +71,12 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
     post("calls/reset")?;
     let started = Instant::now();
     let daemon = Proc::daemon(&ctx.bin, &config, d)?;
-    let idle_rss = memory(daemon.pid())?.1;
+    let idle_rss = memory(daemon.pid())?.rss;
+    let mut sampled = Mem::default();
     let deadline = started + Duration::from_secs(300);
     loop {
         let s = cli(&["status"])?;
+        sampled = sampled.max(memory(daemon.pid())?);
         if s["nodes"]["up"].as_u64() == Some(NODES as u64) {
             break;
         }
@@ -84,12 +86,13 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
         std::thread::sleep(Duration::from_millis(250));
     }
     let all_up = started.elapsed();
-    let up_hwm = memory(daemon.pid())?.0;
+    let up_hwm = memory(daemon.pid())?.hwm;
     // slurmd registers on every VM: Slurm shows the nodes allocated and responding.
     slurm.set_nodes(NodeView::Running)?;
     let mut settle_passes = 0;
     loop {
         let report = cli(&["reconcile"])?;
+        sampled = sampled.max(memory(daemon.pid())?);
         settle_passes += 1;
         if quiet(&report) {
             break;
@@ -99,7 +102,7 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
         }
     }
     let settled = started.elapsed();
-    let settled_hwm = memory(daemon.pid())?.0;
+    let settled_hwm = memory(daemon.pid())?.hwm;
     let resume_calls = get("calls")?;
 
     // 2. Steady state: 10 passes with 10,000 VMs up and nothing changing.
@@ -110,6 +113,7 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
         let before = task_cpu(daemon.pid())?;
         let report = cli(&["reconcile"])?;
         let cpu = task_cpu(daemon.pid())? - before;
+        sampled = sampled.max(memory(daemon.pid())?);
         if !quiet(&report) {
             bail!("a steady pass did something: {report}");
         }
@@ -117,7 +121,7 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
         pass_wall.push_ms(report["duration_ms"].as_f64().unwrap_or(f64::NAN));
     }
     let steady_calls = get("calls")?;
-    let (hwm, rss) = memory(daemon.pid())?;
+    let Mem { hwm, rss, .. } = memory(daemon.pid())?;
     let vms = get("state")?["instances"].as_array().map_or(0, Vec::len);
     drop(daemon); // SIGTERM: the database is closed cleanly before it is read here.
 
@@ -200,11 +204,14 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
     t.timed("  context: daemon steady pass wall time (pass report)", &pass_wall, None, None);
     t.note(format!(
         "daemon memory: VmRSS {:.1} MB at start; VmHWM {:.1} MB when all nodes were up, {:.1} MB when \
-         settled, {:.1} MB after the steady passes",
+         settled, {:.1} MB after the steady passes; largest sampled (every status call and pass) RssAnon \
+         {:.1} MB (heap, stacks) and RssFile {:.1} MB (the binary's code and libraries, mapped from disk)",
         idle_rss as f64 / 1024.0,
         up_hwm as f64 / 1024.0,
         settled_hwm as f64 / 1024.0,
-        hwm as f64 / 1024.0
+        hwm as f64 / 1024.0,
+        sampled.anon as f64 / 1024.0,
+        sampled.file as f64 / 1024.0,
     ));
     t.note(format!(
         "10k resume with zero capacity delay: all nodes up {:.1} s after the daemon started, settled \
@@ -250,27 +257,49 @@ fn quiet(report: &Value) -> bool {
         && r["errors"].as_array().is_some_and(Vec::is_empty)
 }
 
-/// Planning + store work of one steady pass, timed in this process: load the desired state, plan
-/// against observations fetched once, write what the plan changes and the pass report. The figure
-/// the budget speaks of; GCE and Slurm round trips are not in it.
+/// Planning + store work of one steady pass, timed in this process: the daemon's own pass
+/// ([`Reconciler::pass_observed`]: inbox, plan, commit, outbox, pass report) with GCE's and Slurm's
+/// answers fetched once beforehand. The figure the budget speaks of; GCE and Slurm round trips are not
+/// in it. Loading the desired state from the store (at start, after a failed pass, every 30 passes)
+/// and `plan()` alone are timed beside it, as context.
 fn plan_and_store(rt: &tokio::runtime::Runtime, config: &Path, t: &mut Table) -> Result<()> {
     let cfg = Config::load(Some(config)).map_err(|e| anyhow!("{e}"))?;
     let plan_cfg = reconcile::plan_config(&cfg);
-    let (store, observed) = rt.block_on(async {
+    let (store, mut reconciler, observed) = rt.block_on(async {
         let store = Store::open(&cfg.state_dir).await?;
-        let observed = observe(&cfg).await?;
-        anyhow::Ok((store, observed))
+        let mut reconciler = Reconciler::new(cfg.clone(), store.clone()).await?;
+        let observed = reconciler.observe_now().await?;
+        // Every request is final in a steady state: nothing to poll (checked, not assumed).
+        let active = store.requests(true).await?.iter().filter(|r| r.phase == RequestPhase::Active).count();
+        if active > 0 {
+            bail!("{active} requests still active: not a steady state");
+        }
+        anyhow::Ok((store, reconciler, observed))
     })?;
     let mut pass = Samples::default();
     let mut plan_only = Samples::default();
     let mut load = Samples::default();
     let mut heavy = Samples::default();
-    let mut last = (0, 0, 0, 0);
+    let mut last = (0, 0, 0);
     for round in 0..PLAN_ROUNDS + 1 {
+        let given = observed.clone();
         let c0 = process_cpu();
-        let (desired, changes, plan_cpu, load_cpu) = rt.block_on(one_pass(&store, &plan_cfg, &observed))?;
+        let report = rt.block_on(reconciler.pass_observed(Trigger::Interval, given));
         let c1 = process_cpu();
-        // The same pass, had every node changed (each row rewritten): the worst write a pass can have.
+        let report = serde_json::to_value(&report)?;
+        if !quiet(&report) {
+            bail!("a steady pass did something: {report}");
+        }
+        // Context: reading the desired state back from the store, and plan() alone on it.
+        let (desired, load_cpu) = rt.block_on(load_desired(&store))?;
+        let p0 = process_cpu();
+        let p = reconcile::plan::plan(&plan_cfg, &desired, &observed, chrono::Utc::now());
+        let plan_cpu = process_cpu() - p0;
+        if !(p.nodes.is_empty() && p.requests.is_empty() && p.migs.is_empty() && p.events.is_empty()) {
+            bail!("the steady plan changes records: {} nodes, {} requests", p.nodes.len(), p.requests.len());
+        }
+        // Context: the same pass, had every node changed (each row rewritten): the worst write a pass
+        // can have.
         let c2 = process_cpu();
         rt.block_on(async {
             let all: Vec<_> = desired.nodes.values().cloned().collect();
@@ -286,36 +315,32 @@ fn plan_and_store(rt: &tokio::runtime::Runtime, config: &Path, t: &mut Table) ->
             load.push(load_cpu);
             heavy.push((c1 - c0) + (c3 - c2));
         }
-        last = (desired.nodes.len(), desired.requests.len(), desired.migs.len(), changes);
+        last = (desired.nodes.len(), desired.requests.len(), desired.migs.len());
     }
     rt.block_on(store.close());
     t.timed("reconcile pass CPU at 10k nodes: plan + store (steady)", &pass, Some(50.0), None);
     t.timed("  context: of which plan() alone", &plan_only, None, None);
-    t.timed("  context: of which loading the desired state", &load, None, None);
+    t.timed("  context: reading the desired state from the store", &load, None, None);
     t.timed("  context: a pass that rewrites all 10k node rows", &heavy, None, None);
     t.note(format!(
-        "plan + store: {} nodes, {} request groups not done, {} MIGs on record; observed {} VMs, {} MIGs, {} \
-         Slurm nodes; the steady plan changed {} records; CPU is this process's (every thread: sqlx runs \
-         SQLite on its own thread)",
+        "plan + store: the daemon's pass (Reconciler::pass_observed) on its own database, {} nodes, {} \
+         request groups not done, {} MIGs on record; observed {} VMs, {} MIGs, {} Slurm nodes; every pass \
+         quiet; CPU is this process's (every thread: sqlx runs SQLite on its own thread). A pass starts \
+         from the desired state the previous one committed; the first after start, the first after a \
+         failed pass and one in 30 read it from the store instead, which costs the 'reading the desired \
+         state' row on top",
         last.0,
         last.1,
         last.2,
         observed.vms.as_ref().map_or(0, BTreeMap::len),
         observed.migs.as_ref().map_or(0, BTreeMap::len),
         observed.slurm.as_ref().map_or(0, BTreeMap::len),
-        last.3,
     ));
     Ok(())
 }
 
-/// One pass's planning and store work. Returns the desired state, how many records the plan changed,
-/// and the CPU time of `plan()` and of loading the desired state.
-async fn one_pass(
-    store: &Store,
-    plan_cfg: &reconcile::PlanConfig,
-    observed: &Observed,
-) -> Result<(Desired, usize, Duration, Duration)> {
-    let now = chrono::Utc::now();
+/// The desired state as a pass reads it from the store, and the CPU that took.
+async fn load_desired(store: &Store) -> Result<(Desired, Duration)> {
     let l0 = process_cpu();
     let desired = Desired {
         nodes: store.nodes().await?.into_iter().map(|n| (n.name.clone(), n)).collect(),
@@ -323,77 +348,7 @@ async fn one_pass(
         migs: store.migs(true).await?.into_iter().map(|m| (m.name.clone(), m)).collect(),
         backoffs: store.backoffs().await?.into_iter().map(|b| (b.nodeset.clone(), b)).collect(),
     };
-    let inbox = store.unprocessed_inbox().await?;
-    let l1 = process_cpu();
-    let p = reconcile::plan::plan(plan_cfg, &desired, observed, now);
-    let l2 = process_cpu();
-    let mut tx = store.begin().await?;
-    tx.upsert_nodes(&p.nodes).await?;
-    for r in &p.requests {
-        tx.update_request(r).await?;
-    }
-    for m in &p.migs {
-        tx.upsert_mig(m).await?;
-    }
-    for e in &p.events {
-        tx.add_event(now, &e.kind, &e.nodes, &e.message).await?;
-    }
-    tx.commit().await?;
-    // The pass report and iteration, as every pass records them.
-    let report = serde_json::json!({"iteration": 1, "trigger": "interval", "started_at": now,
-        "duration_ms": 0, "outcome": "ok", "hook_calls_ingested": inbox.len(), "rounds": 0,
-        "requests_created": 0, "gce_steps": [], "slurm_commands": 0, "events": 0, "errors": [],
-        "next_pass_in_secs": 30});
-    let mut tx = store.begin().await?;
-    tx.set_meta("last_pass", &report.to_string()).await?;
-    tx.set_meta("iteration", "1").await?;
-    tx.commit().await?;
-    let changes = p.nodes.len() + p.requests.len() + p.migs.len() + p.events.len();
-    Ok((desired, changes, l2 - l1, l1 - l0))
-}
-
-/// GCE's and Slurm's answers, fetched once, the way a pass fetches them.
-async fn observe(cfg: &Config) -> Result<Observed> {
-    let gce = gce_edge::client(cfg)?;
-    let naming = slurm_dws::naming::Naming::new(cfg);
-    let slurm = slurm_dws::slurm::Slurm::new(cfg.slurm.bin_dir.clone(), None, Duration::from_secs(30));
-    let mut o = Observed {
-        vms: Some(gce_edge::observe_vms(&gce, cfg).await?),
-        migs: Some(gce_edge::observe_migs(&gce, cfg, &naming).await?),
-        ..Default::default()
-    };
-    o.slurm = Some(
-        slurm
-            .nodes()
-            .await?
-            .into_iter()
-            .map(|n| {
-                let s = SlurmNode {
-                    state: n.state.to_lowercase(),
-                    flags: n.flags.iter().map(|f| f.to_uppercase()).collect(),
-                    reason: n.reason.clone(),
-                };
-                (n.name, s)
-            })
-            .collect(),
-    );
-    o.reservations = Some(
-        slurm
-            .reservations()
-            .await?
-            .into_iter()
-            .map(|r| r.name)
-            .filter(|n| n.starts_with(reconcile::plan::EOL_PREFIX))
-            .collect(),
-    );
-    // Every request is final in a steady state: nothing to poll (checked, not assumed).
-    let store = Store::open(&cfg.state_dir).await?;
-    let active = store.requests(true).await?.iter().filter(|r| r.phase == RequestPhase::Active).count();
-    store.close().await;
-    if active > 0 {
-        bail!("{active} requests still active: not a steady state");
-    }
-    Ok(o)
+    Ok((desired, process_cpu() - l0))
 }
 
 /// CPU time of every thread of a process (ns precision, from the scheduler's own accounting).
@@ -406,8 +361,30 @@ fn task_cpu(pid: u32) -> Result<Duration> {
     Ok(Duration::from_nanos(ns))
 }
 
-/// (VmHWM, VmRSS) in kB.
-fn memory(pid: u32) -> Result<(u64, u64)> {
+/// A process's memory from /proc/PID/status, in kB.
+#[derive(Debug, Default, Clone, Copy)]
+struct Mem {
+    /// VmHWM: the peak resident set.
+    hwm: u64,
+    rss: u64,
+    /// RssAnon: heap and stacks.
+    anon: u64,
+    /// RssFile: pages of mapped files (the binary's code, shared libraries).
+    file: u64,
+}
+
+impl Mem {
+    fn max(self, o: Mem) -> Mem {
+        Mem {
+            hwm: self.hwm.max(o.hwm),
+            rss: self.rss.max(o.rss),
+            anon: self.anon.max(o.anon),
+            file: self.file.max(o.file),
+        }
+    }
+}
+
+fn memory(pid: u32) -> Result<Mem> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let field = |name: &str| {
         status
@@ -417,7 +394,12 @@ fn memory(pid: u32) -> Result<(u64, u64)> {
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| anyhow!("no {name} in /proc/{pid}/status"))
     };
-    Ok((field("VmHWM:")?, field("VmRSS:")?))
+    Ok(Mem {
+        hwm: field("VmHWM:")?,
+        rss: field("VmRSS:")?,
+        anon: field("RssAnon:")?,
+        file: field("RssFile:")?,
+    })
 }
 
 fn write_config(d: &Path, endpoint: &str, slurm_bin: &Path) -> Result<PathBuf> {

@@ -51,6 +51,7 @@ pub async fn run_with_reload(
     mut reload: Option<mpsc::Receiver<()>>,
 ) -> anyhow::Result<()> {
     let store = Store::open(&cfg.state_dir).await.context("opening the state store")?;
+    let _lock = lock_state_dir(&cfg.state_dir)?;
     let mut reconciler =
         Reconciler::new(cfg.clone(), store.clone()).await.context("starting the reconciler")?;
     let listener = server::bind(&cfg.socket).with_context(|| format!("binding {}", cfg.socket.display()))?;
@@ -152,6 +153,43 @@ pub async fn run_with_reload(
     let _ = std::fs::remove_file(&cfg.socket);
     store.close().await;
     Ok(())
+}
+
+/// The state directory's lock file, held while the daemon runs.
+pub const LOCK_FILE: &str = "daemon.lock";
+
+/// One daemon per state directory: the reconciler keeps the desired state between passes because it is
+/// the only writer, so a second daemon on the same store (another socket path, a copy of the unit) is
+/// refused, naming the one that holds the lock. The lock goes with the process, however it ends.
+fn lock_state_dir(dir: &std::path::Path) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
+    use std::io::{Read, Seek, Write};
+    let path = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(mut lock) => {
+            lock.set_len(0)?;
+            lock.rewind()?;
+            writeln!(lock, "{}", std::process::id())?;
+            Ok(lock)
+        }
+        Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            anyhow::bail!(
+                "another slurm-dws daemon (pid {}) uses state_dir {}: only one daemon may run per state \
+                 directory",
+                pid.trim(),
+                dir.display()
+            )
+        }
+        Err((_, e)) => Err(anyhow::anyhow!("locking {}: {e}", path.display())),
+    }
 }
 
 fn nodeset_names(cfg: &Config) -> Vec<String> {

@@ -64,23 +64,24 @@ pub async fn observe_vms(
     cfg: &Config,
 ) -> Result<BTreeMap<String, ObservedVm>, GceError> {
     let filter = format!("name eq '{}-.*'", cfg.cluster_name);
-    let vms = client.aggregated_list_instances(Some(&filter)).await?;
     let prefix = format!("{}-", cfg.cluster_name);
-    Ok(vms
-        .into_iter()
-        .filter(|i| i.name.starts_with(&prefix))
-        .map(|i| {
-            let vm = ObservedVm {
-                name: i.name.clone(),
-                status: i.status.clone(),
-                mig: i.created_by().map(|u| gce::last_segment(u).to_string()),
-                created: i.created_at(),
-                termination: i.termination_time(),
-                network_ip: i.internal_ip().map(str::to_string),
-            };
-            (i.name, vm)
+    let mut vms = BTreeMap::new();
+    client
+        .aggregated_list_instances_each(Some(&filter), |i| {
+            if i.name.starts_with(&prefix) {
+                let vm = ObservedVm {
+                    mig: i.created_by().map(|u| gce::last_segment(u).to_string()),
+                    created: i.created_at(),
+                    termination: i.termination_time(),
+                    network_ip: i.internal_ip().map(str::to_string),
+                    name: i.name.clone(),
+                    status: i.status,
+                };
+                vms.insert(i.name, vm);
+            }
         })
-        .collect())
+        .await?;
+    Ok(vms)
 }
 
 /// The region's MIGs that are provably ours (name prefix AND ownership description).

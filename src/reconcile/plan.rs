@@ -21,7 +21,8 @@
 use super::types::*;
 use crate::model::*;
 use chrono::{DateTime, Duration, Utc};
-use std::collections::{BTreeMap, BTreeSet};
+use std::borrow::{Borrow, Cow};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// GCE's hard cap on instances per resize request we use (and per `deleteInstances` call).
 pub const MAX_GROUP: usize = 1000;
@@ -117,9 +118,9 @@ pub fn plan(cfg: &PlanConfig, d: &Desired, o: &Observed, now: DateTime<Utc>) -> 
         cfg,
         o,
         now,
-        nodes: d.nodes.clone(),
-        requests: d.requests.clone(),
-        migs: d.migs.clone(),
+        nodes: Overlay::new(&d.nodes),
+        requests: Overlay::new(&d.requests),
+        migs: Overlay::new(&d.migs),
         backoffs: d.backoffs.clone(),
         plan: Plan::default(),
         delete_instances: BTreeMap::new(),
@@ -135,16 +136,114 @@ pub fn plan(cfg: &PlanConfig, d: &Desired, o: &Observed, now: DateTime<Utc>) -> 
     p.migs_and_gc();
     p.orphans();
     p.reservations();
-    p.finish(d)
+    p.finish()
+}
+
+/// One map of the desired state as the planner sees it: the record, with this round's changes over
+/// it. Reading never copies; changing an entry copies that one entry. Planning used to clone the whole
+/// desired state first, and at 10,000 nodes that copy and its drop were most of a pass's CPU
+/// (`make bench`, the reconcile pass row).
+struct Overlay<'a, K, V> {
+    base: &'a BTreeMap<K, V>,
+    /// Entries changed or added this round (an entry is never removed).
+    changed: BTreeMap<K, V>,
+}
+
+impl<'a, K: Ord + Clone, V: Clone + PartialEq> Overlay<'a, K, V> {
+    fn new(base: &'a BTreeMap<K, V>) -> Self {
+        Overlay { base, changed: BTreeMap::new() }
+    }
+
+    fn get<Q: Ord + ?Sized>(&self, k: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+    {
+        self.changed.get(k).or_else(|| self.base.get(k))
+    }
+
+    /// The entry as it is now: borrowed from the record while unchanged, so holding it does not
+    /// borrow the planner.
+    fn current<Q: Ord + ?Sized>(&self, k: &Q) -> Option<Cow<'a, V>>
+    where
+        K: Borrow<Q>,
+    {
+        match self.changed.get(k) {
+            Some(v) => Some(Cow::Owned(v.clone())),
+            None => self.base.get(k).map(Cow::Borrowed),
+        }
+    }
+
+    fn contains_key<Q: Ord + ?Sized>(&self, k: &Q) -> bool
+    where
+        K: Borrow<Q>,
+    {
+        self.changed.contains_key(k) || self.base.contains_key(k)
+    }
+
+    /// The entry to change (copied from the record the first time).
+    fn get_mut<Q: Ord + ?Sized>(&mut self, k: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+    {
+        if !self.changed.contains_key(k) {
+            let (key, v) = self.base.get_key_value(k)?;
+            self.changed.insert(key.clone(), v.clone());
+        }
+        self.changed.get_mut(k)
+    }
+
+    fn insert(&mut self, k: K, v: V) {
+        self.changed.insert(k, v);
+    }
+
+    /// Every entry as it is now, in key order.
+    fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        let mut base = self.base.iter().peekable();
+        let mut changed = self.changed.iter().peekable();
+        std::iter::from_fn(move || match (base.peek(), changed.peek()) {
+            (Some((kb, _)), Some((kc, _))) => match kb.cmp(kc) {
+                std::cmp::Ordering::Less => base.next(),
+                std::cmp::Ordering::Greater => changed.next(),
+                std::cmp::Ordering::Equal => {
+                    base.next();
+                    changed.next()
+                }
+            },
+            (Some(_), None) => base.next(),
+            (None, _) => changed.next(),
+        })
+    }
+
+    fn values(&self) -> impl Iterator<Item = &V> {
+        self.iter().map(|(_, v)| v)
+    }
+
+    /// Every key, in order, to walk while entries change: borrowed from the record where it can be.
+    fn keys_now(&self) -> Vec<Cow<'a, K>> {
+        let base = self.base;
+        let mut keys: Vec<Cow<'a, K>> = base.keys().map(Cow::Borrowed).collect();
+        let added: Vec<&K> = self.changed.keys().filter(|k| !base.contains_key(k)).collect();
+        if !added.is_empty() {
+            keys.extend(added.into_iter().map(|k| Cow::Owned(k.clone())));
+            keys.sort();
+        }
+        keys
+    }
+
+    /// The entries that differ from the record, in key order.
+    fn into_changes(self) -> Vec<V> {
+        let base = self.base;
+        self.changed.into_iter().filter(|(k, v)| base.get(k) != Some(v)).map(|(_, v)| v).collect()
+    }
 }
 
 struct Planner<'a> {
     cfg: &'a PlanConfig,
     o: &'a Observed,
     now: DateTime<Utc>,
-    nodes: BTreeMap<String, Node>,
-    requests: BTreeMap<i64, Request>,
-    migs: BTreeMap<String, Mig>,
+    nodes: Overlay<'a, String, Node>,
+    requests: Overlay<'a, i64, Request>,
+    migs: Overlay<'a, String, Mig>,
     backoffs: BTreeMap<String, Backoff>,
     plan: Plan,
     /// MIG → instances to delete (batched at the end).
@@ -170,8 +269,8 @@ impl Planner<'_> {
 
     fn set_state(&mut self, name: &str, state: NodeState) {
         let now = self.now;
-        if let Some(n) = self.nodes.get_mut(name) {
-            if n.state != state {
+        if self.nodes.get(name).is_some_and(|n| n.state != state) {
+            if let Some(n) = self.nodes.get_mut(name) {
                 n.state = state;
                 n.state_since = now;
             }
@@ -202,17 +301,19 @@ impl Planner<'_> {
     }
 
     fn drop_reservation(&mut self, name: &str) {
-        if let Some(n) = self.nodes.get_mut(name) {
-            if let Some(r) = n.reservation.take() {
+        if self.nodes.get(name).is_some_and(|n| n.reservation.is_some()) {
+            if let Some(r) = self.nodes.get_mut(name).and_then(|n| n.reservation.take()) {
                 self.plan.slurm.push(SlurmStep::DeleteReservation { name: r });
             }
         }
     }
 
     fn clear_vm(&mut self, name: &str) {
-        if let Some(n) = self.nodes.get_mut(name) {
-            n.vm_status = None;
-            n.termination_time = None;
+        if self.nodes.get(name).is_some_and(|n| n.vm_status.is_some() || n.termination_time.is_some()) {
+            if let Some(n) = self.nodes.get_mut(name) {
+                n.vm_status = None;
+                n.termination_time = None;
+            }
         }
     }
 
@@ -242,27 +343,26 @@ impl Planner<'_> {
 
     // 2 ------------------------------------------------------------------------------------------------
     fn request_lifecycle(&mut self) {
-        let ids: Vec<i64> = self.requests.keys().copied().collect();
-        for id in ids {
-            self.one_request(id);
+        for id in self.requests.keys_now() {
+            self.one_request(*id);
         }
     }
 
-    /// The nodes still bound to a request, with their states.
-    fn members(&self, r: &Request) -> Vec<(String, NodeState)> {
+    /// The nodes still bound to a request, with their states (names borrowed from the request).
+    fn members<'r>(&self, r: &'r Request) -> Vec<(&'r str, NodeState)> {
         r.nodes
             .iter()
-            .filter_map(|n| self.nodes.get(n))
-            .filter(|n| n.request_id == Some(r.id))
-            .map(|n| (n.name.clone(), n.state))
+            .filter_map(|n| self.nodes.get(n).map(|node| (n.as_str(), node)))
+            .filter(|(_, node)| node.request_id == Some(r.id))
+            .map(|(n, node)| (n, node.state))
             .collect()
     }
 
     fn one_request(&mut self, id: i64) {
-        let r = self.requests[&id].clone();
+        let Some(r) = self.requests.current(&id) else { return };
         let members = self.members(&r);
-        let wanted: Vec<String> =
-            members.iter().filter(|(_, s)| *s == NodeState::Requested).map(|(n, _)| n.clone()).collect();
+        let wanted: Vec<&str> =
+            members.iter().filter(|(_, s)| *s == NodeState::Requested).map(|(n, _)| *n).collect();
         let mig_seen = self.o.migs.as_ref().map(|m| m.contains_key(&r.mig));
         match r.phase {
             RequestPhase::Planned => {
@@ -338,18 +438,18 @@ impl Planner<'_> {
             match state {
                 NodeState::Requested | NodeState::Suspending => {
                     let was_requested = state == NodeState::Requested;
-                    self.set_state(&name, NodeState::PoweredDown);
-                    if let Some(n) = self.nodes.get_mut(&name) {
+                    self.set_state(name, NodeState::PoweredDown);
+                    if let Some(n) = self.nodes.get_mut(name) {
                         n.mig = None;
                         if let Some(e) = error {
                             n.last_error = Some(e.to_string());
                         }
                     }
-                    self.clear_vm(&name);
+                    self.clear_vm(name);
                     if was_requested {
                         if let Some(e) = error {
-                            self.power_down_force(&name, e);
-                            self.job_may_start_again(&name);
+                            self.power_down_force(name, e);
+                            self.job_may_start_again(name);
                         }
                     }
                 }
@@ -358,7 +458,7 @@ impl Planner<'_> {
         }
     }
 
-    fn active_request(&mut self, r: &Request, wanted: &[String]) {
+    fn active_request(&mut self, r: &Request, wanted: &[&str]) {
         let Some(rr) = self.o.requests.get(&r.mig).cloned() else {
             return; // not polled this pass (list failed): nothing is decided
         };
@@ -383,7 +483,7 @@ impl Planner<'_> {
                 });
                 for n in wanted {
                     self.set_state(n, NodeState::Up);
-                    if let Some(node) = self.nodes.get_mut(n) {
+                    if let Some(node) = self.nodes.get_mut(*n) {
                         node.last_error = None;
                     }
                 }
@@ -493,15 +593,15 @@ impl Planner<'_> {
     }
 
     fn node_rules(&mut self) {
-        let names: Vec<String> = self.nodes.keys().cloned().collect();
-        for name in names {
-            let state = self.nodes[&name].state;
+        for name in self.nodes.keys_now() {
+            let name: &str = &name;
+            let Some(node) = self.nodes.get(name) else { continue };
+            let (state, rid) = (node.state, node.request_id);
             match state {
-                NodeState::Up => self.up_node(&name),
-                NodeState::Suspending => self.suspending_node(&name),
-                NodeState::PoweredDown => self.powered_down_node(&name),
+                NodeState::Up => self.up_node(name),
+                NodeState::Suspending => self.suspending_node(name),
+                NodeState::PoweredDown => self.powered_down_node(name),
                 NodeState::Requested => {
-                    let rid = self.nodes[&name].request_id;
                     let open = rid.and_then(|id| self.requests.get(&id)).is_some_and(|r| {
                         matches!(
                             r.phase,
@@ -510,7 +610,7 @@ impl Planner<'_> {
                     });
                     if !open {
                         // Its request group is gone (it can only be a bug or a hand-edited database).
-                        self.set_state(&name, NodeState::ResumePending);
+                        self.set_state(name, NodeState::ResumePending);
                     }
                 }
                 NodeState::ResumePending => {}
@@ -523,19 +623,24 @@ impl Planner<'_> {
         // for every up node on every pass (`make bench`, the reconcile pass row).
         let o = self.o;
         let Some(vms) = o.vms.as_ref() else { return };
-        let node = self.nodes[name].clone();
+        let Some(node) = self.nodes.current(name) else { return };
         match vms.get(name) {
             Some(vm) => {
                 let became_running = vm.status == "RUNNING" && node.vm_status.as_deref() != Some("RUNNING");
-                if let Some(n) = self.nodes.get_mut(name) {
-                    if n.vm_status.as_deref() != Some(vm.status.as_str()) {
-                        n.vm_status = Some(vm.status.clone());
-                    }
-                    if vm.termination.is_some() {
-                        n.termination_time = vm.termination;
-                    }
-                    if vm.mig.is_some() && n.mig != vm.mig {
-                        n.mig = vm.mig.clone();
+                let status_changed = node.vm_status.as_deref() != Some(vm.status.as_str());
+                let termination_changed = vm.termination.is_some() && node.termination_time != vm.termination;
+                let mig_changed = vm.mig.is_some() && node.mig != vm.mig;
+                if status_changed || termination_changed || mig_changed {
+                    if let Some(n) = self.nodes.get_mut(name) {
+                        if status_changed {
+                            n.vm_status = Some(vm.status.clone());
+                        }
+                        if termination_changed {
+                            n.termination_time = vm.termination;
+                        }
+                        if mig_changed {
+                            n.mig = vm.mig.clone();
+                        }
                     }
                 }
                 if became_running && self.cfg.internal_ip {
@@ -637,7 +742,7 @@ impl Planner<'_> {
 
     fn suspending_node(&mut self, name: &str) {
         let Some(vms) = self.o.vms.as_ref() else { return };
-        let node = self.nodes[name].clone();
+        let Some(node) = self.nodes.current(name) else { return };
         match vms.get(name) {
             Some(vm) if being_deleted(vm) => {}
             Some(vm) => match vm.mig.clone().or(node.mig.clone()) {
@@ -680,10 +785,11 @@ impl Planner<'_> {
     }
 
     fn powered_down_node(&mut self, name: &str) {
-        let node = self.nodes[name].clone();
-        let slurm = self.slurm_node(name).cloned();
-        if let Some(vm) = self.vm(name).cloned() {
-            if being_deleted(&vm) {
+        let Some(node) = self.nodes.current(name) else { return };
+        let o = self.o;
+        let slurm = o.slurm.as_ref().and_then(|s| s.get(name));
+        if let Some(vm) = o.vms.as_ref().and_then(|v| v.get(name)) {
+            if being_deleted(vm) {
                 return; // neither adopted nor deleted again: it is going
             }
             let mig = vm.mig.clone();
@@ -831,52 +937,52 @@ impl Planner<'_> {
     // 5 ------------------------------------------------------------------------------------------------
     fn migs_and_gc(&mut self) {
         let Some(observed) = self.o.migs.as_ref() else { return };
-        let busy: BTreeSet<String> = self
-            .requests
+        // Each MIG name once (10,000 up nodes share 1,000 MIGs: no copy per node).
+        let mut busy: HashSet<String> = HashSet::new();
+        let open_requests = self.requests.values().filter(|r| {
+            matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
+        });
+        let holding_nodes = self
+            .nodes
             .values()
-            .filter(|r| {
-                matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
-            })
-            .map(|r| r.mig.clone())
-            .chain(
-                self.nodes
-                    .values()
-                    .filter(|n| {
-                        matches!(n.state, NodeState::Up | NodeState::Suspending | NodeState::Requested)
-                    })
-                    .filter_map(|n| n.mig.clone()),
-            )
-            .collect();
-        let names: Vec<String> = self.migs.keys().cloned().collect();
-        for name in names {
-            let m = self.migs[&name].clone();
-            match observed.get(&name) {
+            .filter(|n| matches!(n.state, NodeState::Up | NodeState::Suspending | NodeState::Requested));
+        for mig in open_requests.map(|r| &r.mig).chain(holding_nodes.filter_map(|n| n.mig.as_ref())) {
+            if !busy.contains(mig) {
+                busy.insert(mig.clone());
+            }
+        }
+        for name in self.migs.keys_now() {
+            let name: &str = &name;
+            let Some(m) = self.migs.current(name) else { continue };
+            match observed.get(name) {
                 Some(om) => {
-                    let mut nm = m.clone();
+                    let mut nm = m.clone().into_owned();
                     if nm.state == MigState::Creating {
                         nm.state = MigState::Active;
                     }
                     nm.target_size = om.target_size;
-                    let empty = om.target_size == 0 && !busy.contains(&name);
+                    let empty = om.target_size == 0 && !busy.contains(name);
                     nm.empty_since = if empty { Some(m.empty_since.unwrap_or(self.now)) } else { None };
                     if let Some(since) = nm.empty_since {
                         if secs_since(self.now, since) >= self.cfg.mig_gc_grace
                             && nm.state != MigState::Deleting
                         {
                             self.delete_mig(
-                                &name,
+                                name,
                                 &format!("empty with no active request since {}", since.to_rfc3339()),
                             );
                         }
                     }
-                    self.migs.insert(name, nm);
+                    if nm != *m {
+                        self.migs.insert(name.to_string(), nm);
+                    }
                 }
                 None => {
                     if matches!(m.state, MigState::Active | MigState::Deleting) {
-                        let mut nm = m.clone();
+                        let mut nm = m.into_owned();
                         nm.state = MigState::Deleted;
                         nm.target_size = 0;
-                        self.migs.insert(name.clone(), nm);
+                        self.migs.insert(name.to_string(), nm);
                         self.plan.event("mig_deleted", vec![], format!("MIG {name} is gone"));
                     }
                 }
@@ -956,7 +1062,7 @@ impl Planner<'_> {
     // 7 ------------------------------------------------------------------------------------------------
     fn reservations(&mut self) {
         let Some(existing) = self.o.reservations.as_ref() else { return };
-        let kept: BTreeSet<&String> = self.nodes.values().filter_map(|n| n.reservation.as_ref()).collect();
+        let kept: HashSet<&String> = self.nodes.values().filter_map(|n| n.reservation.as_ref()).collect();
         let planned: BTreeSet<String> = self
             .plan
             .slurm
@@ -997,7 +1103,7 @@ impl Planner<'_> {
         }
     }
 
-    fn finish(mut self, d: &Desired) -> Plan {
+    fn finish(mut self) -> Plan {
         for (mig, names) in std::mem::take(&mut self.delete_instances) {
             let names: Vec<String> = names.into_iter().collect();
             for chunk in names.chunks(MAX_GROUP) {
@@ -1014,10 +1120,9 @@ impl Planner<'_> {
         for (begin, jobs) in std::mem::take(&mut self.job_begins) {
             self.plan.slurm.push(SlurmStep::SetJobsBegin { jobs: jobs.into_iter().collect(), begin });
         }
-        self.plan.nodes = self.nodes.into_values().filter(|n| d.nodes.get(&n.name) != Some(n)).collect();
-        self.plan.requests =
-            self.requests.into_values().filter(|r| d.requests.get(&r.id) != Some(r)).collect();
-        self.plan.migs = self.migs.into_values().filter(|m| d.migs.get(&m.name) != Some(m)).collect();
+        self.plan.nodes = self.nodes.into_changes();
+        self.plan.requests = self.requests.into_changes();
+        self.plan.migs = self.migs.into_changes();
         self.plan
     }
 }

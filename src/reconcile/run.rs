@@ -10,7 +10,7 @@ use crate::model::*;
 use crate::naming::Naming;
 use crate::slurm::{self, NodeUpdate, Slurm};
 use crate::store::{Store, StoreError};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
@@ -20,6 +20,9 @@ use std::time::Instant;
 const MAX_ROUNDS: usize = 6;
 /// GCE mutations in flight at once during a pass.
 const GCE_CONCURRENCY: usize = 16;
+/// The desired state kept between passes is read back from the store after this many passes anyway:
+/// whatever went unnoticed cannot outlive a few minutes.
+const RELOAD_EVERY_PASSES: u64 = 30;
 
 /// Why a pass ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -59,6 +62,27 @@ pub struct PassReport {
     pub next_pass_in_secs: u64,
 }
 
+impl PassReport {
+    /// A report nothing is recorded from (observations outside a pass).
+    fn scratch(now: DateTime<Utc>) -> PassReport {
+        PassReport {
+            iteration: 0,
+            trigger: Trigger::Cli,
+            started_at: now,
+            duration_ms: 0,
+            outcome: "ok".into(),
+            hook_calls_ingested: 0,
+            rounds: 0,
+            requests_created: 0,
+            gce_steps: vec![],
+            slurm_commands: 0,
+            events: 0,
+            errors: vec![],
+            next_pass_in_secs: 0,
+        }
+    }
+}
+
 /// Runs passes. Owns the store handle and the clients of GCE and Slurm.
 pub struct Reconciler {
     cfg: Arc<Config>,
@@ -68,6 +92,14 @@ pub struct Reconciler {
     gce: gce::Client,
     slurm: Slurm,
     iteration: u64,
+    /// The desired state as this process last committed it. The
+    /// daemon is the only writer of nodes, requests, MIGs and backoffs (hooks write only the inbox and
+    /// events; the state directory's lock keeps a second daemon out), so a pass does not read 10,000
+    /// rows back: it starts from this. Dropped when a pass fails (the store is then the truth), read
+    /// again every [`RELOAD_EVERY_PASSES`]; debug builds check it against the store after every pass.
+    desired: Option<Desired>,
+    /// The iteration at which `desired` was last read from the store.
+    desired_loaded_at: u64,
 }
 
 impl Reconciler {
@@ -87,6 +119,8 @@ impl Reconciler {
             gce,
             slurm,
             iteration,
+            desired: None,
+            desired_loaded_at: 0,
         })
     }
 
@@ -97,8 +131,31 @@ impl Reconciler {
 
     /// One pass. Never fails: what went wrong is in the report, and the next pass tries again.
     pub async fn pass(&mut self, trigger: Trigger) -> PassReport {
+        self.pass_with(trigger, None).await
+    }
+
+    /// A pass with GCE's and Slurm's answers given instead of fetched: everything else a pass does
+    /// (`make bench` times a pass's planning and store work this way).
+    pub async fn pass_observed(&mut self, trigger: Trigger, observed: Observed) -> PassReport {
+        self.pass_with(trigger, Some(observed)).await
+    }
+
+    /// GCE's and Slurm's answers as a pass would fetch them now, or the first thing that failed.
+    pub async fn observe_now(&mut self) -> anyhow::Result<Observed> {
+        let desired = self.take_desired().await?;
+        let mut scratch = PassReport::scratch(Utc::now());
+        let observed = self.observe(&desired, &mut scratch).await;
+        self.desired = Some(desired);
+        match scratch.errors.first() {
+            Some(e) => Err(anyhow::anyhow!("{e}")),
+            None => Ok(observed),
+        }
+    }
+
+    async fn pass_with(&mut self, trigger: Trigger, given: Option<Observed>) -> PassReport {
         let started = Instant::now();
-        let now = Utc::now();
+        // Milliseconds, as the store keeps time: the state kept between passes equals what is stored.
+        let now = Utc::now().trunc_subsecs(3);
         self.iteration += 1;
         let mut report = PassReport {
             iteration: self.iteration,
@@ -115,8 +172,14 @@ impl Reconciler {
             errors: Vec::new(),
             next_pass_in_secs: self.cfg.reconcile.interval,
         };
-        if let Err(e) = self.pass_inner(now, &mut report).await {
-            report.errors.push(e.to_string());
+        match self.pass_inner(now, &mut report, given).await {
+            Ok(desired) => {
+                if cfg!(debug_assertions) {
+                    self.check_kept_state(&desired).await;
+                }
+                self.desired = Some(desired);
+            }
+            Err(e) => report.errors.push(e.to_string()),
         }
         if !report.errors.is_empty() || report.gce_steps.iter().any(|s| !s.ok) {
             report.outcome = "degraded".into();
@@ -154,9 +217,42 @@ impl Reconciler {
         tx.commit().await
     }
 
-    async fn pass_inner(&mut self, now: DateTime<Utc>, report: &mut PassReport) -> anyhow::Result<()> {
+    /// The desired state kept from the last pass, or read from the store (at start, after a failed
+    /// pass, every [`RELOAD_EVERY_PASSES`]).
+    async fn take_desired(&mut self) -> Result<Desired, StoreError> {
+        if let Some(d) = self.desired.take() {
+            if self.iteration.saturating_sub(self.desired_loaded_at) < RELOAD_EVERY_PASSES {
+                return Ok(d);
+            }
+        }
+        let d = self.load_desired().await?;
+        self.desired_loaded_at = self.iteration;
+        Ok(d)
+    }
+
+    /// Debug builds: the state kept between passes must be exactly what the store holds, or a pass
+    /// would plan from something that is not on record. Every test that runs the daemon checks this.
+    async fn check_kept_state(&self, kept: &Desired) {
+        let stored = match self.load_desired().await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the desired state back to check it");
+                return;
+            }
+        };
+        if let Some(diff) = first_difference(kept, &stored) {
+            panic!("the desired state kept in memory differs from the store: {diff}");
+        }
+    }
+
+    async fn pass_inner(
+        &mut self,
+        now: DateTime<Utc>,
+        report: &mut PassReport,
+        given: Option<Observed>,
+    ) -> anyhow::Result<Desired> {
         // 1. Ingest the hooks' inbox.
-        let mut desired = self.load_desired().await?;
+        let mut desired = self.take_desired().await?;
         let inbox = self.store.unprocessed_inbox().await?;
         if !inbox.is_empty() {
             let ing = ingest(&self.plan_cfg, &desired.nodes, &inbox, now);
@@ -186,7 +282,10 @@ impl Reconciler {
         }
 
         // 2. Observe GCE and Slurm.
-        let mut observed = self.observe(&desired, report).await;
+        let mut observed = match given {
+            Some(o) => o,
+            None => self.observe(&desired, report).await,
+        };
 
         // 3. Plan and act, a few rounds.
         let mut attempted: HashSet<String> = HashSet::new();
@@ -261,7 +360,7 @@ impl Reconciler {
         }
 
         report.next_pass_in_secs = next_pass_in(&self.cfg, &desired, now);
-        Ok(())
+        Ok(desired)
     }
 
     async fn load_desired(&self) -> Result<Desired, StoreError> {
@@ -291,9 +390,10 @@ impl Reconciler {
         }
         match nodes {
             Ok(n) => {
+                let ours = format!("{}-", self.cfg.cluster_name);
                 o.slurm = Some(
                     n.into_iter()
-                        .filter(|n| n.name.starts_with(&format!("{}-", self.cfg.cluster_name)))
+                        .filter(|n| n.name.starts_with(&ours))
                         .map(|n| {
                             let s = SlurmNode {
                                 state: n.state.to_lowercase(),
@@ -698,27 +798,14 @@ impl Reconciler {
     /// What a pass would delete and why (`gc --dry-run`), or do it now (`gc`).
     pub async fn gc(&mut self, dry_run: bool) -> serde_json::Value {
         let now = Utc::now();
-        let desired = match self.load_desired().await {
+        let desired = match self.take_desired().await {
             Ok(d) => d,
             Err(e) => return serde_json::json!({ "error": e.to_string() }),
         };
-        let mut scratch = PassReport {
-            iteration: 0,
-            trigger: Trigger::Cli,
-            started_at: now,
-            duration_ms: 0,
-            outcome: "ok".into(),
-            hook_calls_ingested: 0,
-            rounds: 0,
-            requests_created: 0,
-            gce_steps: vec![],
-            slurm_commands: 0,
-            events: 0,
-            errors: vec![],
-            next_pass_in_secs: 0,
-        };
+        let mut scratch = PassReport::scratch(now);
         let observed = self.observe(&desired, &mut scratch).await;
         let p = plan(&self.plan_cfg, &desired, &observed, now);
+        self.desired = Some(desired);
         let deletions = gc_items(&p);
         if dry_run {
             return serde_json::json!({ "dry_run": true, "would_delete": deletions, "errors": scratch.errors });
@@ -817,4 +904,23 @@ pub fn plan_config(cfg: &Config) -> PlanConfig {
             })
             .collect::<BTreeMap<_, _>>(),
     }
+}
+
+/// The first entry where two desired states differ, described; `None` when they are equal.
+fn first_difference(a: &Desired, b: &Desired) -> Option<String> {
+    fn diff<K: Ord + std::fmt::Debug, V: PartialEq + std::fmt::Debug>(
+        what: &str,
+        a: &BTreeMap<K, V>,
+        b: &BTreeMap<K, V>,
+    ) -> Option<String> {
+        let keys: BTreeSet<&K> = a.keys().chain(b.keys()).collect();
+        keys.into_iter().find_map(|k| match (a.get(k), b.get(k)) {
+            (x, y) if x == y => None,
+            (x, y) => Some(format!("{what} {k:?}: kept {x:?}, stored {y:?}")),
+        })
+    }
+    diff("node", &a.nodes, &b.nodes)
+        .or_else(|| diff("request", &a.requests, &b.requests))
+        .or_else(|| diff("MIG", &a.migs, &b.migs))
+        .or_else(|| diff("backoff", &a.backoffs, &b.backoffs))
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
-use super::SlurmError;
+use super::{ParseError, SlurmError};
 
 /// What a finished command printed.
 pub(crate) struct Output {
@@ -15,6 +15,22 @@ pub(crate) struct Output {
     pub stderr: String,
     pub success: bool,
     pub status: String,
+}
+
+/// `path args...` with the fixed environment, stdout and stderr piped, killed if dropped.
+fn command(path: &Path, conf: Option<&Path>, args: &[String]) -> Command {
+    let mut cmd = Command::new(path);
+    cmd.args(args)
+        .env("TZ", "UTC")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(conf) = conf {
+        cmd.env("SLURM_CONF", conf);
+    }
+    cmd
 }
 
 /// Runs `bin_dir/program args...` with `SLURM_CONF` (when given), `TZ=UTC` (scontrol prints and
@@ -29,18 +45,9 @@ pub(crate) async fn run(
 ) -> Result<Output, SlurmError> {
     let path: PathBuf = bin_dir.join(program);
     let display = display_command(program, args);
-    let mut cmd = Command::new(&path);
-    cmd.args(args)
-        .env("TZ", "UTC")
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    if let Some(conf) = conf {
-        cmd.env("SLURM_CONF", conf);
-    }
-    let mut child = cmd.spawn().map_err(|source| SlurmError::Spawn { program: path.clone(), source })?;
+    let mut child = command(&path, conf, args)
+        .spawn()
+        .map_err(|source| SlurmError::Spawn { program: path.clone(), source })?;
     let mut stdout = child.stdout.take().expect("stdout is piped");
     let mut stderr = child.stderr.take().expect("stderr is piped");
 
@@ -66,6 +73,72 @@ pub(crate) async fn run(
             success: status.success(),
             status: status.to_string(),
         }),
+    }
+}
+
+/// Runs the command and decodes its stdout with `parse` as it arrives, on a blocking thread: the
+/// output is never held whole (a 10,000-node `sinfo --json` is 12 MB, which buffered was most of the
+/// daemon's peak memory). Same environment and time limit as [`run`]; a non-zero exit is
+/// [`SlurmError::Failed`] with stderr whatever `parse` made of the output.
+pub(crate) async fn run_streamed<T, F>(
+    bin_dir: &Path,
+    conf: Option<&Path>,
+    timeout: Duration,
+    program: &str,
+    args: &[String],
+    parse: F,
+) -> Result<T, SlurmError>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut dyn std::io::BufRead) -> Result<T, ParseError> + Send + 'static,
+{
+    let path: PathBuf = bin_dir.join(program);
+    let display = display_command(program, args);
+    let mut child = command(&path, conf, args)
+        .spawn()
+        .map_err(|source| SlurmError::Spawn { program: path.clone(), source })?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let decoder = tokio::task::spawn_blocking(move || {
+        let mut reader =
+            std::io::BufReader::with_capacity(64 * 1024, tokio_util::io::SyncIoBridge::new(stdout));
+        let parsed = parse(&mut reader);
+        // Whatever the parser left is read and dropped, so the child never blocks on a full pipe.
+        let drained = std::io::copy(&mut reader, &mut std::io::sink());
+        (parsed, drained)
+    });
+    let finished = tokio::time::timeout(timeout, async {
+        let mut err = Vec::new();
+        let (e, status, decoded) = tokio::join!(stderr.read_to_end(&mut err), child.wait(), decoder);
+        (e.and(status).map(|status| (err, status)), decoded)
+    })
+    .await;
+    match finished {
+        Err(_elapsed) => {
+            // SIGKILL and reap; the closed pipe ends the decoder too.
+            let _ = child.kill().await;
+            Err(SlurmError::Timeout { command: display, timeout })
+        }
+        Ok((Err(source), _)) => Err(SlurmError::Io { command: display, source }),
+        Ok((Ok((err, status)), decoded)) => {
+            let out = Output {
+                stdout: Vec::new(),
+                stderr: String::from_utf8_lossy(&err).trim().to_string(),
+                success: status.success(),
+                status: status.to_string(),
+            };
+            if !out.success {
+                return Err(failed(program, args, &out));
+            }
+            match decoded {
+                Ok((Ok(value), _)) => Ok(value),
+                Ok((Err(e), _)) => Err(e.into()),
+                Err(join) => Err(SlurmError::Io {
+                    command: display,
+                    source: std::io::Error::other(format!("decoding the output failed: {join}")),
+                }),
+            }
+        }
     }
 }
 
@@ -162,6 +235,102 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(String::from_utf8(out.stdout).unwrap(), "a b; $(rm -rf /) 'q'|/x/slurm.conf|UTC");
+    }
+
+    fn sh(script: &str) -> Vec<String> {
+        vec!["-c".to_string(), script.to_string()]
+    }
+
+    #[tokio::test]
+    async fn streamed_output_is_decoded_as_it_arrives() {
+        // 8 MB through a 64 KB pipe: decoded while the command still writes.
+        let count = |r: &mut dyn std::io::BufRead| {
+            let mut n = 0usize;
+            loop {
+                let len = r.fill_buf().map_err(|e| ParseError::new("test", e))?.len();
+                if len == 0 {
+                    return Ok(n);
+                }
+                n += len;
+                r.consume(len);
+            }
+        };
+        let n = run_streamed(
+            Path::new("/bin"),
+            None,
+            Duration::from_secs(20),
+            "sh",
+            &sh("head -c 8000000 /dev/zero"),
+            count,
+        )
+        .await
+        .unwrap();
+        assert_eq!(n, 8_000_000);
+    }
+
+    #[tokio::test]
+    async fn a_failed_command_is_its_stderr_whatever_was_decoded() {
+        let err = run_streamed(
+            Path::new("/bin"),
+            None,
+            Duration::from_secs(5),
+            "sh",
+            &sh("echo ok; echo broken >&2; exit 3"),
+            |_| Ok(()),
+        )
+        .await
+        .unwrap_err();
+        match err {
+            SlurmError::Failed { stderr, .. } => assert_eq!(stderr, "broken"),
+            other => panic!("unexpected {other}"),
+        }
+        let err =
+            run_streamed(Path::new("/bin"), None, Duration::from_secs(5), "sh", &sh("echo garbage"), |_| {
+                Err::<(), _>(ParseError::new("sinfo --json", "expected value at line 1 column 1"))
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, SlurmError::Parse(_)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_decoder_that_stops_early_never_blocks_the_command() {
+        let out = run_streamed(
+            Path::new("/bin"),
+            None,
+            Duration::from_secs(20),
+            "sh",
+            &sh("head -c 4000000 /dev/zero"),
+            |r| {
+                let mut first = [0u8; 10];
+                r.read_exact(&mut first).map_err(|e| ParseError::new("test", e))?;
+                Ok(first.len())
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(out, 10);
+    }
+
+    #[tokio::test]
+    async fn a_streamed_command_that_hangs_is_killed_at_the_timeout() {
+        let started = std::time::Instant::now();
+        let err = run_streamed(
+            Path::new("/bin"),
+            None,
+            Duration::from_millis(300),
+            "sh",
+            &sh("echo partial; exec sleep 30"),
+            |r| {
+                let mut s = String::new();
+                r.read_to_string(&mut s).map_err(|e| ParseError::new("test", e))?;
+                Ok(s)
+            },
+        )
+        .await
+        .unwrap_err();
+        assert!(err.is_timeout(), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[tokio::test]

@@ -148,8 +148,11 @@ impl Slurm {
     /// Every node of the cluster (powered-down cloud nodes need `PrivateData=cloud`), one
     /// `sinfo --json` call.
     pub async fn nodes(&self) -> Result<Vec<NodeInfo>, SlurmError> {
-        let out = self.run_ok("sinfo", vec!["--json".into()]).await?;
-        Ok(sinfo::parse_nodes(&out)?)
+        let args = ["--json".to_string()];
+        command::run_streamed(&self.bin_dir, self.conf.as_deref(), self.timeout, "sinfo", &args, |out| {
+            sinfo::read_nodes(out)
+        })
+        .await
     }
 
     /// `scontrol update nodename=HOSTLIST ...` for all nodes of `hostlist` at once.
@@ -262,8 +265,11 @@ impl Slurm {
 
     /// Every reservation, from `scontrol -o show reservation`.
     pub async fn reservations(&self) -> Result<Vec<Reservation>, SlurmError> {
-        let out = self.run_ok("scontrol", vec!["-o".into(), "show".into(), "reservation".into()]).await?;
-        Ok(reservation::parse_reservations(&String::from_utf8_lossy(&out))?)
+        let args = ["-o", "show", "reservation"].map(String::from);
+        command::run_streamed(&self.bin_dir, self.conf.as_deref(), self.timeout, "scontrol", &args, |out| {
+            reservation::read_reservations(out)
+        })
+        .await
     }
 }
 

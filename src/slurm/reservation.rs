@@ -44,6 +44,25 @@ pub fn parse_reservations(text: &str) -> Result<Vec<Reservation>, ParseError> {
         .collect()
 }
 
+/// [`parse_reservations`] from a stream, one line at a time (10,000 end-of-life reservations are
+/// megabytes of text: never held whole). Bytes that are not UTF-8 are replaced, as in a lossy read.
+pub fn read_reservations(text: &mut dyn std::io::BufRead) -> Result<Vec<Reservation>, ParseError> {
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = text.read_until(b'\n', &mut buf).map_err(|e| ParseError::new(WHAT, e))?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let line = line.trim();
+        if !line.is_empty() && !line.starts_with("No reservations") {
+            out.push(parse_line(line)?);
+        }
+    }
+}
+
 fn parse_line(line: &str) -> Result<Reservation, ParseError> {
     let pairs = split_pairs(line);
     let get = |key: &str| pairs.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v.as_str());
@@ -135,6 +154,16 @@ ReservationName=r2 StartTime=2026-11-23T10:24:43 EndTime=2026-11-23T11:24:43 Dur
                 },
             ]
         );
+    }
+
+    #[test]
+    fn read_from_a_stream_as_from_text() {
+        let text = format!("{CAPTURED}\n\n{CAPTURED}\r\n");
+        let streamed = read_reservations(&mut std::io::BufReader::with_capacity(7, text.as_bytes())).unwrap();
+        assert_eq!(streamed, parse_reservations(&text).unwrap());
+        assert_eq!(streamed.len(), 2 * parse_reservations(CAPTURED).unwrap().len());
+        let bad = read_reservations(&mut "Nodes=x-1\n".as_bytes()).unwrap_err();
+        assert!(bad.to_string().contains("no ReservationName"), "{bad}");
     }
 
     #[test]

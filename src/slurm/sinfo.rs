@@ -62,9 +62,12 @@ impl NodeInfo {
     }
 }
 
+/// The document, decoded node by node: each raw node becomes a [`NodeInfo`] as soon as it is read, so
+/// the raw form of 10,000 nodes never exists at once.
 #[derive(Deserialize)]
 struct Document {
-    nodes: Vec<RawNode>,
+    #[serde(deserialize_with = "nodes_one_by_one")]
+    nodes: Vec<NodeInfo>,
 }
 
 #[derive(Deserialize)]
@@ -84,45 +87,65 @@ struct RawNode {
     partitions: Vec<String>,
 }
 
+fn nodes_one_by_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<NodeInfo>, D::Error> {
+    struct Nodes;
+    impl<'de> serde::de::Visitor<'de> for Nodes {
+        type Value = Vec<NodeInfo>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an array of nodes")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<NodeInfo>, A::Error> {
+            let mut nodes: Vec<NodeInfo> = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+            let mut seen = std::collections::HashSet::new();
+            while let Some(raw) = seq.next_element::<RawNode>()? {
+                if seen.contains(&raw.name) {
+                    continue;
+                }
+                seen.insert(raw.name.clone());
+                nodes.push(node_info(raw).map_err(serde::de::Error::custom)?);
+            }
+            Ok(nodes)
+        }
+    }
+    d.deserialize_seq(Nodes)
+}
+
+fn node_info(raw: RawNode) -> Result<NodeInfo, String> {
+    let (state, mut flags) = match raw.state {
+        Value::String(s) => (s.to_ascii_lowercase(), Vec::new()),
+        Value::Array(items) => {
+            let mut words = items.iter().filter_map(Value::as_str);
+            let base = words.next().unwrap_or_default().to_ascii_lowercase();
+            (base, words.map(str::to_string).collect())
+        }
+        _ => return Err(format!("node {}: `state` is neither a string nor an array", raw.name)),
+    };
+    flags.extend(raw.state_flags);
+    let reason = match raw.reason {
+        Value::String(s) => s,
+        _ => String::new(),
+    };
+    Ok(NodeInfo {
+        name: raw.name,
+        state,
+        flags,
+        reason,
+        address: raw.address.unwrap_or_default(),
+        hostname: raw.hostname.unwrap_or_default(),
+        partitions: raw.partitions,
+    })
+}
+
 /// Parses `sinfo --json` output. A node listed twice (never seen, but cheap to guard) is kept once.
 pub fn parse_nodes(json: &[u8]) -> Result<Vec<NodeInfo>, ParseError> {
     let doc: Document = serde_json::from_slice(json).map_err(|e| ParseError::new("sinfo --json", e))?;
-    let mut nodes: Vec<NodeInfo> = Vec::with_capacity(doc.nodes.len());
-    let mut seen = std::collections::HashSet::new();
-    for raw in doc.nodes {
-        if !seen.insert(raw.name.clone()) {
-            continue;
-        }
-        let (state, mut flags) = match raw.state {
-            Value::String(s) => (s.to_ascii_lowercase(), Vec::new()),
-            Value::Array(items) => {
-                let mut words = items.iter().filter_map(Value::as_str);
-                let base = words.next().unwrap_or_default().to_ascii_lowercase();
-                (base, words.map(str::to_string).collect())
-            }
-            _ => {
-                return Err(ParseError::new(
-                    "sinfo --json",
-                    format!("node {}: `state` is neither a string nor an array", raw.name),
-                ))
-            }
-        };
-        flags.extend(raw.state_flags);
-        let reason = match raw.reason {
-            Value::String(s) => s,
-            _ => String::new(),
-        };
-        nodes.push(NodeInfo {
-            name: raw.name,
-            state,
-            flags,
-            reason,
-            address: raw.address.unwrap_or_default(),
-            hostname: raw.hostname.unwrap_or_default(),
-            partitions: raw.partitions,
-        });
-    }
-    Ok(nodes)
+    Ok(doc.nodes)
+}
+
+/// [`parse_nodes`] from a stream, as `sinfo` writes it.
+pub fn read_nodes(json: &mut dyn std::io::Read) -> Result<Vec<NodeInfo>, ParseError> {
+    let doc: Document = serde_json::from_reader(json).map_err(|e| ParseError::new("sinfo --json", e))?;
+    Ok(doc.nodes)
 }
 
 #[cfg(test)]
@@ -131,6 +154,14 @@ mod tests {
 
     /// Captured from a real 22.05.8 cluster: two powered-down cloud nodes in two partitions.
     const CAPTURED: &[u8] = include_bytes!("testdata/sinfo-22.05-powered-down.json");
+
+    #[test]
+    fn read_from_a_stream_as_from_bytes() {
+        let streamed = read_nodes(&mut std::io::BufReader::with_capacity(5, CAPTURED)).unwrap();
+        assert_eq!(streamed, parse_nodes(CAPTURED).unwrap());
+        let err = read_nodes(&mut &br#"{"nodes": [{"name": "a-1", "state": 3}]}"#[..]).unwrap_err();
+        assert!(err.to_string().contains("node a-1: `state` is neither"), "{err}");
+    }
 
     #[test]
     fn captured_22_05_output_lists_each_node_once() {

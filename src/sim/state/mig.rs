@@ -139,22 +139,40 @@ impl State {
     }
 
     pub fn mig_json(&self, key: &MigKey, now: DateTime<Utc>) -> Result<Value, ApiError> {
-        Ok(self.render_mig(self.mig(key)?, now))
+        let mig = self.mig(key)?;
+        Ok(self.render_mig(mig, self.vm_counts(Some(key)).get(key).copied().unwrap_or_default(), now))
     }
 
-    pub(super) fn render_mig(&self, mig: &Mig, now: DateTime<Utc>) -> Value {
+    /// (deleting, running) VMs per MIG, of one MIG or of all, in one walk over the VMs (a list of
+    /// 1,000 MIGs over 10,000 VMs must not walk them once per MIG).
+    pub(super) fn vm_counts(
+        &self,
+        only: Option<&MigKey>,
+    ) -> std::collections::HashMap<&MigKey, (usize, usize)> {
+        let mut counts: std::collections::HashMap<&MigKey, (usize, usize)> = std::collections::HashMap::new();
+        for vm in self.instances.values().filter(|i| only.is_none_or(|k| &i.mig == k)) {
+            let c = counts.entry(&vm.mig).or_default();
+            if vm.deleting_at.is_some() {
+                c.0 += 1;
+            } else {
+                c.1 += 1;
+            }
+        }
+        counts
+    }
+
+    /// A MIG as GCE shows it; `(deleting, none)` counts its VMs (see [`State::vm_counts`]).
+    pub(super) fn render_mig(
+        &self,
+        mig: &Mig,
+        (deleting, none): (usize, usize),
+        now: DateTime<Utc>,
+    ) -> Value {
         let mut o = mig.body.clone();
         let obj = o.as_object_mut().expect("validated object");
-        let (mut creating, mut deleting, mut none) = (0, 0, 0);
+        let mut creating = 0;
         for rr in mig.requests.values().filter(|r| r.is_queued()) {
             creating += rr.remaining().count();
-        }
-        for vm in self.instances.values().filter(|i| i.mig == mig.key) {
-            if vm.deleting_at.is_some() {
-                deleting += 1;
-            } else {
-                none += 1;
-            }
         }
         let template = &mig.template;
         obj.insert("kind".into(), json!("compute#instanceGroupManager"));
@@ -191,10 +209,11 @@ impl State {
 
     /// All MIGs of a project in one zone or region, by name.
     pub fn list_migs(&self, project: &str, scope: &Scope, now: DateTime<Utc>) -> Vec<Value> {
+        let counts = self.vm_counts(None);
         self.migs
             .values()
             .filter(|m| m.key.project == project && &m.key.scope == scope)
-            .map(|m| self.render_mig(m, now))
+            .map(|m| self.render_mig(m, counts.get(&m.key).copied().unwrap_or_default(), now))
             .collect()
     }
 

@@ -313,11 +313,12 @@ impl State {
 
     /// Everything, for `GET /_sim/state`.
     pub fn dump(&self, now: DateTime<Utc>) -> Value {
+        let counts = self.vm_counts(None);
         let migs: Vec<Value> = self
             .migs
             .values()
             .map(|m| {
-                let mut v = self.render_mig(m, now);
+                let mut v = self.render_mig(m, counts.get(&m.key).copied().unwrap_or_default(), now);
                 v["resizeRequests"] =
                     json!(m.requests.values().map(|r| render_request(&m.key, r)).collect::<Vec<_>>());
                 v["managedInstances"] =

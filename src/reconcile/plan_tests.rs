@@ -85,11 +85,7 @@ fn vm(name: &str, mig: &str) -> ObservedVm {
 }
 
 fn slurm(state: &str, flags: &[&str], reason: &str) -> SlurmNode {
-    SlurmNode {
-        state: state.into(),
-        flags: flags.iter().map(|f| f.to_string()).collect::<BTreeSet<_>>(),
-        reason: reason.into(),
-    }
+    SlurmNode { state: state.into(), flags: flags.iter().collect(), reason: reason.into() }
 }
 
 struct World {

@@ -288,19 +288,15 @@ impl Reconciler {
         };
 
         // 3. Plan and act, a few rounds.
-        let mut attempted: HashSet<String> = HashSet::new();
-        let mut slurm_done: HashSet<String> = HashSet::new();
+        let mut attempted: HashSet<u64> = HashSet::new();
+        let mut slurm_done: HashSet<u64> = HashSet::new();
         let mut outbox_used: HashSet<i64> = HashSet::new();
         for round in 0..MAX_ROUNDS {
-            let p = plan(&self.plan_cfg, &desired, &observed, now);
+            let mut p = plan(&self.plan_cfg, &desired, &observed, now);
             let fresh_gce: Vec<GceStep> =
                 p.gce.iter().filter(|s| !attempted.contains(&step_key(s))).cloned().collect();
-            let fresh_slurm: Vec<SlurmStep> = p
-                .slurm
-                .iter()
-                .filter(|s| !slurm_done.contains(&serde_json::to_string(s).unwrap_or_default()))
-                .cloned()
-                .collect();
+            let fresh_slurm: Vec<SlurmStep> =
+                p.slurm.iter().filter(|s| !slurm_done.contains(&step_key(s))).cloned().collect();
             let writes = !(p.nodes.is_empty()
                 && p.requests.is_empty()
                 && p.migs.is_empty()
@@ -315,14 +311,14 @@ impl Reconciler {
             report.rounds = round + 1;
             report.events += p.events.len();
             report.requests_created += p.new_groups.len();
-            let outbox = self.commit_plan(&p, &fresh_gce, &mut desired, now).await?;
+            let outbox = self.commit_plan(&mut p, &fresh_gce, &mut desired, now).await?;
             outbox_used.extend(outbox.iter().map(|e| e.id));
             for s in &fresh_gce {
                 attempted.insert(step_key(s));
             }
             self.execute_gce(&fresh_gce, outbox, &mut desired, &mut observed, report, now).await?;
             for s in &fresh_slurm {
-                slurm_done.insert(serde_json::to_string(s).unwrap_or_default());
+                slurm_done.insert(step_key(s));
             }
             self.execute_slurm(&fresh_slurm, report, now).await;
         }
@@ -397,7 +393,7 @@ impl Reconciler {
                         .map(|n| {
                             let s = SlurmNode {
                                 state: n.state.to_lowercase(),
-                                flags: n.flags.iter().map(|f| f.to_uppercase()).collect(),
+                                flags: n.flags.iter().collect(),
                                 reason: n.reason.clone(),
                             };
                             (n.name, s)
@@ -469,11 +465,12 @@ impl Reconciler {
         o
     }
 
-    /// Writes a plan's state changes, new request groups and outbox intents in one transaction.
+    /// Writes a plan's state changes, new request groups and outbox intents in one transaction, and
+    /// moves the state changes into `desired` (the plan's records are taken, not copied).
     /// Returns the outbox entries of `steps`, in order.
     async fn commit_plan(
         &self,
-        p: &Plan,
+        p: &mut Plan,
         steps: &[GceStep],
         desired: &mut Desired,
         now: DateTime<Utc>,
@@ -495,21 +492,26 @@ impl Reconciler {
         for ns in &p.backoffs_cleared {
             tx.clear_backoff(ns).await?;
         }
-        for n in &p.nodes {
-            desired.nodes.insert(n.name.clone(), n.clone());
+        for n in std::mem::take(&mut p.nodes) {
+            match desired.nodes.get_mut(&n.name) {
+                Some(slot) => *slot = n,
+                None => {
+                    desired.nodes.insert(n.name.clone(), n);
+                }
+            }
         }
-        for r in &p.requests {
+        for r in std::mem::take(&mut p.requests) {
             if r.phase == RequestPhase::Done {
                 desired.requests.remove(&r.id);
             } else {
-                desired.requests.insert(r.id, r.clone());
+                desired.requests.insert(r.id, r);
             }
         }
-        for m in &p.migs {
+        for m in std::mem::take(&mut p.migs) {
             if m.state == MigState::Deleted {
                 desired.migs.remove(&m.name);
             } else {
-                desired.migs.insert(m.name.clone(), m.clone());
+                desired.migs.insert(m.name.clone(), m);
             }
         }
         for b in &p.backoffs_set {
@@ -640,9 +642,10 @@ impl Reconciler {
         let sem = Arc::new(tokio::sync::Semaphore::new(GCE_CONCURRENCY));
         let mut set = tokio::task::JoinSet::new();
         for (i, (step, entry)) in steps.iter().cloned().zip(outbox).enumerate() {
+            // A task is made only when it may run: a round of 1,000 steps never holds 1,000 futures.
+            let permit = sem.clone().acquire_owned().await;
             let gce = self.gce.clone();
             let cfg = self.cfg.clone();
-            let sem = sem.clone();
             let request = match &step {
                 GceStep::InsertMig { request, .. }
                 | GceStep::InsertResizeRequest { request, .. }
@@ -650,7 +653,7 @@ impl Reconciler {
                 _ => None,
             };
             set.spawn(async move {
-                let _permit = sem.acquire_owned().await;
+                let _permit = permit;
                 let result = gce_edge::execute(&gce, &cfg, &step, request.as_ref(), &entry).await;
                 (i, step, entry, result)
             });
@@ -840,8 +843,24 @@ pub fn gc_items(p: &Plan) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn step_key(s: &GceStep) -> String {
-    serde_json::to_string(s).unwrap_or_default()
+/// A step's identity within a pass: a 64-bit hash of its JSON form, to skip what a pass already did.
+/// (10,000 steps kept as JSON strings were megabytes of a pass's peak memory; two different steps
+/// colliding — about 1 in 10^11 at that size — would only postpone one of them to the next pass.)
+fn step_key(s: &impl Serialize) -> u64 {
+    use std::hash::Hasher;
+    struct Hashing<'a>(&'a mut std::collections::hash_map::DefaultHasher);
+    impl std::io::Write for Hashing<'_> {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let _ = serde_json::to_writer(Hashing(&mut h), s);
+    h.finish()
 }
 
 fn step_label(s: &GceStep) -> (&'static str, String) {

@@ -293,10 +293,15 @@ impl Reconciler {
         let mut outbox_used: HashSet<i64> = HashSet::new();
         for round in 0..MAX_ROUNDS {
             let mut p = plan(&self.plan_cfg, &desired, &observed, now);
-            let fresh_gce: Vec<GceStep> =
-                p.gce.iter().filter(|s| !attempted.contains(&step_key(s))).cloned().collect();
-            let fresh_slurm: Vec<SlurmStep> =
-                p.slurm.iter().filter(|s| !slurm_done.contains(&step_key(s))).cloned().collect();
+            // The steps this pass has not done yet, taken from the plan (not copied).
+            let fresh_gce: Vec<GceStep> = std::mem::take(&mut p.gce)
+                .into_iter()
+                .filter(|s| !attempted.contains(&step_key(s)))
+                .collect();
+            let fresh_slurm: Vec<SlurmStep> = std::mem::take(&mut p.slurm)
+                .into_iter()
+                .filter(|s| !slurm_done.contains(&step_key(s)))
+                .collect();
             let writes = !(p.nodes.is_empty()
                 && p.requests.is_empty()
                 && p.migs.is_empty()

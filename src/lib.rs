@@ -25,8 +25,10 @@
 //! 1. slurmctld runs `slurm-dws-resume HOSTLIST`. [`hook`] validates the hostlist, reads
 //!    `SLURM_RESUME_FILE`, appends one row to the store's inbox (one SQLite commit) and pokes
 //!    the daemon's socket. Exit 0 means the request is durable.
-//! 2. The [`daemon`] wakes a [`reconcile`] pass. The pass ingests the inbox into per-node
-//!    desired state, observes GCE (one list per MIG with work in flight) and Slurm, and plans.
+//! 2. The [`daemon`] (one per state directory, the only writer of the desired state) wakes a
+//!    [`reconcile`] pass. The pass ingests the inbox into the per-node desired state it kept from
+//!    the last pass, observes GCE (one MIG list, one instance list, one get per request still in
+//!    flight) and Slurm, and plans.
 //! 3. Planning is a pure function of (desired, observed, now). Its steps that mutate GCE are
 //!    written to the outbox with their `requestId` before they are sent by [`gce`], so a crash
 //!    at any point resumes the same mutation instead of making a second one.

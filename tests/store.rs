@@ -77,21 +77,7 @@ async fn integrity_check(path: &Path) {
 }
 
 fn node(nodeset: &str, index: u32) -> Node {
-    Node {
-        name: format!("c-{nodeset}-{index}"),
-        nodeset: nodeset.to_string(),
-        index,
-        is_static: false,
-        state: NodeState::PoweredDown,
-        job_id: None,
-        request_id: None,
-        mig: None,
-        vm_status: None,
-        termination_time: None,
-        last_error: None,
-        reservation: None,
-        state_since: at(0),
-    }
+    slurm_dws::reconcile::plan::new_node(&format!("c-{nodeset}-{index}"), nodeset, index, false, at(0))
 }
 
 /// Runs `f` on a runtime of its own: a hook is its own process, with its own runtime.

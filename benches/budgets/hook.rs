@@ -14,7 +14,7 @@
 use crate::table::{Samples, Table};
 use crate::Ctx;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -32,7 +32,7 @@ pub fn run(ctx: &Ctx, t: &mut Table) {
     }
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
-    let config = write_config(d);
+    let config = crate::write_config(d, "http://127.0.0.1:9/compute/v1/", 12_000, "");
     let link = d.join("slurm-dws-resume");
     std::os::unix::fs::symlink(&ctx.bin, &link).expect("hook link");
     // What slurmctld 22.05 hands over: one job of one node, and 1,000 jobs of 10 nodes.
@@ -189,35 +189,6 @@ fn check_recorded(d: &Path) {
         log.lines().rev().take(5).collect::<Vec<_>>().join("\n")
     );
     assert!(log.contains("daemon woken"), "the wake-up stand-in was not reached");
-}
-
-fn write_config(d: &Path) -> PathBuf {
-    let text = format!(
-        r#"cluster_name = "hpc"
-state_dir = "{state}"
-socket = "{sock}"
-log_file = "{log}"
-
-[gcp]
-project = "bench-project"
-region = "us-central1"
-endpoint = "http://127.0.0.1:9/compute/v1/"
-credentials = "none"
-
-[[nodeset]]
-name = "a"
-instance_template = "projects/bench-project/regions/us-central1/instanceTemplates/a-flex"
-zones = ["us-central1-a"]
-node_count_dynamic_max = 12000
-[nodeset.dws_flex]
-"#,
-        state = d.join("state").display(),
-        sock = d.join("slurm-dws.sock").display(),
-        log = d.join("slurm-dws.log").display(),
-    );
-    let path = d.join("slurm-dws.toml");
-    std::fs::write(&path, text).expect("config");
-    path
 }
 
 /// A 22.05-shaped SLURM_RESUME_FILE: `jobs` jobs of `per_job` nodes each, `hpc-a-0` onwards.

@@ -67,6 +67,37 @@ fn kernel() -> String {
         .unwrap_or_else(|_| "unknown kernel".into())
 }
 
+/// A bench config in `d` (cluster `hpc`, one dynamic nodeset `a` of `dynamic_max` nodes, GCE at
+/// `endpoint`); `extra` goes right after `[gcp]`'s keys, so it may add to `[gcp]` and then open tables.
+pub fn write_config(d: &std::path::Path, endpoint: &str, dynamic_max: u32, extra: &str) -> PathBuf {
+    let text = format!(
+        r#"cluster_name = "hpc"
+state_dir = "{state}"
+socket = "{sock}"
+log_file = "{log}"
+
+[gcp]
+project = "bench-project"
+region = "us-central1"
+endpoint = "{endpoint}"
+credentials = "none"
+{extra}
+[[nodeset]]
+name = "a"
+instance_template = "projects/bench-project/regions/us-central1/instanceTemplates/a-flex"
+zones = ["us-central1-a"]
+node_count_dynamic_max = {dynamic_max}
+[nodeset.dws_flex]
+"#,
+        state = d.join("state").display(),
+        sock = d.join("slurm-dws.sock").display(),
+        log = d.join("slurm-dws.log").display(),
+    );
+    let path = d.join("slurm-dws.toml");
+    std::fs::write(&path, text).expect("writing the bench config");
+    path
+}
+
 /// CPU time of this whole process (every thread), for in-process measurements.
 pub fn process_cpu() -> std::time::Duration {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };

@@ -402,43 +402,15 @@ fn memory(pid: u32) -> Result<Mem> {
     })
 }
 
+/// The scale bench's config: the simulator at `endpoint`, the fake Slurm in `slurm_bin`.
 fn write_config(d: &Path, endpoint: &str, slurm_bin: &Path) -> Result<PathBuf> {
-    let text = format!(
-        r#"cluster_name = "hpc"
-state_dir = "{state}"
-socket = "{sock}"
-log_file = "{log}"
-
-[gcp]
-project = "bench-project"
-region = "us-central1"
-endpoint = "{endpoint}"
-credentials = "none"
-# The bench counts calls; it does not wait out the default client-side rate limit.
-calls_per_minute = 100000
-
-[slurm]
-bin_dir = "{bin}"
-command_timeout = 60
-
-[reconcile]
-interval = 30
-
-[[nodeset]]
-name = "a"
-instance_template = "projects/bench-project/regions/us-central1/instanceTemplates/a-flex"
-zones = ["us-central1-a"]
-node_count_dynamic_max = {NODES}
-[nodeset.dws_flex]
-"#,
-        state = d.join("state").display(),
-        sock = d.join("slurm-dws.sock").display(),
-        log = d.join("slurm-dws.log").display(),
-        bin = slurm_bin.display(),
+    let extra = format!(
+        "# The bench counts calls; it does not wait out the default client-side rate limit.\n\
+         calls_per_minute = 100000\n\n[slurm]\nbin_dir = \"{}\"\ncommand_timeout = 60\n\n\
+         [reconcile]\ninterval = 30\n",
+        slurm_bin.display()
     );
-    let path = d.join("slurm-dws.toml");
-    std::fs::write(&path, text).context("config")?;
-    Ok(path)
+    Ok(crate::write_config(d, endpoint, NODES, &extra))
 }
 
 /// A child process this bench started; stopped (SIGTERM, then SIGKILL) by its PID when dropped.

@@ -63,23 +63,28 @@ pub struct PassReport {
 }
 
 impl PassReport {
-    /// A report nothing is recorded from (observations outside a pass).
-    fn scratch(now: DateTime<Utc>) -> PassReport {
+    /// A report of a pass that has done nothing yet.
+    fn new(iteration: u64, trigger: Trigger, now: DateTime<Utc>, next_pass_in_secs: u64) -> PassReport {
         PassReport {
-            iteration: 0,
-            trigger: Trigger::Cli,
+            iteration,
+            trigger,
             started_at: now,
             duration_ms: 0,
             outcome: "ok".into(),
             hook_calls_ingested: 0,
             rounds: 0,
             requests_created: 0,
-            gce_steps: vec![],
+            gce_steps: Vec::new(),
             slurm_commands: 0,
             events: 0,
-            errors: vec![],
-            next_pass_in_secs: 0,
+            errors: Vec::new(),
+            next_pass_in_secs,
         }
+    }
+
+    /// A report nothing is recorded from (observations outside a pass).
+    fn scratch(now: DateTime<Utc>) -> PassReport {
+        PassReport::new(0, Trigger::Cli, now, 0)
     }
 }
 
@@ -157,21 +162,7 @@ impl Reconciler {
         // Milliseconds, as the store keeps time: the state kept between passes equals what is stored.
         let now = Utc::now().trunc_subsecs(3);
         self.iteration += 1;
-        let mut report = PassReport {
-            iteration: self.iteration,
-            trigger,
-            started_at: now,
-            duration_ms: 0,
-            outcome: "ok".into(),
-            hook_calls_ingested: 0,
-            rounds: 0,
-            requests_created: 0,
-            gce_steps: Vec::new(),
-            slurm_commands: 0,
-            events: 0,
-            errors: Vec::new(),
-            next_pass_in_secs: self.cfg.reconcile.interval,
-        };
+        let mut report = PassReport::new(self.iteration, trigger, now, self.cfg.reconcile.interval);
         match self.pass_inner(now, &mut report, given).await {
             Ok(desired) => {
                 if cfg!(debug_assertions) {

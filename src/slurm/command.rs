@@ -237,8 +237,14 @@ mod tests {
         assert_eq!(String::from_utf8(out.stdout).unwrap(), "a b; $(rm -rf /) 'q'|/x/slurm.conf|UTC");
     }
 
-    fn sh(script: &str) -> Vec<String> {
-        vec!["-c".to_string(), script.to_string()]
+    /// `sh -c script` through [`run_streamed`].
+    async fn sh_streamed<T: Send + 'static>(
+        script: &str,
+        timeout: Duration,
+        parse: impl FnOnce(&mut dyn std::io::BufRead) -> Result<T, ParseError> + Send + 'static,
+    ) -> Result<T, SlurmError> {
+        let args = vec!["-c".to_string(), script.to_string()];
+        run_streamed(Path::new("/bin"), None, timeout, "sh", &args, parse).await
     }
 
     #[tokio::test]
@@ -255,58 +261,34 @@ mod tests {
                 r.consume(len);
             }
         };
-        let n = run_streamed(
-            Path::new("/bin"),
-            None,
-            Duration::from_secs(20),
-            "sh",
-            &sh("head -c 8000000 /dev/zero"),
-            count,
-        )
-        .await
-        .unwrap();
+        let n = sh_streamed("head -c 8000000 /dev/zero", Duration::from_secs(20), count).await.unwrap();
         assert_eq!(n, 8_000_000);
     }
 
     #[tokio::test]
     async fn a_failed_command_is_its_stderr_whatever_was_decoded() {
-        let err = run_streamed(
-            Path::new("/bin"),
-            None,
-            Duration::from_secs(5),
-            "sh",
-            &sh("echo ok; echo broken >&2; exit 3"),
-            |_| Ok(()),
-        )
-        .await
-        .unwrap_err();
+        let err = sh_streamed("echo ok; echo broken >&2; exit 3", Duration::from_secs(5), |_| Ok(()))
+            .await
+            .unwrap_err();
         match err {
             SlurmError::Failed { stderr, .. } => assert_eq!(stderr, "broken"),
             other => panic!("unexpected {other}"),
         }
-        let err =
-            run_streamed(Path::new("/bin"), None, Duration::from_secs(5), "sh", &sh("echo garbage"), |_| {
-                Err::<(), _>(ParseError::new("sinfo --json", "expected value at line 1 column 1"))
-            })
-            .await
-            .unwrap_err();
+        let err = sh_streamed("echo garbage", Duration::from_secs(5), |_| {
+            Err::<(), _>(ParseError::new("sinfo --json", "expected value at line 1 column 1"))
+        })
+        .await
+        .unwrap_err();
         assert!(matches!(err, SlurmError::Parse(_)), "{err}");
     }
 
     #[tokio::test]
     async fn a_decoder_that_stops_early_never_blocks_the_command() {
-        let out = run_streamed(
-            Path::new("/bin"),
-            None,
-            Duration::from_secs(20),
-            "sh",
-            &sh("head -c 4000000 /dev/zero"),
-            |r| {
-                let mut first = [0u8; 10];
-                r.read_exact(&mut first).map_err(|e| ParseError::new("test", e))?;
-                Ok(first.len())
-            },
-        )
+        let out = sh_streamed("head -c 4000000 /dev/zero", Duration::from_secs(20), |r| {
+            let mut first = [0u8; 10];
+            r.read_exact(&mut first).map_err(|e| ParseError::new("test", e))?;
+            Ok(first.len())
+        })
         .await
         .unwrap();
         assert_eq!(out, 10);
@@ -315,18 +297,11 @@ mod tests {
     #[tokio::test]
     async fn a_streamed_command_that_hangs_is_killed_at_the_timeout() {
         let started = std::time::Instant::now();
-        let err = run_streamed(
-            Path::new("/bin"),
-            None,
-            Duration::from_millis(300),
-            "sh",
-            &sh("echo partial; exec sleep 30"),
-            |r| {
-                let mut s = String::new();
-                r.read_to_string(&mut s).map_err(|e| ParseError::new("test", e))?;
-                Ok(s)
-            },
-        )
+        let err = sh_streamed("echo partial; exec sleep 30", Duration::from_millis(300), |r| {
+            let mut s = String::new();
+            r.read_to_string(&mut s).map_err(|e| ParseError::new("test", e))?;
+            Ok(s)
+        })
         .await
         .unwrap_err();
         assert!(err.is_timeout(), "{err}");

@@ -448,11 +448,10 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool) -> Result<String,
     }
     if let Some(r) = &request {
         lines.push(format!(
-            "It belongs to resize request {} in MIG {} ({} node{}, run duration {}), created {}.",
+            "It belongs to resize request {} in MIG {} ({}, run duration {}), created {}.",
             r.name,
             r.mig,
-            r.nodes.len(),
-            if r.nodes.len() == 1 { "" } else { "s" },
+            crate::model::count_of(r.nodes.len(), "node"),
             age(r.run_duration as i64),
             when(Some(r.created_at), now)
         ));

@@ -6,8 +6,8 @@
 //! shows what a failure looks like and how the job recovers. Everything it starts is stopped at the
 //! end, pass or fail. Needs root and Debian's Slurm (`make demo` installs it).
 
+use devcluster::stack::{Stack, StackNodeset, StackSpec};
 use serde_json::{json, Value};
-use slurm_dws::devcluster::stack::{Stack, StackNodeset, StackSpec};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -116,7 +116,7 @@ fn main() {
         eprintln!("make demo: needs root (it runs slurmctld, slurmd and munged on this machine)");
         std::process::exit(2);
     }
-    if let Err(e) = slurm_dws::devcluster::ensure_installed() {
+    if let Err(e) = devcluster::ensure_installed() {
         eprintln!("make demo: Slurm is not usable here: {e}");
         std::process::exit(2);
     }

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Trim the Compute Engine v1 discovery document to what the simulator serves.
 
-The simulator (src/sim) validates every request body and query parameter against
-tests/data/compute.v1.trimmed.json, which this script writes: only the methods listed in
+The simulator (crates/gce-sim) validates every request body and query parameter against
+crates/gce-sim/data/compute.v1.trimmed.json, which this script writes: only the methods listed in
 METHODS below, and only the schemas reachable from their request and response types, with
 descriptions dropped to keep the embedded copy small.
 
@@ -14,7 +14,7 @@ Getting the full document (revision 20261106 is what the project uses):
 
 Usage:
 
-    scripts/trim-discovery.py FULL.json > tests/data/compute.v1.trimmed.json
+    scripts/trim-discovery.py FULL.json > crates/gce-sim/data/compute.v1.trimmed.json
 """
 
 import json

@@ -10,7 +10,6 @@
 //! | [`naming`]    | node names ↔ (nodeset, index); MIG / resize-request names; ownership     |
 //! | [`store`]     | SQLite: nodes, resize requests, MIGs, outbox, events. All SQL lives here |
 //! | [`gce`]       | the typed Compute Engine client (auth, retries, rate limit, pagination)  |
-//! | [`sim`]       | the Compute Engine simulator served by `slurm-dws-sim`                   |
 //! | [`slurm`]     | talking to Slurm: resume file, `squeue`/`sinfo --json`, `scontrol`       |
 //! | [`protocol`]  | the Unix-socket request/response shared by hooks, CLI and daemon         |
 //! | [`hook`]      | `resume` / `suspend` / `resume-fail`: record durably, wake the daemon    |
@@ -18,7 +17,6 @@
 //! | [`metrics`]   | Prometheus text exposition of the store's counts and the daemon's activity |
 //! | [`reconcile`] | one reconcile pass: observe, plan (pure), act                            |
 //! | [`cli`]       | argument parsing and the admin commands' output                          |
-//! | [`devcluster`]| a real local slurmctld + slurmd cluster for tests and `make demo`        |
 //!
 //! # The path of a resume, from hook to GCE
 //!
@@ -36,7 +34,6 @@
 pub mod cli;
 pub mod config;
 pub mod daemon;
-pub mod devcluster;
 pub mod gce;
 pub mod hook;
 pub mod hostlist;
@@ -45,6 +42,5 @@ pub mod model;
 pub mod naming;
 pub mod protocol;
 pub mod reconcile;
-pub mod sim;
 pub mod slurm;
 pub mod store;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use chrono::{Duration as ChronoDuration, Timelike, Utc};
-use slurm_dws::devcluster::{self, ClusterSpec, LocalCluster};
+use devcluster::{ClusterSpec, LocalCluster};
 use slurm_dws::slurm::{resume_file, NodeInfo, NodeUpdate, Slurm, SlurmError, TimeLimit};
 
 fn slurm_available() -> bool {
@@ -142,7 +142,7 @@ async fn cloud_job_resumes_runs_and_powers_down() {
     }
     let scripts = PowerScripts::new();
     let cluster = cloud_cluster("dcrun", "dws-a-[0-1]", &scripts);
-    let slurm = cluster.slurm(Duration::from_secs(10));
+    let slurm = Slurm::new(cluster.client_bin_dir(), Some(cluster.conf_path()), Duration::from_secs(10));
     let names = ["dws-a-0", "dws-a-1"];
     assert_eq!(cluster.node_names(), names);
 
@@ -232,7 +232,7 @@ async fn jobs_report_time_limits() {
     }
     let scripts = PowerScripts::new();
     let cluster = cloud_cluster("dcjobs", "dws-j-[0-1]", &scripts);
-    let slurm = cluster.slurm(Duration::from_secs(10));
+    let slurm = Slurm::new(cluster.client_bin_dir(), Some(cluster.conf_path()), Duration::from_secs(10));
     let held = |args: &[&str]| {
         let mut all = vec!["-H", "-N1", "--wrap", "true"];
         all.extend_from_slice(args);
@@ -272,7 +272,7 @@ async fn node_updates_reservations_requeue_and_timeouts() {
     }
     let scripts = PowerScripts::new();
     let mut cluster = cloud_cluster("dcops", "dws-b-[0-1]", &scripts);
-    let slurm = cluster.slurm(Duration::from_secs(10));
+    let slurm = Slurm::new(cluster.client_bin_dir(), Some(cluster.conf_path()), Duration::from_secs(10));
     let names = ["dws-b-0", "dws-b-1"];
     let both = "dws-b-[0-1]";
     let update = |state: &'static str| NodeUpdate { state: Some(state), ..Default::default() };
@@ -376,7 +376,7 @@ async fn node_updates_reservations_requeue_and_timeouts() {
 
     // A hung controller: every call is killed at its deadline with a typed Timeout.
     cluster.pause_slurmctld();
-    let quick = cluster.slurm(Duration::from_millis(300));
+    let quick = Slurm::new(cluster.client_bin_dir(), Some(cluster.conf_path()), Duration::from_millis(300));
     let t = Instant::now();
     let err = quick.nodes().await.unwrap_err();
     assert!(err.is_timeout(), "{err}");

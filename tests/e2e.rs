@@ -2,9 +2,9 @@
 //! simulator when slurm-dws's resize requests succeed. Needs root and Debian's Slurm (`make test`
 //! installs it); outside CI the tests say so and skip, under CI=true they fail.
 
+use devcluster::stack::{Stack, StackNodeset, StackSpec};
 use serde_json::{json, Value};
-use slurm_dws::devcluster::stack::{Stack, StackNodeset, StackSpec};
-use slurm_dws::devcluster::{self};
+
 use std::time::{Duration, Instant};
 
 fn slurm_available() -> bool {
@@ -14,7 +14,7 @@ fn slurm_available() -> bool {
 fn spec(nodesets: Vec<StackNodeset>, reconcile: &str) -> StackSpec {
     StackSpec {
         bin: env!("CARGO_BIN_EXE_slurm-dws").into(),
-        sim_bin: env!("CARGO_BIN_EXE_slurm-dws-sim").into(),
+        sim_bin: devcluster::sim_bin(env!("CARGO_BIN_EXE_slurm-dws").as_ref()),
         nodesets,
         reconcile: reconcile.into(),
         slurm_conf: vec![],

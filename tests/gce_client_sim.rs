@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use gce_sim::{SimHandle, SimOptions};
 use serde_json::{json, Value};
 use slurm_dws::gce::{
     classify_errors, Backoff, Client, ClientOptions, Credentials, DistributionPolicy, DistributionPolicyZone,
@@ -10,7 +11,6 @@ use slurm_dws::gce::{
     InstanceGroupManagerVersion, InstanceLifecyclePolicy, Location, Operation, OperationScope,
     ResizeRequestState, UpdatePolicy,
 };
-use slurm_dws::sim::{SimHandle, SimOptions};
 use tokio::time::Instant;
 
 const REGION: &str = "us-central1";
@@ -29,7 +29,7 @@ impl Sim {
     }
 
     async fn start_with(request_timeout: Duration, retry_deadline: Duration) -> Self {
-        let handle = slurm_dws::sim::start(SimOptions::default()).await.unwrap();
+        let handle = gce_sim::start(SimOptions::default()).await.unwrap();
         let client = Client::new(
             ClientOptions {
                 endpoint: handle.base_url(),

@@ -7,7 +7,7 @@
 
 use crate::table::{Samples, Table};
 use crate::Ctx;
-use slurm_dws::devcluster::stack::{Stack, StackNodeset, StackSpec};
+use devcluster::stack::{Stack, StackNodeset, StackSpec};
 use std::time::{Duration, Instant};
 
 const JOBS: u32 = 5;
@@ -18,7 +18,7 @@ pub fn run(ctx: &Ctx, t: &mut Table) {
         t.failed("e2e sbatch 2 nodes → RUNNING", "needs root (a real slurmctld and slurmds)", budget);
         return;
     }
-    if let Err(e) = slurm_dws::devcluster::ensure_installed() {
+    if let Err(e) = devcluster::ensure_installed() {
         t.failed("e2e sbatch 2 nodes → RUNNING", &format!("Slurm not installed: {e}"), budget);
         return;
     }

@@ -37,7 +37,7 @@ fn main() {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_slurm-dws"));
     let ctx = Ctx {
         baseline_bin: bin.with_file_name("examples").join("sqlite_commit"),
-        sim_bin: PathBuf::from(env!("CARGO_BIN_EXE_slurm-dws-sim")),
+        sim_bin: devcluster::sim_bin(env!("CARGO_BIN_EXE_slurm-dws").as_ref()),
         bin,
     };
     let started = Instant::now();

@@ -2,15 +2,14 @@
 //! hooks spawned the way slurmctld spawns them, and reads of the real SQLite store.
 #![allow(dead_code)]
 
+use gce_sim::{self as sim, SimHandle, SimOptions};
 use serde_json::{json, Value};
-use slurm_dws::sim::{self, SimHandle, SimOptions};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_slurm-dws");
-pub const SIM_BIN: &str = env!("CARGO_BIN_EXE_slurm-dws-sim");
 
 /// One isolated world: temp dir, config, simulator, maybe a daemon.
 pub struct World {

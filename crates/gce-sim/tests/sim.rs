@@ -1,7 +1,7 @@
 //! Black-box tests of the Compute Engine simulator over raw HTTP (reqwest + serde_json, no client types).
 
+use gce_sim::{self as sim, SimHandle, SimOptions};
 use serde_json::{json, Value};
-use slurm_dws::sim::{self, SimHandle, SimOptions};
 use std::time::{Duration, Instant};
 
 const REGION: &str = "projects/p/regions/us-central1";

@@ -1,6 +1,6 @@
 //! Validation of requests (and the simulator's own responses) against the Compute discovery document.
 //!
-//! The simulator embeds `tests/data/compute.v1.trimmed.json` (written by `scripts/trim-discovery.py`)
+//! The simulator embeds `crates/gce-sim/data/compute.v1.trimmed.json` (written by `scripts/trim-discovery.py`)
 //! and checks every request body and query parameter against it before acting, so a client that names
 //! a field wrongly (`requested_run_duration`), sends the wrong JSON type or an unknown enum value is
 //! refused as GCE would refuse it, instead of being silently understood.
@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::sync::OnceLock;
 
 /// The trimmed discovery document: only the methods the simulator serves and the schemas they reach.
-const DISCOVERY: &str = include_str!("../../tests/data/compute.v1.trimmed.json");
+const DISCOVERY: &str = include_str!("../data/compute.v1.trimmed.json");
 
 /// The parsed document, parsed on first use.
 fn doc() -> &'static Value {

@@ -30,13 +30,13 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let opts = slurm_dws::sim::SimOptions {
+    let opts = gce_sim::SimOptions {
         listen: args.listen,
         boot_cmd: args.boot_cmd,
         stop_cmd: args.stop_cmd,
         time_scale: args.time_scale,
     };
-    let sim = slurm_dws::sim::start(opts).await?;
+    let sim = gce_sim::start(opts).await?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "listening on {}", sim.addr())?;
     out.flush()?;

@@ -21,6 +21,7 @@
 //! slurmctld and munged by PID) and removes its directory (kept when
 //! `SLURM_DWS_KEEP_DEVCLUSTER=1`, for post-mortems).
 
+mod binaries;
 mod conf;
 mod install;
 mod process;
@@ -33,10 +34,10 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::slurm::Slurm;
 use conf::Layout;
 use process::Daemon;
 
+pub use binaries::{sim_bin, SIM_BIN_NAME};
 pub use install::{available_for_tests, ensure_installed, missing as missing_files, PACKAGES};
 
 /// Environment variable set in every slurmd of a cluster (value: the cluster directory), so that
@@ -408,9 +409,10 @@ impl LocalCluster {
         process::stop_slurmds(&self.layout.run(), &self.layout.conf())
     }
 
-    /// A [`Slurm`] client for this cluster.
-    pub fn slurm(&self, timeout: Duration) -> Slurm {
-        Slurm::new(PathBuf::from(CLIENT_BIN), Some(self.conf_path()), timeout)
+    /// Where this cluster's Slurm client commands (`scontrol`, `sinfo`, `squeue`, `sbatch`) are:
+    /// slurm-dws's `[slurm] bin_dir` for it.
+    pub fn client_bin_dir(&self) -> PathBuf {
+        PathBuf::from(CLIENT_BIN)
     }
 
     /// A Slurm client command with this cluster's SLURM_CONF, run from the jobs directory (where

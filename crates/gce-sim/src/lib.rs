@@ -1,7 +1,7 @@
 //! A Compute Engine simulator: the subset of the v1 API slurm-dws uses, with DWS Flex Start semantics.
 //!
 //! It is a real HTTP server at `http://ADDR/compute/v1/` (see [`start`]) and an independent
-//! implementation: it shares no types with the [`crate::gce`] client, works on `serde_json::Value`
+//! implementation: it shares no types with the slurm-dws client (`slurm_dws::gce`), works on `serde_json::Value`
 //! checked against the discovery document ([`validate_request_body`]), so a client bug cannot hide
 //! behind a matching simulator bug.
 //!

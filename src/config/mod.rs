@@ -17,6 +17,9 @@ use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+/// `gcp.credentials`: the GCE client's own type. The config names how the client authenticates and
+/// the client owns what that means, so `gce` never depends on the config.
+pub use crate::gce::Credentials;
 pub use slurm_conf::render_slurm_conf;
 pub use validate::{is_cluster_name, is_nodeset_name, is_rfc1035, DEFAULT_ENDPOINT};
 
@@ -82,31 +85,6 @@ pub struct Gcp {
     pub request_timeout: u64,
     /// How long one logical call is retried on retryable errors before giving up (seconds).
     pub retry_deadline: u64,
-}
-
-/// How the GCE client gets its access token.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Credentials {
-    /// Application Default Credentials chain (key file env var, gcloud ADC, metadata server).
-    Auto,
-    /// Only the GCE metadata server (the controller VM's service account).
-    Metadata,
-    /// No token at all: only for a loopback `http://` endpoint (the simulator).
-    None,
-    /// A service-account key file.
-    KeyFile(PathBuf),
-}
-
-impl Credentials {
-    /// The spelling used in the config file.
-    pub fn as_config_str(&self) -> String {
-        match self {
-            Credentials::Auto => "auto".into(),
-            Credentials::Metadata => "metadata".into(),
-            Credentials::None => "none".into(),
-            Credentials::KeyFile(p) => p.display().to_string(),
-        }
-    }
 }
 
 /// `[slurm]`: how to run Slurm's commands.

@@ -160,7 +160,7 @@ impl From<&super::Config> for RawConfig {
                 project: val(c.gcp.project.clone()),
                 region: val(c.gcp.region.clone()),
                 endpoint: val(c.gcp.endpoint.clone()),
-                credentials: val(c.gcp.credentials.as_config_str()),
+                credentials: val(c.gcp.credentials.to_string()),
                 calls_per_minute: val(c.gcp.calls_per_minute),
                 request_timeout: val(c.gcp.request_timeout),
                 retry_deadline: val(c.gcp.retry_deadline),

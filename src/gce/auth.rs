@@ -27,17 +27,31 @@ pub const METADATA_HOST_ENV: &str = "GCE_METADATA_HOST";
 
 const DEFAULT_METADATA_HOST: &str = "metadata.google.internal";
 
-/// How the client authenticates; the config module maps `gcp.credentials` onto this.
+/// How the client authenticates. The config's `gcp.credentials` is this type (`config` reads
+/// `auto`, `metadata`, `none` or a path into it; [`fmt::Display`] prints that spelling back).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credentials {
-    /// gcp_auth's chain: `GOOGLE_APPLICATION_CREDENTIALS`, gcloud ADC, metadata server, gcloud.
+    /// Application Default Credentials, gcp_auth's chain: `GOOGLE_APPLICATION_CREDENTIALS`, gcloud's
+    /// application-default credentials, the metadata server, `gcloud auth print-access-token`.
     Auto,
-    /// The metadata server of the VM we run on.
+    /// Only the metadata server of the VM we run on (the controller VM's service account).
     Metadata,
-    /// No credentials: only for an `http://` loopback endpoint (the simulator).
+    /// No token at all: only for an `http://` loopback endpoint (the simulator).
     None,
     /// A service-account key file (JSON).
     KeyFile(PathBuf),
+}
+
+/// The config file's spelling: `auto`, `metadata`, `none`, or the key file's path (not a secret).
+impl fmt::Display for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Credentials::Auto => f.write_str("auto"),
+            Credentials::Metadata => f.write_str("metadata"),
+            Credentials::None => f.write_str("none"),
+            Credentials::KeyFile(p) => write!(f, "{}", p.display()),
+        }
+    }
 }
 
 /// A bearer token. Its `Debug` never shows the secret.

@@ -358,13 +358,18 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
     tokio::net::TcpListener::bind(addr).await
 }
 
-/// Serves `GET /metrics` on `listener` until the task is aborted.
-pub async fn serve(listener: tokio::net::TcpListener, metrics: Metrics, store: Store) {
+/// Serves `GET /metrics` on `listener` until `shutdown` resolves, then finishes the scrapes in flight.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Metrics,
+    store: Store,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
     let app = Router::new()
         .route("/metrics", get(scrape))
         .route("/", get(|| async { "slurm-dws: metrics at /metrics\n" }))
         .with_state(Ctx { metrics, store });
-    if let Err(e) = axum::serve(listener, app).await {
+    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
         tracing::error!(error = %e, "metrics server stopped");
     }
 }

@@ -164,6 +164,66 @@ async fn a_second_daemon_on_the_same_state_dir_is_refused_by_name() {
     assert!(w.cli(&["status"]).status.success());
 }
 
+/// SIGTERM while a pass waits on GCE (the resize request's insert answers after 5 s): the pass is let
+/// finish, so the mutation it sent is committed with its outcome and nothing is left half done; the
+/// clients in flight are answered, not cut off; the daemon exits 0 well inside systemd's
+/// `TimeoutStopSec=30s`. A restart carries the work to its end without sending anything twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_pass_lets_it_commit_answers_every_client_and_exits_0() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    use std::time::{Duration, Instant};
+    let mut w = World::new(&[("a", 0, 8, "")], "").await;
+    let insert = "regionInstanceGroupManagerResizeRequests.insert";
+    w.sim_post("faults", json!({"method": insert, "status": 200, "delay_ms": 5000, "count": 1})).await;
+    w.start_daemon();
+    let rf = resume_file(&[(7, "hpc-a-[0-1]")], "hpc-a-[0-1]");
+    assert!(w.hook("resume", "hpc-a-[0-1]", Some(&rf)).status.success());
+    // The insert has reached GCE: the pass that sent it now waits for the answer.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&w.sim_calls().await, insert) == 0 {
+        assert!(Instant::now() < deadline, "no resize request sent\n{}", tail(&w.daemon_log(), 40));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Two clients in flight: one that has not sent its request yet, one waiting for a pass of its own.
+    let sock = w.path().join("slurm-dws.sock");
+    let silent = UnixStream::connect(&sock).unwrap();
+    let mut asking = UnixStream::connect(&sock).unwrap();
+    asking.write_all(b"{\"v\":1,\"request\":\"reconcile\"}\n").unwrap();
+    // Connections are accepted in order: once a later one is answered, both are the daemon's.
+    assert!(w.cli(&["status"]).status.success());
+
+    let t = Instant::now();
+    let exit = w.stop_daemon();
+    let took = t.elapsed();
+    let log = w.daemon_log();
+    assert!(exit.success(), "exit {exit:?}\n{}", tail(&log, 40));
+    assert!(took < Duration::from_secs(15), "stopping took {took:?}\n{}", tail(&log, 40));
+    assert!(log.contains("letting it finish"), "SIGTERM came during the pass\n{}", tail(&log, 40));
+    assert!(!log.contains("was dropped"), "{}", tail(&log, 40));
+    assert!(!sock.exists(), "the socket file is removed");
+    for (who, client) in [("silent", silent), ("asking", asking)] {
+        client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut line = String::new();
+        BufReader::new(client).read_line(&mut line).unwrap();
+        assert!(line.contains("daemon is shutting down"), "{who} client: {line:?}");
+    }
+
+    // Nothing half done: the insert the pass waited for is committed with its outcome.
+    let store = slurm_dws::store::Store::open(&w.state_dir()).await.unwrap();
+    let pending = store.pending_outbox().await.unwrap();
+    assert!(pending.is_empty(), "mutations left unresolved: {pending:?}");
+    assert!(store.unprocessed_inbox().await.unwrap().is_empty());
+    assert_eq!(store.requests(false).await.unwrap().len(), 1);
+    store.close().await;
+
+    w.start_daemon();
+    wait_converged(&w, &["hpc-a-0".to_string(), "hpc-a-1".to_string()].into(), 60).await;
+    let calls = w.sim_calls().await;
+    assert_eq!(count(&calls, "regionInstanceGroupManagers.insert"), 1, "{calls}");
+    assert_eq!(count(&calls, insert), 1, "{calls}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspend_cancels_a_queued_request_and_the_mig_is_collected() {
     let mut w = World::new(&[("a", 0, 16, "")], "").await;

@@ -12,7 +12,6 @@ pub mod admin;
 pub mod check_config;
 pub mod table;
 
-use std::fmt;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -222,7 +221,8 @@ pub const EXIT_RUNTIME: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 
 /// A failed command: the process's exit code and one line for stderr.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct CliError {
     pub code: u8,
     pub message: String,
@@ -246,14 +246,6 @@ impl CliError {
         CliError { code, message }
     }
 }
-
-impl fmt::Display for CliError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for CliError {}
 
 /// A bad config is bad input: exit 2, with the first problem (and how many more) as the line.
 impl From<ConfigError> for CliError {
@@ -347,15 +339,17 @@ fn daemon(config: Option<&std::path::Path>, format: LogFormat) -> Result<(), Cli
         };
         // SIGHUP: reload the config between passes. Several in a row collapse into one reload.
         let (tx, rx) = tokio::sync::mpsc::channel(1);
-        let mut hup = signal(SignalKind::hangup()).map_err(|e| anyhow::anyhow!("SIGHUP handler: {e}"))?;
+        let mut hup = signal(SignalKind::hangup())
+            .map_err(|e| CliError::runtime(format!("cannot handle SIGHUP: {e}")))?;
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
                 let _ = tx.try_send(());
             }
         });
-        crate::daemon::run_with_reload(cfg, shutdown, Some(rx)).await
+        crate::daemon::run_with_reload(cfg, shutdown, Some(rx))
+            .await
+            .map_err(|e| CliError::runtime(e.to_string()))
     })
-    .map_err(|e| CliError::runtime(format!("{e:#}")))
 }
 
 /// Write command output; a closed stdout is a run-time failure, not a panic.

@@ -6,6 +6,21 @@
 //! of passes and a hook never waits for a pass. The socket server runs beside it and only forwards.
 //! Between two passes the same task takes a config reload (SIGHUP, see `reload.rs`); beside it the
 //! metrics endpoint (`crate::metrics`) serves what the store and the pass loop report.
+//!
+//! # Shutdown
+//! `shutdown` (SIGTERM or SIGINT in the binary) is an argument of [`run`], and every step of stopping
+//! is bounded so the whole stays inside the unit's `TimeoutStopSec=30s`:
+//! 1. At once: systemd is told `STOPPING=1`, the socket stops accepting and its file is removed (a
+//!    hook then finds no daemon, which is fine: its request is in the inbox for the next start), a
+//!    client still sending its request is answered "daemon is shutting down", and the metrics
+//!    endpoint finishes the scrapes in flight.
+//! 2. A pass that is running is let finish for up to [`PASS_GRACE`], so what it sent to GCE is
+//!    committed with its outcome; past that it is dropped, with a log line. Dropping is safe (every
+//!    mutation's `requestId` is in the outbox before it is sent, and an open SQLite transaction
+//!    rolls back), only slower: the next start finds out how the mutation went.
+//! 3. Clients waiting for a pass that will not run are answered "daemon is shutting down"; every
+//!    client in flight gets [`HANDLER_GRACE`] to be answered, then its connection is closed. The
+//!    store is closed last.
 
 pub mod reload;
 mod server;
@@ -13,13 +28,45 @@ mod server;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::reconcile::{PassReport, Reconciler, Trigger};
-use crate::store::Store;
-use anyhow::Context;
+use crate::store::{Store, StoreError};
 use std::collections::HashMap;
 use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// How long a pass running when shutdown is asked for may go on. A pass waits at most 20 s for a GCE
+/// Operation, so this lets a pass that is waiting on one see it through; with [`HANDLER_GRACE`] it
+/// stays inside the unit's `TimeoutStopSec=30s`.
+pub const PASS_GRACE: Duration = Duration::from_secs(20);
+
+/// How long socket clients and metrics scrapes in flight get to be answered once the daemon stops.
+pub const HANDLER_GRACE: Duration = Duration::from_secs(3);
+
+/// Why the daemon could not start or run. The binary prints it as one line and exits 1.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("opening the state store: {0}")]
+    Store(#[from] StoreError),
+    /// Another daemon holds `state_dir/daemon.lock` (see [`LOCK_FILE`]).
+    #[error(
+        "another slurm-dws daemon (pid {pid}) uses state_dir {}: only one daemon may run per state \
+         directory",
+        dir.display()
+    )]
+    StateDirTaken { pid: String, dir: PathBuf },
+    #[error("{what} {}: {source}", path.display())]
+    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("binding daemon.metrics_listen {addr}: {source}")]
+    MetricsListen { addr: SocketAddr, source: std::io::Error },
+    /// The reconciler could not be built from the config (the message carries its whole chain).
+    #[error("starting the reconciler: {0}")]
+    Reconciler(String),
+}
 
 /// What the socket server asks of the pass loop.
 pub(crate) enum Command {
@@ -39,8 +86,9 @@ pub struct Liveness {
     pub last_pass: Option<PassReport>,
 }
 
-/// Runs the daemon until `shutdown` resolves (SIGTERM/SIGINT in the binary; a future in tests).
-pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+/// Runs the daemon until `shutdown` resolves (SIGTERM/SIGINT in the binary; a future in tests), then
+/// stops as the module docs say.
+pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<(), DaemonError> {
     run_with_reload(cfg, shutdown, None).await
 }
 
@@ -49,21 +97,29 @@ pub async fn run_with_reload(
     mut cfg: Config,
     shutdown: impl Future<Output = ()>,
     mut reload: Option<mpsc::Receiver<()>>,
-) -> anyhow::Result<()> {
-    let store = Store::open(&cfg.state_dir).await.context("opening the state store")?;
+) -> Result<(), DaemonError> {
+    let store = Store::open(&cfg.state_dir).await?;
     let _lock = lock_state_dir(&cfg.state_dir)?;
-    let mut reconciler =
-        Reconciler::new(cfg.clone(), store.clone()).await.context("starting the reconciler")?;
-    let listener = server::bind(&cfg.socket).with_context(|| format!("binding {}", cfg.socket.display()))?;
+    let mut reconciler = Reconciler::new(cfg.clone(), store.clone())
+        .await
+        .map_err(|e| DaemonError::Reconciler(format!("{e:#}")))?;
+    let listener = server::bind(&cfg.socket).map_err(|source| DaemonError::Io {
+        what: "binding",
+        path: cfg.socket.clone(),
+        source,
+    })?;
     let started_at = chrono::Utc::now();
     let metrics = Metrics::new(nodeset_names(&cfg), reconciler.gce().clone(), started_at);
+    // Cancelled when the daemon begins to stop: the socket and metrics servers stop accepting.
+    let stopping = CancellationToken::new();
     let metrics_server = match cfg.daemon.metrics_listen {
         Some(addr) => {
             let l = crate::metrics::bind(addr)
                 .await
-                .with_context(|| format!("binding daemon.metrics_listen {addr}"))?;
+                .map_err(|source| DaemonError::MetricsListen { addr, source })?;
             tracing::info!(%addr, "serving Prometheus metrics at /metrics");
-            Some(tokio::spawn(crate::metrics::serve(l, metrics.clone(), store.clone())))
+            let until = stopping.clone().cancelled_owned();
+            Some(tokio::spawn(crate::metrics::serve(l, metrics.clone(), store.clone(), until)))
         }
         None => None,
     };
@@ -77,7 +133,15 @@ pub async fn run_with_reload(
     }));
     let (tx, mut rx) = mpsc::channel::<Command>(256);
     let allowed = server::allowed_uids(cfg.daemon.service_user.as_deref());
-    let server = tokio::spawn(server::serve(listener, tx, liveness.clone(), allowed));
+    let handlers = TaskTracker::new();
+    let server = tokio::spawn(server::serve(
+        listener,
+        tx,
+        liveness.clone(),
+        allowed,
+        stopping.clone(),
+        handlers.clone(),
+    ));
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     tracing::info!(socket = %cfg.socket.display(), state_dir = %cfg.state_dir.display(), "slurm-dws daemon ready");
 
@@ -95,9 +159,24 @@ pub async fn run_with_reload(
     let mut waiting: Vec<oneshot::Sender<PassReport>> = Vec::new();
     'passes: loop {
         liveness.lock().unwrap().pass_running = true;
-        let report = tokio::select! {
-            r = reconciler.pass(trigger) => r,
-            _ = &mut shutdown => break 'passes,
+        let (report, stop) = {
+            let pass = reconciler.pass(trigger);
+            tokio::pin!(pass);
+            tokio::select! {
+                r = &mut pass => (Some(r), false),
+                _ = &mut shutdown => {
+                    begin_stopping(&stopping, &cfg);
+                    (finish_within(PASS_GRACE, pass).await, true)
+                }
+            }
+        };
+        let Some(report) = report else {
+            tracing::warn!(
+                grace_secs = PASS_GRACE.as_secs(),
+                "the running pass did not finish within the shutdown grace and was dropped; the next start \
+                 learns how the mutations it sent went (their requestIds are in the outbox)"
+            );
+            break 'passes;
         };
         release_memory();
         {
@@ -110,11 +189,14 @@ pub async fn run_with_reload(
         for w in waiting.drain(..) {
             let _ = w.send(report.clone());
         }
+        if stop {
+            break 'passes;
+        }
         // Wait for the next reason to run: the pass's own requeue time, a hook, or a CLI request.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(report.next_pass_in_secs.max(1));
         trigger = loop {
             tokio::select! {
-                _ = &mut shutdown => break 'passes,
+                _ = &mut shutdown => { begin_stopping(&stopping, &cfg); break 'passes }
                 _ = tokio::time::sleep_until(deadline) => break Trigger::Interval,
                 _ = next_reload(&mut reload) => {
                     if apply_reload(&mut cfg, &mut reconciler, &store, &metrics).await {
@@ -123,7 +205,7 @@ pub async fn run_with_reload(
                     }
                 }
                 cmd = rx.recv() => match cmd {
-                    None => break 'passes,
+                    None => { begin_stopping(&stopping, &cfg); break 'passes }
                     Some(Command::Wake) => break Trigger::Hook,
                     Some(Command::Reconcile(reply)) => { waiting.push(reply); break Trigger::Cli }
                     Some(Command::Gc { dry_run, reply }) => {
@@ -144,15 +226,45 @@ pub async fn run_with_reload(
             }
         }
     }
+
+    // No pass runs any more: clients waiting for one, queued or not, are answered "shutting down" as
+    // their reply channels close.
+    drop(waiting);
+    drop(rx);
+    let _ = server.await;
+    handlers.close();
+    if tokio::time::timeout(HANDLER_GRACE, handlers.wait()).await.is_err() {
+        tracing::warn!(
+            clients = handlers.len(),
+            grace_secs = HANDLER_GRACE.as_secs(),
+            "socket clients still in flight at the end of the shutdown grace; their connections are closed"
+        );
+    }
+    if let Some(mut m) = metrics_server {
+        if tokio::time::timeout(HANDLER_GRACE, &mut m).await.is_err() {
+            m.abort();
+        }
+    }
+    store.close().await;
+    tracing::info!("slurm-dws daemon stopped");
+    Ok(())
+}
+
+/// The first step of stopping: systemd hears `STOPPING=1` (sd_notify(3): "beginning its shutdown"), the
+/// journal a line, and the socket takes no new client (its file goes, so a hook finds no daemon and
+/// leaves its request in the inbox for the next start; clients still sending are answered "shutting
+/// down").
+fn begin_stopping(stopping: &CancellationToken, cfg: &Config) {
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     tracing::info!("slurm-dws daemon stopping");
-    server.abort();
-    if let Some(m) = metrics_server {
-        m.abort();
-    }
+    stopping.cancel();
     let _ = std::fs::remove_file(&cfg.socket);
-    store.close().await;
-    Ok(())
+}
+
+/// Lets `work` run for up to `grace`: its output, or `None` when it was dropped unfinished.
+async fn finish_within<T>(grace: Duration, work: impl Future<Output = T>) -> Option<T> {
+    tracing::info!(grace_secs = grace.as_secs(), "shutdown asked during a pass: letting it finish");
+    tokio::time::timeout(grace, work).await.ok()
 }
 
 /// The state directory's lock file, held while the daemon runs.
@@ -161,34 +273,34 @@ pub const LOCK_FILE: &str = "daemon.lock";
 /// One daemon per state directory: the reconciler keeps the desired state between passes because it is
 /// the only writer, so a second daemon on the same store (another socket path, a copy of the unit) is
 /// refused, naming the one that holds the lock. The lock goes with the process, however it ends.
-fn lock_state_dir(dir: &std::path::Path) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
+fn lock_state_dir(dir: &std::path::Path) -> Result<nix::fcntl::Flock<std::fs::File>, DaemonError> {
     use std::io::{Read, Seek, Write};
     let path = dir.join(LOCK_FILE);
+    let io = |what: &'static str| {
+        let path = path.clone();
+        move |source: std::io::Error| DaemonError::Io { what, path, source }
+    };
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
+        .map_err(io("opening"))?;
     match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
         Ok(mut lock) => {
-            lock.set_len(0)?;
-            lock.rewind()?;
-            writeln!(lock, "{}", std::process::id())?;
+            lock.set_len(0)
+                .and_then(|()| lock.rewind())
+                .and_then(|()| writeln!(lock, "{}", std::process::id()))
+                .map_err(io("writing the pid to"))?;
             Ok(lock)
         }
         Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
             let mut pid = String::new();
             let _ = file.read_to_string(&mut pid);
-            anyhow::bail!(
-                "another slurm-dws daemon (pid {}) uses state_dir {}: only one daemon may run per state \
-                 directory",
-                pid.trim(),
-                dir.display()
-            )
+            Err(DaemonError::StateDirTaken { pid: pid.trim().to_string(), dir: dir.to_path_buf() })
         }
-        Err((_, e)) => Err(anyhow::anyhow!("locking {}: {e}", path.display())),
+        Err((_, e)) => Err(io("locking")(e.into())),
     }
 }
 
@@ -318,11 +430,11 @@ async fn log_new_events(store: &Store, last: &mut (i64, chrono::DateTime<chrono:
 
 /// Tunes glibc's allocator for a daemon whose passes allocate and free megabytes: one arena (by
 /// default every thread that allocates — tokio's workers, its blocking threads, sqlx's SQLite threads —
-/// may get its own, each keeping what a pass freed: at 10,000 nodes that took the daemon from ~90 MB
-/// to ~140 MB RSS), and blocks of 128 KiB and more mapped on their own, so they go back to the kernel
-/// when freed instead of fragmenting the heap (glibc's moving threshold otherwise rises to 32 MiB).
-/// With both, the daemon's peak at 10,000 nodes fell from 49–53 MB to 44–45 MB (`make bench`). Call it
-/// before any thread starts.
+/// may get its own, each keeping what a pass freed: ~140 MB RSS at 10,000 nodes instead of ~90 MB),
+/// and blocks of 128 KiB and more mapped on their own, so they go back to the kernel when freed
+/// instead of fragmenting the heap (glibc's moving threshold otherwise rises to 32 MiB). Both keep the
+/// daemon's peak at 10,000 nodes inside the 50 MB budget (`make bench` prints it). Call it before any
+/// thread starts.
 pub fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator tuning; called before other threads exist.
@@ -339,5 +451,30 @@ fn release_memory() {
     // SAFETY: malloc_trim is thread-safe and only returns free memory to the kernel.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pass_is_kept_when_it_ends_within_the_grace_and_dropped_at_the_grace_otherwise() {
+        let second = Duration::from_secs(1);
+        let started = tokio::time::Instant::now();
+        let quick = async {
+            tokio::time::sleep(PASS_GRACE - second).await;
+            "report"
+        };
+        assert_eq!(finish_within(PASS_GRACE, quick).await, Some("report"));
+        assert_eq!(started.elapsed(), PASS_GRACE - second);
+
+        let started = tokio::time::Instant::now();
+        let stuck = async {
+            tokio::time::sleep(PASS_GRACE + second).await;
+            "report"
+        };
+        assert_eq!(finish_within(PASS_GRACE, stuck).await, None);
+        assert_eq!(started.elapsed(), PASS_GRACE, "dropped at the grace, not later");
     }
 }

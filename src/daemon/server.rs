@@ -13,6 +13,8 @@ use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// How long the accept loop pauses after a failed accept (e.g. out of file descriptors).
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
@@ -54,29 +56,40 @@ pub(super) fn allowed_uids(service_user: Option<&str>) -> Vec<u32> {
     uids
 }
 
+/// Accepts clients until `stopping` is cancelled, each handled in a task of `handlers` (so the daemon can
+/// wait for the ones in flight when it stops).
 pub(super) async fn serve(
     listener: UnixListener,
     tx: mpsc::Sender<Command>,
     liveness: Arc<Mutex<Liveness>>,
     allowed: Vec<u32>,
+    stopping: CancellationToken,
+    handlers: TaskTracker,
 ) {
     loop {
-        let stream = match listener.accept().await {
+        let accepted = tokio::select! {
+            _ = stopping.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(e) => {
                 // Out of file descriptors (EMFILE/ENFILE) or memory: the error repeats until a
                 // client goes away, so retrying at once would spin a CPU. Pause; clients wait
                 // in the listen backlog meanwhile.
                 tracing::warn!(error = %e, "socket: cannot accept a client; retrying in 100 ms");
-                tokio::time::sleep(ACCEPT_PAUSE).await;
-                continue;
+                tokio::select! {
+                    _ = stopping.cancelled() => return,
+                    _ = tokio::time::sleep(ACCEPT_PAUSE) => continue,
+                }
             }
         };
         let tx = tx.clone();
         let liveness = liveness.clone();
         let allowed = allowed.clone();
-        tokio::spawn(async move {
-            if let Err(e) = handle(stream, tx, liveness, &allowed).await {
+        let stopping = stopping.clone();
+        handlers.spawn(async move {
+            if let Err(e) = handle(stream, tx, liveness, &allowed, stopping).await {
                 tracing::debug!(error = %e, "socket client");
             }
         });
@@ -88,15 +101,22 @@ async fn handle(
     tx: mpsc::Sender<Command>,
     liveness: Arc<Mutex<Liveness>>,
     allowed: &[u32],
+    stopping: CancellationToken,
 ) -> std::io::Result<()> {
     let uid = stream.peer_cred()?.uid();
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
-    let response = match tokio::time::timeout(READ_TIMEOUT, protocol::read_line(&mut reader)).await {
-        Err(_) => Response::Error { message: "no request within 5 s".into() },
-        Ok(Err(e)) => Response::Error { message: format!("bad request: {e}") },
-        Ok(Ok(None)) => return Ok(()),
-        Ok(Ok(Some(line))) => match serde_json::from_str::<Envelope>(&line) {
+    // A client still sending its request when the daemon stops is answered, not cut off.
+    let request = tokio::select! {
+        r = tokio::time::timeout(READ_TIMEOUT, protocol::read_line(&mut reader)) => Some(r),
+        _ = stopping.cancelled() => None,
+    };
+    let response = match request {
+        None => Response::Error { message: SHUTTING_DOWN.into() },
+        Some(Err(_)) => Response::Error { message: "no request within 5 s".into() },
+        Some(Ok(Err(e))) => Response::Error { message: format!("bad request: {e}") },
+        Some(Ok(Ok(None))) => return Ok(()),
+        Some(Ok(Ok(Some(line)))) => match serde_json::from_str::<Envelope>(&line) {
             Err(e) => Response::Error { message: format!("bad request: {e}") },
             Ok(env) if env.v != protocol::VERSION => Response::Error {
                 message: format!(
@@ -118,6 +138,9 @@ async fn handle(
     out.push(b'\n');
     write.write_all(&out).await
 }
+
+/// What a client is told when the pass loop that would answer it has stopped.
+const SHUTTING_DOWN: &str = "daemon is shutting down";
 
 async fn answer(request: Request, tx: &mpsc::Sender<Command>, liveness: &Arc<Mutex<Liveness>>) -> Response {
     let gone = || Response::Error { message: "daemon is shutting down".into() };

@@ -48,7 +48,7 @@ demo:
 	$(CARGO) build --bins --example demo
 	$(CARGO) run --quiet --example demo
 
-## bench: release build, then measure every budget of SPEC.md and print one table (not part of `test`)
+## bench: release build, then measure every performance budget and print one table (not part of `test`)
 bench:
 	./scripts/install-deps.sh
 	$(CARGO) build --release --bins --example sqlite_commit

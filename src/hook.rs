@@ -1,7 +1,7 @@
 //! The Slurm hooks (`resume`, `suspend`, `resume-fail`): validate, record durably, wake the daemon, exit.
 //!
 //! slurmctld runs these with fds 0–2 closed, most signals blocked, an almost empty environment, and does
-//! not log their output (../shared/reference/SLURM.md). So the first thing any invocation does is
+//! not log their output (docs/slurm-facts.md, "How slurmctld runs the hooks"). So the first thing any invocation does is
 //! [`prepare_process`]; a hook logs to the configured log file itself; and exit 0 means exactly one thing:
 //! the request is committed to SQLite. A hook never talks to GCE and never waits for the daemon: if the
 //! daemon is down the request stays in the inbox and is carried out when it starts.

@@ -1,6 +1,6 @@
 //! The admin CLI against a live daemon and the simulator: every command in table and JSON form, the JSON
-//! fields SPEC fixes, errors as one line with SPEC's exit codes, and `explain` telling a node's story
-//! through resume → run → expiry.
+//! fields scripts rely on, errors as one line with the project's exit codes (0 / 1 / 2, see
+//! `src/cli/mod.rs`), and `explain` telling a node's story through resume → run → expiry.
 
 mod common;
 
@@ -207,7 +207,7 @@ async fn every_command_in_table_and_json_and_explain_tells_the_story() {
     );
     let ex = w.cli_json(&["explain", "hpc-a-0"]);
     assert!(ex.is_object(), "{ex}");
-    // Errors: one line, the object named, SPEC's exit codes.
+    // Errors: one line, the object named, the project's exit codes.
     fails_with(&w, &["explain", "hpc-z-9"], 2, "hpc-z-9");
     fails_with(&w, &["nodes", "hpc-a-[3-1]"], 2, "hpc-a-[3-1]");
     fails_with(&w, &["nodes", "--state", "sleeping"], 2, "sleeping");

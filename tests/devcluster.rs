@@ -189,7 +189,7 @@ async fn cloud_job_resumes_runs_and_powers_down() {
     let nodes = nodes_of(&slurm, &names).await;
     assert!(nodes.iter().all(|n| n.state == "allocated" && !n.has_flag("POWERED_DOWN")), "{nodes:?}");
     assert!(names.iter().all(|n| cluster.slurmd_running(n)));
-    // The hook runs with SIGTERM blocked (reference/SLURM.md), which its children inherit...
+    // The hook runs with SIGTERM blocked (docs/slurm-facts.md), which its children inherit...
     let hook_mask = log
         .lines()
         .find_map(|l| l.strip_prefix("hook SigBlk:"))

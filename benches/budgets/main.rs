@@ -1,5 +1,6 @@
-//! `make bench`: measures every budget of SPEC.md ("Budgets (2-core CI machine)") and prints one table —
-//! median with min/max, the budget, a baseline measured in the same run, and their ratio.
+//! `make bench`: measures every performance budget of slurm-dws (set for a 2-core CI machine) and
+//! prints one table — median with min/max, the budget, a baseline measured in the same run, and their
+//! ratio.
 //!
 //! Sections (run all, or name some: `cargo bench --bench budgets -- hook scale e2e`):
 //! - `hook`:  whole-process hook latency (spawn to exit, as slurmctld sees it) against `/bin/true` and a

@@ -1,6 +1,8 @@
 //! Compute Engine v1 resources as they travel on the wire (the subset slurm-dws reads and sends).
 //!
-//! Every field name and type here was checked against `reference/compute.v1.discovery.json`.
+//! Every field name and type here was checked against the Compute v1 discovery document (which
+//! revision, and where to get it: docs/gce-facts.md; the simulator validates against its trimmed
+//! copy, `crates/gce-sim/data/compute.v1.trimmed.json`).
 //! The rules that keep these types honest against a real GCE:
 //! - camelCase on the wire, and `#[serde(default)]` on every struct: GCE omits empty fields.
 //! - int64/uint64 fields are JSON strings on the wire (`requestedRunDuration.seconds`); int32

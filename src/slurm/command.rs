@@ -77,8 +77,8 @@ pub(crate) async fn run(
 }
 
 /// Runs the command and decodes its stdout with `parse` as it arrives, on a blocking thread: the
-/// output is never held whole (a 10,000-node `sinfo --json` is 12 MB, which buffered was most of the
-/// daemon's peak memory). Same environment and time limit as [`run`]; a non-zero exit is
+/// output is never held whole (a 10,000-node `sinfo --json` is 12 MB, which held whole would be most of
+/// the daemon's peak memory). Same environment and time limit as [`run`]; a non-zero exit is
 /// [`SlurmError::Failed`] with stderr whatever `parse` made of the output.
 pub(crate) async fn run_streamed<T, F>(
     bin_dir: &Path,

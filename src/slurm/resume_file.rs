@@ -115,7 +115,7 @@ mod tests {
         ResumeJob { job_id, nodes: nodes.into(), partition: partition.map(str::to_string) }
     }
 
-    /// The verbatim 22.05 samples of reference/SLURM.md, plus the 23.02+ shape.
+    /// The verbatim 22.05 samples of docs/slurm-facts.md, plus the 23.02+ shape.
     #[test]
     fn accepts_both_shapes() {
         let cases: Vec<(&str, ResumeFile)> = vec![

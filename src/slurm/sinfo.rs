@@ -195,7 +195,7 @@ mod tests {
         }
     }
 
-    /// The states of reference/SLURM.md, as sinfo --json spelled them on the live cluster.
+    /// The states of docs/slurm-facts.md ("Node states"), as sinfo --json spelled them on a live cluster.
     #[test]
     fn compact_states() {
         let cases = [

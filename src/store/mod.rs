@@ -120,8 +120,8 @@ impl Store {
             .foreign_keys(true)
             .busy_timeout(BUSY_TIMEOUT)
             // 1 MiB of page cache per connection, not SQLite's 2 MiB: the daemon's pool keeps four,
-            // and at 10,000 nodes they held megabytes of its peak memory; pages the cache lacks come
-            // from the kernel's file cache.
+            // and at 10,000 nodes full caches would be megabytes of its peak memory; pages the cache
+            // lacks come from the kernel's file cache.
             .pragma("cache_size", "-1024");
         let pool = SqlitePoolOptions::new()
             .max_connections(connections)

@@ -81,7 +81,8 @@ impl StoreTx {
         }
         // JSON arrays of row arrays, written straight from the nodes, 1,000 rows per statement: no
         // intermediate values, and SQLite's copy and parse of the text stay small (10,000 rows as one
-        // statement of `serde_json::Value`s were many MB of the daemon's peak memory: `make bench`).
+        // statement of `serde_json::Value`s would cost many MB of the daemon's peak memory; `make bench`
+        // measures it).
         struct Rows<'a>(&'a [Node]);
         impl serde::Serialize for Rows<'_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {

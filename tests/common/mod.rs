@@ -341,7 +341,8 @@ pub fn store_requests(w: &World) -> Vec<Value> {
     w.cli_json(&["requests"]).as_array().cloned().unwrap_or_default()
 }
 
-/// The invariants of SPEC's crash safety, once the daemon has had time to converge:
+/// The crash-safety invariants (docs/architecture.md, "What the rules guarantee"), once the daemon has
+/// had time to converge:
 /// - every node Slurm wants has exactly one VM, and no other node has one;
 /// - no MIG or resize request in GCE that the store does not know (no duplicate, nothing leaked);
 /// - no empty owned MIG without an open request (after mig_gc_grace);

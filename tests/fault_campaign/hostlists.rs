@@ -247,8 +247,8 @@ impl Scontrol {
     }
 }
 
-/// What `src/hostlist.rs` documents as deliberately stricter than Slurm (nested brackets and
-/// junk inside a range were found by this campaign and are documented there now).
+/// What `src/hostlist.rs` documents as deliberately stricter than Slurm (among them nested
+/// brackets and junk inside a range, which Slurm accepts).
 fn documented_stricter(err: &HostlistError) -> bool {
     matches!(
         err,

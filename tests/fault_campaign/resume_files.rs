@@ -2,7 +2,7 @@
 //! (22.05 `{jobs:[{job_id,nodes}],all_nodes}` and 23.02+ `{all_nodes_resume, jobs:[{nodes_alloc,
 //! nodes_resume,...}]}`), given to the real resume hook.
 //!
-//! The SPEC's rule: a missing or corrupt resume file is not bad input. The resume is recorded without
+//! The rule (`src/hook.rs`): a missing or corrupt resume file is not bad input. The resume is recorded without
 //! a job (exit 0), and an event says what was wrong with the file. So each case must: exit 0, add
 //! exactly one inbox row whose jobs are what the file validly said (none when it is corrupt), add one
 //! `resume_file` event naming the problem, and change nothing else.

@@ -129,7 +129,7 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A refusal as the SPEC wants it: exit `code`, exactly one line on stderr that says `slurm-dws:` and
+/// A refusal as the CLI promises it (`src/cli/mod.rs`): exit `code`, exactly one line on stderr that says `slurm-dws:` and
 /// contains every word of `names` (what is wrong). `None` when it holds, else what is off.
 pub fn refusal_problem(o: &Output, code: i32, names: &[&str]) -> Option<String> {
     let err = stderr(o);

@@ -82,7 +82,7 @@ pub(crate) fn complete_node_line(line: &str, first_port: u16, count: usize) -> S
     out
 }
 
-/// slurm.conf: the fast single-host settings of reference/SLURM.md, then `extra_conf` (a key
+/// slurm.conf: the fast single-host settings of docs/slurm-facts.md, then `extra_conf` (a key
 /// given there replaces the default instead of appearing twice), then nodes and partitions.
 pub(crate) fn render(spec: &ClusterSpec, layout: &Layout, ctld_port: u16, node_lines: &[String]) -> String {
     let p = |path: PathBuf| path.display().to_string();
@@ -161,8 +161,8 @@ pub(crate) fn render(spec: &ClusterSpec, layout: &Layout, ctld_port: u16, node_l
 }
 
 /// PrologSlurmctld: wait until the job's nodes have left the powering states, so the job starts
-/// as soon as they registered instead of after slurmctld's ~30 s internal timer (reference
-/// SLURM.md). It gets no SLURM_CONF, so the path is baked in. It always exits 0: a prolog
+/// as soon as they registered instead of after slurmctld's ~30 s internal timer
+/// (docs/slurm-facts.md). It gets no SLURM_CONF, so the path is baked in. It always exits 0: a prolog
 /// failure would requeue/hold the job, and the wait is only an optimisation.
 pub(crate) fn prolog_script(conf: &Path) -> String {
     format!(

@@ -3,7 +3,7 @@
 //! slurm-dws is only right if real Slurm agrees, so the end-to-end tests run a real controller on
 //! this machine whose "cloud" nodes are real `slurmd -N NODE` processes started on demand (by a
 //! test's ResumeProgram, or by the GCE simulator when a VM is created). The recipe follows
-//! reference/SLURM.md:
+//! docs/slurm-facts.md ("A real cluster on one machine"):
 //!
 //! - everything lives in one private temp directory: slurm.conf, StateSaveLocation, spool, pid
 //!   files and logs (`%n` per node), so runs can follow each other and run concurrently;

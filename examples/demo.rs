@@ -6,6 +6,9 @@
 //! shows what a failure looks like and how the job recovers. Everything it starts is stopped at the
 //! end, pass or fail. Needs root and Debian's Slurm (`make demo` installs it).
 
+// A live show of real processes, narrated with the time they take.
+#![allow(clippy::disallowed_methods)]
+
 use devcluster::stack::{Stack, StackNodeset, StackSpec};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

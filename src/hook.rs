@@ -19,6 +19,12 @@ use std::time::Duration;
 /// How long a hook waits for the daemon to take its wake-up call (it never waits for the work).
 const WAKE_TIMEOUT: Duration = Duration::from_millis(250);
 
+/// When slurmctld's call reached us: the time stamped on the inbox row and the log line.
+#[allow(clippy::disallowed_methods)] // an edge: a hook records when it was called
+fn received_now() -> chrono::DateTime<Utc> {
+    Utc::now()
+}
+
 /// Why a hook failed. `BadInput` exits 2 (nothing recorded); `Runtime` exits 1.
 #[derive(Debug, thiserror::Error)]
 pub enum HookError {
@@ -80,6 +86,7 @@ pub struct Recorded {
 
 /// Runs one hook: the whole job of `slurm-dws-resume HOSTLIST` and friends.
 pub async fn run(cfg: &Config, kind: HookKind, hostlist_arg: &str) -> Result<Recorded, HookError> {
+    #[allow(clippy::disallowed_methods)] // an edge: the hook's log line says how long it took
     let started = std::time::Instant::now();
     let result = record(cfg, kind, hostlist_arg).await;
     // The argument is quoted with control characters escaped: one call, one log line.
@@ -119,7 +126,7 @@ async fn record(cfg: &Config, kind: HookKind, hostlist_arg: &str) -> Result<Reco
         .map_err(|e| store_failure(&cfg.state_dir, e.to_string()))?;
     let note_ref = note.as_deref().map(|m| ("resume_file", m));
     let inbox_id = store
-        .record_hook(kind, hostlist_arg, &jobs, note_ref, Utc::now())
+        .record_hook(kind, hostlist_arg, &jobs, note_ref, received_now())
         .await
         .map_err(|e| store_failure(&cfg.state_dir, format!("recording the request: {e}")))?;
     store.close().await;
@@ -218,7 +225,7 @@ fn read_at_most(path: &Path, limit: usize) -> std::io::Result<Vec<u8>> {
 
 /// Appends one line to the hook log (stdout and stderr go nowhere under slurmctld).
 fn log_line(path: &Path, kind: HookKind, line: &str) {
-    let stamp = Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let stamp = received_now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let text =
         format!("{stamp} slurm-dws-{}[{}]: {line}\n", kind.as_str().replace('_', "-"), std::process::id());
     let _ = std::io::stderr().write_all(text.as_bytes());

@@ -316,6 +316,7 @@ fn push_padded_is_printf_zero_pad() {
 }
 
 #[test]
+#[allow(clippy::disallowed_methods)] // measures this code's own speed, a coarse guard under `make bench`
 fn ten_thousand_names_are_fast() {
     // The resume hook's budget is 100 ms for the whole process; these must be a small
     // part of it even in a debug build (release is ~10x faster).

@@ -166,8 +166,7 @@ async fn every_command_in_table_and_json_and_explain_tells_the_story() {
             .any(|e| e["message"].as_str().unwrap_or_default().contains("hpc-s-0")),
         "only hpc-a-0's events: {for_a0}"
     );
-    let future = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
-    assert!(w.cli_json(&["events", "--since", &future]).as_array().unwrap().is_empty());
+    assert!(w.cli_json(&["events", "--since", "2999-01-01T00:00:00Z"]).as_array().unwrap().is_empty());
     assert!(ok_table(&w, &["events"]).contains("request_succeeded"));
 
     // gc, reconcile, version, check-config

@@ -125,10 +125,12 @@ async fn requests_recorded_while_the_daemon_is_down_are_carried_out_once() {
     assert_eq!(count(&calls, "regionInstanceGroupManagers.insert"), 2, "one MIG per (nodeset, job): {calls}");
     assert_eq!(count(&calls, "regionInstanceGroupManagerResizeRequests.insert"), 2);
     assert_eq!(w.sim_vms().await, vec!["hpc-a-0", "hpc-a-1", "hpc-b-0", "hpc-b-1", "hpc-b-2"]);
-    // A clean stop, a restart: nothing is done twice.
+    // A clean stop, a restart, two passes: nothing is done twice.
     assert!(w.stop_daemon().success());
     w.start_daemon();
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    let iteration = || w.cli_json(&["status"])["last_pass"]["iteration"].as_u64().unwrap_or(0);
+    let before = iteration();
+    w.wait_for("two passes after the restart", 30, || (iteration() >= before + 2).then_some(()));
     let calls = w.sim_calls().await;
     assert_eq!(count(&calls, "regionInstanceGroupManagers.insert"), 2);
     assert_eq!(w.sim_vms().await.len(), 5);
@@ -172,7 +174,7 @@ async fn a_second_daemon_on_the_same_state_dir_is_refused_by_name() {
 async fn sigterm_during_a_pass_lets_it_commit_answers_every_client_and_exits_0() {
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::net::UnixStream;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let mut w = World::new(&[("a", 0, 8, "")], "").await;
     let insert = "regionInstanceGroupManagerResizeRequests.insert";
     w.sim_post("faults", json!({"method": insert, "status": 200, "delay_ms": 5000, "count": 1})).await;
@@ -180,11 +182,9 @@ async fn sigterm_during_a_pass_lets_it_commit_answers_every_client_and_exits_0()
     let rf = resume_file(&[(7, "hpc-a-[0-1]")], "hpc-a-[0-1]");
     assert!(w.hook("resume", "hpc-a-[0-1]", Some(&rf)).status.success());
     // The insert has reached GCE: the pass that sent it now waits for the answer.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while count(&w.sim_calls().await, insert) == 0 {
-        assert!(Instant::now() < deadline, "no resize request sent\n{}", tail(&w.daemon_log(), 40));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    w.wait_for("the resize request's insert", 30, || {
+        (count(&futures_lite_block(w.sim_calls()), insert) > 0).then_some(())
+    });
     // Two clients in flight: one that has not sent its request yet, one waiting for a pass of its own.
     let sock = w.path().join("slurm-dws.sock");
     let silent = UnixStream::connect(&sock).unwrap();
@@ -193,7 +193,8 @@ async fn sigterm_during_a_pass_lets_it_commit_answers_every_client_and_exits_0()
     // Connections are accepted in order: once a later one is answered, both are the daemon's.
     assert!(w.cli(&["status"]).status.success());
 
-    let t = Instant::now();
+    #[allow(clippy::disallowed_methods)] // times a real process's exit
+    let t = std::time::Instant::now();
     let exit = w.stop_daemon();
     let took = t.elapsed();
     let log = w.daemon_log();

@@ -3,6 +3,9 @@
 //! These tests need root (munged runs as the munge user, slurmd as root). Outside CI they are
 //! skipped with a message when Slurm cannot run here; with `CI=true` that is a failure.
 
+// Real slurmctld and slurmds: these wait for them in real time.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

@@ -2,6 +2,9 @@
 //! simulator when slurm-dws's resize requests succeed. Needs root and Debian's Slurm (`make test`
 //! installs it); outside CI the tests say so and skip, under CI=true they fail.
 
+// Real slurmctld, slurmds and jobs: these wait for them in real time.
+#![allow(clippy::disallowed_methods)]
+
 use devcluster::stack::{Stack, StackNodeset, StackSpec};
 use serde_json::{json, Value};
 

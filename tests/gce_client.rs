@@ -1,5 +1,9 @@
 //! gce::Client over real HTTP against a tiny scripted server: paths, retries, classification,
 //! pagination, timeouts and operation waits, including fault shapes a simulator may not make.
+//!
+//! The tests about timing (retries and their deadline, `Retry-After`, per-attempt timeouts, operation
+//! waits, the shared rate limit) run on tokio's paused clock: the client and the scripted server both
+//! sleep on it, so the durations are exact and nobody waits for them.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -317,7 +321,7 @@ async fn bearer_token_is_sent_and_request_id_validated() {
     assert_eq!(fake.seen().len(), 1, "invalid calls never reach the server");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn retryable_errors_are_retried_with_the_same_request_id() {
     let fake = Fake::start().await;
     let path = "regions/us-central1/instanceGroupManagers";
@@ -344,7 +348,7 @@ async fn retryable_errors_are_retried_with_the_same_request_id() {
     assert_eq!(st.errors_by_class.get(&ErrorClass::Retryable), Some(&6));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn retry_budget_is_bounded_by_the_deadline() {
     let fake = Fake::start().await;
     fake.script(
@@ -363,7 +367,7 @@ async fn retry_budget_is_bounded_by_the_deadline() {
     assert_eq!(err.to_string(), "regionInstanceGroupManagers.get: 503 backendError: Backend Error");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn retry_after_is_honoured() {
     let fake = Fake::start().await;
     let mut slow_down = gerr(429, "RESOURCE_EXHAUSTED", "rateLimitExceeded", "slow down");
@@ -440,7 +444,7 @@ async fn undecodable_answers_are_not_retried() {
     assert_eq!(fake.seen().len(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn timeouts_are_retried_then_succeed() {
     let fake = Fake::start().await;
     let mut slow = ok(json!({"name": "m"}));
@@ -546,7 +550,7 @@ async fn lists_follow_every_page_with_the_filter() {
     assert!(matches!(err, GceError::Decode { .. }), "{err:?}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn wait_done_loops_until_done_and_types_the_outcome() {
     let fake = Fake::start().await;
     let wait = "regions/us-central1/operations/op-1/wait";
@@ -618,7 +622,7 @@ async fn wait_done_loops_until_done_and_types_the_outcome() {
     assert_eq!(fake.seen().len(), before);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn rate_limit_is_shared_by_clones() {
     let fake = Fake::start().await;
     // 120/min = 2/s with a burst of 20: 22 calls need about one second.

@@ -70,6 +70,7 @@ fn count_by(items: &[Value], keys: &[&str]) -> BTreeMap<Vec<String>, f64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::disallowed_methods)] // waits for a real daemon's store to hold still
 async fn metrics_agree_with_the_store_and_the_simulator() {
     let port = free_port();
     let mut w = World::new(
@@ -298,11 +299,7 @@ async fn json_logs_are_one_object_per_line_with_structured_fields() {
         .spawn()
         .unwrap();
     let sock = w.path().join("slurm-dws.sock");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-        assert!(Instant::now() < deadline, "daemon did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    w.wait_for("the daemon's socket", 20, || std::os::unix::net::UnixStream::connect(&sock).ok());
     assert!(w
         .hook("resume", "hpc-a-[0-1]", Some(&common::resume_file(&[(5, "hpc-a-[0-1]")], "hpc-a-[0-1]")))
         .status

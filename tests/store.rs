@@ -5,6 +5,9 @@
 //! variable) so the process that dies is a real one, with nothing of the parent's state. The seed of the
 //! kill schedule is printed; `SLURM_DWS_TEST_SEED=N` replays it.
 
+// SQLite's locks and busy timeout, writer threads and SIGKILLed child processes all run in real time.
+#![allow(clippy::disallowed_methods)]
+
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -13,6 +13,9 @@
 //!
 //! Not part of `make test`: timings on a shared machine are measurements, not assertions.
 
+// Measuring real time is what a benchmark is for.
+#![allow(clippy::disallowed_methods)]
+
 mod e2e;
 mod fake_slurm;
 mod hook;

@@ -14,6 +14,13 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// The time the report is made for: a command's output is read now, so the CLI reads the clock once
+/// per command and hands it down.
+#[allow(clippy::disallowed_methods)] // an edge: an admin command reports the present
+fn now() -> DateTime<Utc> {
+    Utc::now()
+}
+
 /// Options every listing takes.
 #[derive(Debug, Clone, Default)]
 pub struct Listing {
@@ -101,7 +108,7 @@ pub async fn nodes(
         .filter(|n| state.is_none_or(|s| n.state == s))
         .filter(|n| wanted.is_empty() || wanted.contains(&n.name))
         .collect();
-    let now = Utc::now();
+    let now = now();
     let rr_name = |n: &Node| n.request_id.and_then(|id| requests.get(&id)).map(|r| r.name.clone());
     if l.json {
         let v: Vec<Value> = nodes
@@ -159,7 +166,7 @@ pub async fn requests(cfg: &Config, active: bool, l: &Listing) -> Result<String,
                 || matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
         })
         .collect();
-    let now = Utc::now();
+    let now = now();
     if l.json {
         let v: Vec<Value> = rs
             .iter()
@@ -208,7 +215,7 @@ pub async fn requests(cfg: &Config, active: bool, l: &Listing) -> Result<String,
 pub async fn migs(cfg: &Config, l: &Listing) -> Result<String, CliError> {
     let store = open(cfg).await?;
     let ms = store.migs(false).await.map_err(rt)?;
-    let now = Utc::now();
+    let now = now();
     if l.json {
         let v: Vec<Value> = ms
             .iter()
@@ -267,7 +274,7 @@ pub async fn events(
     limit: i64,
     l: &Listing,
 ) -> Result<String, CliError> {
-    let now = Utc::now();
+    let now = now();
     let since = since.map(|s| parse_since(s, now)).transpose()?;
     let store = open(cfg).await?;
     let es = store.events(node, since, limit).await.map_err(rt)?;
@@ -295,7 +302,7 @@ async fn daemon_status(cfg: &Config) -> Option<Value> {
 
 /// `slurm-dws status`
 pub async fn status(cfg: &Config, l: &Listing) -> Result<String, CliError> {
-    let now = Utc::now();
+    let now = now();
     let live = daemon_status(cfg).await;
     let store = open(cfg).await?;
     let nodes = store.nodes().await.map_err(rt)?;
@@ -419,7 +426,7 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool) -> Result<String,
         return Err(CliError::usage(format!("{name} is not a slurm-dws node: {e}")));
     }
     let store = open(cfg).await?;
-    let now = Utc::now();
+    let now = now();
     let node = match store.node(name).await {
         Ok(n) => Some(n),
         Err(crate::store::StoreError::NotFound { .. }) => None,

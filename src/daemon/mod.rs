@@ -108,6 +108,7 @@ pub async fn run_with_reload(
         path: cfg.socket.clone(),
         source,
     })?;
+    #[allow(clippy::disallowed_methods)] // an edge: the daemon's start time, for status and metrics
     let started_at = chrono::Utc::now();
     let metrics = Metrics::new(nodeset_names(&cfg), reconciler.gce().clone(), started_at);
     // Cancelled when the daemon begins to stop: the socket and metrics servers stop accepting.

@@ -11,6 +11,10 @@
 //!   the two re-sends the same requestId, which GCE answers with the original Operation.
 //! - Planning is a pure function of (desired, observed, now) with table tests (`plan.rs`).
 
+// TODO(merge): the reconciler is being rewritten on another branch; its clock reads (run.rs: the
+// pass's `now` and timing) get their own `#[allow]` with a reason there, and this goes.
+#![allow(clippy::disallowed_methods)]
+
 pub mod gce_edge;
 pub mod ingest;
 pub mod plan;

@@ -344,7 +344,7 @@ mod tests {
             let err = slurm.update_nodes(hostlist, &update).await.unwrap_err();
             assert!(matches!(err, SlurmError::InvalidArgument(_)), "{err}");
         }
-        let now = Utc::now();
+        let now = chrono::DateTime::from_timestamp(1_795_000_000, 0).unwrap();
         let err = slurm.create_reservation("r", "a", now, now, "maint").await.unwrap_err();
         assert!(matches!(err, SlurmError::InvalidArgument(_)), "{err}");
         assert!(!dir.path().join("argv").exists());

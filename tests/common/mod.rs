@@ -1,6 +1,8 @@
 //! Test support: a real simulator (in-process, real HTTP), the real `slurm-dws` daemon as a child process,
 //! hooks spawned the way slurmctld spawns them, and reads of the real SQLite store.
 #![allow(dead_code)]
+// These worlds run real processes (the daemon, hooks) and wait for them in real time.
+#![allow(clippy::disallowed_methods)]
 
 use gce_sim::{self as sim, SimHandle, SimOptions};
 use serde_json::{json, Value};

@@ -15,6 +15,9 @@
 //! The GCE-fault storm (error storms, hanging calls, stuck requests against the daemon) is not here:
 //! it lives with the reconciler's own tests.
 
+// Real processes (hooks, the daemon, scontrol), real sockets and a time-boxed fuzzer: real time.
+#![allow(clippy::disallowed_methods)]
+
 #[path = "../common/mod.rs"]
 mod common;
 

@@ -21,6 +21,9 @@
 //! slurmctld and munged by PID) and removes its directory (kept when
 //! `SLURM_DWS_KEEP_DEVCLUSTER=1`, for post-mortems).
 
+// Test rig: it starts and stops real Slurm daemons and waits for them in real time.
+#![allow(clippy::disallowed_methods)]
+
 mod binaries;
 mod conf;
 mod install;

@@ -1,5 +1,8 @@
 //! Black-box tests of the Compute Engine simulator over raw HTTP (reqwest + serde_json, no client types).
 
+// Test rig: these drive a real simulator server and wait for its ticker in real time.
+#![allow(clippy::disallowed_methods)]
+
 use gce_sim::{self as sim, SimHandle, SimOptions};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! Talking to Slurm: the resume file, `squeue`/`sinfo --json`, and `scontrol` updates.
+//! Talking to Slurm: the resume file, `squeue --json`, the node list, and `scontrol` updates.
 //!
 //! Everything slurm-dws knows about or changes in Slurm goes through [`Slurm`], which runs the
 //! Slurm client commands of `slurm.bin_dir` directly (never through a shell, so a node reason can
@@ -8,43 +8,78 @@
 //!   (the child is killed), never a stuck reconcile pass.
 //! - **Batched.** Node changes take a hostlist expression (`dws-a-[0-99]`): one `scontrol` call
 //!   per change, never one per node. Job queries are one `squeue --json` for all jobs asked.
-//! - **Structured where 22.05 has it.** `squeue --json` and `sinfo --json` exist in 22.05;
-//!   `scontrol --json` does not, so reservations are read from `scontrol -o` `Key=Value` lines.
+//! - **Structured, in the shape each version prints.** [`Slurm`] asks `scontrol --version` once
+//!   ([`SlurmVersion`], cached for the life of the value; a config reload builds a new one) and
+//!   reads the nodes from the command that version prints best.
 //!
-//! The parsers ([`squeue::parse_jobs`], [`sinfo::parse_nodes`],
-//! [`reservation::parse_reservations`], [`resume_file::parse`]) are pure and tested against output
-//! captured from a real 22.05.8 cluster; the facts measured there are in each module's docs.
-//! Commands run with `TZ=UTC`, so the zone-less times of scontrol are UTC.
+//! What each supported version prints, as measured on Debian bookworm's 22.05.8 and trixie's
+//! 24.11.5 (the captures are in `src/slurm/testdata/`, each parser is table-tested on them):
+//!
+//! | | 22.05 | 23.02 … 25.05 (24.11 measured) |
+//! |---|---|---|
+//! | nodes | `sinfo --json`: `nodes[]`, one per node, `state` lower case + `state_flags` | `scontrol --json show nodes`: `nodes[]`, `state` one upper-case array, base first; `sinfo --json` prints (partition, state) groups instead |
+//! | `scontrol --json` | does not exist | exists |
+//! | powered-down cloud nodes | listed only with `PrivateData=cloud` | always listed |
+//! | `squeue --json` `time_limit` | minutes, `null` = INFINITE | `{"set","infinite","number"}` |
+//! | `squeue --json` `job_state` | one word (a flag such as `CONFIGURING` wins over the base state) | array, base first: `["RUNNING","CONFIGURING","POWER_UP_NODE"]` |
+//! | `squeue --jobs` | ignored: every job is printed | honoured; only unknown ids: exit 1 `Invalid job id specified` |
+//! | `SLURM_RESUME_FILE` | `all_nodes`, `jobs[].nodes` | `all_nodes_resume`, `jobs[].nodes_resume`, `nodes_alloc`, `partition`, ... |
+//! | `scontrol -o show reservation` | `Key=Value` line, `Watts=n/a` | same line without `Watts` |
+//!
+//! Versions before 22.05 are refused ([`SlurmError::UnsupportedVersion`]); releases newer than
+//! 25.05 are read as 25.05 is, with a warning. A `scontrol --version` whose output cannot be read
+//! leaves the nodes to `sinfo --json`, whose parser takes both of its shapes.
+//!
+//! The parsers ([`squeue::parse_jobs`], [`sinfo::parse_nodes`], [`scontrol_nodes::parse_nodes`],
+//! [`reservation::parse_reservations`], [`resume_file::parse`]) are pure; the facts measured are in
+//! each module's docs. Commands run with `TZ=UTC`, so the zone-less times of scontrol are UTC.
 
 mod command;
+mod node;
 pub mod reservation;
 pub mod resume_file;
+pub mod scontrol_nodes;
 pub mod sinfo;
 pub mod squeue;
+pub mod version;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+pub use node::NodeInfo;
 pub use reservation::Reservation;
 pub use resume_file::{ResumeFile, ResumeFileError, ResumeJob};
-pub use sinfo::NodeInfo;
 pub use squeue::{JobInfo, TimeLimit};
+pub use version::{NodeSource, SlurmVersion};
 
-/// Output of a Slurm command that does not look like what 22.05 (or 23.02+) prints.
+/// Output of a Slurm command that does not look like what the Slurm version in use prints.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unexpected output of `{what}`: {message}")]
+#[error("unexpected output of `{what}`{}: {message}", slurm_suffix(.version))]
 pub struct ParseError {
     /// Which command's output (e.g. `sinfo --json`).
-    pub what: &'static str,
+    pub what: String,
+    /// The Slurm version that printed it, when known.
+    pub version: Option<SlurmVersion>,
     pub message: String,
 }
 
 impl ParseError {
-    pub(crate) fn new(what: &'static str, message: impl ToString) -> Self {
-        ParseError { what, message: message.to_string() }
+    pub(crate) fn new(what: impl Into<String>, message: impl ToString) -> Self {
+        ParseError { what: what.into(), version: None, message: message.to_string() }
     }
+
+    /// The same error, saying which Slurm printed the output.
+    pub fn with_version(mut self, version: SlurmVersion) -> Self {
+        self.version = Some(version);
+        self
+    }
+}
+
+fn slurm_suffix(version: &Option<SlurmVersion>) -> String {
+    version.map(|v| format!(" (Slurm {v})")).unwrap_or_default()
 }
 
 /// Why a Slurm call failed. Callers branch on [`SlurmError::is_timeout`] (slurmctld busy or down:
@@ -61,6 +96,10 @@ pub enum SlurmError {
     Io { command: String, source: std::io::Error },
     #[error(transparent)]
     Parse(#[from] ParseError),
+    #[error("cannot tell the Slurm version from `{command}`: it printed {output:?}")]
+    Version { command: String, output: String },
+    #[error("Slurm {version} is older than {}, the oldest release slurm-dws supports", SlurmVersion::OLDEST.release_name())]
+    UnsupportedVersion { version: SlurmVersion },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 }
@@ -87,18 +126,33 @@ pub struct NodeUpdate<'a> {
 }
 
 /// The Slurm client commands of one cluster.
+///
+/// The Slurm version is asked once per value (clones share the answer) and kept for its life: a
+/// Slurm upgrade restarts slurmctld, and the daemon's config reload builds a new `Slurm`.
 #[derive(Debug, Clone)]
 pub struct Slurm {
     bin_dir: PathBuf,
     conf: Option<PathBuf>,
     timeout: Duration,
+    version: Arc<tokio::sync::OnceCell<Detected>>,
 }
+
+/// What `scontrol --version` said, once it ran and exited 0. Failures to run it (timeout, exit
+/// status) are not kept: the next call asks again.
+#[derive(Debug, Clone)]
+enum Detected {
+    Version(SlurmVersion),
+    /// It printed something that is not a version.
+    Unrecognised(String),
+}
+
+const VERSION_ARGS: [&str; 1] = ["--version"];
 
 impl Slurm {
     /// `bin_dir` holds scontrol, squeue and sinfo; `conf` is exported as `SLURM_CONF` when set
     /// (otherwise the commands inherit ours); each call is killed after `timeout`.
     pub fn new(bin_dir: PathBuf, conf: Option<PathBuf>, timeout: Duration) -> Self {
-        Slurm { bin_dir, conf, timeout }
+        Slurm { bin_dir, conf, timeout, version: Arc::default() }
     }
 
     pub fn bin_dir(&self) -> &Path {
@@ -145,14 +199,98 @@ impl Slurm {
         Ok(squeue::parse_jobs(&out.stdout, Some(job_ids))?)
     }
 
-    /// Every node of the cluster (powered-down cloud nodes need `PrivateData=cloud`), one
-    /// `sinfo --json` call.
+    /// The version of the Slurm commands in `bin_dir`, from `scontrol --version` (asked once, see
+    /// [`Slurm`]). Older than 22.05 is [`SlurmError::UnsupportedVersion`]; output that names no
+    /// version is [`SlurmError::Version`], naming the command and what it printed.
+    pub async fn version(&self) -> Result<SlurmVersion, SlurmError> {
+        match self.detect().await? {
+            Detected::Version(v) if !v.is_supported() => Err(SlurmError::UnsupportedVersion { version: *v }),
+            Detected::Version(v) => Ok(*v),
+            Detected::Unrecognised(output) => {
+                Err(SlurmError::Version { command: version_command(), output: output.clone() })
+            }
+        }
+    }
+
+    async fn detect(&self) -> Result<&Detected, SlurmError> {
+        self.version
+            .get_or_try_init(|| async {
+                let args = VERSION_ARGS.map(String::from);
+                let out = command::run_ok(&self.bin_dir, self.conf.as_deref(), self.timeout, "scontrol", &args)
+                    .await?;
+                let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                let detected = match SlurmVersion::parse(&text) {
+                    Some(v) => {
+                        if !v.is_supported() {
+                            tracing::error!(
+                                slurm_version = %v,
+                                "Slurm {v} is older than {}: not supported",
+                                SlurmVersion::OLDEST.release_name()
+                            );
+                        } else if !v.is_known() {
+                            tracing::warn!(
+                                slurm_version = %v,
+                                "Slurm {v} is newer than the releases slurm-dws knows; its output is read as {}'s is",
+                                SlurmVersion::LATEST_KNOWN.release_name()
+                            );
+                        } else {
+                            tracing::info!(slurm_version = %v, "Slurm {v}: nodes from `{}`", v.node_source().command());
+                        }
+                        Detected::Version(v)
+                    }
+                    None => {
+                        tracing::warn!(
+                            output = %text,
+                            "cannot tell the Slurm version from `{}`; reading nodes with `sinfo --json`, which takes \
+                             the shapes of every version",
+                            version_command()
+                        );
+                        Detected::Unrecognised(text)
+                    }
+                };
+                Ok::<_, SlurmError>(detected)
+            })
+            .await
+    }
+
+    /// Every node of the cluster, from the command this Slurm version prints best (see
+    /// [`SlurmVersion::node_source`]): one `sinfo --json` call on 22.05 (powered-down cloud nodes
+    /// need `PrivateData=cloud` there), one `scontrol --json show nodes` call on 23.02 and later.
     pub async fn nodes(&self) -> Result<Vec<NodeInfo>, SlurmError> {
-        let args = ["--json".to_string()];
-        command::run_streamed(&self.bin_dir, self.conf.as_deref(), self.timeout, "sinfo", &args, |out| {
-            sinfo::read_nodes(out)
-        })
-        .await
+        let (source, version) = match self.detect().await? {
+            Detected::Version(v) if !v.is_supported() => {
+                return Err(SlurmError::UnsupportedVersion { version: *v });
+            }
+            Detected::Version(v) => (v.node_source(), Some(*v)),
+            Detected::Unrecognised(_) => (NodeSource::Sinfo, None),
+        };
+        match (self.nodes_from(source).await, version) {
+            (Err(SlurmError::Parse(e)), Some(v)) => Err(SlurmError::Parse(e.with_version(v))),
+            (result, _) => result,
+        }
+    }
+
+    /// Every node of the cluster from `source`, whatever the version.
+    pub async fn nodes_from(&self, source: NodeSource) -> Result<Vec<NodeInfo>, SlurmError> {
+        let conf = self.conf.as_deref();
+        match source {
+            NodeSource::Sinfo => {
+                let args = ["--json".to_string()];
+                command::run_streamed(&self.bin_dir, conf, self.timeout, "sinfo", &args, |out| {
+                    sinfo::read_nodes(out)
+                })
+                .await
+            }
+            NodeSource::ScontrolJson => {
+                // --all: nodes of hidden partitions too (a user that is not an operator, as the
+                // daemon's service user may be, sees them only so).
+                let args = ["--all", "--json", "show", "nodes"].map(String::from);
+                command::run_streamed(&self.bin_dir, conf, self.timeout, "scontrol", &args, |out| {
+                    scontrol_nodes::read_nodes(out)
+                })
+                .await
+            }
+        }
     }
 
     /// `scontrol update nodename=HOSTLIST ...` for all nodes of `hostlist` at once.
@@ -273,6 +411,10 @@ impl Slurm {
     }
 }
 
+fn version_command() -> String {
+    command::display_command("scontrol", &VERSION_ARGS.map(String::from))
+}
+
 fn join(ids: &[u32]) -> String {
     ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
 }
@@ -308,6 +450,142 @@ mod tests {
 
     fn recorded(dir: &tempfile::TempDir) -> Vec<String> {
         std::fs::read_to_string(dir.path().join("argv")).unwrap().lines().map(String::from).collect()
+    }
+
+    /// A fake Slurm: `scontrol --version` prints `version` (or fails when it is `None`), `sinfo
+    /// --json` and `scontrol --all --json show nodes` print the files `sinfo.json` / `scontrol.json`
+    /// of the directory. Every call is logged, one line each, in `calls`.
+    fn fake_slurm(version: Option<&str>, sinfo: &[u8], scontrol: &[u8]) -> (tempfile::TempDir, Slurm) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        std::fs::write(dir.path().join("sinfo.json"), sinfo).unwrap();
+        std::fs::write(dir.path().join("scontrol.json"), scontrol).unwrap();
+        let answer = match version {
+            Some(v) => format!("echo '{v}'"),
+            None => "echo 'scontrol: fatal: Could not establish a configuration source' >&2; exit 1".into(),
+        };
+        let scripts = [
+            (
+                "scontrol",
+                format!(
+                    "#!/bin/sh\necho \"scontrol $*\" >> '{d}/calls'\ncase \"$*\" in\n\
+                     --version) {answer} ;;\n\
+                     '--all --json show nodes') exec cat '{d}/scontrol.json' ;;\n\
+                     *) echo \"unexpected $*\" >&2; exit 2 ;;\nesac\n"
+                ),
+            ),
+            (
+                "sinfo",
+                format!(
+                    "#!/bin/sh\necho \"sinfo $*\" >> '{d}/calls'\n[ \"$*\" = --json ] || exit 2\nexec cat '{d}/sinfo.json'\n"
+                ),
+            ),
+        ];
+        for (name, text) in scripts {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let slurm = Slurm::new(dir.path().to_path_buf(), None, Duration::from_secs(5));
+        (dir, slurm)
+    }
+
+    fn calls(dir: &tempfile::TempDir) -> Vec<String> {
+        std::fs::read_to_string(dir.path().join("calls"))
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+
+    const SINFO_22_05: &[u8] = include_bytes!("testdata/sinfo-22.05-powered-down.json");
+    const SINFO_24_11: &[u8] = include_bytes!("testdata/sinfo-24.11-static-down.json");
+    const SCONTROL_24_11: &[u8] = include_bytes!("testdata/scontrol-json-show-nodes-24.11-static-down.json");
+
+    #[tokio::test]
+    async fn nodes_come_from_the_command_each_version_prints_best() {
+        // (what scontrol --version prints, the calls nodes() makes, the first node's name)
+        let cases = [
+            ("slurm-wlm 22.05.8", vec!["scontrol --version", "sinfo --json"], "dws-a-0"),
+            ("slurm 23.02.7", vec!["scontrol --version", "scontrol --all --json show nodes"], "lab-a3-0"),
+            ("slurm 24.11.5", vec!["scontrol --version", "scontrol --all --json show nodes"], "lab-a3-0"),
+            (
+                "slurm-wlm 24.11.5-1",
+                vec!["scontrol --version", "scontrol --all --json show nodes"],
+                "lab-a3-0",
+            ),
+            ("slurm 26.05.1", vec!["scontrol --version", "scontrol --all --json show nodes"], "lab-a3-0"),
+        ];
+        for (answer, want_calls, first) in cases {
+            let (dir, slurm) = fake_slurm(Some(answer), SINFO_22_05, SCONTROL_24_11);
+            let nodes = slurm.nodes().await.unwrap();
+            assert_eq!(nodes[0].name, first, "{answer}");
+            assert_eq!(calls(&dir), want_calls, "{answer}");
+            assert_eq!(Some(slurm.version().await.unwrap()), SlurmVersion::parse(answer));
+        }
+        // The version is asked once per Slurm (clones share it); a new Slurm asks again.
+        let (dir, slurm) = fake_slurm(Some("slurm 24.11.5"), SINFO_22_05, SCONTROL_24_11);
+        slurm.nodes().await.unwrap();
+        slurm.clone().nodes().await.unwrap();
+        assert_eq!(calls(&dir).iter().filter(|c| *c == "scontrol --version").count(), 1);
+        let again = Slurm::new(slurm.bin_dir().to_path_buf(), None, slurm.timeout());
+        assert_eq!(again.version().await.unwrap(), SlurmVersion::new(24, 11, 5));
+        assert_eq!(calls(&dir).iter().filter(|c| *c == "scontrol --version").count(), 2);
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_version_falls_back_to_sinfo_which_reads_both_shapes() {
+        for (sinfo, first) in [(SINFO_22_05, "dws-a-0"), (SINFO_24_11, "lab-a3-1")] {
+            let (dir, slurm) = fake_slurm(Some("slurm version unknown"), sinfo, b"");
+            assert_eq!(slurm.nodes().await.unwrap()[0].name, first);
+            assert_eq!(calls(&dir), ["scontrol --version", "sinfo --json"]);
+            let err = slurm.version().await.unwrap_err();
+            assert!(matches!(err, SlurmError::Version { .. }), "{err}");
+            assert_eq!(
+                err.to_string(),
+                r#"cannot tell the Slurm version from `scontrol --version`: it printed "slurm version unknown""#
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn old_versions_are_refused_and_failures_asked_again() {
+        let (dir, slurm) = fake_slurm(Some("slurm 21.08.8-2"), SINFO_22_05, SCONTROL_24_11);
+        let err = slurm.nodes().await.unwrap_err();
+        assert!(matches!(err, SlurmError::UnsupportedVersion { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "Slurm 21.08.8 is older than 22.05, the oldest release slurm-dws supports"
+        );
+        assert!(matches!(slurm.version().await, Err(SlurmError::UnsupportedVersion { .. })));
+        assert_eq!(calls(&dir), ["scontrol --version"]);
+
+        // scontrol that cannot run is an error of this call, not a verdict: the next call asks again.
+        let (dir, slurm) = fake_slurm(None, SINFO_22_05, SCONTROL_24_11);
+        for _ in 0..2 {
+            let err = slurm.nodes().await.unwrap_err();
+            assert!(err.to_string().contains("Could not establish a configuration source"), "{err}");
+        }
+        assert_eq!(calls(&dir), ["scontrol --version", "scontrol --version"]);
+    }
+
+    #[tokio::test]
+    async fn odd_output_names_the_command_version_and_field() {
+        let doc = br#"{"nodes":[{"name":"a","state":["IDLE"]},{"name":"b","state":["IDLE"]},{"name":"c","state":["IDLE"]},{"state":["IDLE"]}]}"#;
+        let (_dir, slurm) = fake_slurm(Some("slurm 26.05.1"), SINFO_22_05, doc);
+        let err = slurm.nodes().await.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with("unexpected output of `scontrol --json show nodes` (Slurm 26.05.1): nodes[3]: missing field `name`"),
+            "{text}"
+        );
+        let (_dir, slurm) = fake_slurm(Some("slurm 22.05.8"), br#"{"meta":{},"errors":[]}"#, b"");
+        let text = slurm.nodes().await.unwrap_err().to_string();
+        assert!(
+            text.starts_with("unexpected output of `sinfo --json` (Slurm 22.05.8): missing field `nodes` (Slurm 22.05) or `sinfo`"),
+            "{text}"
+        );
     }
 
     #[tokio::test]

@@ -7,9 +7,13 @@
 //!
 //! ```text
 //! 22.05:  {"jobs":[{"job_id":1,"nodes":"dws-a-[0-1]"}],"all_nodes":"dws-a-[0-1]"}
-//! 23.02+: {"all_nodes_resume":"dws-a-[0-1]","jobs":[{"job_id":1,"nodes_alloc":"dws-a-[0-2]",
-//!          "nodes_resume":"dws-a-[0-1]","partition":"flex",...}]}
+//! 24.11:  {"jobs":[{"extra":null,"job_id":1,"features":null,"nodes_alloc":"lab-a3-[0-1]",
+//!          "nodes_resume":"lab-a3-[0-1]","oversubscribe":"OK","partition":"a3","reservation":null},
+//!          ...],"all_nodes_resume":"lab-a3-[0-3]"}
 //! ```
+//!
+//! (23.02 renamed `nodes` to `nodes_resume` and `all_nodes` to `all_nodes_resume`, and added
+//! `nodes_alloc`, `partition`, `features`, `extra`, `oversubscribe`, `reservation`.)
 //!
 //! In both, the per-job node list that matters is the one *to resume* (22.05's `nodes` already
 //! leaves out allocated nodes that were up). Unknown fields are ignored so a newer Slurm that adds
@@ -115,9 +119,10 @@ mod tests {
         ResumeJob { job_id, nodes: nodes.into(), partition: partition.map(str::to_string) }
     }
 
-    /// The verbatim 22.05 samples of docs/slurm-facts.md, plus the 23.02+ shape.
+    /// The verbatim samples of a real 22.05.8 slurmctld (job 3 was allocated dws-a-[1-2]; dws-a-1 was
+    /// already up, so only dws-a-2 is listed; the last is an admin's `state=power_up`).
     #[test]
-    fn accepts_both_shapes() {
+    fn captured_22_05_files() {
         let cases: Vec<(&str, ResumeFile)> = vec![
             (
                 r#"{"jobs":[{"job_id":1,"nodes":"dws-a-[0-1]"},{"job_id":2,"nodes":"dws-b-[0-1]"}],"all_nodes":"dws-a-[0-1],dws-b-[0-1]"}"#,
@@ -137,19 +142,45 @@ mod tests {
                 r#"{"jobs":[],"all_nodes":"dws-a-6"}"#,
                 ResumeFile { all_nodes: "dws-a-6".into(), jobs: vec![] },
             ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse(text.as_bytes()).unwrap(), want, "{text}");
+        }
+    }
+
+    /// The files a real 24.11.5 slurmctld handed its ResumeProgram (see testdata/README.md): three
+    /// jobs resumed in one call, with `null` for `extra`, `features` and `reservation`; and an
+    /// admin's `scontrol update nodename=lab-a3-2 state=power_up`.
+    #[test]
+    fn captured_24_11_files() {
+        let three = parse(include_bytes!("testdata/resume-file-24.11-three-jobs.json")).unwrap();
+        assert_eq!(
+            three,
+            ResumeFile {
+                all_nodes: "lab-a3-[0-3]".into(),
+                jobs: vec![
+                    job(1, "lab-a3-[0-1]", Some("a3")),
+                    job(2, "lab-a3-2", Some("a3")),
+                    job(4, "lab-a3-3", Some("a3")),
+                ],
+            }
+        );
+        let power_up = parse(include_bytes!("testdata/resume-file-24.11-power-up.json")).unwrap();
+        assert_eq!(power_up, ResumeFile { all_nodes: "lab-a3-2".into(), jobs: vec![] });
+    }
+
+    /// Unknown fields anywhere are ignored; an empty partition means none; 23.02+'s
+    /// `nodes_resume` wins over `nodes_alloc` (a job's nodes that were already up are not resumed).
+    #[test]
+    fn unknown_fields_and_edge_values() {
+        let cases: Vec<(&str, ResumeFile)> = vec![
             (
-                r#"{"all_nodes_resume":"dws-a-[1-2]","jobs":[{"extra":"","features":"","job_id":7,
-                    "nodes_alloc":"dws-a-[0-2]","nodes_resume":"dws-a-[1-2]","oversubscribe":"OK",
-                    "partition":"flex","reservation":""}]}"#,
-                ResumeFile {
-                    all_nodes: "dws-a-[1-2]".into(),
-                    jobs: vec![job(7, "dws-a-[1-2]", Some("flex"))],
-                },
-            ),
-            (
-                // Unknown fields anywhere are ignored; an empty partition means none.
                 r#"{"version":99,"all_nodes":"x-1","jobs":[{"job_id":4294967295,"nodes":"x-1","partition":"","gpus":8}]}"#,
                 ResumeFile { all_nodes: "x-1".into(), jobs: vec![job(u32::MAX, "x-1", None)] },
+            ),
+            (
+                r#"{"all_nodes_resume":"x-2","jobs":[{"job_id":7,"nodes_alloc":"x-[1-2]","nodes_resume":"x-2","partition":null}]}"#,
+                ResumeFile { all_nodes: "x-2".into(), jobs: vec![job(7, "x-2", None)] },
             ),
         ];
         for (text, want) in cases {

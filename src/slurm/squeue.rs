@@ -1,4 +1,4 @@
-//! Jobs as `squeue --json` reports them: id, state, time limit, nodes, partition.
+//! Jobs as `squeue --json` reports them: id, state, time limit, nodes, partition, reason.
 //!
 //! Measured on 22.05.8 (openapi v0.0.38 output):
 //! - `squeue --json` IGNORES `--jobs` (and other filters): it prints every job slurmctld still
@@ -8,8 +8,19 @@
 //!   MaxTime is INFINITE and has no DefaultTime) and NO_VAL are printed as `null`. NO_VAL does not
 //!   survive submission (slurmctld replaces it with the partition's DefaultTime or MaxTime: no
 //!   `--time` under `MaxTime=120` gives `120`), so on 22.05 `null` means unlimited.
-//! - 23.02+ prints numbers as `{"set":true,"infinite":false,"number":90}` and `job_state` as an
-//!   array; both are accepted.
+//! - `job_state` is one word, and a state flag wins over the base state (`CONFIGURING`,
+//!   `COMPLETING`, `REQUEUED` are printed instead of `RUNNING` or `PENDING`).
+//!
+//! Measured on 24.11.5 (data_parser v0.0.42):
+//! - `--jobs` is honoured (with `--states=all` finished jobs stay visible); a list of nothing but
+//!   unknown ids exits 1 with `slurm_load_jobs error: Invalid job id specified`.
+//! - `time_limit` is `{"set":true,"infinite":false,"number":90}` for a limit in minutes and
+//!   `{"set":false,"infinite":true,"number":0}` for UNLIMITED (also for `--time=UNLIMITED` in a
+//!   `MaxTime=120` partition while the job is pending). `{"set":false,"infinite":false}` would be
+//!   NO_VAL: not seen, read as unknown.
+//! - `job_state` is an array, base state first, then flags: a job whose nodes are being powered up
+//!   is `["RUNNING","CONFIGURING","POWER_UP_NODE"]`, a held one `["PENDING"]` with `state_reason`
+//!   `JobHeldUser`, a requeued one `["PENDING"]` with `BeginTime`.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -59,12 +70,18 @@ impl TimeLimit {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobInfo {
     pub job_id: u32,
-    /// Slurm's base job state, upper case as Slurm prints it (`PENDING`, `RUNNING`, `COMPLETED`...).
+    /// The job state, upper case as Slurm prints it (`PENDING`, `RUNNING`, `COMPLETED`...): the
+    /// base state on 23.02+; on 22.05 a state flag such as `CONFIGURING` when one is set.
     pub state: String,
+    /// State flags after the base state (23.02+ only): `CONFIGURING`, `POWER_UP_NODE`, ...
+    pub flags: Vec<String>,
     pub time_limit: TimeLimit,
     /// The allocated nodes as a hostlist expression; empty while pending.
     pub nodes: String,
     pub partition: String,
+    /// Why the job is pending (`state_reason`: `JobHeldUser`, `BeginTime`, `Resources`, ...);
+    /// `None` when there is none to tell.
+    pub reason: String,
 }
 
 #[derive(Deserialize)]
@@ -84,6 +101,8 @@ struct RawJob {
     nodes: Option<String>,
     #[serde(default)]
     partition: Option<String>,
+    #[serde(default)]
+    state_reason: Option<String>,
 }
 
 /// Parses `squeue --json` output and keeps the jobs in `wanted` (all jobs when `wanted` is
@@ -95,15 +114,20 @@ pub fn parse_jobs(json: &[u8], wanted: Option<&[u32]>) -> Result<Vec<JobInfo>, P
         .jobs
         .into_iter()
         .filter(|j| wanted.is_none_or(|w| w.contains(&j.job_id)))
-        .map(|j| JobInfo {
-            job_id: j.job_id,
-            state: first_state(&j.job_state),
-            time_limit: match &j.time_limit {
-                None => TimeLimit::Unknown,
-                Some(v) => TimeLimit::from_json(Some(v)),
-            },
-            nodes: j.nodes.unwrap_or_default(),
-            partition: j.partition.unwrap_or_default(),
+        .map(|j| {
+            let (state, flags) = split_state(j.job_state);
+            JobInfo {
+                job_id: j.job_id,
+                state,
+                flags,
+                time_limit: match &j.time_limit {
+                    None => TimeLimit::Unknown,
+                    Some(v) => TimeLimit::from_json(Some(v)),
+                },
+                nodes: j.nodes.unwrap_or_default(),
+                partition: j.partition.unwrap_or_default(),
+                reason: j.state_reason.unwrap_or_default(),
+            }
         })
         .collect())
 }
@@ -112,11 +136,18 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
     Value::deserialize(d).map(Some)
 }
 
-fn first_state(value: &Value) -> String {
+/// 22.05's one word, or 23.02+'s array (base state first, then flags).
+fn split_state(value: Value) -> (String, Vec<String>) {
     match value {
-        Value::String(s) => s.clone(),
-        Value::Array(items) => items.first().and_then(Value::as_str).unwrap_or_default().to_string(),
-        _ => String::new(),
+        Value::String(s) => (s, Vec::new()),
+        Value::Array(items) => {
+            let mut words = items.into_iter().filter_map(|v| match v {
+                Value::String(s) => Some(s),
+                _ => None,
+            });
+            (words.next().unwrap_or_default(), words.collect())
+        }
+        _ => (String::new(), Vec::new()),
     }
 }
 
@@ -128,36 +159,105 @@ mod tests {
     /// held: `--time=90`, `--time=UNLIMITED`, no `--time` in a DefaultTime=30 partition, no
     /// `--time` in a MaxTime=INFINITE partition, `--time=1-00:30:00`, `--time=UNLIMITED` in a
     /// MaxTime=120 partition, no `--time` in a MaxTime=120 partition created later.
-    const CAPTURED: &[u8] = include_bytes!("testdata/squeue-22.05.json");
+    const V22_05: &[u8] = include_bytes!("testdata/squeue-22.05.json");
+
+    /// Captured from a real 24.11.5 cluster (see testdata/README.md): partitions a3
+    /// (MaxTime=INFINITE) and lim (MaxTime=120 DefaultTime=30); jobs 1..7 submitted held with
+    /// `-t 30`, `-t UNLIMITED`, no `-t` (a3), `-t 2-00:00:00`, no `-t` (lim), `-t UNLIMITED` (lim),
+    /// `-t 1-00:30:00`.
+    const V24_11_HELD: &[u8] = include_bytes!("testdata/squeue-24.11-held.json");
+    /// The same jobs after jobs 1, 2 and 4 were released: their nodes are being powered up.
+    const V24_11_CONFIGURING: &[u8] = include_bytes!("testdata/squeue-24.11-configuring.json");
+    /// 25 s later: still CONFIGURING (the nodes' slurmd had not registered yet).
+    const V24_11_RUNNING: &[u8] = include_bytes!("testdata/squeue-24.11-running.json");
+    /// Job 1 requeued after its nodes failed: pending again, not before its begin time.
+    const V24_11_REQUEUED: &[u8] = include_bytes!("testdata/squeue-24.11-requeued-job.json");
+    /// `squeue --json --states=all --jobs=1,4,999`: 24.11 honours --jobs.
+    const V24_11_JOBS_1_4_999: &[u8] = include_bytes!("testdata/squeue-24.11-states-all-jobs-1-4-999.json");
+
+    type Row<'a> = (u32, &'a str, Vec<&'a str>, TimeLimit, &'a str, &'a str, &'a str);
+
+    fn rows(jobs: &[JobInfo]) -> Vec<Row<'_>> {
+        jobs.iter()
+            .map(|j| {
+                let flags = j.flags.iter().map(String::as_str).collect();
+                (
+                    j.job_id,
+                    j.state.as_str(),
+                    flags,
+                    j.time_limit,
+                    j.nodes.as_str(),
+                    j.partition.as_str(),
+                    j.reason.as_str(),
+                )
+            })
+            .collect()
+    }
 
     #[test]
     fn captured_22_05_output() {
-        let jobs = parse_jobs(CAPTURED, None).unwrap();
-        let got: Vec<_> = jobs
-            .iter()
-            .map(|j| (j.job_id, j.state.as_str(), j.time_limit, j.nodes.as_str(), j.partition.as_str()))
-            .collect();
         use TimeLimit::*;
+        let held = "JobHeldUser";
         assert_eq!(
-            got,
+            rows(&parse_jobs(V22_05, None).unwrap()),
             vec![
-                (1, "COMPLETED", Minutes(90), "dws-a-[0-1]", "flex"),
-                (2, "PENDING", Minutes(90), "", "flex"),
-                (3, "PENDING", Unlimited, "", "flex"),
-                (4, "PENDING", Minutes(30), "", "lim"),
-                (5, "PENDING", Unlimited, "", "flex"),
-                (6, "PENDING", Minutes(1470), "", "flex"),
-                (7, "PENDING", Unlimited, "", "lim"),
+                (1, "COMPLETED", vec![], Minutes(90), "dws-a-[0-1]", "flex", "None"),
+                (2, "PENDING", vec![], Minutes(90), "", "flex", held),
+                (3, "PENDING", vec![], Unlimited, "", "flex", held),
+                (4, "PENDING", vec![], Minutes(30), "", "lim", held),
+                (5, "PENDING", vec![], Unlimited, "", "flex", held),
+                (6, "PENDING", vec![], Minutes(1470), "", "flex", held),
+                (7, "PENDING", vec![], Unlimited, "", "lim", held),
             ]
         );
     }
 
     #[test]
+    fn captured_24_11_output() {
+        use TimeLimit::*;
+        let held = "JobHeldUser";
+        let held_jobs = vec![
+            (1, "PENDING", vec![], Minutes(30), "", "a3", held),
+            (2, "PENDING", vec![], Unlimited, "", "a3", held),
+            (3, "PENDING", vec![], Unlimited, "", "a3", held),
+            (4, "PENDING", vec![], Minutes(2880), "", "a3", held),
+            (5, "PENDING", vec![], Minutes(30), "", "lim", held),
+            (6, "PENDING", vec![], Unlimited, "", "lim", held),
+            (7, "PENDING", vec![], Minutes(1470), "", "a3", held),
+        ];
+        assert_eq!(rows(&parse_jobs(V24_11_HELD, None).unwrap()), held_jobs);
+
+        let up = vec!["CONFIGURING", "POWER_UP_NODE"];
+        let configuring = vec![
+            (1, "RUNNING", up.clone(), Minutes(30), "lab-a3-[0-1]", "a3", "None"),
+            (2, "RUNNING", up.clone(), Unlimited, "lab-a3-2", "a3", "None"),
+            held_jobs[2].clone(),
+            (4, "RUNNING", up.clone(), Minutes(2880), "lab-a3-3", "a3", "None"),
+            held_jobs[4].clone(),
+            held_jobs[5].clone(),
+            held_jobs[6].clone(),
+        ];
+        assert_eq!(rows(&parse_jobs(V24_11_CONFIGURING, None).unwrap()), configuring);
+        assert_eq!(rows(&parse_jobs(V24_11_RUNNING, None).unwrap()), configuring);
+
+        assert_eq!(
+            rows(&parse_jobs(V24_11_REQUEUED, None).unwrap()),
+            vec![(1, "PENDING", vec![], Minutes(30), "", "a3", "BeginTime")]
+        );
+        let asked = parse_jobs(V24_11_JOBS_1_4_999, None).unwrap();
+        assert_eq!(rows(&asked), vec![held_jobs[0].clone(), held_jobs[3].clone()]);
+        assert_eq!(parse_jobs(V24_11_JOBS_1_4_999, Some(&[1, 4, 999])).unwrap(), asked);
+    }
+
+    #[test]
     fn filters_wanted_jobs_and_ignores_unknown_ids() {
-        let jobs = parse_jobs(CAPTURED, Some(&[6, 2, 999])).unwrap();
+        let jobs = parse_jobs(V22_05, Some(&[6, 2, 999])).unwrap();
         let ids: Vec<u32> = jobs.iter().map(|j| j.job_id).collect();
         assert_eq!(ids, vec![2, 6]);
-        assert!(parse_jobs(CAPTURED, Some(&[])).unwrap().is_empty());
+        assert!(parse_jobs(V22_05, Some(&[])).unwrap().is_empty());
+        let ids: Vec<u32> =
+            parse_jobs(V24_11_HELD, Some(&[7, 3])).unwrap().iter().map(|j| j.job_id).collect();
+        assert_eq!(ids, vec![3, 7]);
     }
 
     #[test]
@@ -169,6 +269,7 @@ mod tests {
             (json!(0), Minutes(0)),
             (json!(null), Unlimited),
             (json!({"set": true, "infinite": false, "number": 45}), Minutes(45)),
+            (json!({"set": false, "infinite": true, "number": 0}), Unlimited),
             (json!({"set": true, "infinite": true, "number": 0}), Unlimited),
             (json!({"set": false, "infinite": false, "number": 0}), Unknown),
             (json!(-1), Unknown),
@@ -182,23 +283,10 @@ mod tests {
     }
 
     #[test]
-    fn newer_shape_and_missing_fields() {
-        let doc = br#"{"jobs":[{"job_id":12,"job_state":["RUNNING","CONFIGURING"],
-            "time_limit":{"set":true,"infinite":false,"number":60},"nodes":"n-[1-2]",
-            "partition":"p"},{"job_id":13}]}"#;
-        let jobs = parse_jobs(doc, None).unwrap();
-        assert_eq!(
-            jobs[0],
-            JobInfo {
-                job_id: 12,
-                state: "RUNNING".into(),
-                time_limit: TimeLimit::Minutes(60),
-                nodes: "n-[1-2]".into(),
-                partition: "p".into(),
-            }
-        );
-        assert_eq!(jobs[1].time_limit, TimeLimit::Unknown);
-        assert_eq!(jobs[1].state, "");
+    fn missing_fields_are_unknown_or_empty() {
+        let jobs = parse_jobs(br#"{"jobs":[{"job_id":13}]}"#, None).unwrap();
+        assert_eq!(jobs[0].time_limit, TimeLimit::Unknown);
+        assert_eq!((jobs[0].state.as_str(), jobs[0].reason.as_str()), ("", ""));
     }
 
     #[test]

@@ -1,0 +1,212 @@
+//! One node as slurm-dws needs it ([`NodeInfo`]), whichever command and Slurm version it came from,
+//! and the pieces the node parsers share.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+/// One node as slurm-dws needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub name: String,
+    /// The base state, lower case: `idle`, `allocated`, `mixed`, `down`, `future`, ...
+    pub state: String,
+    /// State flags, upper case as Slurm prints them: `CLOUD`, `POWERED_DOWN`, `POWERING_UP`,
+    /// `POWERING_DOWN`, `POWER_DOWN`, `NOT_RESPONDING`, `DRAIN`, ...
+    pub flags: Vec<String>,
+    pub reason: String,
+    /// `NodeAddr`: where slurmctld reaches the node. Empty when read from 23.02+'s `sinfo --json`,
+    /// which does not say it per node.
+    pub address: String,
+    /// `NodeHostname`. Empty when read from 23.02+'s `sinfo --json`.
+    pub hostname: String,
+    pub partitions: Vec<String>,
+}
+
+impl NodeInfo {
+    /// Whether the node carries `flag` (case-insensitive).
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f.eq_ignore_ascii_case(flag))
+    }
+
+    /// Powered down and not on its way up: Slurm's `~` suffix without `#`.
+    pub fn is_powered_down(&self) -> bool {
+        self.has_flag("POWERED_DOWN") && !self.has_flag("POWERING_UP")
+    }
+
+    /// The compact state as `sinfo -o %T` would print it, e.g. `idle~`, `allocated#`, `down~`.
+    /// Handy in logs and test assertions.
+    pub fn compact_state(&self) -> String {
+        let suffix = if self.has_flag("POWERING_UP") {
+            "#"
+        } else if self.has_flag("POWERING_DOWN") {
+            "%"
+        } else if self.has_flag("POWER_DOWN") {
+            "!"
+        } else if self.has_flag("POWERED_DOWN") {
+            "~"
+        } else if self.has_flag("NOT_RESPONDING") {
+            "*"
+        } else {
+            ""
+        };
+        format!("{}{}", self.state, suffix)
+    }
+}
+
+/// A node's `state` as printed: 22.05's lower-case word (its flags are a separate `state_flags`),
+/// or 23.02+'s upper-case array, base state first and flags after (`["IDLE","CLOUD","POWERED_DOWN"]`).
+/// Returns (base state in lower case, flags as printed).
+pub(crate) fn split_state(state: Value) -> Result<(String, Vec<String>), String> {
+    match state {
+        Value::String(s) => Ok((s.to_ascii_lowercase(), Vec::new())),
+        Value::Array(items) => {
+            let mut words = Vec::with_capacity(items.len());
+            for item in items {
+                match item {
+                    Value::String(s) => words.push(s),
+                    other => return Err(format!("`state` holds {other}, not a word")),
+                }
+            }
+            let mut words = words.into_iter();
+            let base = words.next().ok_or("`state` is an empty array")?.to_ascii_lowercase();
+            Ok((base, words.collect()))
+        }
+        Value::Null => Err("`state` is missing".into()),
+        other => Err(format!("`state` is {other}, neither a word nor an array of words")),
+    }
+}
+
+/// A reason as printed: a string, or null / absent for none.
+pub(crate) fn reason_text(reason: Value) -> String {
+    match reason {
+        Value::String(s) => s,
+        _ => String::new(),
+    }
+}
+
+/// The nodes decoded so far, in the order Slurm listed them, each name once.
+#[derive(Default)]
+pub(crate) struct NodeList {
+    nodes: Vec<NodeInfo>,
+    index: HashMap<String, usize>,
+}
+
+impl NodeList {
+    pub fn with_capacity(n: usize) -> Self {
+        NodeList { nodes: Vec::with_capacity(n), index: HashMap::with_capacity(n) }
+    }
+
+    /// Adds `node` unless a node of that name is already listed (then the first one stays).
+    pub fn push_first(&mut self, node: NodeInfo) {
+        if !self.index.contains_key(&node.name) {
+            self.index.insert(node.name.clone(), self.nodes.len());
+            self.nodes.push(node);
+        }
+    }
+
+    /// The node called `name`, made with `make` the first time it is seen.
+    pub fn entry(&mut self, name: String, make: impl FnOnce(String) -> NodeInfo) -> &mut NodeInfo {
+        let at = match self.index.get(&name) {
+            Some(&at) => at,
+            None => {
+                let at = self.nodes.len();
+                self.index.insert(name.clone(), at);
+                self.nodes.push(make(name));
+                at
+            }
+        };
+        &mut self.nodes[at]
+    }
+
+    pub fn into_vec(self) -> Vec<NodeInfo> {
+        self.nodes
+    }
+}
+
+/// serde_json puts " at line L column C" on an error; an error re-raised with more context gets it
+/// again, so the inner one is dropped.
+pub(crate) fn without_position(e: &dyn std::fmt::Display) -> String {
+    let text = e.to_string();
+    match text.rsplit_once(" at line ") {
+        Some((head, tail)) if tail.contains(" column ") => head.to_string(),
+        _ => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(state: &str, flags: &[&str]) -> NodeInfo {
+        NodeInfo {
+            name: "n".into(),
+            state: state.into(),
+            flags: flags.iter().map(|f| f.to_string()).collect(),
+            reason: String::new(),
+            address: String::new(),
+            hostname: String::new(),
+            partitions: vec![],
+        }
+    }
+
+    /// The states of docs/slurm-facts.md ("Node states"), as sinfo --json spelled them on a live
+    /// 22.05 cluster (24.11 spells the same flags).
+    #[test]
+    fn compact_states() {
+        let cases = [
+            (node("idle", &["CLOUD", "POWERED_DOWN"]), "idle~", true),
+            (node("idle", &["CLOUD", "POWER_UP", "POWERED_DOWN"]), "idle~", true),
+            (node("allocated", &["CLOUD", "NOT_RESPONDING", "POWERING_UP"]), "allocated#", false),
+            (node("idle", &["CLOUD", "POWERING_DOWN"]), "idle%", false),
+            (node("idle", &["CLOUD", "POWER_DOWN", "NOT_RESPONDING"]), "idle!", false),
+            (node("down", &["CLOUD", "POWERED_DOWN", "NOT_RESPONDING"]), "down~", true),
+            (node("idle", &["CLOUD", "NOT_RESPONDING"]), "idle*", false),
+            (node("allocated", &["CLOUD"]), "allocated", false),
+        ];
+        for (n, compact, powered_down) in cases {
+            assert_eq!(n.compact_state(), compact, "{:?}", n.flags);
+            assert_eq!(n.is_powered_down(), powered_down, "{:?}", n.flags);
+        }
+    }
+
+    #[test]
+    fn state_shapes() {
+        let words = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(split_state(json!("idle")).unwrap(), ("idle".into(), vec![]));
+        assert_eq!(
+            split_state(json!(["IDLE", "CLOUD", "POWERED_DOWN"])).unwrap(),
+            ("idle".into(), words(&["CLOUD", "POWERED_DOWN"]))
+        );
+        assert_eq!(split_state(json!(["DOWN"])).unwrap(), ("down".into(), vec![]));
+        for bad in [json!([]), json!(3), json!(null), json!(["IDLE", 4]), json!({"base": "IDLE"})] {
+            assert!(split_state(bad.clone()).is_err(), "{bad}");
+        }
+        assert_eq!(reason_text(json!("r")), "r");
+        assert_eq!(reason_text(json!(null)), "");
+    }
+
+    #[test]
+    fn node_list_keeps_order_and_first() {
+        let mut list = NodeList::default();
+        let mut a = node("idle", &[]);
+        a.name = "a".into();
+        let mut a2 = a.clone();
+        a2.state = "down".into();
+        list.push_first(a.clone());
+        list.entry("b".into(), |name| NodeInfo { name, ..a.clone() }).partitions.push("p".into());
+        list.push_first(a2);
+        list.entry("b".into(), |_| unreachable!()).partitions.push("q".into());
+        let got = list.into_vec();
+        assert_eq!(got.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(got[0].state, "idle");
+        assert_eq!(got[1].partitions, ["p", "q"]);
+    }
+
+    #[test]
+    fn positions_are_dropped_once() {
+        assert_eq!(without_position(&"missing field `name` at line 3 column 9"), "missing field `name`");
+        assert_eq!(without_position(&"no position here"), "no position here");
+    }
+}

@@ -1,0 +1,239 @@
+//! Nodes as `scontrol --json show nodes` reports them (Slurm 23.02 and later).
+//!
+//! 22.05 has no `scontrol --json` (`unrecognized option '--json'`); from 23.02 on it prints what
+//! 22.05's `sinfo --json` printed, one object per node, while `sinfo --json` switched to
+//! (partition, state) groups (see [`super::sinfo`]). Measured on 24.11.5 (data_parser v0.0.42):
+//! `{"nodes":[...],"last_update","meta","errors","warnings"}`, each node with `name`, `state` as an
+//! upper-case array, base state first then flags (`["IDLE","CLOUD","POWERED_DOWN"]`,
+//! `["DOWN","CLOUD"]`), `reason` (`""` for none), `address`, `hostname`, `partitions` (array), and
+//! some sixty fields slurm-dws does not need, which are skipped unread. Powered-down cloud nodes are
+//! listed without `PrivateData=cloud` (23.02 made them visible by default).
+
+use std::fmt;
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::node::{reason_text, split_state, without_position, NodeInfo, NodeList};
+use super::ParseError;
+
+const WHAT: &str = "scontrol --json show nodes";
+
+/// The document, decoded node by node (10,000 nodes are ~12 MB of JSON: never held whole).
+struct Document(Vec<NodeInfo>);
+
+impl<'de> Deserialize<'de> for Document {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(DocumentVisitor)
+    }
+}
+
+struct DocumentVisitor;
+
+impl<'de> Visitor<'de> for DocumentVisitor {
+    type Value = Document;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object with `nodes`")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Document, A::Error> {
+        let mut nodes = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "nodes" && nodes.is_none() {
+                nodes = Some(map.next_value_seed(NodeArray)?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        nodes.map(Document).ok_or_else(|| de::Error::missing_field("nodes"))
+    }
+}
+
+#[derive(Deserialize)]
+struct RawNode {
+    name: String,
+    state: Value,
+    #[serde(default)]
+    reason: Value,
+    #[serde(default)]
+    address: Option<String>,
+    #[serde(default)]
+    hostname: Option<String>,
+    #[serde(default)]
+    partitions: Option<Vec<String>>,
+}
+
+struct NodeArray;
+
+impl<'de> de::DeserializeSeed<'de> for NodeArray {
+    type Value = Vec<NodeInfo>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<NodeInfo>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for NodeArray {
+    type Value = Vec<NodeInfo>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of nodes")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<NodeInfo>, A::Error> {
+        let mut list = NodeList::with_capacity(seq.size_hint().unwrap_or(0));
+        for i in 0.. {
+            let raw = match seq.next_element::<RawNode>() {
+                Ok(Some(raw)) => raw,
+                Ok(None) => break,
+                Err(e) => return Err(de::Error::custom(format!("nodes[{i}]: {}", without_position(&e)))),
+            };
+            let (state, flags) = split_state(raw.state)
+                .map_err(|e| de::Error::custom(format!("nodes[{i}] ({}): {e}", raw.name)))?;
+            list.push_first(NodeInfo {
+                name: raw.name,
+                state,
+                flags,
+                reason: reason_text(raw.reason),
+                address: raw.address.unwrap_or_default(),
+                hostname: raw.hostname.unwrap_or_default(),
+                partitions: raw.partitions.unwrap_or_default(),
+            });
+        }
+        Ok(list.into_vec())
+    }
+}
+
+/// Parses `scontrol --json show nodes` output. A node listed twice is kept once.
+pub fn parse_nodes(json: &[u8]) -> Result<Vec<NodeInfo>, ParseError> {
+    let doc: Document = serde_json::from_slice(json).map_err(|e| ParseError::new(WHAT, e))?;
+    Ok(doc.0)
+}
+
+/// [`parse_nodes`] from a stream, as `scontrol` writes it.
+pub fn read_nodes(json: &mut dyn std::io::Read) -> Result<Vec<NodeInfo>, ParseError> {
+    let doc: Document = serde_json::from_reader(json).map_err(|e| ParseError::new(WHAT, e))?;
+    Ok(doc.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The captures of `testdata/` (see its README), both 24.11.5.
+    const POWERED_DOWN: &[u8] = include_bytes!("testdata/scontrol-json-show-nodes-24.11-powered-down.json");
+    const STATIC_DOWN: &[u8] = include_bytes!("testdata/scontrol-json-show-nodes-24.11-static-down.json");
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn node(
+        name: &str,
+        state: &str,
+        flags: &[&str],
+        reason: &str,
+        address: &str,
+        host: &str,
+        parts: &[&str],
+    ) -> NodeInfo {
+        NodeInfo {
+            name: name.into(),
+            state: state.into(),
+            flags: strings(flags),
+            reason: reason.into(),
+            address: address.into(),
+            hostname: host.into(),
+            partitions: strings(parts),
+        }
+    }
+
+    #[test]
+    fn captured_24_11_powered_down() {
+        let nodes = parse_nodes(POWERED_DOWN).unwrap();
+        let want: Vec<NodeInfo> = (0..4)
+            .map(|i| {
+                let name = format!("lab-a3-{i}");
+                node(&name, "idle", &["CLOUD", "POWERED_DOWN"], "", "127.0.0.1", &name, &["a3", "lim"])
+            })
+            .collect();
+        assert_eq!(nodes, want);
+        assert!(nodes.iter().all(|n| n.compact_state() == "idle~" && n.is_powered_down()));
+    }
+
+    /// A static node set DOWN by slurm-dws when its VM vanished, beside three powered-down nodes whose
+    /// address and hostname Slurm reset to the node name.
+    #[test]
+    fn captured_24_11_static_node_down() {
+        let nodes = parse_nodes(STATIC_DOWN).unwrap();
+        let gone =
+            "slurm-dws: the VM is gone (deleted outside slurm-dws, or GCE removed it); re-provisioning";
+        let mut want = vec![node("lab-a3-0", "down", &["CLOUD"], gone, "127.0.0.1", "vm", &["a3"])];
+        for i in 1..4 {
+            let name = format!("lab-a3-{i}");
+            want.push(node(&name, "idle", &["CLOUD", "POWERED_DOWN"], "", &name, &name, &["a3"]));
+        }
+        assert_eq!(nodes, want);
+        assert_eq!(nodes[0].compact_state(), "down");
+    }
+
+    #[test]
+    fn read_from_a_stream_as_from_bytes() {
+        for doc in [POWERED_DOWN, STATIC_DOWN] {
+            let streamed = read_nodes(&mut std::io::BufReader::with_capacity(3, doc)).unwrap();
+            assert_eq!(streamed, parse_nodes(doc).unwrap());
+        }
+    }
+
+    /// The same node decoded from the 24.11 `scontrol` and `sinfo` captures of one cluster state
+    /// agrees on everything `sinfo` says.
+    #[test]
+    fn agrees_with_sinfo_of_the_same_moment() {
+        let from_sinfo =
+            super::super::sinfo::parse_nodes(include_bytes!("testdata/sinfo-24.11-static-down.json"))
+                .unwrap();
+        let from_scontrol = parse_nodes(STATIC_DOWN).unwrap();
+        for s in &from_sinfo {
+            let c = from_scontrol.iter().find(|c| c.name == s.name).unwrap();
+            assert_eq!(
+                (&c.state, &c.flags, &c.reason, &c.partitions),
+                (&s.state, &s.flags, &s.reason, &s.partitions)
+            );
+        }
+        assert_eq!(from_sinfo.len(), from_scontrol.len());
+    }
+
+    #[test]
+    fn garbage_is_a_parse_error_naming_the_field() {
+        let cases: [(&[u8], &str); 8] = [
+            // 24.11's sinfo document is not scontrol's.
+            (include_bytes!("testdata/sinfo-24.11-powered-down.json"), "missing field `nodes`"),
+            (
+                br#"{"nodes":[{"name":"a","state":["IDLE"]},{"state":["IDLE"]}]}"#,
+                "nodes[1]: missing field `name`",
+            ),
+            (br#"{"nodes":[{"name":"a"}]}"#, "nodes[0]: missing field `state`"),
+            (br#"{"nodes":[{"name":"a","state":[]}]}"#, "nodes[0] (a): `state` is an empty array"),
+            (br#"{"nodes":[{"name":"a","state":{"base":"IDLE"}}]}"#, "nodes[0] (a): `state` is {"),
+            (
+                br#"{"nodes":[{"name":"a","state":["IDLE"],"partitions":"p"}]}"#,
+                "nodes[0]: invalid type: string",
+            ),
+            (br#"{"nodes":{}}"#, "invalid type: map"),
+            (b"", "EOF"),
+        ];
+        for (doc, want) in cases {
+            let err = parse_nodes(doc).unwrap_err().to_string();
+            assert!(err.contains("scontrol --json show nodes") && err.contains(want), "{want}: {err}");
+            assert!(err.matches(" at line ").count() <= 1, "{err}");
+        }
+    }
+
+    #[test]
+    fn null_fields_and_duplicates() {
+        let doc = br#"{"nodes":[
+            {"name":"a","state":["IDLE","CLOUD"],"reason":null,"address":null,"partitions":null},
+            {"name":"a","state":["DOWN"]}],"meta":{"slurm":{"release":"24.11.5"}}}"#;
+        let nodes = parse_nodes(doc).unwrap();
+        assert_eq!(nodes, vec![node("a", "idle", &["CLOUD"], "", "", "", &[])]);
+    }
+}

@@ -1,16 +1,37 @@
-//! The slurm.conf lines a config implies: hooks, power-saving settings, NodeName and PartitionName lines.
+//! The slurm.conf lines a config implies: hooks, power-saving settings, NodeName and PartitionName
+//! lines, for the Slurm version that will read them.
 //!
-//! A pure function of the config, so `check-config --print-slurm-conf` and the shipped
-//! `conf/slurm.conf.example` cannot disagree (a test renders the example and compares).
+//! A pure function of the config and the Slurm version, so `check-config --print-slurm-conf` and
+//! the shipped `conf/slurm.conf.example` cannot disagree (a test renders the example and compares).
+//!
+//! Each option is checked against the slurm.conf(5) page and release notes of every supported
+//! release. Where they differ:
+//!
+//! | option | 22.05 | 23.02 | 23.11 … 25.05 |
+//! |---|---|---|---|
+//! | `PrivateData=cloud` | needed: without it powered-down cloud nodes are invisible, even to root | not needed ("cloud nodes show by default"); the word is ignored | same as 23.02 |
+//! | `SlurmctldParameters=cloud_reg_addrs` | take the address from the slurmd's registration | same | removed, the default; slurmctld logs "defunct" at every start |
+//! | `CommunicationParameters=NoAddrCache` | do not cache node addresses | same | removed; "defunct" error at every start |
+//! | partition `ResumeTimeout` | uint16, 65535 is INFINITE (shown so) yet still added as seconds | same | 24.11: same; 25.05: INFINITE never times out, "maximum value is either 65533 or INFINITE" |
+//!
+//! So a DWS Flex partition gets `ResumeTimeout=65533` on every release: the largest finite value,
+//! about 18 hours, which means the same thing on all of them (65535 was Slurm's INFINITE).
+//! `ResumeProgram`, `SuspendProgram`, `ResumeFailProgram`, `ResumeRate=0` / `SuspendRate=0`
+//! (no limit), `SuspendTime`, `SuspendTimeout`, `SlurmctldParameters=idle_on_node_suspend`,
+//! `TreeWidth` (at most 65533), `SuspendExcNodes`, `NodeName ... State=CLOUD` and partition
+//! `ResumeTimeout` mean the same from 22.05 to 25.05.
 
 use std::fmt::Write;
 use std::ops::Range;
 use std::path::Path;
 
 use super::Config;
+use crate::slurm::SlurmVersion;
 
-/// ResumeTimeout of a DWS Flex partition: Slurm's largest value (about 18 hours).
-pub const FLEX_RESUME_TIMEOUT: u32 = 65535;
+/// ResumeTimeout of a DWS Flex partition: the largest finite value Slurm takes (about 18 hours).
+/// 65535 is Slurm's INFINITE (`scontrol show partition` says `ResumeTimeout=INFINITE`), which
+/// 25.05 and later never time out, and 65534 is its "not set".
+pub const FLEX_RESUME_TIMEOUT: u32 = 65533;
 
 /// `prefix[a-b]` for a contiguous index range (`prefix7` for one index, nothing when empty).
 ///
@@ -24,14 +45,49 @@ pub fn compress_range(prefix: &str, indices: Range<u32>) -> Option<String> {
     }
 }
 
-/// The slurm.conf lines for `config`, with the hooks expected in `hook_dir`.
+/// What one Slurm release takes of the options that differ (see the module docs).
+struct Release {
+    /// 22.05: powered-down cloud nodes are hidden without `PrivateData=cloud`.
+    needs_private_data_cloud: bool,
+    /// 22.05 and 23.02 have `cloud_reg_addrs` and `NoAddrCache`; 23.11 removed both.
+    has_address_options: bool,
+    /// 25.05+: a partition ResumeTimeout of 65535 (INFINITE) never times out.
+    infinite_resume_timeout_is_never: bool,
+}
+
+impl Release {
+    fn of(version: SlurmVersion) -> Release {
+        let release = version.release();
+        Release {
+            needs_private_data_cloud: release < (23, 2),
+            has_address_options: release < (23, 11),
+            infinite_resume_timeout_is_never: release >= (25, 5),
+        }
+    }
+}
+
+/// The slurm.conf lines for `config` and the newest Slurm release slurm-dws knows, with the hooks
+/// expected in `hook_dir`. See [`render_slurm_conf_for`].
 pub fn render_slurm_conf(config: &Config, hook_dir: &Path) -> String {
+    render_slurm_conf_for(config, hook_dir, None)
+}
+
+/// The slurm.conf lines for `config` and Slurm `version`, with the hooks expected in `hook_dir`.
+/// Without a version, the lines are for [`SlurmVersion::LATEST_KNOWN`], and a comment says so. A
+/// version newer than slurm-dws knows gets the lines of the newest it knows, also said.
+pub fn render_slurm_conf_for(config: &Config, hook_dir: &Path, version: Option<SlurmVersion>) -> String {
     let hook = |name: &str| hook_dir.join(name).display().to_string();
     let prefix = |ns: &str| format!("{}-{ns}-", config.cluster_name);
     let file = config
         .source
         .file_name()
         .map_or_else(|| config.source.display().to_string(), |f| f.to_string_lossy().into_owned());
+    let target = match version {
+        Some(v) if v.is_known() => v,
+        _ => SlurmVersion::LATEST_KNOWN,
+    };
+    let release = Release::of(target);
+    let named = target.release_name();
     let mut out = String::new();
     let mut line = |s: &str| {
         out.push_str(s);
@@ -44,6 +100,19 @@ pub fn render_slurm_conf(config: &Config, hook_dir: &Path) -> String {
     ));
     line("# by `slurm-dws check-config --print-slurm-conf`. Paste them into slurm.conf and");
     line("# regenerate them whenever a nodeset changes.");
+    match version {
+        // A version given as a release (24.11) has no maintenance number to show.
+        Some(v) if v.is_known() && v.patch == 0 => line(&format!("# For Slurm {named}.")),
+        Some(v) if v.is_known() => line(&format!("# For Slurm {named} ({v}).")),
+        Some(v) => {
+            line(&format!("# For Slurm {named}, the newest release slurm-dws knows: Slurm {v} is newer,"));
+            line("# check them against its slurm.conf(5).");
+        }
+        None => {
+            line(&format!("# For Slurm {named}, the newest release slurm-dws knows: no Slurm version was"));
+            line("# given or found (--slurm-version VERSION prints the lines for another).");
+        }
+    }
     line("");
     line("# The power-saving hooks. slurmctld runs them with a hostlist; they only record the");
     line("# request durably and return in milliseconds, the slurm-dws daemon does the work.");
@@ -61,15 +130,25 @@ pub fn render_slurm_conf(config: &Config, hook_dir: &Path) -> String {
     line("SuspendTime=300");
     line("# Time for a VM to be deleted before its node may be resumed under the same name.");
     line("SuspendTimeout=300");
-    line("# Without this, powered-down cloud nodes are invisible to sinfo and scontrol (even to");
-    line("# root and to slurm-dws itself).");
-    line("PrivateData=cloud");
+    if release.needs_private_data_cloud {
+        line("# Without this, powered-down cloud nodes are invisible to sinfo and scontrol (even to");
+        line("# root and to slurm-dws itself).");
+        line("PrivateData=cloud");
+    } else {
+        line("# No PrivateData=cloud: since 23.02 powered-down cloud nodes are always listed.");
+    }
     line("# idle_on_node_suspend: a node suspended while DOWN or DRAINED comes back IDLE, so a");
     line("#   failed resume does not leave it unusable.");
-    line("# cloud_reg_addrs: take a node's address from its slurmd's registration (no DNS needed).");
-    line("SlurmctldParameters=idle_on_node_suspend,cloud_reg_addrs");
-    line("# A node's address changes every time it is re-provisioned: do not cache it.");
-    line("CommunicationParameters=NoAddrCache");
+    if release.has_address_options {
+        line("# cloud_reg_addrs: take a node's address from its slurmd's registration (no DNS needed).");
+        line("SlurmctldParameters=idle_on_node_suspend,cloud_reg_addrs");
+        line("# A node's address changes every time it is re-provisioned: do not cache it.");
+        line("CommunicationParameters=NoAddrCache");
+    } else {
+        line("# Since 23.11 a cloud node's address is taken from its slurmd's registration by");
+        line("# default: cloud_reg_addrs and NoAddrCache are gone (slurmctld logs an error for each).");
+        line("SlurmctldParameters=idle_on_node_suspend");
+    }
     line("# Do not route messages through cloud nodes, most of which are powered down.");
     line("TreeWidth=65533");
 
@@ -115,11 +194,22 @@ pub fn render_slurm_conf(config: &Config, hook_dir: &Path) -> String {
 
     line("");
     line(&format!(
-        "# Partitions. ResumeTimeout={FLEX_RESUME_TIMEOUT} (Slurm's largest, about 18 h) on DWS Flex partitions:"
+        "# Partitions. ResumeTimeout={FLEX_RESUME_TIMEOUT} (about 18 h) on DWS Flex partitions: capacity can take"
     ));
-    line("# capacity can take hours to arrive, and slurm-dws itself notices failed, cancelled or");
-    line("# timed-out (queue_timeout) requests and returns the nodes within one pass, so Slurm's");
-    line("# timer is only a last resort.");
+    line("# hours to arrive, and slurm-dws itself notices failed, cancelled or timed-out");
+    line("# (queue_timeout) requests and returns the nodes within one pass, so Slurm's timer is");
+    line("# only a last resort, for when slurm-dws is not running.");
+    line(&format!(
+        "# {FLEX_RESUME_TIMEOUT} is the largest finite value. 65535 is Slurm's INFINITE (scontrol shows"
+    ));
+    if release.infinite_resume_timeout_is_never {
+        line(&format!("# ResumeTimeout=INFINITE), which Slurm {named} never times out."));
+    } else {
+        line(&format!(
+            "# ResumeTimeout=INFINITE): Slurm {named} still times it out after 65535 s, 25.05 and"
+        ));
+        line("# later never do.");
+    }
     let mut partitions: Vec<(&str, Vec<String>, bool)> = Vec::new();
     for ns in &config.nodesets {
         let nodes = compress_range(&prefix(&ns.name), ns.indices()).unwrap_or_default();
@@ -148,5 +238,128 @@ mod tests {
         assert_eq!(compress_range("h-a-", 3..4).as_deref(), Some("h-a-3"));
         assert_eq!(compress_range("h-a-", 0..16).as_deref(), Some("h-a-[0-15]"));
         assert_eq!(compress_range("h-a-", 2..16).as_deref(), Some("h-a-[2-15]"));
+    }
+
+    fn example() -> Config {
+        let text = include_str!("../../conf/slurm-dws.toml");
+        Config::from_toml_str(text, Path::new("/etc/slurm-dws/slurm-dws.toml")).unwrap()
+    }
+
+    fn settings(text: &str) -> Vec<&str> {
+        text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).collect()
+    }
+
+    fn v(major: u16, minor: u16, patch: u16) -> Option<SlurmVersion> {
+        Some(SlurmVersion::new(major, minor, patch))
+    }
+
+    /// The settings that differ by release, and those that must be there on every one.
+    #[test]
+    fn lines_depend_on_the_slurm_release() {
+        let config = example();
+        let dir = Path::new("/usr/local/sbin");
+        let legacy = ["PrivateData=cloud", "SlurmctldParameters=idle_on_node_suspend,cloud_reg_addrs"];
+        let addr_cache = "CommunicationParameters=NoAddrCache";
+        let modern = "SlurmctldParameters=idle_on_node_suspend";
+        // (version, PrivateData=cloud, cloud_reg_addrs + NoAddrCache)
+        let cases = [
+            (v(22, 5, 8), true, true),
+            (v(23, 2, 7), false, true),
+            (v(23, 11, 10), false, false),
+            (v(24, 5, 8), false, false),
+            (v(24, 11, 5), false, false),
+            (v(25, 5, 0), false, false),
+            (v(26, 5, 1), false, false),
+            (None, false, false),
+        ];
+        for (version, private_data, addresses) in cases {
+            let text = render_slurm_conf_for(&config, dir, version);
+            let lines = settings(&text);
+            let has = |l: &str| lines.contains(&l);
+            assert_eq!(has(legacy[0]), private_data, "{version:?}\n{text}");
+            assert_eq!(has(legacy[1]), addresses, "{version:?}\n{text}");
+            assert_eq!(has(addr_cache), addresses, "{version:?}\n{text}");
+            assert_eq!(has(modern), !addresses, "{version:?}\n{text}");
+            assert!(!text.contains("ResumeTimeout=65535"), "{text}");
+            for want in [
+                "ResumeProgram=/usr/local/sbin/slurm-dws-resume",
+                "SuspendProgram=/usr/local/sbin/slurm-dws-suspend",
+                "ResumeFailProgram=/usr/local/sbin/slurm-dws-resume-fail",
+                "ResumeRate=0",
+                "SuspendRate=0",
+                "ResumeTimeout=600",
+                "SuspendTime=300",
+                "SuspendTimeout=300",
+                "TreeWidth=65533",
+                "SuspendExcNodes=hpc-a3u-[0-1]",
+                "PartitionName=a3u Nodes=hpc-a3u-[0-15] ResumeTimeout=65533 State=UP",
+            ] {
+                assert!(has(want), "{version:?}: missing {want}\n{text}");
+            }
+            // Every setting is explained by the comment lines right above it (or above its group).
+            let all: Vec<&str> = text.lines().collect();
+            for (i, l) in all.iter().enumerate() {
+                if !l.is_empty() && !l.starts_with('#') && !l.starts_with("NodeName=") {
+                    let above =
+                        all[..i].iter().rev().take_while(|p| !p.is_empty()).any(|p| p.starts_with('#'));
+                    assert!(above, "{version:?}: {l} has no comment above it");
+                }
+            }
+        }
+    }
+
+    /// The comment lines say which release the lines are for, and why when it was not found.
+    #[test]
+    fn says_which_release_the_lines_are_for() {
+        let config = example();
+        let dir = Path::new("/x");
+        let header =
+            |version| render_slurm_conf_for(&config, dir, version).lines().nth(3).unwrap().to_string();
+        assert_eq!(header(v(24, 11, 5)), "# For Slurm 24.11 (24.11.5).");
+        assert_eq!(header(v(24, 11, 0)), "# For Slurm 24.11.");
+        assert_eq!(header(v(22, 5, 8)), "# For Slurm 22.05 (22.05.8).");
+        assert_eq!(
+            header(v(26, 5, 1)),
+            "# For Slurm 25.05, the newest release slurm-dws knows: Slurm 26.05.1 is newer,"
+        );
+        assert_eq!(
+            header(None),
+            "# For Slurm 25.05, the newest release slurm-dws knows: no Slurm version was"
+        );
+        assert_eq!(render_slurm_conf(&config, dir), render_slurm_conf_for(&config, dir, None));
+
+        let on = |version| render_slurm_conf_for(&config, dir, version);
+        assert!(on(v(24, 11, 5)).contains(
+            "# ResumeTimeout=INFINITE): Slurm 24.11 still times it out after 65535 s, 25.05 and\n# later never do.\n"
+        ));
+        assert!(on(v(25, 5, 0)).contains("# ResumeTimeout=INFINITE), which Slurm 25.05 never times out.\n"));
+        assert!(on(v(24, 11, 5)).contains("cloud_reg_addrs and NoAddrCache are gone"));
+        assert!(on(v(22, 5, 8)).contains("# Without this, powered-down cloud nodes are invisible"));
+    }
+
+    /// 22.05's lines are what they were before the version was taken into account, but for the
+    /// line that names the release and the partition ResumeTimeout (65535 was Slurm's INFINITE).
+    #[test]
+    fn slurm_22_05_lines_are_unchanged_but_the_resume_timeout() {
+        let text = render_slurm_conf_for(&example(), Path::new("/usr/local/sbin"), v(22, 5, 8));
+        let before = [
+            "PrivateData=cloud",
+            "SlurmctldParameters=idle_on_node_suspend,cloud_reg_addrs",
+            "CommunicationParameters=NoAddrCache",
+            "TreeWidth=65533",
+        ];
+        let lines = settings(&text);
+        let at: Vec<usize> = before.iter().map(|b| lines.iter().position(|l| l == b).unwrap()).collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{text}");
+        assert!(text.contains(
+            "# Without this, powered-down cloud nodes are invisible to sinfo and scontrol (even to\n\
+             # root and to slurm-dws itself).\nPrivateData=cloud\n"
+        ));
+        assert!(text.contains(
+            "# cloud_reg_addrs: take a node's address from its slurmd's registration (no DNS needed).\n\
+             SlurmctldParameters=idle_on_node_suspend,cloud_reg_addrs\n\
+             # A node's address changes every time it is re-provisioned: do not cache it.\n\
+             CommunicationParameters=NoAddrCache\n"
+        ));
     }
 }

@@ -35,6 +35,7 @@
 //! each module's docs. Commands run with `TZ=UTC`, so the zone-less times of scontrol are UTC.
 
 mod command;
+mod json_stream;
 mod node;
 pub mod reservation;
 pub mod resume_file;

@@ -93,10 +93,6 @@ pub(crate) struct NodeList {
 }
 
 impl NodeList {
-    pub fn with_capacity(n: usize) -> Self {
-        NodeList { nodes: Vec::with_capacity(n), index: HashMap::with_capacity(n) }
-    }
-
     /// Adds `node` unless a node of that name is already listed (then the first one stays).
     pub fn push_first(&mut self, node: NodeInfo) {
         if !self.index.contains_key(&node.name) {

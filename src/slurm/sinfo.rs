@@ -17,65 +17,17 @@
 //! versions through `scontrol --json show nodes` ([`super::scontrol_nodes`]); this shape is parsed
 //! too, so `sinfo` still works on them, groups merged into one [`NodeInfo`] per node.
 
-use std::fmt;
-
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::json_stream::for_each_element;
 pub use super::node::NodeInfo;
 use super::node::{reason_text, split_state, without_position, NodeList};
 use super::ParseError;
 
 const WHAT: &str = "sinfo --json";
 
-/// The whole document, decoded entry by entry: each raw node or group is turned into [`NodeInfo`]
-/// as soon as it is read, so the raw form of 10,000 nodes never exists at once.
-struct Document(Vec<NodeInfo>);
-
-impl<'de> Deserialize<'de> for Document {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(DocumentVisitor)
-    }
-}
-
-struct DocumentVisitor;
-
-impl<'de> Visitor<'de> for DocumentVisitor {
-    type Value = Document;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object with `nodes` (Slurm 22.05) or `sinfo` (23.02+)")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Document, A::Error> {
-        let mut list = NodeList::default();
-        let mut found = false;
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "nodes" => {
-                    map.next_value_seed(NodeArray(&mut list))?;
-                    found = true;
-                }
-                "sinfo" => {
-                    map.next_value_seed(GroupArray(&mut list))?;
-                    found = true;
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        if !found {
-            return Err(de::Error::custom("missing field `nodes` (Slurm 22.05) or `sinfo` (23.02+)"));
-        }
-        Ok(Document(list.into_vec()))
-    }
-}
-
-/// 22.05: `nodes`, one object per node.
-struct NodeArray<'a>(&'a mut NodeList);
-
+/// 22.05: one element of `nodes`.
 #[derive(Deserialize)]
 struct RawNode {
     name: String,
@@ -93,45 +45,7 @@ struct RawNode {
     partitions: Vec<String>,
 }
 
-impl<'de> de::DeserializeSeed<'de> for NodeArray<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for NodeArray<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an array of nodes")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        for i in 0.. {
-            let raw = match seq.next_element::<RawNode>() {
-                Ok(Some(raw)) => raw,
-                Ok(None) => break,
-                Err(e) => return Err(de::Error::custom(format!("nodes[{i}]: {}", without_position(&e)))),
-            };
-            let (state, mut flags) =
-                split_state(raw.state).map_err(|e| de::Error::custom(format!("node {}: {e}", raw.name)))?;
-            flags.extend(raw.state_flags);
-            self.0.push_first(NodeInfo {
-                name: raw.name,
-                state,
-                flags,
-                reason: reason_text(raw.reason),
-                address: raw.address.unwrap_or_default(),
-                hostname: raw.hostname.unwrap_or_default(),
-                partitions: raw.partitions,
-            });
-        }
-        Ok(())
-    }
-}
-
-/// 23.02+: `sinfo`, one object per (partition, state) group.
-struct GroupArray<'a>(&'a mut NodeList);
-
+/// 23.02+: one element of `sinfo`, a (partition, state) group.
 #[derive(Deserialize)]
 struct RawGroup {
     node: RawGroupNode,
@@ -164,69 +78,76 @@ struct RawPartition {
     name: Option<String>,
 }
 
-impl<'de> de::DeserializeSeed<'de> for GroupArray<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
+fn add_node(list: &mut NodeList, i: usize, bytes: &[u8]) -> Result<(), String> {
+    let raw: RawNode =
+        serde_json::from_slice(bytes).map_err(|e| format!("nodes[{i}]: {}", without_position(&e)))?;
+    let (state, mut flags) = split_state(raw.state).map_err(|e| format!("node {}: {e}", raw.name))?;
+    flags.extend(raw.state_flags);
+    list.push_first(NodeInfo {
+        name: raw.name,
+        state,
+        flags,
+        reason: reason_text(raw.reason),
+        address: raw.address.unwrap_or_default(),
+        hostname: raw.hostname.unwrap_or_default(),
+        partitions: raw.partitions,
+    });
+    Ok(())
 }
 
-impl<'de> Visitor<'de> for GroupArray<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an array of node groups")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        for i in 0.. {
-            let group = match seq.next_element::<RawGroup>() {
-                Ok(Some(group)) => group,
-                Ok(None) => break,
-                Err(e) => return Err(de::Error::custom(format!("sinfo[{i}]: {}", without_position(&e)))),
-            };
-            let at = |e: String| de::Error::custom(format!("sinfo[{i}]: {e}"));
-            let (state, flags) = split_state(group.node.state).map_err(|e| at(format!("node.{e}")))?;
-            let reason = group.reason.map(|r| reason_text(r.description)).unwrap_or_default();
-            let partition = group.partition.and_then(|p| p.name).filter(|p| !p.is_empty());
-            for item in group.nodes.nodes {
-                // Names, one each (measured); a hostlist expression would be expanded.
-                let names = if item.contains('[') {
-                    crate::hostlist::expand(&item).map_err(|e| at(format!("nodes.nodes: {item}: {e}")))?
-                } else {
-                    vec![item]
-                };
-                for name in names {
-                    let node = self.0.entry(name, |name| NodeInfo {
-                        name,
-                        state: state.clone(),
-                        flags: flags.clone(),
-                        reason: reason.clone(),
-                        address: String::new(),
-                        hostname: String::new(),
-                        partitions: Vec::new(),
-                    });
-                    if let Some(p) = &partition {
-                        if !node.partitions.contains(p) {
-                            node.partitions.push(p.clone());
-                        }
-                    }
+fn add_group(list: &mut NodeList, i: usize, bytes: &[u8]) -> Result<(), String> {
+    let group: RawGroup =
+        serde_json::from_slice(bytes).map_err(|e| format!("sinfo[{i}]: {}", without_position(&e)))?;
+    let at = |e: String| format!("sinfo[{i}]: {e}");
+    let (state, flags) = split_state(group.node.state).map_err(|e| at(format!("node.{e}")))?;
+    let reason = group.reason.map(|r| reason_text(r.description)).unwrap_or_default();
+    let partition = group.partition.and_then(|p| p.name).filter(|p| !p.is_empty());
+    for item in group.nodes.nodes {
+        // Names, one each (measured); a hostlist expression would be expanded.
+        let names = if item.contains('[') {
+            crate::hostlist::expand(&item).map_err(|e| at(format!("nodes.nodes: {item}: {e}")))?
+        } else {
+            vec![item]
+        };
+        for name in names {
+            let node = list.entry(name, |name| NodeInfo {
+                name,
+                state: state.clone(),
+                flags: flags.clone(),
+                reason: reason.clone(),
+                address: String::new(),
+                hostname: String::new(),
+                partitions: Vec::new(),
+            });
+            if let Some(p) = &partition {
+                if !node.partitions.contains(p) {
+                    node.partitions.push(p.clone());
                 }
             }
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// Parses `sinfo --json` output of any supported version. A node listed twice (22.05: never
 /// seen, but cheap to guard) is kept once; 23.02+'s groups are merged per node.
-pub fn parse_nodes(json: &[u8]) -> Result<Vec<NodeInfo>, ParseError> {
-    let doc: Document = serde_json::from_slice(json).map_err(|e| ParseError::new(WHAT, e))?;
-    Ok(doc.0)
+pub fn parse_nodes(mut json: &[u8]) -> Result<Vec<NodeInfo>, ParseError> {
+    read_nodes(&mut json)
 }
 
-/// [`parse_nodes`] from a stream, as `sinfo` writes it.
-pub fn read_nodes(json: &mut dyn std::io::Read) -> Result<Vec<NodeInfo>, ParseError> {
-    let doc: Document = serde_json::from_reader(json).map_err(|e| ParseError::new(WHAT, e))?;
-    Ok(doc.0)
+/// [`parse_nodes`] from a stream, as `sinfo` writes it, one node or group at a time (see
+/// [`super::json_stream`]).
+pub fn read_nodes(json: &mut dyn std::io::BufRead) -> Result<Vec<NodeInfo>, ParseError> {
+    let mut list = NodeList::default();
+    let found = for_each_element(json, &["nodes", "sinfo"], |key, i, bytes| match key {
+        0 => add_node(&mut list, i, bytes),
+        _ => add_group(&mut list, i, bytes),
+    })
+    .map_err(|e| ParseError::new(WHAT, e))?;
+    if !found.contains(&true) {
+        return Err(ParseError::new(WHAT, "missing field `nodes` (Slurm 22.05) or `sinfo` (23.02+)"));
+    }
+    Ok(list.into_vec())
 }
 
 #[cfg(test)]
@@ -338,7 +259,7 @@ mod tests {
     /// Documents that are not what any version prints say where they went wrong.
     #[test]
     fn garbage_is_a_parse_error_naming_the_field() {
-        let cases: [(&[u8], &str); 10] = [
+        let cases: [(&[u8], &str); 11] = [
             (br#"{"nodes":[{"name":"a","state":3}]}"#, "node a: `state` is 3"),
             (
                 br#"{"nodes":[{"name":"a","state":"idle"},{"state":"idle"}]}"#,
@@ -356,8 +277,9 @@ mod tests {
                 br#"{"sinfo":[{"node":{"state":["IDLE"]},"nodes":{"nodes":["a[3-1]"]}}]}"#,
                 "sinfo[0]: nodes.nodes: a[3-1]",
             ),
-            (b"not json", "expected"),
-            (b"[]", "invalid type: sequence"),
+            (b"not json", "expected a JSON object, found `n` at byte 0"),
+            (b"[]", "expected a JSON object, found `[` at byte 0"),
+            (br#"{"nodes":[{"name":"a","state":"idle"}"#, "the output ends too early"),
         ];
         for (doc, want) in cases {
             let err = parse_nodes(doc).unwrap_err().to_string();
@@ -366,7 +288,7 @@ mod tests {
                 "{}: {err}",
                 String::from_utf8_lossy(doc)
             );
-            assert!(err.matches(" at line ").count() <= 1, "{err}");
+            assert!(!err.contains(" at line "), "{err}");
         }
     }
 

@@ -160,8 +160,8 @@ fn print_slurm_conf() {
         "SuspendExcNodes=hpc-a3u-[0-1]",
         "NodeName=hpc-a3u-[0-15] State=CLOUD CPUs=208 RealMemory=1800000 Gres=gpu:8",
         "NodeName=hpc-h4d-[0-63] State=CLOUD CPUs=192 RealMemory=720000",
-        "PartitionName=a3u Nodes=hpc-a3u-[0-15] ResumeTimeout=65535 State=UP",
-        "PartitionName=cpu Nodes=hpc-h4d-[0-63] ResumeTimeout=65535 State=UP",
+        "PartitionName=a3u Nodes=hpc-a3u-[0-15] ResumeTimeout=65533 State=UP",
+        "PartitionName=cpu Nodes=hpc-h4d-[0-63] ResumeTimeout=65533 State=UP",
     ] {
         assert!(out.lines().any(|l| l == line), "missing {line:?} in\n{out}");
     }

@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use slurm_dws::config::raw::{RawConfig, KEYS};
+use slurm_dws::config::slurm_conf::render_slurm_conf_for;
 use slurm_dws::config::{render_slurm_conf, Config, ConfigError, Credentials, NodeAddr, DEFAULT_PATH};
+use slurm_dws::slurm::SlurmVersion;
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
@@ -422,12 +424,13 @@ fn search_order() {
 
 #[test]
 fn slurm_conf_example_is_the_rendered_example() {
-    let rendered = render_slurm_conf(&example(), Path::new("/usr/local/sbin"));
+    let rendered =
+        render_slurm_conf_for(&example(), Path::new("/usr/local/sbin"), Some(SlurmVersion::new(25, 5, 0)));
     let shipped = std::fs::read_to_string(repo("conf/slurm.conf.example")).unwrap();
     assert_eq!(
         shipped, rendered,
         "conf/slurm.conf.example is stale: regenerate it with \
-         `slurm-dws check-config conf/slurm-dws.toml --print-slurm-conf --hook-dir /usr/local/sbin`"
+         `slurm-dws check-config conf/slurm-dws.toml --print-slurm-conf --hook-dir /usr/local/sbin --slurm-version 25.05`"
     );
 }
 
@@ -441,7 +444,12 @@ fn slurm_conf_lines() {
          zones = [\"us-central1-b\"]\nnode_count_static = 3\nnode_count_dynamic_max = 2\n\
          [nodeset.dws_flex]\nenabled = false\n"
     );
-    let out = render_slurm_conf(&parse(&text).unwrap(), Path::new("/opt/bin"));
+    // 22.05: the release that needs PrivateData=cloud.
+    let out = render_slurm_conf_for(
+        &parse(&text).unwrap(),
+        Path::new("/opt/bin"),
+        Some(SlurmVersion::new(22, 5, 8)),
+    );
     let lines: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
     for want in [
         "ResumeProgram=/opt/bin/slurm-dws-resume",
@@ -455,7 +463,7 @@ fn slurm_conf_lines() {
         "NodeName=hpc-b-0 State=CLOUD",
         "NodeName=hpc-c-[0-4] State=CLOUD",
         // Nodesets sharing a partition are merged; flex if any of them is.
-        "PartitionName=a3u Nodes=hpc-a3u-[0-3],hpc-b-0 ResumeTimeout=65535 State=UP",
+        "PartitionName=a3u Nodes=hpc-a3u-[0-3],hpc-b-0 ResumeTimeout=65533 State=UP",
         "PartitionName=c Nodes=hpc-c-[0-4] State=UP",
     ] {
         assert!(lines.contains(&want), "missing {want:?} in\n{out}");

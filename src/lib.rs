@@ -10,7 +10,7 @@
 //! | [`naming`]    | node names ↔ (nodeset, index); MIG / resize-request names; ownership     |
 //! | [`store`]     | SQLite: nodes, resize requests, MIGs, outbox, events. All SQL lives here |
 //! | [`gce`]       | the typed Compute Engine client (auth, retries, rate limit, pagination)  |
-//! | [`slurm`]     | talking to Slurm: resume file, `squeue`/`sinfo --json`, `scontrol`       |
+//! | [`slurm`]     | talking to Slurm: version, resume file, node view, `squeue --json`, `scontrol` |
 //! | [`protocol`]  | the Unix-socket request/response shared by hooks, CLI and daemon         |
 //! | [`hook`]      | `resume` / `suspend` / `resume-fail`: record durably, wake the daemon    |
 //! | [`daemon`]    | the long-running service: socket server, pass loop, reload, shutdown    |

@@ -12,7 +12,7 @@
 
 use crate::gce::{self, ErrorClass, MethodStats};
 use crate::model::{MigState, NodeState, RequestPhase};
-use crate::reconcile::PassReport;
+use crate::reconcile::{PassOutcome, PassReport};
 use crate::store::Store;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -80,7 +80,7 @@ impl Metrics {
         let i = PASS_BUCKETS.iter().position(|b| secs <= *b).unwrap_or(PASS_BUCKETS.len());
         m.pass_buckets[i] += 1;
         m.pass_sum += secs;
-        *m.passes_by_outcome.entry(report.outcome.clone()).or_default() += 1;
+        *m.passes_by_outcome.entry(report.outcome.as_str().to_string()).or_default() += 1;
         m.last_pass = Some(report.clone());
     }
 
@@ -290,7 +290,7 @@ impl Metrics {
             );
             w.sample("slurm_dws_last_pass_iteration", &[], p.iteration as f64);
             w.family("slurm_dws_last_pass_ok", "gauge", "1 if the last pass had no error, else 0.");
-            w.sample("slurm_dws_last_pass_ok", &[], if p.outcome == "ok" { 1.0 } else { 0.0 });
+            w.sample("slurm_dws_last_pass_ok", &[], if p.outcome == PassOutcome::Ok { 1.0 } else { 0.0 });
         }
 
         w.family("slurm_dws_config_reloads_total", "counter", "SIGHUP config reloads by result (ok, error).");

@@ -1,8 +1,11 @@
 //! The domain's nouns: nodes, resize-request groups, MIGs, events — shared by store, reconciler and CLI.
 //!
 //! These are plain values. The store persists them, the reconciler decides on them, the CLI prints them.
-//! Every state is a closed enum with a stable lower-case name, because the names appear in the database,
-//! in `--json` output and in the docs, and must never drift between them.
+//! Every state of slurm-dws's own is a closed enum with a stable lower-case name, because the names
+//! appear in the database, in `--json` output and in the docs, and must never drift between them.
+//! The states GCE reports ([`VmStatus`], [`GceRequestState`]) are enums too, spelled as GCE spells them,
+//! with one `Other` variant that keeps a value this version does not know as GCE sent it: GCE adds
+//! states, and an unknown one must be shown and stored, never refused.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -36,6 +39,53 @@ macro_rules! string_enum {
                     $($text => Ok($name::$variant),)+
                     other => Err(UnknownValue { kind: stringify!($name), value: other.to_string() }),
                 }
+            }
+        }
+    };
+}
+
+macro_rules! open_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
+            /// A value this version does not know, kept as GCE sent it.
+            Other(String),
+        }
+
+        impl $name {
+            /// GCE's spelling, used in the database, JSON and docs.
+            pub fn as_str(&self) -> &str {
+                match self { $($name::$variant => $text,)+ $name::Other(s) => s }
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(s: &str) -> $name {
+                match s { $($text => $name::$variant,)+ other => $name::Other(other.to_string()) }
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(s: String) -> $name {
+                match $name::from(s.as_str()) { $name::Other(_) => $name::Other(s), known => known }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
+                String::deserialize(d).map($name::from)
             }
         }
     };
@@ -129,6 +179,123 @@ string_enum! {
     }
 }
 
+string_enum! {
+    /// What an event in the log is about. The names are what the store keeps and `events --json`
+    /// prints; a name, once written, never changes meaning.
+    EventKind {
+        /// Slurm resumed nodes (the resume hook), and for which jobs.
+        Resume => "resume",
+        /// Slurm suspended nodes (the suspend hook).
+        Suspend => "suspend",
+        /// Slurm gave up resuming nodes (the resume-fail hook).
+        ResumeFail => "resume_fail",
+        /// The resume hook's `SLURM_RESUME_FILE` was absent or unreadable: the nodes are jobless.
+        ResumeFile => "resume_file",
+        /// A recorded hook call could not be read (a malformed hostlist): ignored.
+        BadInput => "bad_input",
+        /// A hook named a node that is not slurm-dws's: set DOWN in Slurm.
+        NotOurs => "not_ours",
+        /// A new request group: its MIG and resize request are about to be made.
+        RequestPlanned => "request_planned",
+        /// A resize request SUCCEEDED: its VMs exist.
+        RequestSucceeded => "request_succeeded",
+        /// A resize request FAILED, was CANCELLED, or was refused: its nodes are released.
+        RequestFailed => "request_failed",
+        /// A resize request was queued past `queue_timeout`: cancelled.
+        QueueTimeout => "queue_timeout",
+        /// A nodeset entered (or deepened) its capacity backoff.
+        Backoff => "backoff",
+        /// A nodeset's capacity backoff ended.
+        BackoffEnded => "backoff_ended",
+        /// Nodes resumed during a capacity backoff were answered at once.
+        BackoffRefused => "backoff_refused",
+        /// A run duration fell back to `max_run_duration` or was clamped.
+        RunDuration => "run_duration",
+        /// A VM, MIG or resize request found in GCE but not on record was taken over.
+        Adopted => "adopted",
+        /// Slurm and the record disagreed about a node; slurm-dws acted.
+        Drift => "drift",
+        /// A node that slurm-dws had taken out of service is usable again.
+        Returned => "returned",
+        /// A node's VM reached the end of its run duration and GCE deleted it.
+        Expired => "expired",
+        /// A node's VM vanished before the end of its run duration.
+        VmLost => "vm_lost",
+        /// A node's VM is not in a MIG slurm-dws owns: slurm-dws leaves it alone.
+        NotOwned => "not_owned",
+        /// A VM in an owned MIG backed no node: deleted.
+        Orphan => "orphan",
+        /// An owned MIG is gone from GCE.
+        MigDeleted => "mig_deleted",
+        /// GCE refused a mutation for good.
+        GceRefused => "gce_refused",
+        /// A Slurm command failed (the next pass decides again).
+        SlurmError => "slurm_error",
+        /// An outbox entry no longer needed was closed without being sent again.
+        OutboxAbandoned => "outbox_abandoned",
+    }
+}
+
+impl From<HookKind> for EventKind {
+    fn from(k: HookKind) -> EventKind {
+        match k {
+            HookKind::Resume => EventKind::Resume,
+            HookKind::Suspend => EventKind::Suspend,
+            HookKind::ResumeFail => EventKind::ResumeFail,
+        }
+    }
+}
+
+open_enum! {
+    /// GCE's status of a VM (an instance's `status`), as last observed.
+    VmStatus {
+        /// Resources are being allocated.
+        Provisioning => "PROVISIONING",
+        /// Resources are acquired; the VM is booting.
+        Staging => "STAGING",
+        Running => "RUNNING",
+        /// Stopping, or being deleted: a VM under deletion shows STOPPING until it is gone
+        /// (docs/gce-facts.md, "Instances").
+        Stopping => "STOPPING",
+        Suspending => "SUSPENDING",
+        Suspended => "SUSPENDED",
+        /// Being repaired by GCE (host error).
+        Repairing => "REPAIRING",
+        /// Stopped, and staying stopped.
+        Terminated => "TERMINATED",
+    }
+}
+
+open_enum! {
+    /// GCE's state of a resize request, as last observed. v1 knows these five (docs/gce-facts.md,
+    /// "Resize requests"); anything else (`STATE_UNSPECIFIED`, other API versions' states) is
+    /// `Other`: not final, and not known to be in flight.
+    GceRequestState {
+        /// Being validated.
+        Creating => "CREATING",
+        /// Queued: waiting for capacity and quota, possibly for hours.
+        Accepted => "ACCEPTED",
+        /// Final: every VM exists.
+        Succeeded => "SUCCEEDED",
+        /// Final: no VM; `status.error` says why.
+        Failed => "FAILED",
+        /// Final: cancelled before it was fulfilled.
+        Cancelled => "CANCELLED",
+    }
+}
+
+impl GceRequestState {
+    /// SUCCEEDED, FAILED or CANCELLED: GCE will not change the request any more.
+    pub fn is_final(&self) -> bool {
+        matches!(self, GceRequestState::Succeeded | GceRequestState::Failed | GceRequestState::Cancelled)
+    }
+
+    /// CREATING or ACCEPTED: GCE is still working on it.
+    pub fn in_flight(&self) -> bool {
+        matches!(self, GceRequestState::Creating | GceRequestState::Accepted)
+    }
+}
+
 /// One Slurm node slurm-dws manages.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
@@ -142,8 +309,8 @@ pub struct Node {
     /// The request group (`requests.id`) that provisions or provisioned the node.
     pub request_id: Option<i64>,
     pub mig: Option<String>,
-    /// GCE's instance status, as last observed.
-    pub vm_status: Option<String>,
+    /// GCE's status of the node's VM, as last observed.
+    pub vm_status: Option<VmStatus>,
     /// When GCE will delete the node's VM (its real `terminationTimestamp`).
     pub termination_time: Option<DateTime<Utc>>,
     pub last_error: Option<String>,
@@ -167,8 +334,8 @@ pub struct Request {
     pub nodes: Vec<String>,
     pub run_duration: u64,
     pub phase: RequestPhase,
-    /// GCE's state of the resize request as last observed (CREATING, ACCEPTED, SUCCEEDED, ...).
-    pub gce_state: Option<String>,
+    /// GCE's state of the resize request as last observed.
+    pub gce_state: Option<GceRequestState>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub last_error: Option<String>,
@@ -204,11 +371,13 @@ pub struct OutboxEntry {
     pub last_error: Option<String>,
 }
 
-/// One line of the append-only event log.
+/// One line of the append-only event log, as read back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub id: i64,
     pub time: DateTime<Utc>,
+    /// An [`EventKind`] name. Kept as the stored text: the log outlives versions, and a line written
+    /// by another version is still shown.
     pub kind: String,
     /// The nodes concerned, as a hostlist expression ("" when none).
     pub nodes: String,

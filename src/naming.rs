@@ -28,12 +28,36 @@ pub struct NodeRef {
     pub is_static: bool,
 }
 
-/// A node name that is not one of ours, and why (a sentence for events and node reasons).
+/// A node name that is not one of ours, and why. Its `Display` is the sentence slurm-dws puts in the
+/// event log and in the node's reason when it sets the node DOWN in Slurm.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{node}: {reason}")]
-pub struct NotOurs {
-    pub node: String,
-    pub reason: String,
+pub enum NotOurs {
+    #[error("{node} is not a node of cluster {cluster}")]
+    OtherCluster { node: String, cluster: String },
+    #[error("{node}: no nodeset '{nodeset}' in cluster {cluster}")]
+    UnknownNodeset { node: String, nodeset: String, cluster: String },
+    #[error("{node}: no index after nodeset {nodeset}")]
+    NoIndex { node: String, nodeset: String },
+    #[error("{node}: index {index:?} is not a decimal number")]
+    NotDecimal { node: String, index: String },
+    #[error("{node}: index {index} has a leading zero (slurm-dws node names have none)")]
+    LeadingZero { node: String, index: String },
+    #[error("{node}: index '{index}' is outside nodeset {nodeset} (0..{node_count})")]
+    OutOfRange { node: String, nodeset: String, index: String, node_count: u32 },
+}
+
+impl NotOurs {
+    /// The name that was refused.
+    pub fn node(&self) -> &str {
+        match self {
+            NotOurs::OtherCluster { node, .. }
+            | NotOurs::UnknownNodeset { node, .. }
+            | NotOurs::NoIndex { node, .. }
+            | NotOurs::NotDecimal { node, .. }
+            | NotOurs::LeadingZero { node, .. }
+            | NotOurs::OutOfRange { node, .. } => node,
+        }
+    }
 }
 
 /// What a MIG's name and description prove about it.
@@ -44,15 +68,16 @@ pub struct Owned {
     pub job: Option<u32>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Range {
     name: String,
     node_count_static: u32,
     node_count: u32,
 }
 
-/// The naming rules of one cluster, built from its config.
-#[derive(Debug, Clone)]
+/// The naming rules of one cluster, built once from its config and held by whoever names or
+/// classifies nodes (the reconciler's `PlanConfig`, the CLI). The one place a node name is decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Naming {
     cluster: String,
     nodesets: Vec<Range>,
@@ -61,15 +86,22 @@ pub struct Naming {
 impl Naming {
     /// Capture what naming needs from `config` (cheap to clone, no borrow of the config).
     pub fn new(config: &Config) -> Self {
+        Naming::with_nodesets(
+            &config.cluster_name,
+            config.nodesets.iter().map(|n| (n.name.as_str(), n.node_count_static, n.node_count_dynamic_max)),
+        )
+    }
+
+    /// The rules for cluster `cluster` with nodesets `(name, node_count_static, node_count_dynamic_max)`.
+    pub fn with_nodesets<'a>(cluster: &str, nodesets: impl IntoIterator<Item = (&'a str, u32, u32)>) -> Self {
         Naming {
-            cluster: config.cluster_name.clone(),
-            nodesets: config
-                .nodesets
-                .iter()
-                .map(|n| Range {
-                    name: n.name.clone(),
-                    node_count_static: n.node_count_static,
-                    node_count: n.node_count(),
+            cluster: cluster.to_string(),
+            nodesets: nodesets
+                .into_iter()
+                .map(|(name, node_count_static, dynamic_max)| Range {
+                    name: name.to_string(),
+                    node_count_static,
+                    node_count: node_count_static + dynamic_max,
                 })
                 .collect(),
         }
@@ -85,29 +117,37 @@ impl Naming {
 
     /// Decode a node name, or say precisely why it is not one of ours.
     pub fn parse(&self, node: &str) -> Result<NodeRef, NotOurs> {
-        let not_ours = |reason: String| NotOurs { node: node.to_string(), reason };
-        let no_match = || not_ours(format!("no nodeset of cluster {} matches", self.cluster));
+        let other_cluster =
+            || NotOurs::OtherCluster { node: node.to_string(), cluster: self.cluster.clone() };
         let rest = node
             .strip_prefix(self.cluster.as_str())
             .and_then(|r| r.strip_prefix('-'))
-            .ok_or_else(no_match)?;
+            .filter(|r| !r.is_empty())
+            .ok_or_else(other_cluster)?;
+        let unknown = |nodeset: &str| NotOurs::UnknownNodeset {
+            node: node.to_string(),
+            nodeset: nodeset.to_string(),
+            cluster: self.cluster.clone(),
+        };
         let Some((nodeset, index)) = rest.split_once('-') else {
             return Err(match self.range(rest) {
-                Some(_) => not_ours(format!("no index after nodeset {rest}")),
-                None => no_match(),
+                Some(_) => NotOurs::NoIndex { node: node.to_string(), nodeset: rest.to_string() },
+                None => unknown(rest),
             });
         };
-        let range = self.range(nodeset).ok_or_else(no_match)?;
+        let range = self.range(nodeset).ok_or_else(|| unknown(nodeset))?;
         if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(not_ours(format!("index {index:?} is not a decimal number")));
+            return Err(NotOurs::NotDecimal { node: node.to_string(), index: index.to_string() });
         }
         if index.len() > 1 && index.starts_with('0') {
-            return Err(not_ours(format!(
-                "index {index} has a leading zero (slurm-dws node names have none)"
-            )));
+            return Err(NotOurs::LeadingZero { node: node.to_string(), index: index.to_string() });
         }
-        let outside =
-            || not_ours(format!("index {index} is outside nodeset {nodeset} (0..{})", range.node_count));
+        let outside = || NotOurs::OutOfRange {
+            node: node.to_string(),
+            nodeset: nodeset.to_string(),
+            index: index.to_string(),
+            node_count: range.node_count,
+        };
         let i: u32 = index.parse().map_err(|_| outside())?;
         if i >= range.node_count {
             return Err(outside());
@@ -115,9 +155,19 @@ impl Naming {
         Ok(NodeRef { nodeset: nodeset.to_string(), index: i, is_static: i < range.node_count_static })
     }
 
+    /// Whether `node` is one of ours (see [`Naming::parse`]).
+    pub fn is_ours(&self, node: &str) -> bool {
+        self.parse(node).is_ok()
+    }
+
     /// `{cluster}-{nodeset}-{index}`.
     pub fn node_name(&self, nodeset: &str, index: u32) -> String {
         format!("{}-{nodeset}-{index}", self.cluster)
+    }
+
+    /// The configured nodesets' names, in config order.
+    pub fn nodesets(&self) -> impl Iterator<Item = &str> {
+        self.nodesets.iter().map(|r| r.name.as_str())
     }
 
     /// The static nodes of `nodeset` in index order (empty for an unknown nodeset).
@@ -258,8 +308,7 @@ node_count_dynamic_max = 20
     fn parse_table() {
         let n = naming();
         let ok = |ns: &str, index, is_static| Ok(NodeRef { nodeset: ns.to_string(), index, is_static });
-        let err =
-            |node: &str, reason: &str| Err(NotOurs { node: node.to_string(), reason: reason.to_string() });
+        let err = |sentence: &str| Err(sentence.to_string());
         let cases = [
             ("hpc-a3u-0", ok("a3u", 0, true)),
             ("hpc-a3u-1", ok("a3u", 1, true)),
@@ -268,37 +317,39 @@ node_count_dynamic_max = 20
             ("hpc-gpu-1", ok("gpu", 1, false)),
             ("hpc-gpu2-1", ok("gpu2", 1, false)),
             ("hpc-gpu2-10", ok("gpu2", 10, false)),
-            ("hpc-a3u-16", err("hpc-a3u-16", "index 16 is outside nodeset a3u (0..16)")),
-            ("hpc-a3u-99", err("hpc-a3u-99", "index 99 is outside nodeset a3u (0..16)")),
-            ("hpc-gpu-10", err("hpc-gpu-10", "index 10 is outside nodeset gpu (0..2)")),
+            ("hpc-a3u-16", err("hpc-a3u-16: index '16' is outside nodeset a3u (0..16)")),
+            ("hpc-a3u-99", err("hpc-a3u-99: index '99' is outside nodeset a3u (0..16)")),
+            ("hpc-gpu-10", err("hpc-gpu-10: index '10' is outside nodeset gpu (0..2)")),
             (
                 "hpc-a3u-4294967296",
-                err("hpc-a3u-4294967296", "index 4294967296 is outside nodeset a3u (0..16)"),
+                err("hpc-a3u-4294967296: index '4294967296' is outside nodeset a3u (0..16)"),
             ),
-            ("foo-1", err("foo-1", "no nodeset of cluster hpc matches")),
-            ("hpc-gp-1", err("hpc-gp-1", "no nodeset of cluster hpc matches")),
-            ("hpc-gpu3-1", err("hpc-gpu3-1", "no nodeset of cluster hpc matches")),
-            ("hpcx-a3u-1", err("hpcx-a3u-1", "no nodeset of cluster hpc matches")),
-            ("HPC-a3u-1", err("HPC-a3u-1", "no nodeset of cluster hpc matches")),
-            ("hpc", err("hpc", "no nodeset of cluster hpc matches")),
-            ("", err("", "no nodeset of cluster hpc matches")),
-            ("hpc-a3u", err("hpc-a3u", "no index after nodeset a3u")),
-            ("hpc-a3u-01", err("hpc-a3u-01", "index 01 has a leading zero (slurm-dws node names have none)")),
-            ("hpc-a3u-00", err("hpc-a3u-00", "index 00 has a leading zero (slurm-dws node names have none)")),
-            ("hpc-a3u-", err("hpc-a3u-", "index \"\" is not a decimal number")),
-            ("hpc-a3u-1a", err("hpc-a3u-1a", "index \"1a\" is not a decimal number")),
-            ("hpc-a3u-+1", err("hpc-a3u-+1", "index \"+1\" is not a decimal number")),
-            ("hpc-a3u-1-2", err("hpc-a3u-1-2", "index \"1-2\" is not a decimal number")),
-            ("hpc-a3u- 1", err("hpc-a3u- 1", "index \" 1\" is not a decimal number")),
+            ("foo-1", err("foo-1 is not a node of cluster hpc")),
+            ("hpc-gp-1", err("hpc-gp-1: no nodeset 'gp' in cluster hpc")),
+            ("hpc-gpu3-1", err("hpc-gpu3-1: no nodeset 'gpu3' in cluster hpc")),
+            ("hpcx-a3u-1", err("hpcx-a3u-1 is not a node of cluster hpc")),
+            ("HPC-a3u-1", err("HPC-a3u-1 is not a node of cluster hpc")),
+            ("hpc", err("hpc is not a node of cluster hpc")),
+            ("hpc-", err("hpc- is not a node of cluster hpc")),
+            ("", err(" is not a node of cluster hpc")),
+            ("hpc-a3u", err("hpc-a3u: no index after nodeset a3u")),
+            ("hpc-gp", err("hpc-gp: no nodeset 'gp' in cluster hpc")),
+            ("hpc-a3u-01", err("hpc-a3u-01: index 01 has a leading zero (slurm-dws node names have none)")),
+            ("hpc-a3u-00", err("hpc-a3u-00: index 00 has a leading zero (slurm-dws node names have none)")),
+            ("hpc-a3u-", err("hpc-a3u-: index \"\" is not a decimal number")),
+            ("hpc-a3u-1a", err("hpc-a3u-1a: index \"1a\" is not a decimal number")),
+            ("hpc-a3u-+1", err("hpc-a3u-+1: index \"+1\" is not a decimal number")),
+            ("hpc-a3u-1-2", err("hpc-a3u-1-2: index \"1-2\" is not a decimal number")),
+            ("hpc-a3u- 1", err("hpc-a3u- 1: index \" 1\" is not a decimal number")),
         ];
         for (node, want) in cases {
-            assert_eq!(n.parse(node), want, "{node}");
+            let got = n.parse(node);
+            if let Err(e) = &got {
+                assert_eq!(e.node(), node);
+            }
+            assert_eq!(got.map_err(|e| e.to_string()), want, "{node}");
+            assert_eq!(n.is_ours(node), want.is_ok(), "{node}");
         }
-        assert_eq!(
-            n.parse("hpc-a3u-99").unwrap_err().to_string(),
-            "hpc-a3u-99: index 99 is outside nodeset a3u (0..16)"
-        );
-        assert_eq!(n.parse("foo-1").unwrap_err().to_string(), "foo-1: no nodeset of cluster hpc matches");
     }
 
     #[test]

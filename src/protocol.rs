@@ -4,6 +4,7 @@
 //! CLI talking to a new daemon gets a clear refusal rather than a misread. Messages are small; the reader
 //! refuses lines over [`MAX_MESSAGE`] so garbage on the socket cannot exhaust the daemon's memory.
 
+use crate::reconcile::{GcReport, PassReport};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -45,18 +46,34 @@ impl Request {
     }
 }
 
-/// The daemon's answer.
+/// The daemon's answer: one variant per kind of answer, its fields beside the `response` tag.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "response", rename_all = "snake_case")]
 pub enum Response {
+    /// `wake`: noted.
     Ok,
-    /// A JSON document (status, pass report, gc report) whose shape the request defines.
-    Report {
-        report: serde_json::Value,
-    },
+    /// `status`: the daemon's liveness and its last pass.
+    Status(Liveness),
+    /// `reconcile`: the report of the pass it ran.
+    Pass(PassReport),
+    /// `gc`: what it would delete (dry run) or deleted.
+    Gc(GcReport),
     Error {
         message: String,
     },
+}
+
+/// The daemon's liveness, answered at once (without waiting for a pass).
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Liveness {
+    pub version: String,
+    pub pid: u32,
+    /// RFC 3339.
+    pub started_at: String,
+    /// The config file the daemon runs with.
+    pub config: String,
+    pub pass_running: bool,
+    pub last_pass: Option<PassReport>,
 }
 
 /// Why a client call failed.
@@ -120,6 +137,40 @@ mod tests {
         let back: Envelope = serde_json::from_str(r#"{"v":1,"request":"wake"}"#).unwrap();
         assert_eq!(back.request, Request::Wake);
         assert!(serde_json::from_str::<Envelope>(r#"{"v":1,"request":"format_disk"}"#).is_err());
+    }
+
+    #[test]
+    fn responses_round_trip_with_their_fields_beside_the_tag() {
+        use crate::reconcile::{GcItem, GcItemKind, Trigger};
+        let pass = PassReport::new(7, Trigger::Cli, chrono::DateTime::UNIX_EPOCH, 30);
+        let item = GcItem {
+            kind: GcItemKind::Vm,
+            name: "hpc-a-1".into(),
+            mig: Some("m".into()),
+            reason: "r".into(),
+        };
+        let live =
+            Liveness { version: "0.1.0".into(), pid: 9, last_pass: Some(pass.clone()), ..Default::default() };
+        let cases = [
+            (Response::Ok, r#"{"response":"ok"}"#.to_string()),
+            (Response::Error { message: "no".into() }, r#"{"response":"error","message":"no"}"#.to_string()),
+            (
+                Response::Gc(GcReport::DryRun { would_delete: vec![item.clone()], errors: vec![] }),
+                r#"{"response":"gc","dry_run":true,"would_delete":[{"kind":"vm","name":"hpc-a-1","mig":"m","reason":"r"}],"errors":[]}"#.to_string(),
+            ),
+        ];
+        for (response, wire) in cases {
+            assert_eq!(serde_json::to_string(&response).unwrap(), wire);
+            assert_eq!(serde_json::from_str::<Response>(&wire).unwrap(), response);
+        }
+        for response in [
+            Response::Status(live),
+            Response::Pass(pass.clone()),
+            Response::Gc(GcReport::Deleted { deleted: vec![item], pass: Box::new(pass) }),
+        ] {
+            let wire = serde_json::to_string(&response).unwrap();
+            assert_eq!(serde_json::from_str::<Response>(&wire).unwrap(), response, "{wire}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use slurm_dws::model::*;
+use slurm_dws::naming::Naming;
 use slurm_dws::reconcile::plan::{new_node, plan};
 use slurm_dws::reconcile::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,8 +42,6 @@ const JUMPS: &[i64] = &[
 fn cfg() -> PlanConfig {
     let ns = |name: &str, qt: u64| NodesetPlan {
         name: name.into(),
-        node_count_static: 1,
-        node_count_dynamic_max: 20,
         max_run_duration: 604_800,
         use_job_duration: true,
         boot_allowance: 600,
@@ -50,7 +49,7 @@ fn cfg() -> PlanConfig {
         eol_grace: 600,
     };
     PlanConfig {
-        cluster_name: "hpc".into(),
+        naming: Naming::with_nodesets("hpc", [("a", 1, 20), ("b", 1, 20)]),
         region: "us-central1".into(),
         orphan_grace: 300,
         mig_gc_grace: 300,
@@ -62,8 +61,8 @@ fn cfg() -> PlanConfig {
 }
 
 fn node(name: &str, state: NodeState, request: Option<i64>, mig: Option<&str>) -> Node {
-    let (ns, idx, st) = cfg().node_ref(name).unwrap();
-    let mut n = new_node(name, &ns, idx, st, t0() - Duration::hours(1));
+    let at = cfg().naming.parse(name).unwrap();
+    let mut n = new_node(name, &at.nodeset, at.index, at.is_static, t0() - Duration::hours(1));
     n.state = state;
     n.request_id = request;
     n.mig = mig.map(String::from);
@@ -81,7 +80,7 @@ fn request(id: i64, nodeset: &str, nodes: &[&str], phase: RequestPhase, gce: Opt
         nodes: nodes.iter().map(|s| s.to_string()).collect(),
         run_duration: 6000,
         phase,
-        gce_state: gce.map(String::from),
+        gce_state: gce.map(GceRequestState::from),
         created_at: t0() - Duration::minutes(10),
         updated_at: t0() - Duration::minutes(10),
         last_error: None,
@@ -155,7 +154,7 @@ fn world() -> (Desired, Observed) {
     let (m2, om2) = mig("hpc-b-j7-t0000002", "b", None);
     d.requests.insert(2, request(2, "b", &["hpc-b-3"], RequestPhase::Active, Some("ACCEPTED")));
     d.nodes.insert("hpc-b-3".into(), node("hpc-b-3", NodeState::Requested, Some(2), Some(&m2.name)));
-    o.requests.insert(m2.name.clone(), ObservedRequest { state: "ACCEPTED".into(), ..Default::default() });
+    o.requests.insert(m2.name.clone(), ObservedRequest::in_state(GceRequestState::Accepted).into());
     slurm.insert("hpc-b-3".into(), slurm_node("idle", &["POWERING_UP"]));
     d.migs.insert(m2.name.clone(), m2);
     o.migs.as_mut().unwrap().insert(om2.name.clone(), om2);
@@ -205,7 +204,7 @@ fn destructive(p: &Plan) -> BTreeSet<String> {
     }
     for s in &p.slurm {
         if let SlurmStep::UpdateState { nodes, state, .. } = s {
-            if state.starts_with("power_down") || state == "down" {
+            if state.as_str().starts_with("power_down") || state.as_str() == "down" {
                 out.extend(nodes.iter().map(|n| format!("{state} {n}")));
             }
         }

@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 use slurm_dws::config::Config;
 use slurm_dws::model::RequestPhase;
-use slurm_dws::reconcile::{self, Desired, Reconciler, Trigger};
+use slurm_dws::reconcile::{self, Desired, PlanConfig, Reconciler, Trigger};
 use slurm_dws::store::Store;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -257,34 +257,38 @@ fn quiet(report: &Value) -> bool {
         && r["errors"].as_array().is_some_and(Vec::is_empty)
 }
 
-/// Planning + store work of one steady pass, timed in this process: the daemon's own pass
-/// ([`Reconciler::pass_observed`]: inbox, plan, commit, outbox, pass report) with GCE's and Slurm's
-/// answers fetched once beforehand. The figure the budget speaks of; GCE and Slurm round trips are not
+/// Planning + store work of one steady pass, timed in this process: the second half of the daemon's
+/// own pass ([`Reconciler::pass_on`]: ingest, plan, commit, outbox, pass report) on one observation
+/// ([`Reconciler::observe`], the first half) made once beforehand. The figure the budget speaks of; GCE and Slurm round trips are not
 /// in it. Loading the desired state from the store (at start, after a failed pass, every 30 passes)
 /// and `plan()` alone are timed beside it, as context.
 fn plan_and_store(rt: &tokio::runtime::Runtime, config: &Path, t: &mut Table) -> Result<()> {
     let cfg = Config::load(Some(config)).map_err(|e| anyhow!("{e}"))?;
-    let plan_cfg = reconcile::plan_config(&cfg);
-    let (store, mut reconciler, observed) = rt.block_on(async {
+    let plan_cfg = PlanConfig::new(&cfg);
+    let (store, mut reconciler, observation) = rt.block_on(async {
         let store = Store::open(&cfg.state_dir).await?;
         let mut reconciler = Reconciler::new(cfg.clone(), store.clone()).await?;
-        let observed = reconciler.observe_now().await?;
+        let observation = reconciler.observe().await?;
+        if let Some(e) = observation.errors.first() {
+            bail!("observing: {e}");
+        }
         // Every request is final in a steady state: nothing to poll (checked, not assumed).
         let active = store.requests(true).await?.iter().filter(|r| r.phase == RequestPhase::Active).count();
         if active > 0 {
             bail!("{active} requests still active: not a steady state");
         }
-        anyhow::Ok((store, reconciler, observed))
+        anyhow::Ok((store, reconciler, observation))
     })?;
+    let observed = &observation.observed;
     let mut pass = Samples::default();
     let mut plan_only = Samples::default();
     let mut load = Samples::default();
     let mut heavy = Samples::default();
     let mut last = (0, 0, 0);
     for round in 0..PLAN_ROUNDS + 1 {
-        let given = observed.clone();
+        let given = observation.clone();
         let c0 = process_cpu();
-        let report = rt.block_on(reconciler.pass_observed(Trigger::Interval, given));
+        let report = rt.block_on(reconciler.pass_on(Trigger::Interval, given));
         let c1 = process_cpu();
         let report = serde_json::to_value(&report)?;
         if !quiet(&report) {
@@ -293,7 +297,7 @@ fn plan_and_store(rt: &tokio::runtime::Runtime, config: &Path, t: &mut Table) ->
         // Context: reading the desired state back from the store, and plan() alone on it.
         let (desired, load_cpu) = rt.block_on(load_desired(&store))?;
         let p0 = process_cpu();
-        let p = reconcile::plan::plan(&plan_cfg, &desired, &observed, chrono::Utc::now());
+        let p = reconcile::plan::plan(&plan_cfg, &desired, observed, chrono::Utc::now());
         let plan_cpu = process_cpu() - p0;
         if !(p.nodes.is_empty() && p.requests.is_empty() && p.migs.is_empty() && p.events.is_empty()) {
             bail!("the steady plan changes records: {} nodes, {} requests", p.nodes.len(), p.requests.len());
@@ -323,7 +327,7 @@ fn plan_and_store(rt: &tokio::runtime::Runtime, config: &Path, t: &mut Table) ->
     t.timed("  context: reading the desired state from the store", &load, None, None);
     t.timed("  context: a pass that rewrites all 10k node rows", &heavy, None, None);
     t.note(format!(
-        "plan + store: the daemon's pass (Reconciler::pass_observed) on its own database, {} nodes, {} \
+        "plan + store: the daemon's pass (Reconciler::pass_on) on its own database, {} nodes, {} \
          request groups not done, {} MIGs on record; observed {} VMs, {} MIGs, {} Slurm nodes; every pass \
          quiet; CPU is this process's (every thread: sqlx runs SQLite on its own thread). A pass starts \
          from the desired state the previous one committed; the first after start, the first after a \

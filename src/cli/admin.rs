@@ -7,7 +7,8 @@ use super::table::{age, opt, when, Table};
 use super::CliError;
 use crate::config::Config;
 use crate::model::*;
-use crate::protocol::{self, Request as Ask, Response};
+use crate::protocol::{self, Liveness, Request as Ask, Response};
+use crate::reconcile::{GcItemKind, GcReport, PassReport};
 use crate::store::Store;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -293,9 +294,9 @@ pub async fn events(
 }
 
 /// Asks the daemon for its liveness; `None` when it is not running.
-async fn daemon_status(cfg: &Config) -> Option<Value> {
+async fn daemon_status(cfg: &Config) -> Option<Liveness> {
     match protocol::call(&cfg.socket, Ask::Status, Duration::from_secs(3)).await {
-        Ok(Response::Report { report }) => Some(report),
+        Ok(Response::Status(live)) => Some(live),
         _ => None,
     }
 }
@@ -311,24 +312,23 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<String, CliError> {
     let inbox = store.inbox_depth().await.map_err(rt)?;
     let backoffs: Vec<Backoff> =
         store.backoffs().await.map_err(rt)?.into_iter().filter(|b| b.until > now).collect();
-    let last_pass: Option<Value> =
-        match live.as_ref().and_then(|l| l.get("last_pass")).filter(|v| !v.is_null()) {
-            Some(p) => Some(p.clone()),
-            None => store.meta("last_pass").await.map_err(rt)?.and_then(|s| serde_json::from_str(&s).ok()),
-        };
+    let last_pass: Option<PassReport> = match live.as_ref().and_then(|l| l.last_pass.clone()) {
+        Some(p) => Some(p),
+        None => store.meta("last_pass").await.map_err(rt)?.and_then(|s| serde_json::from_str(&s).ok()),
+    };
     let mut counts: BTreeMap<&str, usize> = NodeState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
     for n in &nodes {
         *counts.entry(n.state.as_str()).or_default() += 1;
     }
     let queued: Vec<&Request> =
-        requests.iter().filter(|r| r.gce_state.as_deref() == Some("ACCEPTED")).collect();
+        requests.iter().filter(|r| r.gce_state == Some(GceRequestState::Accepted)).collect();
     let oldest = queued.iter().min_by_key(|r| r.created_at);
     let v = json!({
         "daemon": {
             "running": live.is_some(),
-            "pid": live.as_ref().and_then(|l| l.get("pid")).cloned(),
-            "started_at": live.as_ref().and_then(|l| l.get("started_at")).cloned(),
-            "pass_running": live.as_ref().and_then(|l| l.get("pass_running")).cloned(),
+            "pid": live.as_ref().map(|l| l.pid),
+            "started_at": live.as_ref().map(|l| l.started_at.as_str()),
+            "pass_running": live.as_ref().map(|l| l.pass_running),
         },
         "version": env!("CARGO_PKG_VERSION"),
         "config": cfg.source.display().to_string(),
@@ -348,8 +348,7 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<String, CliError> {
     s.push_str(&format!(
         "daemon:        {}\n",
         match &live {
-            Some(l) =>
-                format!("running (pid {}, since {})", l["pid"], l["started_at"].as_str().unwrap_or("?")),
+            Some(l) => format!("running (pid {}, since {})", l.pid, l.started_at),
             None => format!(
                 "NOT RUNNING (no answer on {}); hook requests wait in the inbox",
                 cfg.socket.display()
@@ -363,25 +362,14 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<String, CliError> {
     ));
     match &last_pass {
         Some(p) => {
-            let started = p["started_at"]
-                .as_str()
-                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-                .map(|t| t.with_timezone(&Utc));
             s.push_str(&format!(
                 "last pass:     #{} ({}) {} took {} ms: {}{}\n",
-                p["iteration"],
-                p["trigger"].as_str().unwrap_or("?"),
-                when(started, now),
-                p["duration_ms"],
-                p["outcome"].as_str().unwrap_or("?"),
-                p["errors"]
-                    .as_array()
-                    .filter(|e| !e.is_empty())
-                    .map(|e| format!(
-                        " ({})",
-                        e.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join("; ")
-                    ))
-                    .unwrap_or_default()
+                p.iteration,
+                trigger_name(p),
+                when(Some(p.started_at), now),
+                p.duration_ms,
+                p.outcome,
+                if p.errors.is_empty() { String::new() } else { format!(" ({})", p.errors.join("; ")) }
             ));
         }
         None => s.push_str("last pass:     none yet\n"),
@@ -464,7 +452,7 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool) -> Result<String,
         ));
         lines.push(format!(
             "GCE's state of the request: {} (slurm-dws phase: {}).",
-            r.gce_state.as_deref().unwrap_or("not seen yet"),
+            r.gce_state.as_ref().map_or("not seen yet", GceRequestState::as_str),
             r.phase
         ));
         if let Some(e) = &r.last_error {
@@ -560,63 +548,71 @@ fn render_story(
 
 /// `slurm-dws reconcile` and `slurm-dws gc [--dry-run]`: through the daemon.
 pub async fn ask_daemon(cfg: &Config, ask: Ask, json_out: bool) -> Result<String, CliError> {
-    let report = match protocol::call(&cfg.socket, ask.clone(), Duration::from_secs(600)).await {
-        Ok(Response::Report { report }) => report,
-        Ok(Response::Ok) => Value::Null,
+    let response = match protocol::call(&cfg.socket, ask, Duration::from_secs(600)).await {
         Ok(Response::Error { message }) => return Err(CliError::runtime(format!("daemon: {message}"))),
+        Ok(r) => r,
         Err(e) => {
             return Err(CliError::runtime(format!(
                 "{e}; is the daemon running? (systemctl status slurm-dws)"
             )))
         }
     };
-    if json_out {
-        return Ok(to_json(&report));
+    // The report goes through a JSON value so that `--json` prints its keys sorted, as every listing.
+    let json = |report: Result<Value, serde_json::Error>| report.map(|v| to_json(&v)).map_err(rt);
+    match response {
+        Response::Pass(p) if json_out => json(serde_json::to_value(&p)),
+        Response::Gc(g) if json_out => json(serde_json::to_value(&g)),
+        Response::Pass(p) => Ok(render_pass(&p)),
+        Response::Gc(g) => Ok(render_gc(&g)),
+        other => Err(CliError::runtime(format!("daemon sent an unexpected answer: {other:?}"))),
     }
-    Ok(match ask {
-        Ask::Gc { dry_run } => render_gc(&report, dry_run),
-        _ => render_pass(&report),
-    })
 }
 
-fn render_pass(p: &Value) -> String {
+fn trigger_name(p: &PassReport) -> String {
+    serde_json::to_value(p.trigger).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+fn render_pass(p: &PassReport) -> String {
     let mut s = format!(
         "pass #{} ({}) took {} ms: {}\n  hook calls ingested: {}\n  request groups created: {}\n  Slurm commands: {}\n  events: {}\n",
-        p["iteration"], p["trigger"].as_str().unwrap_or("?"), p["duration_ms"], p["outcome"].as_str().unwrap_or("?"),
-        p["hook_calls_ingested"], p["requests_created"], p["slurm_commands"], p["events"]
+        p.iteration, trigger_name(p), p.duration_ms, p.outcome,
+        p.hook_calls_ingested, p.requests_created, p.slurm_commands, p.events
     );
-    for st in p["gce_steps"].as_array().into_iter().flatten() {
+    for st in &p.gce_steps {
         s.push_str(&format!(
             "  GCE {} {}: {}\n",
-            st["step"].as_str().unwrap_or("?"),
-            st["target"].as_str().unwrap_or("?"),
-            if st["ok"].as_bool() == Some(true) {
+            st.step,
+            st.target,
+            if st.ok {
                 "done".to_string()
             } else {
-                format!("FAILED: {}", st["error"].as_str().unwrap_or("?"))
+                format!("FAILED: {}", st.error.as_deref().unwrap_or("?"))
             }
         ));
     }
-    for e in p["errors"].as_array().into_iter().flatten() {
-        s.push_str(&format!("  error: {}\n", e.as_str().unwrap_or("?")));
+    for e in &p.errors {
+        s.push_str(&format!("  error: {e}\n"));
     }
     s
 }
 
-fn render_gc(r: &Value, dry_run: bool) -> String {
-    let items = if dry_run { &r["would_delete"] } else { &r["deleted"] };
-    let list = items.as_array().cloned().unwrap_or_default();
+fn render_gc(r: &GcReport) -> String {
+    let list = r.items();
     if list.is_empty() {
         return "nothing to delete: every owned MIG is in use or within mig_gc_grace, every VM backs a node\n".into();
     }
     let mut t = Table::new(&["KIND", "NAME", "MIG", "REASON"]);
-    for i in &list {
+    for i in list {
+        let kind = match i.kind {
+            GcItemKind::Mig => "mig",
+            GcItemKind::Vm => "vm",
+        };
         t.push(vec![
-            i["kind"].as_str().unwrap_or("?").into(),
-            i["name"].as_str().unwrap_or("?").into(),
-            i["mig"].as_str().unwrap_or("-").into(),
-            i["reason"].as_str().unwrap_or("?").into(),
+            kind.into(),
+            i.name.clone(),
+            i.mig.clone().unwrap_or_else(|| "-".into()),
+            i.reason.clone(),
         ]);
     }
-    format!("{}{}", if dry_run { "a pass would delete:\n" } else { "deleted:\n" }, t.render())
+    format!("{}{}", if r.dry_run() { "a pass would delete:\n" } else { "deleted:\n" }, t.render())
 }

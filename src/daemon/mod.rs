@@ -27,7 +27,7 @@ mod server;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::reconcile::{PassReport, Reconciler, Trigger};
+use crate::reconcile::{GcReport, PassReport, Reconciler, Trigger};
 use crate::store::{Store, StoreError};
 use std::collections::HashMap;
 use std::future::Future;
@@ -72,19 +72,11 @@ pub enum DaemonError {
 pub(crate) enum Command {
     Wake,
     Reconcile(oneshot::Sender<PassReport>),
-    Gc { dry_run: bool, reply: oneshot::Sender<serde_json::Value> },
+    Gc { dry_run: bool, reply: oneshot::Sender<GcReport> },
 }
 
 /// Liveness shared with the socket server (answered without waiting for a pass).
-#[derive(Debug, Default, Clone, serde::Serialize)]
-pub struct Liveness {
-    pub version: String,
-    pub pid: u32,
-    pub started_at: String,
-    pub config: String,
-    pub pass_running: bool,
-    pub last_pass: Option<PassReport>,
-}
+pub use crate::protocol::Liveness;
 
 /// Runs the daemon until `shutdown` resolves (SIGTERM/SIGINT in the binary; a future in tests), then
 /// stops as the module docs say.

@@ -152,7 +152,7 @@ async fn answer(request: Request, tx: &mpsc::Sender<Command>, liveness: &Arc<Mut
         },
         Request::Status => {
             let l = liveness.lock().unwrap().clone();
-            Response::Report { report: serde_json::to_value(l).unwrap_or_default() }
+            Response::Status(l)
         }
         Request::Reconcile => {
             let (reply, rx) = oneshot::channel();
@@ -160,7 +160,7 @@ async fn answer(request: Request, tx: &mpsc::Sender<Command>, liveness: &Arc<Mut
                 return gone();
             }
             match rx.await {
-                Ok(r) => Response::Report { report: serde_json::to_value(r).unwrap_or_default() },
+                Ok(r) => Response::Pass(r),
                 Err(_) => gone(),
             }
         }
@@ -170,7 +170,7 @@ async fn answer(request: Request, tx: &mpsc::Sender<Command>, liveness: &Arc<Mut
                 return gone();
             }
             match rx.await {
-                Ok(report) => Response::Report { report },
+                Ok(report) => Response::Gc(report),
                 Err(_) => gone(),
             }
         }

@@ -2,12 +2,14 @@
 //!
 //! Observation per pass is bounded, whatever the cluster size: one paginated `regionInstanceGroupManagers
 //! .list`, one paginated `instances.aggregatedList` (500 a page), and one `resizeRequests.get` per MIG
-//! whose request is not final. Finished requests are never polled again.
+//! whose request is not final. Finished requests are never polled again. The request bodies follow
+//! docs/gce-facts.md ("Resize requests", "MIGs").
 
+use super::error::ReconcileError;
 use super::types::*;
 use crate::config::{self, Config};
 use crate::gce::{self, ErrorClass, GceError, Location};
-use crate::model::{MutationKind, OutboxEntry, Request};
+use crate::model::{GceRequestState, MutationKind, OutboxEntry, Request, VmStatus};
 use crate::naming::Naming;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,23 +23,22 @@ use tokio::time::Instant;
 /// (`tests/gce_faults.rs`, operations that never finish).
 const OPERATION_DEADLINE: Duration = Duration::from_secs(20);
 
-/// How one step went.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StepResult {
-    /// GCE did it (its Operation is DONE without error, or the effect already existed).
-    Done,
-    /// Not done, for a reason that may pass (rate limit, timeout, transient error): the next pass resends
-    /// the same requestId.
-    Retry(String),
-    /// GCE refused it for good (`CODE: message`); `capacity` when it is a stockout or quota.
-    Refused { error: String, capacity: bool },
-    /// Nothing left to do, but nothing learned either (cancel of a request that is final already: the
-    /// next poll says how it ended).
-    Moot(String),
+/// Why a step could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// The request group the step is for is not in the desired state any more.
+    #[error("request vanished")]
+    RequestVanished,
+    /// The step cannot be described from the config (its nodeset was removed).
+    #[error("{0}")]
+    Config(ReconcileError),
+    /// GCE refused it, did not answer, or its Operation failed or outlived the deadline.
+    #[error(transparent)]
+    Gce(#[from] GceError),
 }
 
 /// The client for the configured endpoint and credentials.
-pub fn client(cfg: &Config) -> anyhow::Result<gce::Client> {
+pub fn client(cfg: &Config) -> Result<gce::Client, GceError> {
     let creds = match &cfg.gcp.credentials {
         config::Credentials::Auto => gce::Credentials::Auto,
         config::Credentials::Metadata => gce::Credentials::Metadata,
@@ -51,7 +52,7 @@ pub fn client(cfg: &Config) -> anyhow::Result<gce::Client> {
         request_timeout: Duration::from_secs(cfg.gcp.request_timeout),
         retry_deadline: Duration::from_secs(cfg.gcp.retry_deadline),
     };
-    Ok(gce::Client::new(opts, creds)?)
+    gce::Client::new(opts, creds)
 }
 
 fn region(cfg: &Config) -> Location {
@@ -75,7 +76,7 @@ pub async fn observe_vms(
                     termination: i.termination_time(),
                     network_ip: i.internal_ip().map(str::to_string),
                     name: i.name.clone(),
-                    status: i.status,
+                    status: VmStatus::from(i.status),
                 };
                 vms.insert(i.name, vm);
             }
@@ -111,33 +112,44 @@ pub async fn observe_migs(
         .collect())
 }
 
-/// One resize request's state; a 404 is reported as the state `NOT_FOUND`.
+/// GCE's state of a resize request in the reconciler's terms. A state the client does not know (or
+/// none at all) is kept as `UNKNOWN`, the name the client gives it.
+pub fn request_state(state: Option<gce::ResizeRequestState>) -> GceRequestState {
+    use gce::ResizeRequestState as S;
+    match state {
+        Some(S::Creating) => GceRequestState::Creating,
+        Some(S::Accepted) => GceRequestState::Accepted,
+        Some(S::Succeeded) => GceRequestState::Succeeded,
+        Some(S::Failed) => GceRequestState::Failed,
+        Some(S::Cancelled) => GceRequestState::Cancelled,
+        Some(S::StateUnspecified) => GceRequestState::Other("STATE_UNSPECIFIED".into()),
+        Some(S::Unknown) | None => GceRequestState::Other("UNKNOWN".into()),
+    }
+}
+
+/// One resize request as a `get` finds it.
 pub async fn observe_request(
     client: &gce::Client,
     cfg: &Config,
     mig: &str,
     name: &str,
-) -> Result<ObservedRequest, GceError> {
+) -> Result<PolledRequest, GceError> {
     match client.get_resize_request(&region(cfg), mig, name).await {
         Ok(rr) => {
             let errors = rr.errors();
             let error = errors.first().map(|e| (e.code.clone(), e.message.clone()));
             let class = (!errors.is_empty()).then(|| gce::classify_errors(errors));
             let last_attempt = rr.last_attempt_errors().first().map(|e| format!("{}: {}", e.code, e.message));
-            Ok(ObservedRequest {
-                state: rr
-                    .state
-                    .and_then(|s| serde_json::to_value(s).ok())
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_else(|| "UNKNOWN".into()),
+            Ok(PolledRequest::Found(ObservedRequest {
+                state: request_state(rr.state),
                 error,
                 capacity_error: matches!(class, Some(ErrorClass::Capacity | ErrorClass::Quota)),
                 last_attempt,
                 instances: rr.instances.iter().map(|i| i.name.clone()).collect(),
                 run_duration: rr.requested_run_duration.as_ref().map(|d| d.seconds.max(0) as u64),
-            })
+            }))
         }
-        Err(e) if e.is_not_found() => Ok(ObservedRequest { state: "NOT_FOUND".into(), ..Default::default() }),
+        Err(e) if e.is_not_found() => Ok(PolledRequest::NotFound),
         Err(e) => Err(e),
     }
 }
@@ -148,17 +160,16 @@ pub fn intent(
     step: &GceStep,
     desired: &Desired,
     cfg: &Config,
-) -> anyhow::Result<(MutationKind, String, serde_json::Value)> {
-    let naming = Naming::new(cfg);
+    naming: &Naming,
+) -> Result<(MutationKind, String, serde_json::Value), ReconcileError> {
+    let request = |id: &i64| desired.requests.get(id).ok_or(ReconcileError::RequestVanished(*id));
     Ok(match step {
-        GceStep::InsertMig { request, mig, .. } => {
-            let r =
-                desired.requests.get(request).ok_or_else(|| anyhow::anyhow!("request {request} vanished"))?;
-            (MutationKind::MigInsert, mig.clone(), serde_json::to_value(mig_body(cfg, &naming, r)?)?)
+        GceStep::InsertMig { request: id, mig, .. } => {
+            let r = request(id)?;
+            (MutationKind::MigInsert, mig.clone(), serde_json::to_value(mig_body(cfg, naming, r)?)?)
         }
-        GceStep::InsertResizeRequest { request, mig } => {
-            let r =
-                desired.requests.get(request).ok_or_else(|| anyhow::anyhow!("request {request} vanished"))?;
+        GceStep::InsertResizeRequest { request: id, mig } => {
+            let r = request(id)?;
             (
                 MutationKind::ResizeRequestInsert,
                 format!("{mig}/{}", r.name),
@@ -180,14 +191,18 @@ pub fn intent(
     })
 }
 
-/// The regional MIG of a request group, as GCE.md describes it: empty, one zone, no repair, ownership in
-/// the description.
-pub fn mig_body(cfg: &Config, naming: &Naming, r: &Request) -> anyhow::Result<gce::InstanceGroupManager> {
+/// The regional MIG of a request group (docs/gce-facts.md, "MIGs"): empty, one zone, no repair,
+/// ownership in the description.
+pub fn mig_body(
+    cfg: &Config,
+    naming: &Naming,
+    r: &Request,
+) -> Result<gce::InstanceGroupManager, ReconcileError> {
     let ns = cfg
         .nodesets
         .iter()
         .find(|n| n.name == r.nodeset)
-        .ok_or_else(|| anyhow::anyhow!("nodeset {} is no longer configured", r.nodeset))?;
+        .ok_or_else(|| ReconcileError::NodesetGone(r.nodeset.clone()))?;
     Ok(gce::InstanceGroupManager {
         name: r.mig.clone(),
         description: naming.ownership_description(&r.nodeset, &r.tag, r.job_id),
@@ -227,141 +242,38 @@ pub fn rr_body(r: &Request) -> gce::InstanceGroupManagerResizeRequest {
     )
 }
 
-/// Sends one step with its outbox requestId and waits for its Operation.
-pub async fn execute(
+/// Sends one step with its outbox requestId and waits (at most [`OPERATION_DEADLINE`]) for its
+/// Operation. `request` is the step's request group, for the steps that have one.
+pub async fn send(
     client: &gce::Client,
     cfg: &Config,
+    naming: &Naming,
     step: &GceStep,
     request: Option<&Request>,
     entry: &OutboxEntry,
-) -> StepResult {
+) -> Result<(), SendError> {
     let loc = region(cfg);
     let rid = entry.request_id.as_str();
-    let naming = Naming::new(cfg);
-    let sent = match step {
+    let op = match step {
         GceStep::InsertMig { .. } => {
-            let Some(r) = request else {
-                return StepResult::Refused { error: "request vanished".into(), capacity: false };
-            };
-            match mig_body(cfg, &naming, r) {
-                Ok(body) => client.insert_mig(&loc, &body, rid).await,
-                Err(e) => return StepResult::Refused { error: format!("CONFIG: {e}"), capacity: false },
-            }
+            let r = request.ok_or(SendError::RequestVanished)?;
+            let body = mig_body(cfg, naming, r).map_err(SendError::Config)?;
+            client.insert_mig(&loc, &body, rid).await?
         }
         GceStep::InsertResizeRequest { mig, .. } => {
-            let Some(r) = request else {
-                return StepResult::Refused { error: "request vanished".into(), capacity: false };
-            };
-            client.insert_resize_request(&loc, mig, &rr_body(r), rid).await
+            let r = request.ok_or(SendError::RequestVanished)?;
+            client.insert_resize_request(&loc, mig, &rr_body(r), rid).await?
         }
         GceStep::CancelResizeRequest { mig, .. } => {
-            let Some(r) = request else { return StepResult::Done };
-            client.cancel_resize_request(&loc, mig, &r.name, rid).await
+            // No request on record: nothing of ours to cancel.
+            let Some(r) = request else { return Ok(()) };
+            client.cancel_resize_request(&loc, mig, &r.name, rid).await?
         }
         GceStep::DeleteInstances { mig, instances } => {
-            client.delete_instances(&loc, mig, instances, rid).await
+            client.delete_instances(&loc, mig, instances, rid).await?
         }
-        GceStep::DeleteMig { mig, .. } => client.delete_mig(&loc, mig, rid).await,
+        GceStep::DeleteMig { mig, .. } => client.delete_mig(&loc, mig, rid).await?,
     };
-    let outcome = match sent {
-        Ok(op) => {
-            client.wait_done(&op, Instant::now() + OPERATION_DEADLINE).await.and_then(|op| op.into_result())
-        }
-        Err(e) => Err(e),
-    };
-    match outcome {
-        Ok(_) => StepResult::Done,
-        Err(e) => judge(step, &e),
-    }
-}
-
-/// Decides what an error means for a step.
-fn judge(step: &GceStep, e: &GceError) -> StepResult {
-    let class = e.class();
-    let text = e.to_string();
-    match (step, class) {
-        // The thing to create exists already: with our name it is ours (the name embeds our tag).
-        (GceStep::InsertMig { .. } | GceStep::InsertResizeRequest { .. }, ErrorClass::AlreadyExists) => {
-            StepResult::Done
-        }
-        // The thing to remove is gone already.
-        (GceStep::DeleteMig { .. } | GceStep::DeleteInstances { .. }, ErrorClass::NotFound) => {
-            StepResult::Done
-        }
-        // Cancel of a request that is final already: nothing left to cancel; the next poll says how it ended.
-        (GceStep::CancelResizeRequest { .. }, ErrorClass::ConditionNotMet | ErrorClass::NotFound) => {
-            StepResult::Moot(text)
-        }
-        (_, ErrorClass::Capacity | ErrorClass::Quota) => {
-            StepResult::Refused { error: code_message(e), capacity: true }
-        }
-        (
-            GceStep::InsertMig { .. } | GceStep::InsertResizeRequest { .. },
-            ErrorClass::Invalid | ErrorClass::NotFound,
-        ) => StepResult::Refused { error: code_message(e), capacity: false },
-        _ => StepResult::Retry(text),
-    }
-}
-
-/// `CODE: message` for the event log and Slurm's node reason.
-fn code_message(e: &GceError) -> String {
-    let text = e.to_string();
-    let code = match e {
-        GceError::Api(a) => Some(a.headline_code().to_string()),
-        GceError::Operation(o) => o.operation.errors().first().map(|x| x.code.clone()),
-        _ => None,
-    };
-    match code.filter(|c| !c.is_empty()) {
-        Some(code) => format!("{code}: {text}"),
-        None => text,
-    }
-}
-
-/// What a finished step tells the next planning round (the list would show it next pass).
-pub fn learn(step: &GceStep, observed: &mut Observed, desired: &Desired) {
-    match step {
-        GceStep::InsertMig { request, mig, nodeset } => {
-            if let Some(m) = observed.migs.as_mut() {
-                let r = desired.requests.get(request);
-                m.insert(
-                    mig.clone(),
-                    ObservedMig {
-                        name: mig.clone(),
-                        nodeset: nodeset.clone(),
-                        tag: r.map(|r| r.tag.clone()).unwrap_or_default(),
-                        job_id: r.and_then(|r| r.job_id),
-                        target_size: 0,
-                        created: None,
-                    },
-                );
-            }
-        }
-        GceStep::InsertResizeRequest { mig, .. } => {
-            observed
-                .requests
-                .insert(mig.clone(), ObservedRequest { state: "CREATING".into(), ..Default::default() });
-        }
-        GceStep::CancelResizeRequest { mig, .. } => {
-            if let Some(rr) = observed.requests.get_mut(mig) {
-                if !matches!(rr.state.as_str(), "SUCCEEDED" | "FAILED") {
-                    rr.state = "CANCELLED".into();
-                }
-            }
-        }
-        GceStep::DeleteInstances { instances, .. } => {
-            if let Some(vms) = observed.vms.as_mut() {
-                for i in instances {
-                    vms.remove(i);
-                }
-            }
-        }
-        GceStep::DeleteMig { mig, .. } => {
-            if let Some(m) = observed.migs.as_mut() {
-                m.remove(mig);
-            }
-            if let Some(vms) = observed.vms.as_mut() {
-                vms.retain(|_, v| v.mig.as_deref() != Some(mig.as_str()));
-            }
-        }
-    }
+    client.wait_done(&op, Instant::now() + OPERATION_DEADLINE).await?.into_result()?;
+    Ok(())
 }

@@ -7,6 +7,7 @@ use super::plan::new_node;
 use super::types::{NewEvent, PlanConfig};
 use crate::hostlist;
 use crate::model::*;
+use crate::naming::NotOurs;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 
@@ -16,8 +17,8 @@ pub struct Ingested {
     /// Nodes whose record changes (full new values).
     pub nodes: Vec<Node>,
     pub events: Vec<NewEvent>,
-    /// Nodes named by a hook that are not ours, with the reason (they are set DOWN in Slurm).
-    pub not_ours: Vec<(String, String)>,
+    /// Nodes named by a hook that are not ours, each once, with the reason (they are set DOWN in Slurm).
+    pub not_ours: Vec<NotOurs>,
     /// Inbox ids consumed.
     pub processed: Vec<i64>,
 }
@@ -37,7 +38,7 @@ pub fn ingest(
             Ok(n) => n,
             Err(e) => {
                 out.events.push(NewEvent {
-                    kind: "bad_input".into(),
+                    kind: EventKind::BadInput,
                     nodes: vec![],
                     message: format!("{} hook entry {}: {e}: ignored", entry.kind, entry.id),
                 });
@@ -54,15 +55,20 @@ pub fn ingest(
         }
         let mut changed = Vec::new();
         for name in names {
-            let Some((nodeset, index, is_static)) = cfg.node_ref(&name) else {
-                let why = not_ours_reason(cfg, &name);
-                if !out.not_ours.iter().any(|(n, _)| n == &name) {
-                    out.not_ours.push((name, why));
+            let at = match cfg.naming.parse(&name) {
+                Ok(at) => at,
+                Err(why) => {
+                    if !out.not_ours.iter().any(|n| n.node() == name) {
+                        out.not_ours.push(why);
+                    }
+                    continue;
                 }
-                continue;
             };
             let node = work.entry(name.clone()).or_insert_with(|| {
-                nodes.get(&name).cloned().unwrap_or_else(|| new_node(&name, &nodeset, index, is_static, now))
+                nodes
+                    .get(&name)
+                    .cloned()
+                    .unwrap_or_else(|| new_node(&name, &at.nodeset, at.index, at.is_static, now))
             });
             let before = node.state;
             apply(node, entry.kind, job_of.get(&name).copied(), now);
@@ -93,7 +99,7 @@ pub fn ingest(
                     )
                 }
             };
-            out.events.push(NewEvent { kind: entry.kind.as_str().into(), nodes: changed, message });
+            out.events.push(NewEvent { kind: entry.kind.into(), nodes: changed, message });
         }
     }
     out.nodes = work.into_values().filter(|n| nodes.get(&n.name) != Some(n)).collect();
@@ -126,21 +132,5 @@ fn apply(node: &mut Node, kind: HookKind, job: Option<u32>, now: DateTime<Utc>) 
     if kind == HookKind::ResumeFail {
         let prior = node.last_error.take().map(|e| format!("; last error: {e}")).unwrap_or_default();
         node.last_error = Some(format!("Slurm's ResumeTimeout expired before the node registered{prior}"));
-    }
-}
-
-fn not_ours_reason(cfg: &PlanConfig, name: &str) -> String {
-    let Some(rest) = name.strip_prefix(&cfg.cluster_name).and_then(|r| r.strip_prefix('-')) else {
-        return format!("{name} is not a node of cluster {}", cfg.cluster_name);
-    };
-    match rest.rsplit_once('-') {
-        Some((ns, idx)) => match cfg.nodesets.get(ns) {
-            Some(n) => format!(
-                "{name}: index '{idx}' is outside nodeset {ns} (0..{})",
-                n.node_count_static + n.node_count_dynamic_max
-            ),
-            None => format!("{name}: no nodeset '{ns}' in cluster {}", cfg.cluster_name),
-        },
-        None => format!("{name} is not a node of cluster {}", cfg.cluster_name),
     }
 }

@@ -1,4 +1,4 @@
-//! One reconcile pass: ingest the hooks' inbox, observe GCE and Slurm, plan (pure), act.
+//! One reconcile pass: observe the hooks' inbox, GCE and Slurm; plan (pure); commit; execute; report.
 //!
 //! # Design notes
 //! - A pass takes no input, even when the caller thinks it knows what changed: it reads the inbox, the
@@ -9,20 +9,45 @@
 //!   lets the next step (its resize request) go out in the same pass; a step is never sent twice in a pass.
 //! - Every GCE mutation is written to the outbox with its `requestId` before it is sent; a crash between
 //!   the two re-sends the same requestId, which GCE answers with the original Operation.
-//! - Planning is a pure function of (desired, observed, now) with table tests (`plan.rs`).
+//! - Planning is a pure function of (desired, observed, now) with table tests (`plan/`).
+//! - The desired state kept in memory between passes changes only through a [`ChangeSet`] that is
+//!   written to the store and applied to memory by one function (`commit.rs`).
+//!
+//! # Files
+//! | file            | one job                                                                     |
+//! |-----------------|-----------------------------------------------------------------------------|
+//! | `reconciler.rs` | the [`Reconciler`]: keeps the desired state, sequences the pass's halves    |
+//! | `observe.rs`    | the first half: inbox, GCE and Slurm, into an [`Observation`]               |
+//! | `ingest.rs`     | hook calls → per-node desired state (pure)                                  |
+//! | `plan/`         | the planner, one file per rule family (pure, table-tested)                  |
+//! | `commit.rs`     | [`ChangeSet`]s: written to the store and applied to the kept state          |
+//! | `execute.rs`    | GCE steps sent and judged (Done / Retry / Refused / Moot), Slurm steps run  |
+//! | `report.rs`     | the pass report and the gc report                                           |
+//! | `gce_edge.rs`   | GCE's answers → observations, steps → request bodies and calls              |
+//! | `types.rs`      | the planner's inputs and outputs                                            |
+//! | `error.rs`      | [`ReconcileError`]                                                          |
 
 // TODO(merge): the reconciler is being rewritten on another branch; its clock reads (run.rs: the
 // pass's `now` and timing) get their own `#[allow]` with a reason there, and this goes.
 #![allow(clippy::disallowed_methods)]
 
+mod commit;
+mod error;
+mod execute;
 pub mod gce_edge;
 pub mod ingest;
+mod observe;
 pub mod plan;
-mod run;
+mod reconciler;
+mod report;
 pub mod types;
 
-pub use run::{gc_items, next_pass_in, plan_config, PassReport, Reconciler, StepReport, Trigger};
+pub use commit::ChangeSet;
+pub use error::ReconcileError;
+pub use execute::{judge, StepResult};
+pub use observe::Observation;
+pub use reconciler::{Reconciler, MAX_ROUNDS};
+pub use report::{
+    gc_items, next_pass_in, GcItem, GcItemKind, GcReport, PassOutcome, PassReport, StepReport, Trigger,
+};
 pub use types::*;
-
-#[cfg(test)]
-mod plan_tests;

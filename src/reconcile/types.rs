@@ -1,14 +1,19 @@
 //! The planner's inputs and outputs: what the store wants, what GCE and Slurm show, and the steps to take.
 
+use crate::config::Config;
 use crate::model::*;
+use crate::naming::Naming;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The slice of the configuration the planner decides with (built from `config::Config`).
+/// The slice of the configuration the planner decides with, built once from `config::Config` (and
+/// again on a reload) and held by the [`Reconciler`](super::Reconciler).
 #[derive(Debug, Clone)]
 pub struct PlanConfig {
-    pub cluster_name: String,
+    /// Node names ↔ (nodeset, index) and the nodesets' sizes: the one classifier of node names that
+    /// ingest, the planner and the GCE edge use.
+    pub naming: Naming,
     pub region: String,
     pub orphan_grace: i64,
     pub mig_gc_grace: i64,
@@ -18,12 +23,10 @@ pub struct PlanConfig {
     pub nodesets: BTreeMap<String, NodesetPlan>,
 }
 
-/// Per-nodeset settings the planner needs.
+/// Per-nodeset settings the planner needs (its node counts are in [`PlanConfig::naming`]).
 #[derive(Debug, Clone)]
 pub struct NodesetPlan {
     pub name: String,
-    pub node_count_static: u32,
-    pub node_count_dynamic_max: u32,
     pub max_run_duration: u64,
     pub use_job_duration: bool,
     pub boot_allowance: u64,
@@ -55,7 +58,7 @@ pub struct Desired {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObservedVm {
     pub name: String,
-    pub status: String,
+    pub status: VmStatus,
     /// The MIG that created it (from the `created-by` metadata), by name.
     pub mig: Option<String>,
     pub created: Option<DateTime<Utc>>,
@@ -74,10 +77,24 @@ pub struct ObservedMig {
     pub created: Option<DateTime<Utc>>,
 }
 
+/// What a `get` of a resize request found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PolledRequest {
+    Found(ObservedRequest),
+    /// GCE answered 404: the request does not exist (its insert never took effect, or its MIG is gone).
+    NotFound,
+}
+
+impl From<ObservedRequest> for PolledRequest {
+    fn from(r: ObservedRequest) -> PolledRequest {
+        PolledRequest::Found(r)
+    }
+}
+
 /// A resize request as GCE reports it.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ObservedRequest {
-    pub state: String,
+    pub state: GceRequestState,
     /// The final error (`status.error.errors[0]`): (code, message), set on FAILED.
     pub error: Option<(String, String)>,
     /// Capacity or quota (decides the backoff).
@@ -90,14 +107,51 @@ pub struct ObservedRequest {
     pub run_duration: Option<u64>,
 }
 
-/// A node's state flags as a set: upper case, sorted, kept as one comma-separated string. (A set of
-/// a few short words per node, at 10,000 nodes, was megabytes of small allocations: `make bench`.)
+impl ObservedRequest {
+    /// A request in `state` with nothing else known (what a finished step tells the next round).
+    pub fn in_state(state: GceRequestState) -> ObservedRequest {
+        ObservedRequest {
+            state,
+            error: None,
+            capacity_error: false,
+            last_attempt: None,
+            instances: Vec::new(),
+            run_duration: None,
+        }
+    }
+}
+
+/// The Slurm node flags the planner decides on (docs/slurm-facts.md, "Node states").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlurmFlag {
+    /// No VM: Slurm expects none (`~` in `sinfo`).
+    PoweredDown,
+    /// Slurm ran SuspendProgram and waits `SuspendTimeout` before the node counts as powered down.
+    PoweringDown,
+    /// Slurm ran ResumeProgram and waits for the node to register (`#` in `sinfo`).
+    PoweringUp,
+}
+
+impl SlurmFlag {
+    /// The flag as `sinfo --json` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SlurmFlag::PoweredDown => "POWERED_DOWN",
+            SlurmFlag::PoweringDown => "POWERING_DOWN",
+            SlurmFlag::PoweringUp => "POWERING_UP",
+        }
+    }
+}
+
+/// A node's state flags as a set: upper case, sorted, kept as one comma-separated string, because a
+/// collection of a few short words per node is one small allocation per word, and at 10,000 nodes
+/// those add up to megabytes of a pass's peak memory (`make bench`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Flags(String);
 
 impl Flags {
-    pub fn contains(&self, flag: &str) -> bool {
-        self.iter().any(|f| f == flag)
+    pub fn contains(&self, flag: SlurmFlag) -> bool {
+        self.iter().any(|f| f == flag.as_str())
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &str> {
@@ -126,15 +180,15 @@ pub struct SlurmNode {
 }
 
 impl SlurmNode {
-    pub fn has(&self, flag: &str) -> bool {
+    pub fn has(&self, flag: SlurmFlag) -> bool {
         self.flags.contains(flag)
     }
     /// Slurm believes the node is powered down (or about to be) — it expects no VM.
     pub fn powered_down(&self) -> bool {
-        self.has("POWERED_DOWN") || self.has("POWERING_DOWN")
+        self.has(SlurmFlag::PoweredDown) || self.has(SlurmFlag::PoweringDown)
     }
     pub fn powering_up(&self) -> bool {
-        self.has("POWERING_UP")
+        self.has(SlurmFlag::PoweringUp)
     }
     pub fn is_down(&self) -> bool {
         self.state == "down"
@@ -153,8 +207,9 @@ pub struct Observed {
     /// Owned MIGs by name; `None` when the list failed this pass.
     pub migs: Option<BTreeMap<String, ObservedMig>>,
     /// Resize requests polled this pass, by MIG name: the active request of each recorded group, and
-    /// the request of each owned MIG the store has no record of (so that it can be adopted).
-    pub requests: BTreeMap<String, ObservedRequest>,
+    /// the request of each owned MIG the store has no record of (so that it can be adopted). A MIG
+    /// whose request was not polled (or whose poll failed) is absent: nothing is decided about it.
+    pub requests: BTreeMap<String, PolledRequest>,
     /// Slurm's nodes by name; `None` when Slurm did not answer.
     pub slurm: Option<BTreeMap<String, SlurmNode>>,
     /// Time limits of the jobs that resume nodes, from `squeue --json`.
@@ -174,6 +229,102 @@ pub enum GceStep {
     DeleteMig { mig: String, reason: String },
 }
 
+/// Which kind of [`GceStep`] (the pass report's `step`), named as the step serializes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GceStepKind {
+    InsertMig,
+    InsertResizeRequest,
+    CancelResizeRequest,
+    DeleteInstances,
+    DeleteMig,
+}
+
+impl GceStepKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GceStepKind::InsertMig => "insert_mig",
+            GceStepKind::InsertResizeRequest => "insert_resize_request",
+            GceStepKind::CancelResizeRequest => "cancel_resize_request",
+            GceStepKind::DeleteInstances => "delete_instances",
+            GceStepKind::DeleteMig => "delete_mig",
+        }
+    }
+}
+
+impl std::fmt::Display for GceStepKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl GceStep {
+    pub fn kind(&self) -> GceStepKind {
+        match self {
+            GceStep::InsertMig { .. } => GceStepKind::InsertMig,
+            GceStep::InsertResizeRequest { .. } => GceStepKind::InsertResizeRequest,
+            GceStep::CancelResizeRequest { .. } => GceStepKind::CancelResizeRequest,
+            GceStep::DeleteInstances { .. } => GceStepKind::DeleteInstances,
+            GceStep::DeleteMig { .. } => GceStepKind::DeleteMig,
+        }
+    }
+
+    /// The MIG the step is about.
+    pub fn mig(&self) -> &str {
+        match self {
+            GceStep::InsertMig { mig, .. }
+            | GceStep::InsertResizeRequest { mig, .. }
+            | GceStep::CancelResizeRequest { mig, .. }
+            | GceStep::DeleteInstances { mig, .. }
+            | GceStep::DeleteMig { mig, .. } => mig,
+        }
+    }
+
+    /// The request group the step is for, when it is for one.
+    pub fn request(&self) -> Option<i64> {
+        match self {
+            GceStep::InsertMig { request, .. }
+            | GceStep::InsertResizeRequest { request, .. }
+            | GceStep::CancelResizeRequest { request, .. } => Some(*request),
+            GceStep::DeleteInstances { .. } | GceStep::DeleteMig { .. } => None,
+        }
+    }
+}
+
+/// The `state=` of an `scontrol update nodename=...` slurm-dws makes (docs/slurm-facts.md,
+/// "Changing Slurm's state"). Declared in the order of their names, so that a round's updates run
+/// in the same order whatever the reasons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStateChange {
+    /// Out of service with a reason (a static node being re-provisioned, a node that is not ours).
+    Down,
+    /// Back to powered-down at once, requeueing its job.
+    PowerDownForce,
+    /// Power the node up (Slurm runs the resume hook).
+    PowerUp,
+    /// Clear a DOWN state slurm-dws set: usable again.
+    Resume,
+}
+
+impl NodeStateChange {
+    /// As `scontrol` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeStateChange::Down => "down",
+            NodeStateChange::PowerDownForce => "power_down_force",
+            NodeStateChange::PowerUp => "power_up",
+            NodeStateChange::Resume => "resume",
+        }
+    }
+}
+
+impl std::fmt::Display for NodeStateChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A Slurm change to make (batched by the executor: one call per distinct action).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(tag = "step", rename_all = "snake_case")]
@@ -181,7 +332,7 @@ pub enum SlurmStep {
     /// `scontrol update nodename=... state=STATE reason=...`
     UpdateState {
         nodes: Vec<String>,
-        state: String,
+        state: NodeStateChange,
         reason: Option<String>,
     },
     /// `scontrol update nodename=N nodeaddr=IP nodehostname=N`
@@ -228,13 +379,13 @@ pub struct AdoptedRequest {
     pub name: String,
     pub nodes: Vec<String>,
     pub run_duration: u64,
-    pub gce_state: String,
+    pub gce_state: GceRequestState,
 }
 
 /// An event to append.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NewEvent {
-    pub kind: String,
+    pub kind: EventKind,
     pub nodes: Vec<String>,
     pub message: String,
 }
@@ -270,27 +421,37 @@ impl Plan {
             && self.backoffs_cleared.is_empty()
     }
 
-    pub(crate) fn event(&mut self, kind: &str, nodes: Vec<String>, message: impl Into<String>) {
-        self.events.push(NewEvent { kind: kind.to_string(), nodes, message: message.into() });
+    pub(crate) fn event(&mut self, kind: EventKind, nodes: Vec<String>, message: impl Into<String>) {
+        self.events.push(NewEvent { kind, nodes, message: message.into() });
     }
 }
 
 impl PlanConfig {
-    /// `(nodeset, index, is_static)` when `name` is `{cluster}-{nodeset}-{index}` of a configured
-    /// nodeset with the index in range. Nodeset names hold no `-`, so the last `-` splits exactly:
-    /// `x-gpu-1` is never mistaken for `x-gpu-10`, nor `gpu` for `gpu2`.
-    pub fn node_ref(&self, name: &str) -> Option<(String, u32, bool)> {
-        let rest = name.strip_prefix(&self.cluster_name)?.strip_prefix('-')?;
-        let (nodeset, index) = rest.rsplit_once('-')?;
-        if index.is_empty()
-            || !index.bytes().all(|b| b.is_ascii_digit())
-            || (index.len() > 1 && index.starts_with('0'))
-        {
-            return None;
+    /// The planner's view of `cfg`.
+    pub fn new(cfg: &Config) -> PlanConfig {
+        PlanConfig {
+            naming: Naming::new(cfg),
+            region: cfg.gcp.region.clone(),
+            orphan_grace: cfg.reconcile.orphan_grace as i64,
+            mig_gc_grace: cfg.reconcile.mig_gc_grace as i64,
+            backoff_initial: cfg.reconcile.backoff_initial as i64,
+            backoff_max: cfg.reconcile.backoff_max as i64,
+            internal_ip: cfg.slurm.node_addr == crate::config::NodeAddr::InternalIp,
+            nodesets: cfg
+                .nodesets
+                .iter()
+                .map(|n| {
+                    let plan = NodesetPlan {
+                        name: n.name.clone(),
+                        max_run_duration: n.dws_flex.max_run_duration,
+                        use_job_duration: n.dws_flex.use_job_duration,
+                        boot_allowance: n.dws_flex.boot_allowance,
+                        queue_timeout: n.dws_flex.queue_timeout,
+                        eol_grace: n.dws_flex.eol_grace,
+                    };
+                    (n.name.clone(), plan)
+                })
+                .collect(),
         }
-        let index: u32 = index.parse().ok()?;
-        let ns = self.nodesets.get(nodeset)?;
-        (index < ns.node_count_static + ns.node_count_dynamic_max)
-            .then(|| (nodeset.to_string(), index, index < ns.node_count_static))
     }
 }

@@ -171,7 +171,7 @@ impl StoreTx {
             "UPDATE requests SET phase = ?, gce_state = ?, last_error = ?, updated_at = ? WHERE id = ?",
         )
         .bind(r.phase.as_str())
-        .bind(&r.gce_state)
+        .bind(r.gce_state.as_ref().map(GceRequestState::as_str))
         .bind(&r.last_error)
         .bind(to_ms(r.updated_at))
         .bind(r.id)

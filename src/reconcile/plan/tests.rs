@@ -1,8 +1,8 @@
 //! Table tests of the planner: one case per rule, including the Slurm states peers get stuck in.
 
-use super::plan::*;
-use super::types::*;
-use crate::model::*;
+use super::*;
+use crate::naming::Naming;
+use crate::reconcile::types::*;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,11 +10,21 @@ fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 23, 12, 0, 0).unwrap()
 }
 
+/// Nodesets a (2000 nodes), b (5, queue_timeout 1h), gpu and gpu2 (20 each); with `static_b`, b's
+/// first node is static.
+fn naming(static_b: bool) -> Naming {
+    let b = if static_b { ("b", 1, 4) } else { ("b", 0, 5) };
+    Naming::with_nodesets("hpc", [("a", 0, 2000), b, ("gpu", 0, 20), ("gpu2", 0, 20)])
+}
+
+/// `(nodeset, index, is_static)` of one of our node names.
+fn node_ref(c: &PlanConfig, name: &str) -> Option<(String, u32, bool)> {
+    c.naming.parse(name).ok().map(|r| (r.nodeset, r.index, r.is_static))
+}
+
 fn cfg() -> PlanConfig {
-    let ns = |name: &str, st: u32, dy: u32, qt: u64| NodesetPlan {
+    let ns = |name: &str, qt: u64| NodesetPlan {
         name: name.into(),
-        node_count_static: st,
-        node_count_dynamic_max: dy,
         max_run_duration: 604_800,
         use_job_duration: true,
         boot_allowance: 600,
@@ -22,14 +32,14 @@ fn cfg() -> PlanConfig {
         eol_grace: 600,
     };
     PlanConfig {
-        cluster_name: "hpc".into(),
+        naming: naming(false),
         region: "us-central1".into(),
         orphan_grace: 300,
         mig_gc_grace: 300,
         backoff_initial: 60,
         backoff_max: 1800,
         internal_ip: false,
-        nodesets: [ns("a", 0, 2000, 0), ns("b", 0, 5, 3600), ns("gpu", 0, 20, 0), ns("gpu2", 0, 20, 0)]
+        nodesets: [ns("a", 0), ns("b", 3600), ns("gpu", 0), ns("gpu2", 0)]
             .into_iter()
             .map(|n| (n.name.clone(), n))
             .collect(),
@@ -37,7 +47,7 @@ fn cfg() -> PlanConfig {
 }
 
 fn node(name: &str, state: NodeState) -> Node {
-    let (ns, idx, st) = cfg().node_ref(name).expect("test node is ours");
+    let (ns, idx, st) = node_ref(&cfg(), name).expect("test node is ours");
     let mut n = new_node(name, &ns, idx, st, t0() - Duration::hours(1));
     n.state = state;
     n
@@ -46,7 +56,7 @@ fn node(name: &str, state: NodeState) -> Node {
 fn request(id: i64, nodes: &[&str], phase: RequestPhase) -> Request {
     Request {
         id,
-        nodeset: cfg().node_ref(nodes[0]).unwrap().0,
+        nodeset: node_ref(&cfg(), nodes[0]).unwrap().0,
         job_id: Some(7),
         tag: format!("t{id:07}"),
         mig: format!("hpc-a-j7-t{id:07}"),
@@ -110,8 +120,7 @@ impl World {
     }
     /// Nodeset b with one static node (hpc-b-0).
     fn with_static(mut self) -> World {
-        self.c.nodesets.get_mut("b").unwrap().node_count_static = 1;
-        self.c.nodesets.get_mut("b").unwrap().node_count_dynamic_max = 4;
+        self.c.naming = naming(true);
         self
     }
     fn node(mut self, n: Node) -> World {
@@ -151,11 +160,11 @@ impl World {
         self.o.requests.insert(
             mig.into(),
             ObservedRequest {
-                state: state.into(),
                 error: error.map(|(c, m)| (c.into(), m.into())),
                 capacity_error: capacity,
-                ..Default::default()
-            },
+                ..ObservedRequest::in_state(state.into())
+            }
+            .into(),
         );
         self
     }
@@ -170,7 +179,7 @@ fn node_after<'a>(p: &'a Plan, name: &str) -> Option<&'a Node> {
 
 fn has_update(p: &Plan, node: &str, state: &str) -> bool {
     p.slurm.iter().any(|s| {
-        matches!(s, SlurmStep::UpdateState { nodes, state: st, .. } if st == state && nodes.iter().any(|n| n == node))
+        matches!(s, SlurmStep::UpdateState { nodes, state: st, .. } if st.as_str() == state && nodes.iter().any(|n| n == node))
     })
 }
 
@@ -208,14 +217,14 @@ fn run_durations() {
 #[test]
 fn node_names_never_confused() {
     let c = World::new().with_static().c;
-    assert_eq!(c.node_ref("hpc-gpu-1"), Some(("gpu".into(), 1, false)));
-    assert_eq!(c.node_ref("hpc-gpu-10"), Some(("gpu".into(), 10, false)));
-    assert_eq!(c.node_ref("hpc-gpu2-1"), Some(("gpu2".into(), 1, false)));
-    assert_eq!(c.node_ref("hpc-b-0"), Some(("b".into(), 0, true)));
+    assert_eq!(node_ref(&c, "hpc-gpu-1"), Some(("gpu".into(), 1, false)));
+    assert_eq!(node_ref(&c, "hpc-gpu-10"), Some(("gpu".into(), 10, false)));
+    assert_eq!(node_ref(&c, "hpc-gpu2-1"), Some(("gpu2".into(), 1, false)));
+    assert_eq!(node_ref(&c, "hpc-b-0"), Some(("b".into(), 0, true)));
     for bad in
         ["hpc-gpu-20", "hpc-gpu-01", "hpc-gpu-", "hpc-gpu-x", "other-a-1", "hpc-a", "hpcx-a-1", "hpc-c-1"]
     {
-        assert_eq!(c.node_ref(bad), None, "{bad}");
+        assert_eq!(node_ref(&c, bad), None, "{bad}");
     }
 }
 
@@ -244,7 +253,10 @@ fn pending_nodes_group_by_nodeset_and_job_and_split_at_1000() {
             ("gpu".into(), None, 3, 604_800),
         ]
     );
-    assert!(p.events.iter().any(|e| e.kind == "run_duration" && e.message.contains("no time limit")));
+    assert!(p
+        .events
+        .iter()
+        .any(|e| e.kind.as_str() == "run_duration" && e.message.contains("no time limit")));
     assert!(p.gce.is_empty(), "groups are recorded before anything is sent");
 }
 
@@ -277,7 +289,7 @@ fn request_lifecycle_steps() {
         .rr(&r.mig, "ACCEPTED", None, false);
     let p = w.plan();
     assert!(p.gce.is_empty());
-    assert_eq!(p.requests[0].gce_state.as_deref(), Some("ACCEPTED"));
+    assert_eq!(p.requests[0].gce_state.as_ref().map(GceRequestState::as_str), Some("ACCEPTED"));
     // SUCCEEDED → node up
     let w = World::new()
         .node(n.clone())
@@ -325,7 +337,7 @@ fn failed_request_requeues_releases_and_backs_off() {
     assert!(p.gce.iter().any(|s| matches!(s, GceStep::DeleteMig { mig, .. } if *mig == r.mig)));
     assert_eq!(p.backoffs_set.len(), 1);
     assert_eq!(p.backoffs_set[0].until, t0() + Duration::seconds(60));
-    assert!(p.events.iter().any(|e| e.kind == "request_failed" && e.message.contains("no a3u")));
+    assert!(p.events.iter().any(|e| e.kind.as_str() == "request_failed" && e.message.contains("no a3u")));
     // The requeued job may start again when the backoff ends, after the node update that requeued it.
     assert_eq!(
         p.slurm.last(),
@@ -391,7 +403,7 @@ fn queued_past_timeout_is_cancelled_and_then_released() {
         .rr(&r.mig, "ACCEPTED", None, false);
     let p = w.plan();
     assert!(matches!(p.gce.as_slice(), [GceStep::CancelResizeRequest { request: 1, .. }]), "{:?}", p.gce);
-    assert!(p.events.iter().any(|e| e.kind == "queue_timeout"));
+    assert!(p.events.iter().any(|e| e.kind.as_str() == "queue_timeout"));
     // when GCE says CANCELLED the cause recorded is the timeout
     let mut r2 = p.requests[0].clone();
     r2.gce_state = Some("ACCEPTED".into());
@@ -493,7 +505,7 @@ fn expiry_of_a_dynamic_node_takes_it_out_of_service() {
     assert_eq!(after.state, NodeState::PoweredDown);
     assert!(has_update(&p, "hpc-a-1", "power_down_force"));
     assert!(p.slurm.iter().any(|s| matches!(s, SlurmStep::DeleteReservation { .. })));
-    assert!(p.events.iter().any(|e| e.kind == "expired"));
+    assert!(p.events.iter().any(|e| e.kind.as_str() == "expired"));
     // No VM, no stale step: the requeued job need not sit out Slurm's requeue hold.
     assert_eq!(p.slurm.last(), Some(&SlurmStep::SetJobsBegin { jobs: vec![7], begin: t0() }));
 }
@@ -690,11 +702,11 @@ fn a_request_in_flight_in_an_unrecorded_mig_is_adopted_not_collected() {
     w.o.requests.insert(
         "hpc-a-j4-cafe0001".into(),
         ObservedRequest {
-            state: "ACCEPTED".into(),
             instances: vec!["hpc-a-2".into(), "hpc-a-3".into(), "not-ours-1".into()],
             run_duration: Some(4200),
-            ..Default::default()
-        },
+            ..ObservedRequest::in_state("ACCEPTED".into())
+        }
+        .into(),
     );
     let p = w.plan();
     assert_eq!(
@@ -718,10 +730,10 @@ fn a_request_in_flight_in_an_unrecorded_mig_is_adopted_not_collected() {
     w2.o.requests.insert(
         "hpc-a-j4-cafe0001".into(),
         ObservedRequest {
-            state: "SUCCEEDED".into(),
             instances: vec!["hpc-a-2".into()],
-            ..Default::default()
-        },
+            ..ObservedRequest::in_state("SUCCEEDED".into())
+        }
+        .into(),
     );
     assert!(w2.plan().adopted_requests.is_empty());
 }

@@ -1,0 +1,375 @@
+//! Commit: what a round decided is written to the store in one transaction, and the desired state
+//! the reconciler keeps between passes follows from the same value.
+//!
+//! Every change to the desired state — a round's plan, the ingested inbox, a refused insert — is
+//! first made a [`ChangeSet`]. [`commit`] writes it to the store and applies it to the kept state;
+//! nothing else changes either. `write` and `apply` each take the change set apart field by field
+//! (a field added to one and not the other does not compile), and debug builds still read the
+//! state back after every pass and compare (`Reconciler::check_kept_state`).
+
+use super::error::ReconcileError;
+use super::gce_edge;
+use super::ingest::Ingested;
+use super::plan::new_node;
+use super::types::*;
+use crate::config::Config;
+use crate::model::*;
+use crate::naming;
+use crate::store::{Store, StoreError, StoreTx};
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+/// Changes to the desired state and the events that explain them: full new records, each at most once.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChangeSet {
+    pub nodes: Vec<Node>,
+    /// Changed request groups; a group whose phase is `done` leaves the kept state.
+    pub requests: Vec<Request>,
+    /// Changed MIGs; a MIG whose state is `deleted` leaves the kept state.
+    pub migs: Vec<Mig>,
+    pub backoffs_set: Vec<Backoff>,
+    /// Nodesets whose backoff ends (after `backoffs_set`, as the store applies them).
+    pub backoffs_cleared: Vec<String>,
+    /// Events to append (the log is not part of the kept state).
+    pub events: Vec<NewEvent>,
+}
+
+impl ChangeSet {
+    pub fn is_empty(&self) -> bool {
+        *self == ChangeSet::default()
+    }
+
+    /// Only events.
+    pub fn events(events: Vec<NewEvent>) -> ChangeSet {
+        ChangeSet { events, ..ChangeSet::default() }
+    }
+
+    /// Adds `other`'s changes after this one's (a record in both: `other`'s wins).
+    pub fn merge(&mut self, other: ChangeSet) {
+        let ChangeSet { nodes, requests, migs, backoffs_set, backoffs_cleared, events } = other;
+        self.nodes.retain(|n| !nodes.iter().any(|o| o.name == n.name));
+        self.nodes.extend(nodes);
+        self.requests.retain(|r| !requests.iter().any(|o| o.id == r.id));
+        self.requests.extend(requests);
+        self.migs.retain(|m| !migs.iter().any(|o| o.name == m.name));
+        self.migs.extend(migs);
+        self.backoffs_set.extend(backoffs_set);
+        self.backoffs_cleared.extend(backoffs_cleared);
+        self.events.extend(events);
+    }
+
+    /// Writes the change set in `tx` (events at `now`).
+    async fn write(&self, tx: &mut StoreTx, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let ChangeSet { nodes, requests, migs, backoffs_set, backoffs_cleared, events } = self;
+        tx.upsert_nodes(nodes).await?;
+        for r in requests {
+            tx.update_request(r).await?;
+        }
+        for m in migs {
+            tx.upsert_mig(m).await?;
+        }
+        for e in events {
+            tx.add_event(now, e.kind.as_str(), &e.nodes, &e.message).await?;
+        }
+        for b in backoffs_set {
+            tx.set_backoff(b).await?;
+        }
+        for ns in backoffs_cleared {
+            tx.clear_backoff(ns).await?;
+        }
+        Ok(())
+    }
+
+    /// Applies the change set to `desired` (records are moved, not copied).
+    fn apply(self, desired: &mut Desired) {
+        let ChangeSet { nodes, requests, migs, backoffs_set, backoffs_cleared, events: _ } = self;
+        for n in nodes {
+            match desired.nodes.get_mut(&n.name) {
+                Some(slot) => *slot = n,
+                None => {
+                    desired.nodes.insert(n.name.clone(), n);
+                }
+            }
+        }
+        for r in requests {
+            if r.phase == RequestPhase::Done {
+                desired.requests.remove(&r.id);
+            } else {
+                desired.requests.insert(r.id, r);
+            }
+        }
+        for m in migs {
+            if m.state == MigState::Deleted {
+                desired.migs.remove(&m.name);
+            } else {
+                desired.migs.insert(m.name.clone(), m);
+            }
+        }
+        for b in backoffs_set {
+            desired.backoffs.insert(b.nodeset.clone(), b);
+        }
+        for ns in backoffs_cleared {
+            desired.backoffs.remove(&ns);
+        }
+    }
+}
+
+/// Writes `changes` in `tx` and applies them to `desired`: the one way the kept desired state changes.
+pub(super) async fn commit(
+    tx: &mut StoreTx,
+    changes: ChangeSet,
+    desired: &mut Desired,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    changes.write(tx, now).await?;
+    changes.apply(desired);
+    Ok(())
+}
+
+/// The desired state as the store holds it.
+pub(super) async fn read_desired(store: &Store) -> Result<Desired, StoreError> {
+    Ok(Desired {
+        nodes: store.nodes().await?.into_iter().map(|n| (n.name.clone(), n)).collect(),
+        requests: store.requests(true).await?.into_iter().map(|r| (r.id, r)).collect(),
+        migs: store.migs(true).await?.into_iter().map(|m| (m.name.clone(), m)).collect(),
+        backoffs: store.backoffs().await?.into_iter().map(|b| (b.nodeset.clone(), b)).collect(),
+    })
+}
+
+/// The first entry where two desired states differ, described; `None` when they are equal.
+pub(super) fn first_difference(a: &Desired, b: &Desired) -> Option<String> {
+    fn diff<K: Ord + std::fmt::Debug, V: PartialEq + std::fmt::Debug>(
+        what: &str,
+        a: &BTreeMap<K, V>,
+        b: &BTreeMap<K, V>,
+    ) -> Option<String> {
+        let keys: BTreeSet<&K> = a.keys().chain(b.keys()).collect();
+        keys.into_iter().find_map(|k| match (a.get(k), b.get(k)) {
+            (x, y) if x == y => None,
+            (x, y) => Some(format!("{what} {k:?}: kept {x:?}, stored {y:?}")),
+        })
+    }
+    diff("node", &a.nodes, &b.nodes)
+        .or_else(|| diff("request", &a.requests, &b.requests))
+        .or_else(|| diff("MIG", &a.migs, &b.migs))
+        .or_else(|| diff("backoff", &a.backoffs, &b.backoffs))
+}
+
+/// Commits the inbox entries a pass ingested: the nodes' new records and the events, with the
+/// entries marked processed, in one transaction.
+pub(super) async fn commit_ingest(
+    store: &Store,
+    ing: &mut Ingested,
+    desired: &mut Desired,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let mut events = std::mem::take(&mut ing.events);
+    events.extend(ing.not_ours.iter().map(|n| NewEvent {
+        kind: EventKind::NotOurs,
+        nodes: vec![n.node().to_string()],
+        message: format!("{n}: set DOWN in Slurm"),
+    }));
+    let changes = ChangeSet { nodes: std::mem::take(&mut ing.nodes), events, ..ChangeSet::default() };
+    let mut tx = store.begin().await?;
+    commit(&mut tx, changes, desired, now).await?;
+    tx.mark_inbox_processed(&ing.processed, now).await?;
+    tx.prune_inbox(now - chrono::Duration::days(1)).await?;
+    tx.commit().await
+}
+
+/// What [`commit_round`] needs besides the store: the config the outbox payloads are written from,
+/// and the planner's view of it (names, region).
+pub(super) struct RoundContext<'a> {
+    pub cfg: &'a Config,
+    pub plan_cfg: &'a PlanConfig,
+}
+
+/// Writes a round's decisions in one transaction — its record changes, its new request groups (their
+/// tags chosen and persisted before anything is sent to GCE, so a crash or a retry reuses the same MIG
+/// name instead of making a second MIG), the requests it adopted, and the outbox intents of `steps` —
+/// and applies the same changes to `desired`. Returns the outbox entries of `steps`, in order.
+pub(super) async fn commit_round(
+    store: &Store,
+    ctx: &RoundContext<'_>,
+    plan: &mut Plan,
+    steps: &[GceStep],
+    desired: &mut Desired,
+    now: DateTime<Utc>,
+) -> Result<Vec<OutboxEntry>, ReconcileError> {
+    let mut tx = store.begin().await?;
+    // A new group's id is the store's: its row is inserted first, then it is a record like any other.
+    let mut created = Vec::with_capacity(plan.new_groups.len());
+    let mut taken = HashSet::new();
+    for g in &plan.new_groups {
+        let tag = unused_tag(desired, &taken);
+        taken.insert(tag.clone());
+        let mig = ctx.plan_cfg.naming.mig_name(&g.nodeset, g.job_id, &tag);
+        let name = naming::resize_request_name(&tag);
+        created.push(
+            tx.insert_request(&g.nodeset, g.job_id, &tag, &mig, &name, &g.nodes, g.run_duration, now).await?,
+        );
+    }
+    let mut adopted = Vec::with_capacity(plan.adopted_requests.len());
+    for a in &plan.adopted_requests {
+        adopted.push(
+            tx.insert_request(&a.nodeset, a.job_id, &a.tag, &a.mig, &a.name, &a.nodes, a.run_duration, now)
+                .await?,
+        );
+    }
+    let changes = round_changes(plan, created, adopted, desired, ctx.plan_cfg, now);
+    commit(&mut tx, changes, desired, now).await?;
+    let mut entries = Vec::with_capacity(steps.len());
+    for s in steps {
+        let (kind, target, payload) = gce_edge::intent(s, desired, ctx.cfg, &ctx.plan_cfg.naming)?;
+        entries.push(tx.outbox_intent(kind, &target, &payload, now).await?);
+    }
+    tx.commit().await?;
+    Ok(entries)
+}
+
+/// The change set of a round: the plan's changed records (taken from it, not copied), plus, for each
+/// new group (`created`: its row as inserted) and each adopted request (`adopted`), the request, its
+/// MIG, its nodes now `requested`, and the event that says so.
+pub(super) fn round_changes(
+    plan: &mut Plan,
+    created: Vec<Request>,
+    adopted: Vec<Request>,
+    desired: &Desired,
+    cfg: &PlanConfig,
+    now: DateTime<Utc>,
+) -> ChangeSet {
+    let mut nodes: BTreeMap<String, Node> =
+        std::mem::take(&mut plan.nodes).into_iter().map(|n| (n.name.clone(), n)).collect();
+    let mut requests = std::mem::take(&mut plan.requests);
+    let mut migs = std::mem::take(&mut plan.migs);
+    let mut events = std::mem::take(&mut plan.events);
+    let request_node = |node: &mut Node, r: &Request| {
+        node.state = NodeState::Requested;
+        node.state_since = now;
+        node.request_id = Some(r.id);
+        node.mig = Some(r.mig.clone());
+        node.job_id = r.job_id;
+    };
+    for (g, r) in plan.new_groups.iter().zip(created) {
+        migs.push(Mig {
+            name: r.mig.clone(),
+            nodeset: g.nodeset.clone(),
+            region: cfg.region.clone(),
+            target_size: 0,
+            state: MigState::Creating,
+            created_at: now,
+            empty_since: None,
+        });
+        for n in &g.nodes {
+            if let Some(node) = record(&mut nodes, desired, n) {
+                request_node(node, &r);
+            }
+        }
+        let job = g.job_id.map(|j| format!(" for job {j}")).unwrap_or_default();
+        events.push(NewEvent {
+            kind: EventKind::RequestPlanned,
+            nodes: g.nodes.clone(),
+            message: format!(
+                "resize request {} in new MIG {}{job}: {}, run duration {}s",
+                r.name,
+                r.mig,
+                count_of(g.nodes.len(), "node"),
+                g.run_duration
+            ),
+        });
+        requests.push(r);
+    }
+    for (a, mut r) in plan.adopted_requests.iter().zip(adopted) {
+        r.phase = RequestPhase::Active;
+        r.gce_state = Some(a.gce_state.clone());
+        for n in &a.nodes {
+            if record(&mut nodes, desired, n).is_none() {
+                let Ok(at) = cfg.naming.parse(n) else { continue };
+                nodes.insert(n.clone(), new_node(n, &at.nodeset, at.index, at.is_static, now));
+            }
+            if let Some(node) = nodes.get_mut(n) {
+                request_node(node, &r);
+            }
+        }
+        events.push(NewEvent {
+            kind: EventKind::Adopted,
+            nodes: a.nodes.clone(),
+            message: format!(
+                "resize request {} in MIG {} ({}, {} nodes) was in GCE but not on record: adopted and followed",
+                a.name,
+                a.mig,
+                a.gce_state,
+                a.nodes.len()
+            ),
+        });
+        requests.push(r);
+    }
+    ChangeSet {
+        nodes: nodes.into_values().collect(),
+        requests,
+        migs,
+        backoffs_set: std::mem::take(&mut plan.backoffs_set),
+        backoffs_cleared: std::mem::take(&mut plan.backoffs_cleared),
+        events,
+    }
+}
+
+/// The record of node `name` in the change set, copied from `desired` the first time.
+fn record<'a>(nodes: &'a mut BTreeMap<String, Node>, desired: &Desired, name: &str) -> Option<&'a mut Node> {
+    if !nodes.contains_key(name) {
+        let node = desired.nodes.get(name)?.clone();
+        nodes.insert(name.to_string(), node);
+    }
+    nodes.get_mut(name)
+}
+
+/// Closes the pending outbox entries this pass neither sent nor resent (`used`): the daemon died
+/// between writing one and learning how it went, and GCE has since reached the state it aimed at, or
+/// the step was superseded. Each gets an `outbox_abandoned` event. The caller makes sure both GCE
+/// lists answered, so that nothing is concluded from a partial view; if the step is still needed
+/// the planner plans it again, and every mutation is idempotent by name. Returns how many.
+pub(super) async fn abandon_unused_outbox(
+    store: &Store,
+    used: &HashSet<i64>,
+    desired: &mut Desired,
+    now: DateTime<Utc>,
+) -> Result<usize, StoreError> {
+    let stale: Vec<OutboxEntry> =
+        store.pending_outbox().await?.into_iter().filter(|e| !used.contains(&e.id)).collect();
+    if stale.is_empty() {
+        return Ok(0);
+    }
+    let why = "no longer needed: GCE already shows the state it aimed at, or it was superseded";
+    let mut tx = store.begin().await?;
+    for e in &stale {
+        tx.outbox_update(e.id, OutboxState::Abandoned, Some(why), now).await?;
+    }
+    let events = stale
+        .iter()
+        .map(|e| NewEvent {
+            kind: EventKind::OutboxAbandoned,
+            nodes: vec![],
+            message: format!("{} {} (requestId {}): {why}", e.kind.as_str(), e.target, e.request_id),
+        })
+        .collect();
+    commit(&mut tx, ChangeSet::events(events), desired, now).await?;
+    tx.commit().await?;
+    Ok(stale.len())
+}
+
+/// A fresh tag no request group or MIG on record (or chosen this round) uses.
+fn unused_tag(desired: &Desired, taken: &HashSet<String>) -> String {
+    loop {
+        let tag = naming::new_tag(&mut rand::thread_rng());
+        if !taken.contains(&tag)
+            && !desired.requests.values().any(|r| r.tag == tag)
+            && !desired.migs.keys().any(|m| m.ends_with(&tag))
+        {
+            return tag;
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "commit_tests.rs"]
+mod tests;

@@ -1,0 +1,390 @@
+//! Execute: a round's GCE steps are sent (a bounded number at once) and each answer is judged —
+//! Done, Retry, Refused or Moot — and recorded; a round's Slurm steps are run, each batched over a
+//! hostlist.
+//!
+//! Judging is a pure function of the step and the typed error ([`judge`]), and so is what a judged
+//! step changes ([`settle`]): the outbox entry, the kept state (a refused insert fails its group
+//! through the usual path), what the next round may assume, and the pass report's line.
+
+use super::commit::{self, ChangeSet};
+use super::error::ReconcileError;
+use super::gce_edge::{self, SendError};
+use super::plan::REASON_PREFIX;
+use super::report::{PassReport, StepReport};
+use super::types::*;
+use crate::config::Config;
+use crate::gce::{self, ErrorClass, GceError};
+use crate::model::*;
+use crate::naming::{Naming, NotOurs};
+use crate::slurm::{NodeUpdate, Slurm};
+use crate::store::Store;
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+
+/// GCE mutations in flight at once during a pass.
+const GCE_CONCURRENCY: usize = 16;
+
+/// How one step went.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepResult {
+    /// GCE did it (its Operation is DONE without error, or the effect already existed).
+    Done,
+    /// Not done, for a reason that may pass (rate limit, timeout, transient error): the next pass resends
+    /// the same requestId.
+    Retry(String),
+    /// Refused for good. `code` is GCE's (e.g. `ZONE_RESOURCE_POOL_EXHAUSTED`) when it gave one.
+    Refused { code: Option<String>, message: String, class: ErrorClass },
+    /// Nothing left to do, but nothing learned either (cancel of a request that is final already: the
+    /// next poll says how it ended).
+    Moot(String),
+}
+
+impl StepResult {
+    /// Done, or nothing left to do.
+    pub fn ok(&self) -> bool {
+        matches!(self, StepResult::Done | StepResult::Moot(_))
+    }
+
+    /// A stockout or an exhausted quota: the nodeset backs off.
+    pub fn is_capacity(&self) -> bool {
+        matches!(self, StepResult::Refused { class: ErrorClass::Capacity | ErrorClass::Quota, .. })
+    }
+
+    /// What went wrong, as the event log, the outbox and the node reason say it: `CODE: message` for
+    /// a refusal with a code.
+    pub fn error(&self) -> Option<String> {
+        match self {
+            StepResult::Done => None,
+            StepResult::Moot(e) | StepResult::Retry(e) => Some(e.clone()),
+            StepResult::Refused { code: Some(code), message, .. } => Some(format!("{code}: {message}")),
+            StepResult::Refused { code: None, message, .. } => Some(message.clone()),
+        }
+    }
+}
+
+/// Decides what an answer means for a step.
+pub fn judge(step: &GceStep, e: &SendError) -> StepResult {
+    let e = match e {
+        SendError::RequestVanished => {
+            return StepResult::Refused { code: None, message: e.to_string(), class: ErrorClass::Invalid }
+        }
+        SendError::Config(c) => {
+            return StepResult::Refused {
+                code: Some("CONFIG".into()),
+                message: c.to_string(),
+                class: ErrorClass::Invalid,
+            }
+        }
+        SendError::Gce(e) => e,
+    };
+    let class = e.class();
+    let refused = || StepResult::Refused { code: gce_code(e), message: e.to_string(), class };
+    match (step, class) {
+        // The thing to create exists already: with our name it is ours (the name embeds our tag).
+        (GceStep::InsertMig { .. } | GceStep::InsertResizeRequest { .. }, ErrorClass::AlreadyExists) => {
+            StepResult::Done
+        }
+        // The thing to remove is gone already.
+        (GceStep::DeleteMig { .. } | GceStep::DeleteInstances { .. }, ErrorClass::NotFound) => {
+            StepResult::Done
+        }
+        // Cancel of a request that is final already: nothing left to cancel; the next poll says how it ended.
+        (GceStep::CancelResizeRequest { .. }, ErrorClass::ConditionNotMet | ErrorClass::NotFound) => {
+            StepResult::Moot(e.to_string())
+        }
+        (_, ErrorClass::Capacity | ErrorClass::Quota) => refused(),
+        (
+            GceStep::InsertMig { .. } | GceStep::InsertResizeRequest { .. },
+            ErrorClass::Invalid | ErrorClass::NotFound,
+        ) => refused(),
+        _ => StepResult::Retry(e.to_string()),
+    }
+}
+
+/// GCE's code for an error, when it gave one (an HTTP answer's most telling reason, an Operation's
+/// first error).
+fn gce_code(e: &GceError) -> Option<String> {
+    let code = match e {
+        GceError::Api(a) => Some(a.headline_code().to_string()),
+        GceError::Operation(o) => o.operation.errors().first().map(|x| x.code.clone()),
+        _ => None,
+    };
+    code.filter(|c| !c.is_empty())
+}
+
+/// How one judged step is recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Settled {
+    /// The outbox entry's new state, and the error to keep with it.
+    pub outbox: (OutboxState, Option<String>),
+    /// What the step changes in the desired state (a refused insert: its group goes on to fail).
+    pub changes: ChangeSet,
+    pub report: StepReport,
+}
+
+/// What a judged step means: for the outbox, for the desired state and the next round's
+/// observations (`observed`), and for the pass report.
+pub(super) fn settle(
+    step: &GceStep,
+    result: &StepResult,
+    desired: &Desired,
+    observed: &mut Observed,
+    now: DateTime<Utc>,
+) -> Settled {
+    let target = step_target(step);
+    let report = StepReport {
+        step: step.kind(),
+        target: target.clone(),
+        ok: result.ok(),
+        error: if result.ok() { None } else { result.error() },
+    };
+    let mut changes = ChangeSet::default();
+    let outbox = match result {
+        StepResult::Done => {
+            learn(step, observed, desired);
+            (OutboxState::Done, None)
+        }
+        StepResult::Moot(e) => {
+            if let GceStep::CancelResizeRequest { mig, .. } = step {
+                observed.requests.remove(mig); // stale: decide after the next poll
+            }
+            (OutboxState::Done, Some(e.clone()))
+        }
+        StepResult::Retry(e) => (OutboxState::Pending, Some(e.clone())),
+        StepResult::Refused { code, message, .. } => {
+            let error = result.error().unwrap_or_default();
+            // A refused insert fails its request group through the usual path: the next round sees
+            // the request FAILED with GCE's code.
+            if let GceStep::InsertMig { request, mig, .. } | GceStep::InsertResizeRequest { request, mig } =
+                step
+            {
+                if let Some(r) = desired.requests.get(request) {
+                    let mut r = r.clone();
+                    r.phase = RequestPhase::Active;
+                    r.updated_at = now;
+                    changes.requests.push(r);
+                }
+                let code = code.clone().unwrap_or_else(|| "ERROR".into());
+                observed.requests.insert(
+                    mig.clone(),
+                    PolledRequest::Found(ObservedRequest {
+                        error: Some((code, message.clone())),
+                        capacity_error: result.is_capacity(),
+                        ..ObservedRequest::in_state(GceRequestState::Failed)
+                    }),
+                );
+            } else {
+                changes.events.push(NewEvent {
+                    kind: EventKind::GceRefused,
+                    nodes: vec![],
+                    message: format!("{} {target}: {error}", step.kind()),
+                });
+            }
+            (OutboxState::Abandoned, Some(error))
+        }
+    };
+    Settled { outbox, changes, report }
+}
+
+/// What a finished step tells the next planning round (the list would show it next pass).
+pub(super) fn learn(step: &GceStep, observed: &mut Observed, desired: &Desired) {
+    match step {
+        GceStep::InsertMig { request, mig, nodeset } => {
+            if let Some(m) = observed.migs.as_mut() {
+                let r = desired.requests.get(request);
+                m.insert(
+                    mig.clone(),
+                    ObservedMig {
+                        name: mig.clone(),
+                        nodeset: nodeset.clone(),
+                        tag: r.map(|r| r.tag.clone()).unwrap_or_default(),
+                        job_id: r.and_then(|r| r.job_id),
+                        target_size: 0,
+                        created: None,
+                    },
+                );
+            }
+        }
+        GceStep::InsertResizeRequest { mig, .. } => {
+            observed
+                .requests
+                .insert(mig.clone(), ObservedRequest::in_state(GceRequestState::Creating).into());
+        }
+        GceStep::CancelResizeRequest { mig, .. } => {
+            if let Some(PolledRequest::Found(rr)) = observed.requests.get_mut(mig) {
+                if !matches!(rr.state, GceRequestState::Succeeded | GceRequestState::Failed) {
+                    rr.state = GceRequestState::Cancelled;
+                }
+            }
+        }
+        GceStep::DeleteInstances { instances, .. } => {
+            if let Some(vms) = observed.vms.as_mut() {
+                for i in instances {
+                    vms.remove(i);
+                }
+            }
+        }
+        GceStep::DeleteMig { mig, .. } => {
+            if let Some(m) = observed.migs.as_mut() {
+                m.remove(mig);
+            }
+            if let Some(vms) = observed.vms.as_mut() {
+                vms.retain(|_, v| v.mig.as_deref() != Some(mig.as_str()));
+            }
+        }
+    }
+}
+
+/// What a step is about, for the pass report and the log.
+fn step_target(s: &GceStep) -> String {
+    match s {
+        GceStep::DeleteInstances { mig, instances } => {
+            format!("{mig}: {}", crate::hostlist::compress(instances))
+        }
+        _ => s.mig().to_string(),
+    }
+}
+
+/// What executing a round needs.
+pub(super) struct Executor<'a> {
+    pub cfg: &'a Arc<Config>,
+    pub naming: &'a Naming,
+    pub store: &'a Store,
+    pub gce: &'a gce::Client,
+    pub slurm: &'a Slurm,
+}
+
+impl Executor<'_> {
+    /// Sends the GCE steps of a round (at most [`GCE_CONCURRENCY`] at once) with their outbox entries,
+    /// then records how each went in one transaction.
+    pub(super) async fn gce_steps(
+        &self,
+        steps: &[GceStep],
+        outbox: Vec<OutboxEntry>,
+        desired: &mut Desired,
+        observed: &mut Observed,
+        report: &mut PassReport,
+        now: DateTime<Utc>,
+    ) -> Result<(), ReconcileError> {
+        if steps.is_empty() {
+            return Ok(());
+        }
+        let sem = Arc::new(tokio::sync::Semaphore::new(GCE_CONCURRENCY));
+        let mut set = tokio::task::JoinSet::new();
+        for (i, (step, entry)) in steps.iter().cloned().zip(outbox).enumerate() {
+            // A task is made only when it may run: a round of 1,000 steps never holds 1,000 futures.
+            let permit = sem.clone().acquire_owned().await;
+            let gce = self.gce.clone();
+            let cfg = self.cfg.clone();
+            let naming = self.naming.clone();
+            let request = step.request().and_then(|id| desired.requests.get(&id)).cloned();
+            set.spawn(async move {
+                let _permit = permit;
+                let result = match gce_edge::send(&gce, &cfg, &naming, &step, request.as_ref(), &entry).await
+                {
+                    Ok(()) => StepResult::Done,
+                    Err(e) => judge(&step, &e),
+                };
+                (i, step, entry, result)
+            });
+        }
+        let mut results = Vec::new();
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok(r) => results.push(r),
+                Err(e) => report.errors.push(format!("a GCE step panicked: {e}")),
+            }
+        }
+        results.sort_by_key(|r| r.0);
+        let mut tx = self.store.begin().await?;
+        let mut changes = ChangeSet::default();
+        for (_, step, entry, result) in results {
+            let settled = settle(&step, &result, desired, observed, now);
+            let (state, error) = &settled.outbox;
+            match &result {
+                StepResult::Retry(e) => {
+                    tracing::warn!(step = %step.kind(), target = %settled.report.target, request_id = %entry.request_id, error = %e, "GCE step failed; the next pass retries it")
+                }
+                StepResult::Refused { .. } => {
+                    tracing::warn!(step = %step.kind(), target = %settled.report.target, request_id = %entry.request_id, error = %error.as_deref().unwrap_or_default(), "GCE refused the step")
+                }
+                StepResult::Done | StepResult::Moot(_) => {}
+            }
+            tx.outbox_update(entry.id, *state, error.as_deref(), now).await?;
+            changes.merge(settled.changes);
+            report.gce_steps.push(settled.report);
+        }
+        commit::commit(&mut tx, changes, desired, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Runs the Slurm commands of a round (each one batched over a hostlist), recording failures.
+    pub(super) async fn slurm_steps(
+        &self,
+        steps: &[SlurmStep],
+        report: &mut PassReport,
+        desired: &mut Desired,
+        now: DateTime<Utc>,
+    ) {
+        for s in steps {
+            report.slurm_commands += 1;
+            let result = match s {
+                SlurmStep::UpdateState { nodes, state, reason } => {
+                    let hl = crate::hostlist::compress(nodes);
+                    let update = NodeUpdate {
+                        state: Some(state.as_str()),
+                        reason: reason.as_deref(),
+                        ..Default::default()
+                    };
+                    self.slurm.update_nodes(&hl, &update).await
+                }
+                SlurmStep::SetAddr { node, addr } => {
+                    let update =
+                        NodeUpdate { node_addr: Some(addr), node_hostname: Some(node), ..Default::default() };
+                    self.slurm.update_nodes(node, &update).await
+                }
+                SlurmStep::CreateReservation { name, node, start, end } => {
+                    self.slurm.create_reservation(name, node, *start, *end, "maint,ignore_jobs").await
+                }
+                SlurmStep::DeleteReservation { name } => {
+                    self.slurm.delete_reservation(name).await.map(|_| ())
+                }
+                SlurmStep::SetJobsBegin { jobs, begin } => self.slurm.set_jobs_begin(jobs, *begin).await,
+            };
+            if let Err(e) = result {
+                let msg = format!("Slurm {}: {e}", serde_json::to_string(s).unwrap_or_default());
+                tracing::warn!(error = %e, "Slurm command failed; the next pass decides again");
+                report.errors.push(msg.clone());
+                let event = NewEvent { kind: EventKind::SlurmError, nodes: vec![], message: msg };
+                if let Ok(mut tx) = self.store.begin().await {
+                    if commit::commit(&mut tx, ChangeSet::events(vec![event]), desired, now).await.is_ok() {
+                        let _ = tx.commit().await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Nodes a hook named that are not ours: DOWN in Slurm with the reason.
+    pub(super) async fn refuse_not_ours(&self, not_ours: &[NotOurs], report: &mut PassReport) {
+        for why in not_ours {
+            let node = why.node();
+            tracing::warn!(node = %node, reason = %why, "hook named a node slurm-dws does not manage");
+            let reason = format!("{REASON_PREFIX} not managed by slurm-dws: {why}");
+            let update = NodeUpdate {
+                state: Some(NodeStateChange::Down.as_str()),
+                reason: Some(&reason),
+                ..Default::default()
+            };
+            if let Err(e) = self.slurm.update_nodes(node, &update).await {
+                report.errors.push(format!("setting {node} DOWN: {e}"));
+            }
+            report.slurm_commands += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "execute_tests.rs"]
+mod tests;

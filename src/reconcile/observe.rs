@@ -1,0 +1,172 @@
+//! Observe, the first half of a pass: the hook calls waiting in the inbox, and what GCE and Slurm
+//! show now for the desired state on record.
+//!
+//! Nothing here changes anything. What could not be read is an error in the [`Observation`]
+//! (and so in the pass report), and the part it would have shown is `None` in [`Observed`], so the
+//! planner concludes nothing from its absence.
+
+use super::gce_edge;
+use super::plan::EOL_PREFIX;
+use super::types::*;
+use crate::config::Config;
+use crate::gce;
+use crate::model::{HookKind, InboxEntry, NodeState, RequestPhase};
+use crate::naming::{self, Naming};
+use crate::slurm::{self, NodeInfo, Slurm};
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+/// What one pass sees before it decides anything. [`Reconciler::pass_on`](super::Reconciler::pass_on)
+/// ingests its inbox and plans from the rest.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    /// When observing began: the pass's start, and the `now` it plans with (in milliseconds, as the
+    /// store keeps time, so that the desired state kept between passes equals what is stored).
+    pub started_at: DateTime<Utc>,
+    /// The same moment on the monotonic clock, for the pass's duration.
+    pub(super) started: Instant,
+    /// The hook calls not ingested yet, oldest first: the pass ingests exactly these (a call recorded
+    /// after this is read by the next pass, which the hook wakes).
+    pub inbox: Vec<InboxEntry>,
+    pub observed: Observed,
+    /// What could not be read; the pass that plans from this is degraded.
+    pub errors: Vec<String>,
+}
+
+impl Observation {
+    /// An empty observation starting now.
+    pub(super) fn begin(now: DateTime<Utc>) -> Observation {
+        Observation {
+            started_at: now,
+            started: Instant::now(),
+            inbox: Vec::new(),
+            observed: Observed::default(),
+            errors: Vec::new(),
+        }
+    }
+}
+
+/// The clients a pass observes through.
+pub(super) struct Sources<'a> {
+    pub cfg: &'a Config,
+    pub naming: &'a Naming,
+    pub gce: &'a gce::Client,
+    pub slurm: &'a Slurm,
+}
+
+/// GCE's and Slurm's answers for `desired` and the hook calls in `inbox`: one MIG list, one VM list,
+/// Slurm's nodes and reservations, one `get` per resize request to follow, and one `squeue` for the
+/// time limits of the jobs waiting for nodes.
+pub(super) async fn gce_and_slurm(
+    src: &Sources<'_>,
+    desired: &Desired,
+    inbox: &[InboxEntry],
+    errors: &mut Vec<String>,
+) -> Observed {
+    let mut o = Observed::default();
+    let (vms, migs, nodes, reservations) = tokio::join!(
+        gce_edge::observe_vms(src.gce, src.cfg),
+        gce_edge::observe_migs(src.gce, src.cfg, src.naming),
+        src.slurm.nodes(),
+        src.slurm.reservations(),
+    );
+    match vms {
+        Ok(v) => o.vms = Some(v),
+        Err(e) => errors.push(format!("listing VMs: {e}")),
+    }
+    match migs {
+        Ok(m) => o.migs = Some(m),
+        Err(e) => errors.push(format!("listing MIGs: {e}")),
+    }
+    match nodes {
+        Ok(n) => o.slurm = Some(slurm_view(n, &src.cfg.cluster_name)),
+        Err(e) => errors.push(format!("reading Slurm's nodes: {e}")),
+    }
+    match reservations {
+        Ok(r) => {
+            o.reservations =
+                Some(r.into_iter().map(|r| r.name).filter(|n| n.starts_with(EOL_PREFIX)).collect())
+        }
+        Err(e) => errors.push(format!("reading Slurm's reservations: {e}")),
+    }
+    for (mig, name) in requests_to_poll(desired, o.migs.as_ref()) {
+        match gce_edge::observe_request(src.gce, src.cfg, &mig, &name).await {
+            Ok(rr) => {
+                o.requests.insert(mig, rr);
+            }
+            Err(e) => errors.push(format!("reading resize request {name} in {mig}: {e}")),
+        }
+    }
+    let jobs = jobs_waiting(desired, inbox);
+    if !jobs.is_empty() {
+        match src.slurm.jobs(&jobs).await {
+            Ok(infos) => {
+                o.job_limits = infos.into_iter().map(|j| (j.job_id, job_limit(j.time_limit))).collect()
+            }
+            Err(e) => errors.push(format!("reading job time limits: {e}")),
+        }
+    }
+    o
+}
+
+/// Slurm's nodes of this cluster, as the planner reads them.
+pub(super) fn slurm_view(nodes: Vec<NodeInfo>, cluster: &str) -> BTreeMap<String, SlurmNode> {
+    let ours = format!("{cluster}-");
+    nodes
+        .into_iter()
+        .filter(|n| n.name.starts_with(&ours))
+        .map(|n| {
+            let s = SlurmNode {
+                state: n.state.to_lowercase(),
+                flags: n.flags.iter().collect(),
+                reason: n.reason,
+            };
+            (n.name, s)
+        })
+        .collect()
+}
+
+/// The resize requests to `get`, as (MIG, request name): the request of every group that is active
+/// (finished requests are never polled again), and the request an owned MIG the store has no record
+/// of would have (database lost, backup controller), so that a request still in flight is adopted
+/// and followed rather than its MIG collected. Once adopted, the MIG is on record and is not asked
+/// about this way again.
+pub(super) fn requests_to_poll(
+    desired: &Desired,
+    migs: Option<&BTreeMap<String, ObservedMig>>,
+) -> Vec<(String, String)> {
+    let active = desired
+        .requests
+        .values()
+        .filter(|r| r.phase == RequestPhase::Active)
+        .map(|r| (r.mig.clone(), r.name.clone()));
+    let unrecorded = migs
+        .into_iter()
+        .flat_map(|m| m.values())
+        .filter(|m| !desired.migs.contains_key(&m.name))
+        .map(|m| (m.name.clone(), naming::resize_request_name(&m.tag)));
+    active.chain(unrecorded).collect()
+}
+
+/// The jobs whose time limits size the next request groups: those of the nodes waiting for a request,
+/// and those of the resume calls about to be ingested.
+pub(super) fn jobs_waiting(desired: &Desired, inbox: &[InboxEntry]) -> Vec<u32> {
+    let pending =
+        desired.nodes.values().filter(|n| n.state == NodeState::ResumePending).filter_map(|n| n.job_id);
+    let resumed =
+        inbox.iter().filter(|e| e.kind == HookKind::Resume).flat_map(|e| e.jobs.iter().map(|(j, _)| *j));
+    pending.chain(resumed).collect::<BTreeSet<u32>>().into_iter().collect()
+}
+
+fn job_limit(t: slurm::TimeLimit) -> JobLimit {
+    match t {
+        slurm::TimeLimit::Minutes(m) => JobLimit::Minutes(m),
+        slurm::TimeLimit::Unlimited => JobLimit::Unlimited,
+        _ => JobLimit::Unknown,
+    }
+}
+
+#[cfg(test)]
+#[path = "observe_tests.rs"]
+mod tests;

@@ -1,0 +1,121 @@
+//! Rule 4: nodes waiting for a VM are grouped by (nodeset, job) into new request groups of at most
+//! [`MAX_GROUP`], each with its run duration.
+
+use super::*;
+
+/// Why a run duration is what it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunDuration {
+    pub seconds: u64,
+    /// Set when the value is a fallback or was clamped: the event to record.
+    pub note: Option<String>,
+}
+
+/// Run duration for a group: job TimeLimit + `boot_allowance` when `use_job_duration` and the limit is
+/// known and finite, else `max_run_duration`; clamped to what GCE accepts. Every fallback or clamp says so.
+pub fn run_duration(ns: &NodesetPlan, job: Option<u32>, limit: JobLimit) -> RunDuration {
+    let (raw, mut note) = match (ns.use_job_duration, job, limit) {
+        (false, _, _) => (ns.max_run_duration, None),
+        (true, None, _) => (
+            ns.max_run_duration,
+            Some(format!("no job: run duration is max_run_duration {}s", ns.max_run_duration)),
+        ),
+        (true, Some(_), JobLimit::Minutes(m)) => {
+            (m.saturating_mul(60).saturating_add(ns.boot_allowance), None)
+        }
+        (true, Some(j), JobLimit::Unlimited) => (
+            ns.max_run_duration,
+            Some(format!(
+                "job {j} has no time limit: run duration is max_run_duration {}s",
+                ns.max_run_duration
+            )),
+        ),
+        (true, Some(j), JobLimit::Unknown) => (
+            ns.max_run_duration,
+            Some(format!(
+                "job {j}'s time limit is unknown: run duration is max_run_duration {}s",
+                ns.max_run_duration
+            )),
+        ),
+    };
+    let seconds =
+        raw.clamp(MIN_RUN_DURATION, MAX_RUN_DURATION.min(ns.max_run_duration.max(MIN_RUN_DURATION)));
+    if seconds != raw {
+        note = Some(format!(
+            "run duration {raw}s clamped to {seconds}s (allowed {MIN_RUN_DURATION}..{})",
+            MAX_RUN_DURATION.min(ns.max_run_duration)
+        ));
+    }
+    RunDuration { seconds, note }
+}
+
+impl Planner<'_> {
+    pub(super) fn group_pending(&mut self) {
+        if self.o.vms.is_none() {
+            return; // cannot tell whether a VM already exists
+        }
+        let pending: Vec<Node> =
+            self.nodes.values().filter(|n| n.state == NodeState::ResumePending).cloned().collect();
+        let mut groups: BTreeMap<(String, Option<u32>), Vec<Node>> = BTreeMap::new();
+        for n in pending {
+            if let Some(vm) = self.vm(&n.name).cloned() {
+                // A VM already exists (a resume raced a suspend, or the VM was never deleted): use it
+                // when it is ours, else wait for it to go.
+                if let Some(m) = vm.mig.filter(|m| self.owned_mig(m)) {
+                    self.set_state(&n.name, NodeState::Up);
+                    if let Some(x) = self.nodes.get_mut(&n.name) {
+                        x.mig = Some(m);
+                    }
+                    self.plan.event(
+                        EventKind::Adopted,
+                        vec![n.name.clone()],
+                        "resume: the node's VM already exists: reused",
+                    );
+                }
+                continue;
+            }
+            if let Some(b) = self.in_backoff(&n.nodeset).cloned() {
+                if !n.is_static {
+                    let why = format!(
+                        "nodeset {} is in capacity backoff until {}: {}",
+                        n.nodeset,
+                        b.until.to_rfc3339(),
+                        b.reason
+                    );
+                    self.set_state(&n.name, NodeState::PoweredDown);
+                    if let Some(x) = self.nodes.get_mut(&n.name) {
+                        x.last_error = Some(why.clone());
+                    }
+                    self.power_down_force(
+                        &n.name,
+                        &format!("capacity backoff until {}", b.until.to_rfc3339()),
+                    );
+                    self.job_may_start_again(&n.name);
+                    self.plan.event(EventKind::BackoffRefused, vec![n.name.clone()], why);
+                }
+                continue;
+            }
+            groups.entry((n.nodeset.clone(), n.job_id)).or_default().push(n);
+        }
+        for ((nodeset, job), mut members) in groups {
+            let Some(ns) = self.cfg.nodesets.get(&nodeset) else { continue };
+            members.sort_by_key(|n| n.index);
+            let limit = job.map_or(JobLimit::Unknown, |j| {
+                self.o.job_limits.get(&j).copied().unwrap_or(JobLimit::Unknown)
+            });
+            let rd = run_duration(ns, job, limit);
+            for chunk in members.chunks(MAX_GROUP) {
+                let names: Vec<String> = chunk.iter().map(|n| n.name.clone()).collect();
+                if let Some(note) = &rd.note {
+                    self.plan.event(EventKind::RunDuration, names.clone(), note.clone());
+                }
+                self.plan.new_groups.push(NewGroup {
+                    nodeset: nodeset.clone(),
+                    job_id: job,
+                    nodes: names,
+                    run_duration: rd.seconds,
+                });
+            }
+        }
+    }
+}

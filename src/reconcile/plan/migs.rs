@@ -1,0 +1,109 @@
+//! Rule 5: owned MIGs — seen, gone, empty long enough to delete; an owned MIG the store does not
+//! know is adopted, with its resize request when that is still in flight (so that it is followed,
+//! not collected).
+
+use super::*;
+use std::collections::HashSet;
+
+impl Planner<'_> {
+    pub(super) fn migs_and_gc(&mut self) {
+        let Some(observed) = self.o.migs.as_ref() else { return };
+        // Each MIG name once (10,000 up nodes share 1,000 MIGs: no copy per node).
+        let mut busy: HashSet<String> = HashSet::new();
+        let open_requests = self.requests.values().filter(|r| {
+            matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
+        });
+        let holding_nodes = self
+            .nodes
+            .values()
+            .filter(|n| matches!(n.state, NodeState::Up | NodeState::Suspending | NodeState::Requested));
+        for mig in open_requests.map(|r| &r.mig).chain(holding_nodes.filter_map(|n| n.mig.as_ref())) {
+            if !busy.contains(mig) {
+                busy.insert(mig.clone());
+            }
+        }
+        for name in self.migs.keys_now() {
+            let name: &str = &name;
+            let Some(m) = self.migs.current(name) else { continue };
+            match observed.get(name) {
+                Some(om) => {
+                    let mut nm = m.clone().into_owned();
+                    if nm.state == MigState::Creating {
+                        nm.state = MigState::Active;
+                    }
+                    nm.target_size = om.target_size;
+                    let empty = om.target_size == 0 && !busy.contains(name);
+                    nm.empty_since = if empty { Some(m.empty_since.unwrap_or(self.now)) } else { None };
+                    if let Some(since) = nm.empty_since {
+                        if secs_since(self.now, since) >= self.cfg.mig_gc_grace
+                            && nm.state != MigState::Deleting
+                        {
+                            self.delete_mig(
+                                name,
+                                &format!("empty with no active request since {}", since.to_rfc3339()),
+                            );
+                        }
+                    }
+                    if nm != *m {
+                        self.migs.insert(name.to_string(), nm);
+                    }
+                }
+                None => {
+                    if matches!(m.state, MigState::Active | MigState::Deleting) {
+                        let mut nm = m.into_owned();
+                        nm.state = MigState::Deleted;
+                        nm.target_size = 0;
+                        self.migs.insert(name.to_string(), nm);
+                        self.plan.event(EventKind::MigDeleted, vec![], format!("MIG {name} is gone"));
+                    }
+                }
+            }
+        }
+        for (name, om) in observed {
+            if self.migs.contains_key(name) {
+                continue;
+            }
+            // Its request still in flight: adopt it too, and follow it to its end.
+            let in_flight = match self.o.requests.get(name) {
+                Some(PolledRequest::Found(rr)) if rr.state.in_flight() && !rr.instances.is_empty() => {
+                    Some(rr)
+                }
+                _ => None,
+            };
+            let adopted = in_flight.map(|rr| AdoptedRequest {
+                nodeset: om.nodeset.clone(),
+                job_id: om.job_id,
+                tag: om.tag.clone(),
+                mig: name.clone(),
+                name: crate::naming::resize_request_name(&om.tag),
+                nodes: rr.instances.iter().filter(|n| self.cfg.naming.is_ours(n)).cloned().collect(),
+                run_duration: rr.run_duration.unwrap_or(0),
+                gce_state: rr.state.clone(),
+            });
+            let busy = busy.contains(name) || adopted.is_some();
+            if let Some(a) = adopted {
+                self.plan.adopted_requests.push(a);
+            }
+            self.plan.event(
+                EventKind::Adopted,
+                vec![],
+                format!(
+                    "MIG {name} (nodeset {}, tag {}) is ours but was not on record: adopted",
+                    om.nodeset, om.tag
+                ),
+            );
+            self.migs.insert(
+                name.clone(),
+                Mig {
+                    name: name.clone(),
+                    nodeset: om.nodeset.clone(),
+                    region: self.cfg.region.clone(),
+                    target_size: om.target_size,
+                    state: MigState::Active,
+                    created_at: om.created.unwrap_or(self.now),
+                    empty_since: (om.target_size == 0 && !busy).then_some(self.now),
+                },
+            );
+        }
+    }
+}

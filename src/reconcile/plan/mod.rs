@@ -1,0 +1,252 @@
+//! The pure planner: `plan(config, desired, observed, now) -> Plan`. No I/O, no clock, table-tested
+//! (`tests.rs`).
+//!
+//! The rules, in the order they are applied, one file per family (docs/architecture.md explains each):
+//! 1. Backoffs that ran out end (`requests.rs`).
+//! 2. Every open request group walks its lifecycle (`requests.rs`): planned → MIG → resize request →
+//!    SUCCEEDED, or FAILED / CANCELLED / queued past `queue_timeout` → nodes back to powered-down and
+//!    usable, job requeued through Slurm (and allowed to start again when the nodeset may ask GCE
+//!    again, not after Slurm's two-minute requeue hold), MIG deleted, cause recorded, capacity
+//!    backoff started.
+//! 3. Every node is compared with its VM and with Slurm (`nodes.rs`): expiry, vanished VMs, suspends
+//!    to carry out, VMs that must not exist, static nodes to keep provisioned, drift between Slurm
+//!    and the store.
+//! 4. Nodes waiting for a VM are grouped by (nodeset, job) into new request groups of at most 1000
+//!    (`groups.rs`, with the run duration of each group).
+//! 5. Owned MIGs (`migs.rs`): seen, gone, empty long enough to delete; owned MIGs the store does not
+//!    know are adopted, with their resize request when it is still in flight (so that it is
+//!    followed, not collected).
+//! 6. VMs in owned MIGs that back no node are deleted after `orphan_grace` (`orphans.rs`; never one
+//!    named like a node of ours while Slurm cannot be asked whether a job runs there).
+//! 7. End-of-life reservations that no longer belong to an up node are removed, and ones Slurm lost
+//!    are made again (`reservations.rs`).
+//!
+//! Absence is only believed when the list that would show the thing succeeded this pass
+//! (`Observed::vms` / `migs` / `slurm` are `None` otherwise): a failed list never deletes anything.
+//!
+//! Each rule reads the desired state through an [`Overlay`](overlay) that copies only what it
+//! changes, and records what it decides in the [`Planner`]; [`Planner::finish`] batches the GCE and
+//! Slurm steps and returns the changed records.
+
+mod groups;
+mod migs;
+mod nodes;
+mod orphans;
+mod overlay;
+mod requests;
+mod reservations;
+#[cfg(test)]
+mod tests;
+
+pub use groups::{run_duration, RunDuration};
+pub use requests::next_backoff;
+
+use super::types::*;
+use crate::model::*;
+use chrono::{DateTime, Utc};
+use overlay::Overlay;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// GCE's hard cap on instances per resize request we use (and per `deleteInstances` call).
+pub const MAX_GROUP: usize = 1000;
+/// Run durations GCE accepts.
+pub const MIN_RUN_DURATION: u64 = 600;
+pub const MAX_RUN_DURATION: u64 = 604_800;
+/// How long Slurm may show a node powering up that slurm-dws has no record of before slurm-dws acts:
+/// a hook that is committing right now must not race the pass into a second request.
+pub const DRIFT_GRACE_SECS: i64 = 60;
+/// How long after a request SUCCEEDED a VM may be missing from a list before it counts as gone.
+pub const LIST_LAG_SECS: i64 = 30;
+/// Prefix of the end-of-life maintenance reservations slurm-dws makes.
+pub const EOL_PREFIX: &str = "slurm-dws-eol-";
+/// Prefix of every node reason slurm-dws sets, so it knows which DOWN states are its own.
+pub const REASON_PREFIX: &str = "slurm-dws:";
+
+/// The end-of-life reservation's name for a node.
+pub fn eol_reservation(node: &str) -> String {
+    format!("{EOL_PREFIX}{node}")
+}
+
+fn secs_since(now: DateTime<Utc>, t: DateTime<Utc>) -> i64 {
+    (now - t).num_seconds()
+}
+
+/// Decides one round. See the module docs for the rules.
+pub fn plan(cfg: &PlanConfig, d: &Desired, o: &Observed, now: DateTime<Utc>) -> Plan {
+    let mut p = Planner {
+        cfg,
+        o,
+        now,
+        nodes: Overlay::new(&d.nodes),
+        requests: Overlay::new(&d.requests),
+        migs: Overlay::new(&d.migs),
+        backoffs: d.backoffs.clone(),
+        plan: Plan::default(),
+        delete_instances: BTreeMap::new(),
+        slurm_updates: BTreeMap::new(),
+        job_begins: BTreeMap::new(),
+    };
+    p.expire_backoffs();
+    p.request_lifecycle();
+    p.adopt_untracked_slurm_nodes();
+    p.seed_static();
+    p.node_rules();
+    p.group_pending();
+    p.migs_and_gc();
+    p.orphans();
+    p.reservations();
+    p.finish()
+}
+
+/// One round's planning: the inputs, the desired state with this round's changes over it, and what
+/// has been decided so far. The rules (one file per family) are its methods.
+struct Planner<'a> {
+    cfg: &'a PlanConfig,
+    o: &'a Observed,
+    now: DateTime<Utc>,
+    nodes: Overlay<'a, String, Node>,
+    requests: Overlay<'a, i64, Request>,
+    migs: Overlay<'a, String, Mig>,
+    backoffs: BTreeMap<String, Backoff>,
+    plan: Plan,
+    /// MIG → instances to delete (batched at the end).
+    delete_instances: BTreeMap<String, BTreeSet<String>>,
+    /// (state, reason) → nodes (batched at the end).
+    slurm_updates: BTreeMap<(NodeStateChange, Option<String>), BTreeSet<String>>,
+    /// Begin time → jobs whose nodes were released before they got a VM (after the node updates).
+    job_begins: BTreeMap<DateTime<Utc>, BTreeSet<u32>>,
+}
+
+impl Planner<'_> {
+    fn slurm_node(&self, name: &str) -> Option<&SlurmNode> {
+        self.o.slurm.as_ref().and_then(|s| s.get(name))
+    }
+
+    fn vm(&self, name: &str) -> Option<&ObservedVm> {
+        self.o.vms.as_ref().and_then(|v| v.get(name))
+    }
+
+    fn in_backoff(&self, nodeset: &str) -> Option<&Backoff> {
+        self.backoffs.get(nodeset).filter(|b| b.until > self.now)
+    }
+
+    fn owned_mig(&self, mig: &str) -> bool {
+        self.migs.contains_key(mig) || self.o.migs.as_ref().is_some_and(|m| m.contains_key(mig))
+    }
+
+    fn set_state(&mut self, name: &str, state: NodeState) {
+        let now = self.now;
+        if self.nodes.get(name).is_some_and(|n| n.state != state) {
+            if let Some(n) = self.nodes.get_mut(name) {
+                n.state = state;
+                n.state_since = now;
+            }
+        }
+    }
+
+    fn slurm_update(&mut self, node: &str, state: NodeStateChange, reason: Option<String>) {
+        self.slurm_updates.entry((state, reason)).or_default().insert(node.to_string());
+    }
+
+    /// Tell Slurm to take a node out of service and back to powered-down (requeueing its job), unless
+    /// Slurm already has it powered down.
+    fn power_down_force(&mut self, node: &str, reason: &str) {
+        let needed = self.slurm_node(node).is_none_or(|s| !s.powered_down());
+        if needed {
+            self.slurm_update(
+                node,
+                NodeStateChange::PowerDownForce,
+                Some(format!("{REASON_PREFIX} {reason}")),
+            );
+        }
+    }
+
+    /// The job that was waiting for `node` was requeued by slurm-dws before the node got a VM: let it start
+    /// again as soon as its nodeset may ask GCE again (now, or when the capacity backoff ends), not after
+    /// Slurm's requeue hold.
+    fn job_may_start_again(&mut self, node: &str) {
+        let Some(n) = self.nodes.get(node) else { return };
+        let Some(job) = n.job_id else { return };
+        let begin = self.in_backoff(&n.nodeset).map_or(self.now, |b| b.until);
+        self.job_begins.entry(begin).or_default().insert(job);
+    }
+
+    fn drop_reservation(&mut self, name: &str) {
+        if self.nodes.get(name).is_some_and(|n| n.reservation.is_some()) {
+            if let Some(r) = self.nodes.get_mut(name).and_then(|n| n.reservation.take()) {
+                self.plan.slurm.push(SlurmStep::DeleteReservation { name: r });
+            }
+        }
+    }
+
+    fn clear_vm(&mut self, name: &str) {
+        if self.nodes.get(name).is_some_and(|n| n.vm_status.is_some() || n.termination_time.is_some()) {
+            if let Some(n) = self.nodes.get_mut(name) {
+                n.vm_status = None;
+                n.termination_time = None;
+            }
+        }
+    }
+
+    /// Deletes `mig` unless it is being deleted already, is known to be gone, or is planned for deletion.
+    fn delete_mig(&mut self, mig: &str, reason: &str) {
+        let deleting = self.migs.get(mig).is_some_and(|m| m.state == MigState::Deleting);
+        let seen = self.o.migs.as_ref().is_none_or(|m| m.contains_key(mig));
+        if !deleting
+            && seen
+            && !self.plan.gce.iter().any(|s| matches!(s, GceStep::DeleteMig { mig: m, .. } if m == mig))
+        {
+            self.plan.gce.push(GceStep::DeleteMig { mig: mig.to_string(), reason: reason.to_string() });
+        }
+    }
+
+    /// Batches the steps the rules collected and returns the round's plan: only records that changed.
+    fn finish(mut self) -> Plan {
+        for (mig, names) in std::mem::take(&mut self.delete_instances) {
+            let names: Vec<String> = names.into_iter().collect();
+            for chunk in names.chunks(MAX_GROUP) {
+                self.plan.gce.push(GceStep::DeleteInstances { mig: mig.clone(), instances: chunk.to_vec() });
+            }
+        }
+        for ((state, reason), nodes) in std::mem::take(&mut self.slurm_updates) {
+            self.plan.slurm.push(SlurmStep::UpdateState {
+                nodes: nodes.into_iter().collect(),
+                state,
+                reason,
+            });
+        }
+        for (begin, jobs) in std::mem::take(&mut self.job_begins) {
+            self.plan.slurm.push(SlurmStep::SetJobsBegin { jobs: jobs.into_iter().collect(), begin });
+        }
+        self.plan.nodes = self.nodes.into_changes();
+        self.plan.requests = self.requests.into_changes();
+        self.plan.migs = self.migs.into_changes();
+        self.plan
+    }
+}
+
+/// GCE shows a VM whose deletion is under way as STOPPING until it is gone: asking again would only
+/// repeat the call every pass (and a dying VM must not be adopted). A VM that stops and stays stopped
+/// (TERMINATED) is handled as any other.
+fn being_deleted(vm: &ObservedVm) -> bool {
+    vm.status == VmStatus::Stopping
+}
+
+/// A fresh record for a node slurm-dws has not tracked before.
+pub fn new_node(name: &str, nodeset: &str, index: u32, is_static: bool, now: DateTime<Utc>) -> Node {
+    Node {
+        name: name.to_string(),
+        nodeset: nodeset.to_string(),
+        index,
+        is_static,
+        state: NodeState::PoweredDown,
+        job_id: None,
+        request_id: None,
+        mig: None,
+        vm_status: None,
+        termination_time: None,
+        last_error: None,
+        reservation: None,
+        state_since: now,
+    }
+}

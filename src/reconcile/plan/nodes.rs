@@ -1,0 +1,306 @@
+//! Rule 3: every node is compared with its VM and with Slurm — expiry, vanished VMs, suspends to
+//! carry out, VMs that must not exist, static nodes to keep provisioned, drift between Slurm and
+//! the record.
+
+use super::*;
+use chrono::Duration;
+
+impl Planner<'_> {
+    /// Slurm nodes of ours that the store has never seen get a record, so the node rules can judge them.
+    pub(super) fn adopt_untracked_slurm_nodes(&mut self) {
+        let Some(slurm) = self.o.slurm.as_ref() else { return };
+        for name in slurm.keys() {
+            if self.nodes.contains_key(name) {
+                continue;
+            }
+            if let Ok(r) = self.cfg.naming.parse(name) {
+                self.nodes.insert(name.clone(), new_node(name, &r.nodeset, r.index, r.is_static, self.now));
+            }
+        }
+    }
+
+    /// Static nodes are kept provisioned from start-up on: each gets a record the moment it is missing.
+    pub(super) fn seed_static(&mut self) {
+        let naming = &self.cfg.naming;
+        for ns in naming.nodesets() {
+            for (index, name) in naming.static_nodes(ns).into_iter().enumerate() {
+                if !self.nodes.contains_key(&name) {
+                    let node = new_node(&name, ns, index as u32, true, self.now);
+                    self.nodes.insert(name, node);
+                }
+            }
+        }
+    }
+
+    pub(super) fn node_rules(&mut self) {
+        for name in self.nodes.keys_now() {
+            let name: &str = &name;
+            let Some(node) = self.nodes.get(name) else { continue };
+            let (state, rid) = (node.state, node.request_id);
+            match state {
+                NodeState::Up => self.up_node(name),
+                NodeState::Suspending => self.suspending_node(name),
+                NodeState::PoweredDown => self.powered_down_node(name),
+                NodeState::Requested => {
+                    let open = rid.and_then(|id| self.requests.get(&id)).is_some_and(|r| {
+                        matches!(
+                            r.phase,
+                            RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active
+                        )
+                    });
+                    if !open {
+                        // Its request group is gone (it can only be a bug or a hand-edited database).
+                        self.set_state(name, NodeState::ResumePending);
+                    }
+                }
+                NodeState::ResumePending => {}
+            }
+        }
+    }
+
+    pub(super) fn up_node(&mut self, name: &str) {
+        // Observations are borrowed, not cloned, and fields are written only when they change: this runs
+        // for every up node on every pass (`make bench`, the reconcile pass row).
+        let o = self.o;
+        let Some(vms) = o.vms.as_ref() else { return };
+        let Some(node) = self.nodes.current(name) else { return };
+        match vms.get(name) {
+            Some(vm) => {
+                let became_running =
+                    vm.status == VmStatus::Running && node.vm_status != Some(VmStatus::Running);
+                let status_changed = node.vm_status.as_ref() != Some(&vm.status);
+                let termination_changed = vm.termination.is_some() && node.termination_time != vm.termination;
+                let mig_changed = vm.mig.is_some() && node.mig != vm.mig;
+                if status_changed || termination_changed || mig_changed {
+                    if let Some(n) = self.nodes.get_mut(name) {
+                        if status_changed {
+                            n.vm_status = Some(vm.status.clone());
+                        }
+                        if termination_changed {
+                            n.termination_time = vm.termination;
+                        }
+                        if mig_changed {
+                            n.mig = vm.mig.clone();
+                        }
+                    }
+                }
+                if became_running && self.cfg.internal_ip {
+                    if let Some(ip) = &vm.network_ip {
+                        self.plan.slurm.push(SlurmStep::SetAddr { node: name.to_string(), addr: ip.clone() });
+                    }
+                }
+                if let (Some(term), None) = (vm.termination, node.reservation.as_ref()) {
+                    let grace = self.cfg.nodesets.get(&node.nodeset).map_or(600, |n| n.eol_grace) as i64;
+                    let start = (term - Duration::seconds(grace)).max(self.now + Duration::seconds(60));
+                    if start < term {
+                        let res = eol_reservation(name);
+                        self.plan.slurm.push(SlurmStep::CreateReservation {
+                            name: res.clone(),
+                            node: name.to_string(),
+                            start,
+                            end: term + Duration::seconds(3600),
+                        });
+                        if let Some(n) = self.nodes.get_mut(name) {
+                            n.reservation = Some(res);
+                        }
+                    }
+                }
+                if let Some(s) = o.slurm.as_ref().and_then(|s| s.get(name)) {
+                    let ours_down = s.is_down() && s.reason.starts_with(REASON_PREFIX);
+                    if node.is_static && vm.status == VmStatus::Running && ours_down && !s.powered_down() {
+                        // A static node slurm-dws took out of service while re-provisioning is back.
+                        self.slurm_update(name, NodeStateChange::Resume, None);
+                        self.plan.event(
+                            EventKind::Returned,
+                            vec![name.to_string()],
+                            "static node's new VM is running: back in service",
+                        );
+                    } else if s.has(SlurmFlag::PoweredDown)
+                        && !s.powering_up()
+                        && secs_since(self.now, node.state_since) > DRIFT_GRACE_SECS
+                    {
+                        if node.is_static {
+                            self.slurm_update(name, NodeStateChange::PowerUp, None);
+                        } else {
+                            self.plan.event(
+                                EventKind::Drift,
+                                vec![name.to_string()],
+                                "Slurm has the node powered down but its VM runs: deleting the VM",
+                            );
+                            self.set_state(name, NodeState::Suspending);
+                            self.suspending_node(name);
+                        }
+                    }
+                }
+            }
+            None => {
+                if secs_since(self.now, node.state_since) < LIST_LAG_SECS && node.vm_status.is_none() {
+                    return; // just SUCCEEDED: the list may lag behind
+                }
+                let expired = node.termination_time.is_some_and(|t| self.now >= t - Duration::seconds(120));
+                let msg = match (expired, node.termination_time) {
+                    (true, Some(t)) => {
+                        format!("run duration ended at {}: GCE deleted the VM", t.to_rfc3339())
+                    }
+                    _ => "the VM is gone (deleted outside slurm-dws, or GCE removed it)".to_string(),
+                };
+                let kind = if expired { EventKind::Expired } else { EventKind::VmLost };
+                self.drop_reservation(name);
+                self.clear_vm(name);
+                if let Some(n) = self.nodes.get_mut(name) {
+                    n.last_error = Some(msg.clone());
+                    n.mig = None;
+                }
+                if node.is_static {
+                    self.set_state(name, NodeState::ResumePending);
+                    if let Some(n) = self.nodes.get_mut(name) {
+                        n.request_id = None;
+                        n.job_id = None;
+                    }
+                    let in_service = self.slurm_node(name).is_none_or(|s| !s.powered_down() && !s.is_down());
+                    if in_service {
+                        self.slurm_update(
+                            name,
+                            NodeStateChange::Down,
+                            Some(format!("{REASON_PREFIX} {msg}; re-provisioning")),
+                        );
+                    }
+                    self.plan.event(
+                        kind,
+                        vec![name.to_string()],
+                        format!("{msg}; static node: re-provisioning"),
+                    );
+                } else {
+                    self.set_state(name, NodeState::PoweredDown);
+                    self.power_down_force(name, &msg);
+                    // Its job is requeued; with the VM gone no stale step can reach it, so no hold.
+                    self.job_may_start_again(name);
+                    self.plan.event(kind, vec![name.to_string()], format!("{msg}; node leaves service"));
+                }
+            }
+        }
+    }
+
+    pub(super) fn suspending_node(&mut self, name: &str) {
+        let Some(vms) = self.o.vms.as_ref() else { return };
+        let Some(node) = self.nodes.current(name) else { return };
+        match vms.get(name) {
+            Some(vm) if being_deleted(vm) => {}
+            Some(vm) => match vm.mig.clone().or(node.mig.clone()) {
+                Some(mig) if self.owned_mig(&mig) => {
+                    self.delete_instances.entry(mig).or_default().insert(name.to_string());
+                }
+                _ => {
+                    if node.last_error.as_deref()
+                        != Some("VM is not in a MIG slurm-dws owns: not deleting it")
+                    {
+                        self.plan.event(
+                            EventKind::NotOwned,
+                            vec![name.to_string()],
+                            "the node's VM is not in a MIG slurm-dws owns: not deleting it",
+                        );
+                        if let Some(n) = self.nodes.get_mut(name) {
+                            n.last_error = Some("VM is not in a MIG slurm-dws owns: not deleting it".into());
+                        }
+                    }
+                }
+            },
+            None => {
+                let request_open = node.request_id.and_then(|id| self.requests.get(&id)).is_some_and(|r| {
+                    matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
+                });
+                if !request_open {
+                    self.set_state(name, NodeState::PoweredDown);
+                    self.clear_vm(name);
+                    self.drop_reservation(name);
+                    if let Some(n) = self.nodes.get_mut(name) {
+                        n.mig = None;
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn powered_down_node(&mut self, name: &str) {
+        let Some(node) = self.nodes.current(name) else { return };
+        let o = self.o;
+        let slurm = o.slurm.as_ref().and_then(|s| s.get(name));
+        if let Some(vm) = o.vms.as_ref().and_then(|v| v.get(name)) {
+            if being_deleted(vm) {
+                return; // neither adopted nor deleted again: it is going
+            }
+            let mig = vm.mig.clone();
+            let slurm_wants = slurm.as_ref().is_some_and(|s| s.in_service() || s.powering_up());
+            match mig {
+                Some(m) if self.owned_mig(&m) => {
+                    if slurm_wants {
+                        self.set_state(name, NodeState::Up);
+                        if let Some(n) = self.nodes.get_mut(name) {
+                            n.mig = Some(m.clone());
+                        }
+                        self.plan.event(
+                            EventKind::Adopted,
+                            vec![name.to_string()],
+                            format!("Slurm uses the node and its VM runs in MIG {m}: adopted"),
+                        );
+                        self.up_node(name);
+                    } else if node.request_id.is_some()
+                        || vm.created.is_some_and(|c| secs_since(self.now, c) > self.cfg.orphan_grace)
+                    {
+                        // Known to be suspended (or an orphan past its grace): the VM must not exist.
+                        self.delete_instances.entry(m).or_default().insert(name.to_string());
+                    }
+                }
+                _ => {}
+            }
+            return;
+        }
+        if self.o.vms.is_none() {
+            return;
+        }
+        if node.is_static {
+            if self.in_backoff(&node.nodeset).is_none() {
+                self.set_state(name, NodeState::ResumePending);
+            }
+            if slurm
+                .as_ref()
+                .is_some_and(|s| s.has(SlurmFlag::PoweredDown) && !s.powering_up() && !s.is_down())
+            {
+                self.slurm_update(name, NodeStateChange::PowerUp, None);
+            }
+        }
+        let Some(s) = slurm else { return };
+        if s.is_down()
+            && s.has(SlurmFlag::PoweredDown)
+            && (s.reason.starts_with(REASON_PREFIX) || s.reason.contains("ResumeTimeout"))
+        {
+            // down~ after a failed resume that slurm-dws has cleaned up: usable again.
+            self.slurm_update(name, NodeStateChange::Resume, None);
+            self.plan.event(
+                EventKind::Returned,
+                vec![name.to_string()],
+                format!("node was DOWN ({}) with no VM: returned to powered-down and usable", s.reason),
+            );
+        } else if s.powering_up()
+            && !node.is_static
+            && secs_since(self.now, node.state_since) > DRIFT_GRACE_SECS
+        {
+            self.set_state(name, NodeState::ResumePending);
+            self.plan.event(
+                EventKind::Drift,
+                vec![name.to_string()],
+                "Slurm is powering the node up but slurm-dws had no request for it: requesting a VM",
+            );
+        } else if s.in_service()
+            && !s.has(SlurmFlag::PoweredDown)
+            && secs_since(self.now, node.state_since) > DRIFT_GRACE_SECS
+        {
+            self.power_down_force(name, "no VM backs this node");
+            self.plan.event(
+                EventKind::Drift,
+                vec![name.to_string()],
+                "Slurm has the node in service but no VM backs it: taking it out",
+            );
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! The `Reconciler`: owns the store handle and the clients of GCE and Slurm, keeps the desired state
+//! between passes, and sequences a pass — the only place that orders side effects.
+//!
+//! A pass has two halves, both public so that a caller can time or drive them separately:
+//! 1. [`Reconciler::observe`]: the hook calls waiting in the inbox, and what GCE and Slurm show now
+//!    (`observe.rs`). Changes nothing.
+//! 2. [`Reconciler::pass_on`]: on one observation, ingest the inbox, then up to [`MAX_ROUNDS`] rounds
+//!    of plan (`plan/`, pure) + commit (`commit.rs`, one transaction with the outbox intents) +
+//!    execute (`execute.rs`, GCE then Slurm); close the outbox entries nobody needs; report
+//!    (`report.rs`).
+//!
+//! [`Reconciler::pass`] is the one after the other; `make bench` times the second half alone on one
+//! observation, so that GCE's and Slurm's round trips are not in the figure.
+
+use super::commit::{self, RoundContext};
+use super::error::ReconcileError;
+use super::execute::Executor;
+use super::gce_edge;
+use super::ingest::ingest;
+use super::observe::{self, Observation, Sources};
+use super::plan::plan;
+use super::report::{gc_items, next_pass_in, GcReport, PassReport, Trigger};
+use super::types::*;
+use crate::config::Config;
+use crate::gce;
+use crate::slurm::Slurm;
+use crate::store::{Store, StoreError};
+use chrono::{DateTime, SubsecRound, Utc};
+use serde::Serialize;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// The most planning rounds in one pass (each round acts on what the previous one achieved).
+pub const MAX_ROUNDS: usize = 6;
+/// The desired state kept between passes is read back from the store after this many passes anyway:
+/// whatever went unnoticed cannot outlive a few minutes.
+const RELOAD_EVERY_PASSES: u64 = 30;
+
+/// Runs passes. Owns the store handle and the clients of GCE and Slurm.
+pub struct Reconciler {
+    cfg: Arc<Config>,
+    plan_cfg: PlanConfig,
+    store: Store,
+    gce: gce::Client,
+    slurm: Slurm,
+    iteration: u64,
+    /// The desired state as this process last committed it. The daemon is the only writer of nodes,
+    /// requests, MIGs and backoffs (hooks write only the inbox and events; the state directory's lock
+    /// keeps a second daemon out), so a pass does not read 10,000 rows back: it starts from this.
+    /// Dropped when a pass fails (the store is then the truth), read again every
+    /// [`RELOAD_EVERY_PASSES`]; debug builds check it against the store after every pass.
+    desired: Option<Desired>,
+    /// The iteration at which `desired` was last read from the store.
+    desired_loaded_at: u64,
+}
+
+/// The time a pass starts at, in milliseconds as the store keeps time: the state kept between
+/// passes then equals what is stored.
+fn pass_clock() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(3)
+}
+
+impl Reconciler {
+    pub async fn new(cfg: Config, store: Store) -> Result<Reconciler, ReconcileError> {
+        let gce = gce_edge::client(&cfg)?;
+        let slurm = Slurm::new(
+            cfg.slurm.bin_dir.clone(),
+            cfg.slurm.conf.clone(),
+            std::time::Duration::from_secs(cfg.slurm.command_timeout),
+        );
+        let iteration = store.meta("iteration").await?.and_then(|s| s.parse().ok()).unwrap_or(0);
+        Ok(Reconciler {
+            plan_cfg: PlanConfig::new(&cfg),
+            cfg: Arc::new(cfg),
+            store,
+            gce,
+            slurm,
+            iteration,
+            desired: None,
+            desired_loaded_at: 0,
+        })
+    }
+
+    /// The GCE client (its call statistics feed the metrics).
+    pub fn gce(&self) -> &gce::Client {
+        &self.gce
+    }
+
+    /// One pass: [`observe`](Self::observe), then [`pass_on`](Self::pass_on) what it saw. Never fails:
+    /// what went wrong is in the report, and the next pass tries again.
+    pub async fn pass(&mut self, trigger: Trigger) -> PassReport {
+        let begun = Observation::begin(pass_clock());
+        let (started_at, started) = (begun.started_at, begun.started);
+        match self.observe_from(begun).await {
+            Ok(observation) => self.pass_on(trigger, observation).await,
+            Err(e) => {
+                let mut report = self.begin_report(trigger, started_at);
+                report.errors.push(e.to_string());
+                self.finish(report, started).await
+            }
+        }
+    }
+
+    /// The first half of a pass: the hook calls waiting in the inbox, and GCE's and Slurm's answers
+    /// for the desired state on record. What GCE or Slurm did not answer is in the observation's
+    /// errors; an error here means the store could not be read.
+    pub async fn observe(&mut self) -> Result<Observation, ReconcileError> {
+        self.observe_from(Observation::begin(pass_clock())).await
+    }
+
+    async fn observe_from(&mut self, mut o: Observation) -> Result<Observation, ReconcileError> {
+        let desired = self.take_desired().await?;
+        // A failure here leaves `desired` dropped, as after any failed pass: the next reads the store.
+        let inbox = self.store.unprocessed_inbox().await?;
+        let sources =
+            Sources { cfg: &self.cfg, naming: &self.plan_cfg.naming, gce: &self.gce, slurm: &self.slurm };
+        o.observed = observe::gce_and_slurm(&sources, &desired, &inbox, &mut o.errors).await;
+        o.inbox = inbox;
+        self.desired = Some(desired);
+        Ok(o)
+    }
+
+    /// The second half of a pass, on `observation`: ingest its hook calls, plan and act in rounds,
+    /// close the outbox entries no longer needed, and report. Plans with `now` = when the observation
+    /// began. Never fails: what went wrong is in the report.
+    pub async fn pass_on(&mut self, trigger: Trigger, observation: Observation) -> PassReport {
+        let started = observation.started;
+        let mut report = self.begin_report(trigger, observation.started_at);
+        match self.plan_commit_execute(observation, &mut report).await {
+            Ok(desired) => {
+                if cfg!(debug_assertions) {
+                    self.check_kept_state(&desired).await;
+                }
+                self.desired = Some(desired);
+            }
+            Err(e) => {
+                // The store is the truth now: the next pass reads the desired state from it.
+                self.desired = None;
+                report.errors.push(e.to_string());
+            }
+        }
+        self.finish(report, started).await
+    }
+
+    fn begin_report(&mut self, trigger: Trigger, now: DateTime<Utc>) -> PassReport {
+        self.iteration += 1;
+        PassReport::new(self.iteration, trigger, now, self.cfg.reconcile.interval)
+    }
+
+    /// Judges, times, stores and logs the report.
+    async fn finish(&mut self, mut report: PassReport, started: std::time::Instant) -> PassReport {
+        report.judge();
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        match serde_json::to_string(&report) {
+            Ok(json) => {
+                if let Err(e) = self.save_report(&json).await {
+                    tracing::warn!(error = %e, "could not record the pass report");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not encode the pass report"),
+        }
+        report.log();
+        report
+    }
+
+    async fn save_report(&self, json: &str) -> Result<(), StoreError> {
+        let mut tx = self.store.begin().await?;
+        tx.set_meta("last_pass", json).await?;
+        tx.set_meta("iteration", &self.iteration.to_string()).await?;
+        tx.commit().await
+    }
+
+    /// The desired state kept from the last pass, or read from the store (at start, after a failed
+    /// pass, every [`RELOAD_EVERY_PASSES`]).
+    async fn take_desired(&mut self) -> Result<Desired, StoreError> {
+        if let Some(d) = self.desired.take() {
+            if self.iteration.saturating_sub(self.desired_loaded_at) < RELOAD_EVERY_PASSES {
+                return Ok(d);
+            }
+        }
+        let d = commit::read_desired(&self.store).await?;
+        self.desired_loaded_at = self.iteration;
+        Ok(d)
+    }
+
+    /// Debug builds: the state kept between passes must be exactly what the store holds, or a pass
+    /// would plan from something that is not on record. Every test that runs the daemon checks this.
+    async fn check_kept_state(&self, kept: &Desired) {
+        let stored = match commit::read_desired(&self.store).await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the desired state back to check it");
+                return;
+            }
+        };
+        if let Some(diff) = commit::first_difference(kept, &stored) {
+            panic!("the desired state kept in memory differs from the store: {diff}");
+        }
+    }
+
+    async fn plan_commit_execute(
+        &mut self,
+        observation: Observation,
+        report: &mut PassReport,
+    ) -> Result<Desired, ReconcileError> {
+        let Observation { started_at: now, inbox, mut observed, errors, .. } = observation;
+        report.errors.extend(errors);
+        let mut desired = self.take_desired().await?;
+        let exec = Executor {
+            cfg: &self.cfg,
+            naming: &self.plan_cfg.naming,
+            store: &self.store,
+            gce: &self.gce,
+            slurm: &self.slurm,
+        };
+
+        // Ingest the hooks' calls.
+        if !inbox.is_empty() {
+            let mut ing = ingest(&self.plan_cfg, &desired.nodes, &inbox, now);
+            report.hook_calls_ingested = ing.processed.len();
+            report.events += ing.events.len() + ing.not_ours.len();
+            commit::commit_ingest(&self.store, &mut ing, &mut desired, now).await?;
+            exec.refuse_not_ours(&ing.not_ours, report).await;
+        }
+
+        // Plan, commit and execute, a few rounds.
+        let ctx = RoundContext { cfg: &self.cfg, plan_cfg: &self.plan_cfg };
+        let mut attempted: HashSet<u64> = HashSet::new();
+        let mut slurm_done: HashSet<u64> = HashSet::new();
+        let mut outbox_used: HashSet<i64> = HashSet::new();
+        for round in 0..MAX_ROUNDS {
+            let mut p = plan(&self.plan_cfg, &desired, &observed, now);
+            // The steps this pass has not done yet, taken from the plan (not copied).
+            let fresh_gce: Vec<GceStep> = std::mem::take(&mut p.gce)
+                .into_iter()
+                .filter(|s| !attempted.contains(&step_key(s)))
+                .collect();
+            let fresh_slurm: Vec<SlurmStep> = std::mem::take(&mut p.slurm)
+                .into_iter()
+                .filter(|s| !slurm_done.contains(&step_key(s)))
+                .collect();
+            if p.is_empty() && fresh_gce.is_empty() && fresh_slurm.is_empty() {
+                break;
+            }
+            report.rounds = round + 1;
+            report.events += p.events.len();
+            report.requests_created += p.new_groups.len();
+            let outbox =
+                commit::commit_round(&self.store, &ctx, &mut p, &fresh_gce, &mut desired, now).await?;
+            outbox_used.extend(outbox.iter().map(|e| e.id));
+            attempted.extend(fresh_gce.iter().map(step_key));
+            exec.gce_steps(&fresh_gce, outbox, &mut desired, &mut observed, report, now).await?;
+            slurm_done.extend(fresh_slurm.iter().map(step_key));
+            exec.slurm_steps(&fresh_slurm, report, &mut desired, now).await;
+        }
+
+        // Close the outbox entries this pass neither sent nor resent, only when both GCE lists answered.
+        if observed.vms.is_some() && observed.migs.is_some() {
+            report.events +=
+                commit::abandon_unused_outbox(&self.store, &outbox_used, &mut desired, now).await?;
+        }
+
+        report.next_pass_in_secs = next_pass_in(self.cfg.reconcile.interval, &desired, now);
+        Ok(desired)
+    }
+
+    /// What a pass would delete and why (`gc --dry-run`), or delete it now (`gc`): one observation,
+    /// the deletions a plan makes of it, and (unless a dry run) the pass on that observation.
+    pub async fn gc(&mut self, dry_run: bool) -> GcReport {
+        let observation = match self.observe().await {
+            Ok(o) => o,
+            Err(e) if dry_run => {
+                return GcReport::DryRun { would_delete: vec![], errors: vec![e.to_string()] }
+            }
+            Err(_) => {
+                return GcReport::Deleted { deleted: vec![], pass: Box::new(self.pass(Trigger::Cli).await) }
+            }
+        };
+        let deletions = match &self.desired {
+            Some(d) => gc_items(&plan(&self.plan_cfg, d, &observation.observed, observation.started_at)),
+            None => vec![],
+        };
+        if dry_run {
+            return GcReport::DryRun { would_delete: deletions, errors: observation.errors };
+        }
+        let pass = self.pass_on(Trigger::Cli, observation).await;
+        GcReport::Deleted { deleted: deletions, pass: Box::new(pass) }
+    }
+}
+
+/// A step's identity within a pass: a 64-bit hash of its JSON form, to skip what a pass already did.
+/// A hash, not the JSON itself, because 10,000 steps kept as strings would be megabytes of a pass's
+/// peak memory; two different steps colliding (about 1 in 10^11 at that size) would only postpone one
+/// of them to the next pass.
+fn step_key(s: &impl Serialize) -> u64 {
+    use std::hash::Hasher;
+    struct Hashing<'a>(&'a mut std::collections::hash_map::DefaultHasher);
+    impl std::io::Write for Hashing<'_> {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let _ = serde_json::to_writer(Hashing(&mut h), s);
+    h.finish()
+}

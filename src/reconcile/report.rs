@@ -1,0 +1,272 @@
+//! What a pass tells the operator: the pass report (`status`, `reconcile`, the store's `last_pass`,
+//! the metrics) and the garbage-collection report (`gc`), both typed and serialized with the field
+//! names docs/operations.md and the `--json` output use.
+
+use super::types::*;
+use crate::model::{NodeState, RequestPhase};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Why a pass ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    Startup,
+    Interval,
+    Hook,
+    Cli,
+}
+
+/// How a pass went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PassOutcome {
+    /// Everything it read answered and every step it sent was done.
+    Ok,
+    /// Something failed (a list, a command, a step, the store); the next pass decides again.
+    Degraded,
+}
+
+impl PassOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PassOutcome::Ok => "ok",
+            PassOutcome::Degraded => "degraded",
+        }
+    }
+}
+
+impl std::fmt::Display for PassOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One GCE mutation a pass attempted.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepReport {
+    pub step: GceStepKind,
+    /// The MIG (or `mig/request`, `mig: hostlist`) it was about.
+    pub target: String,
+    /// Done, or nothing left to do.
+    pub ok: bool,
+    pub error: Option<String>,
+}
+
+/// What one pass did: printed by `status` and `reconcile`, kept in the store as the last pass.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PassReport {
+    pub iteration: u64,
+    pub trigger: Trigger,
+    pub started_at: DateTime<Utc>,
+    pub duration_ms: u64,
+    pub outcome: PassOutcome,
+    pub hook_calls_ingested: usize,
+    pub rounds: usize,
+    pub requests_created: usize,
+    pub gce_steps: Vec<StepReport>,
+    pub slurm_commands: usize,
+    pub events: usize,
+    pub errors: Vec<String>,
+    pub next_pass_in_secs: u64,
+}
+
+impl PassReport {
+    /// A report of a pass that has done nothing yet.
+    pub fn new(iteration: u64, trigger: Trigger, now: DateTime<Utc>, next_pass_in_secs: u64) -> PassReport {
+        PassReport {
+            iteration,
+            trigger,
+            started_at: now,
+            duration_ms: 0,
+            outcome: PassOutcome::Ok,
+            hook_calls_ingested: 0,
+            rounds: 0,
+            requests_created: 0,
+            gce_steps: Vec::new(),
+            slurm_commands: 0,
+            events: 0,
+            errors: Vec::new(),
+            next_pass_in_secs,
+        }
+    }
+
+    /// Sets the outcome from what was recorded: degraded when anything failed.
+    pub fn judge(&mut self) {
+        self.outcome = if !self.errors.is_empty() || self.gce_steps.iter().any(|s| !s.ok) {
+            PassOutcome::Degraded
+        } else {
+            PassOutcome::Ok
+        };
+    }
+
+    /// Writes the report to the log: one line, and one more per error.
+    pub fn log(&self) {
+        tracing::info!(
+            iteration = self.iteration,
+            trigger = ?self.trigger,
+            duration_ms = self.duration_ms,
+            outcome = %self.outcome,
+            ingested = self.hook_calls_ingested,
+            requests_created = self.requests_created,
+            gce_steps = self.gce_steps.len(),
+            slurm_commands = self.slurm_commands,
+            "reconcile pass"
+        );
+        for e in &self.errors {
+            tracing::warn!(iteration = self.iteration, error = %e, "reconcile pass error");
+        }
+    }
+}
+
+/// What a deletion is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GcItemKind {
+    Mig,
+    Vm,
+}
+
+/// One deletion `gc` reports, with its reason.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GcItem {
+    pub kind: GcItemKind,
+    pub name: String,
+    /// The VM's MIG (VMs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<String>,
+    pub reason: String,
+}
+
+/// What `gc` found: with `--dry-run` what a pass would delete now, else what the pass it ran deleted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "GcJson", try_from = "GcJson")]
+pub enum GcReport {
+    DryRun {
+        would_delete: Vec<GcItem>,
+        /// What could not be read (the list is then partial: nothing is concluded from absence).
+        errors: Vec<String>,
+    },
+    Deleted {
+        deleted: Vec<GcItem>,
+        /// The pass that deleted them.
+        pass: Box<PassReport>,
+    },
+}
+
+impl GcReport {
+    pub fn dry_run(&self) -> bool {
+        matches!(self, GcReport::DryRun { .. })
+    }
+
+    /// The deletions, planned or done.
+    pub fn items(&self) -> &[GcItem] {
+        match self {
+            GcReport::DryRun { would_delete, .. } => would_delete,
+            GcReport::Deleted { deleted, .. } => deleted,
+        }
+    }
+}
+
+/// The JSON `gc --json` prints: `{dry_run: true, would_delete, errors}` or `{dry_run: false,
+/// deleted, pass}`.
+#[derive(Serialize, Deserialize)]
+struct GcJson {
+    dry_run: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    would_delete: Option<Vec<GcItem>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    errors: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    deleted: Option<Vec<GcItem>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pass: Option<Box<PassReport>>,
+}
+
+impl From<GcReport> for GcJson {
+    fn from(r: GcReport) -> GcJson {
+        match r {
+            GcReport::DryRun { would_delete, errors } => GcJson {
+                dry_run: true,
+                would_delete: Some(would_delete),
+                errors: Some(errors),
+                deleted: None,
+                pass: None,
+            },
+            GcReport::Deleted { deleted, pass } => GcJson {
+                dry_run: false,
+                would_delete: None,
+                errors: None,
+                deleted: Some(deleted),
+                pass: Some(pass),
+            },
+        }
+    }
+}
+
+impl TryFrom<GcJson> for GcReport {
+    type Error = String;
+    fn try_from(j: GcJson) -> Result<GcReport, String> {
+        match j {
+            GcJson { dry_run: true, would_delete: Some(would_delete), errors, .. } => {
+                Ok(GcReport::DryRun { would_delete, errors: errors.unwrap_or_default() })
+            }
+            GcJson { dry_run: false, deleted: Some(deleted), pass: Some(pass), .. } => {
+                Ok(GcReport::Deleted { deleted, pass })
+            }
+            _ => Err("a gc report has either would_delete (dry run) or deleted and pass".into()),
+        }
+    }
+}
+
+/// The deletions in a plan, each with its reason, for `gc`.
+pub fn gc_items(p: &Plan) -> Vec<GcItem> {
+    let reason_for = |node: &str| {
+        p.events
+            .iter()
+            .rev()
+            .find(|e| e.nodes.iter().any(|n| n == node))
+            .map(|e| e.message.clone())
+            .unwrap_or_else(|| "the node is powered down: its VM must not exist".into())
+    };
+    p.gce
+        .iter()
+        .flat_map(|s| match s {
+            GceStep::DeleteMig { mig, reason } => {
+                vec![GcItem { kind: GcItemKind::Mig, name: mig.clone(), mig: None, reason: reason.clone() }]
+            }
+            GceStep::DeleteInstances { mig, instances } => instances
+                .iter()
+                .map(|i| GcItem {
+                    kind: GcItemKind::Vm,
+                    name: i.clone(),
+                    mig: Some(mig.clone()),
+                    reason: reason_for(i),
+                })
+                .collect(),
+            _ => vec![],
+        })
+        .collect()
+}
+
+/// When the next pass should run: soon while requests are young or work is in flight, else `interval`.
+pub fn next_pass_in(interval: u64, d: &Desired, now: DateTime<Utc>) -> u64 {
+    let interval = interval.max(1);
+    let young = d.requests.values().any(|r| {
+        matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
+            && (now - r.created_at).num_seconds() < 120
+    });
+    let busy = d.nodes.values().any(|n| matches!(n.state, NodeState::Suspending | NodeState::ResumePending))
+        || d.requests.values().any(|r| r.phase != RequestPhase::Succeeded);
+    if young {
+        interval.min(2)
+    } else if busy {
+        interval.min(10)
+    } else {
+        interval
+    }
+}
+
+#[cfg(test)]
+#[path = "report_tests.rs"]
+mod tests;

@@ -1,1 +1,313 @@
+//! Judging GCE's answers into Done / Retry / Refused / Moot, and what each judged step records —
+//! without GCE: the answers are typed errors built as the client builds them.
+
 use super::*;
+use crate::gce::{ApiError, OperationFailed};
+use chrono::TimeZone;
+use serde_json::json;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 23, 12, 0, 0).unwrap()
+}
+
+/// An HTTP error answer as GCE sends it.
+fn http(status: u16, code: &str, reason: &str, message: &str) -> SendError {
+    let body = json!({"error": {"code": status, "message": message, "status": code,
+        "errors": [{"reason": reason, "domain": "global", "message": message}]}});
+    SendError::Gce(GceError::Api(Box::new(ApiError::from_response(
+        "regionInstanceGroupManagers.insert",
+        "POST",
+        "/projects/p/regions/r/instanceGroupManagers",
+        status,
+        body.to_string().as_bytes(),
+        None,
+    ))))
+}
+
+/// An Operation that finished with an error.
+fn operation(code: &str, message: &str) -> SendError {
+    let operation = serde_json::from_value(json!({
+        "name": "operation-1", "status": "DONE", "operationType": "compute.instanceGroupManagers.insert",
+        "error": {"errors": [{"code": code, "message": message}]},
+    }))
+    .unwrap();
+    SendError::Gce(GceError::Operation(Box::new(OperationFailed { operation })))
+}
+
+fn timeout() -> SendError {
+    SendError::Gce(GceError::Transport {
+        method: "regionInstanceGroupManagers.insert".into(),
+        path: "/p".into(),
+        message: "after 30s".into(),
+        timeout: true,
+    })
+}
+
+fn insert_mig() -> GceStep {
+    GceStep::InsertMig { request: 1, mig: "hpc-a-j7-0a1b2c3d".into(), nodeset: "a".into() }
+}
+fn insert_rr() -> GceStep {
+    GceStep::InsertResizeRequest { request: 1, mig: "hpc-a-j7-0a1b2c3d".into() }
+}
+fn cancel() -> GceStep {
+    GceStep::CancelResizeRequest { request: 1, mig: "hpc-a-j7-0a1b2c3d".into() }
+}
+fn delete_mig() -> GceStep {
+    GceStep::DeleteMig { mig: "hpc-a-j7-0a1b2c3d".into(), reason: "empty".into() }
+}
+fn delete_vms() -> GceStep {
+    GceStep::DeleteInstances { mig: "hpc-a-j7-0a1b2c3d".into(), instances: vec!["hpc-a-1".into()] }
+}
+
+#[derive(Debug, PartialEq)]
+enum Want {
+    Done,
+    Retry,
+    Moot,
+    Refused(Option<String>, ErrorClass),
+}
+
+fn kind(r: &StepResult) -> Want {
+    match r {
+        StepResult::Done => Want::Done,
+        StepResult::Retry(_) => Want::Retry,
+        StepResult::Moot(_) => Want::Moot,
+        StepResult::Refused { code, class, .. } => Want::Refused(code.clone(), *class),
+    }
+}
+
+#[test]
+fn answers_are_judged_per_step() {
+    let stockout = || http(503, "UNAVAILABLE", "ZONE_RESOURCE_POOL_EXHAUSTED", "no a3u in us-central1-a");
+    let cases: Vec<(&str, GceStep, SendError, Want)> = vec![
+        (
+            "a create that exists is ours",
+            insert_mig(),
+            http(409, "ALREADY_EXISTS", "alreadyExists", "exists"),
+            Want::Done,
+        ),
+        (
+            "same for a resize request",
+            insert_rr(),
+            http(409, "ALREADY_EXISTS", "alreadyExists", "exists"),
+            Want::Done,
+        ),
+        (
+            "a delete of what is gone is done",
+            delete_mig(),
+            http(404, "NOT_FOUND", "notFound", "gone"),
+            Want::Done,
+        ),
+        ("same for VMs", delete_vms(), http(404, "NOT_FOUND", "notFound", "gone"), Want::Done),
+        ("cancel of a final request", cancel(), operation("CONDITION_NOT_MET", "final"), Want::Moot),
+        ("cancel of a request gone", cancel(), http(404, "NOT_FOUND", "notFound", "gone"), Want::Moot),
+        (
+            "a stockout refuses with its code",
+            insert_rr(),
+            stockout(),
+            Want::Refused(Some("ZONE_RESOURCE_POOL_EXHAUSTED".into()), ErrorClass::Capacity),
+        ),
+        (
+            "a stockout in the Operation too",
+            insert_rr(),
+            operation("ZONE_RESOURCE_POOL_EXHAUSTED", "no a3u"),
+            Want::Refused(Some("ZONE_RESOURCE_POOL_EXHAUSTED".into()), ErrorClass::Capacity),
+        ),
+        (
+            "a quota",
+            insert_mig(),
+            operation("QUOTA_EXCEEDED", "GPUS_ALL_REGIONS"),
+            Want::Refused(Some("QUOTA_EXCEEDED".into()), ErrorClass::Quota),
+        ),
+        (
+            "a bad insert is refused",
+            insert_mig(),
+            http(400, "INVALID_ARGUMENT", "invalid", "bad template"),
+            Want::Refused(Some("invalid".into()), ErrorClass::Invalid),
+        ),
+        (
+            "an insert into a MIG that is gone",
+            insert_rr(),
+            http(404, "NOT_FOUND", "notFound", "no MIG"),
+            Want::Refused(Some("notFound".into()), ErrorClass::NotFound),
+        ),
+        (
+            "a bad delete is tried again",
+            delete_mig(),
+            http(400, "INVALID_ARGUMENT", "invalid", "x"),
+            Want::Retry,
+        ),
+        (
+            "a rate limit",
+            insert_mig(),
+            http(429, "RESOURCE_EXHAUSTED", "rateLimitExceeded", "slow down"),
+            Want::Retry,
+        ),
+        ("a 500", delete_vms(), http(500, "INTERNAL", "backendError", "oops"), Want::Retry),
+        ("no answer", insert_rr(), timeout(), Want::Retry),
+        (
+            "the group is gone",
+            insert_mig(),
+            SendError::RequestVanished,
+            Want::Refused(None, ErrorClass::Invalid),
+        ),
+        (
+            "the nodeset is gone",
+            insert_mig(),
+            SendError::Config(ReconcileError::NodesetGone("a".into())),
+            Want::Refused(Some("CONFIG".into()), ErrorClass::Invalid),
+        ),
+    ];
+    for (what, step, answer, want) in cases {
+        assert_eq!(kind(&judge(&step, &answer)), want, "{what}");
+    }
+    let r = judge(&insert_mig(), &SendError::Config(ReconcileError::NodesetGone("a".into())));
+    assert_eq!(r.error().as_deref(), Some("CONFIG: nodeset a is no longer configured"));
+    let r = judge(&insert_mig(), &SendError::RequestVanished);
+    assert_eq!(r.error().as_deref(), Some("request vanished"));
+    let r = judge(&insert_rr(), &stockout());
+    assert!(r.is_capacity() && !r.ok());
+    assert!(r.error().unwrap().starts_with("ZONE_RESOURCE_POOL_EXHAUSTED: "), "{r:?}");
+}
+
+fn group() -> Request {
+    Request {
+        id: 1,
+        nodeset: "a".into(),
+        job_id: Some(7),
+        tag: "0a1b2c3d".into(),
+        mig: "hpc-a-j7-0a1b2c3d".into(),
+        name: "rr-0a1b2c3d".into(),
+        nodes: vec!["hpc-a-1".into()],
+        run_duration: 600,
+        phase: RequestPhase::MigReady,
+        gce_state: None,
+        created_at: t0(),
+        updated_at: t0(),
+        last_error: None,
+    }
+}
+
+fn world() -> (Desired, Observed) {
+    let mut d = Desired::default();
+    d.requests.insert(1, group());
+    let o = Observed { vms: Some(Default::default()), migs: Some(Default::default()), ..Default::default() };
+    (d, o)
+}
+
+#[test]
+fn a_done_step_tells_the_next_round_what_it_made() {
+    let (d, mut o) = world();
+    let s = settle(&insert_mig(), &StepResult::Done, &d, &mut o, t0());
+    assert_eq!(s.outbox, (OutboxState::Done, None));
+    assert!(s.changes.is_empty());
+    assert_eq!(
+        s.report,
+        StepReport {
+            step: GceStepKind::InsertMig,
+            target: "hpc-a-j7-0a1b2c3d".into(),
+            ok: true,
+            error: None
+        }
+    );
+    let m = &o.migs.as_ref().unwrap()["hpc-a-j7-0a1b2c3d"];
+    assert_eq!((m.tag.as_str(), m.job_id, m.target_size), ("0a1b2c3d", Some(7), 0));
+    settle(&insert_rr(), &StepResult::Done, &d, &mut o, t0());
+    assert_eq!(
+        o.requests["hpc-a-j7-0a1b2c3d"],
+        PolledRequest::Found(ObservedRequest::in_state(GceRequestState::Creating))
+    );
+    settle(&cancel(), &StepResult::Done, &d, &mut o, t0());
+    assert!(
+        matches!(&o.requests["hpc-a-j7-0a1b2c3d"], PolledRequest::Found(r) if r.state == GceRequestState::Cancelled)
+    );
+}
+
+#[test]
+fn a_refused_insert_fails_its_group_through_the_usual_path() {
+    let (d, mut o) = world();
+    let refused = StepResult::Refused {
+        code: Some("ZONE_RESOURCE_POOL_EXHAUSTED".into()),
+        message: "no a3u in us-central1-a".into(),
+        class: ErrorClass::Capacity,
+    };
+    let s = settle(&insert_rr(), &refused, &d, &mut o, t0() + chrono::Duration::seconds(5));
+    let error = "ZONE_RESOURCE_POOL_EXHAUSTED: no a3u in us-central1-a";
+    assert_eq!(s.outbox, (OutboxState::Abandoned, Some(error.to_string())));
+    assert_eq!(s.report.error.as_deref(), Some(error));
+    assert!(!s.report.ok);
+    let mut r = group();
+    r.phase = RequestPhase::Active;
+    r.updated_at = t0() + chrono::Duration::seconds(5);
+    assert_eq!(s.changes, ChangeSet { requests: vec![r], ..ChangeSet::default() });
+    let PolledRequest::Found(rr) = &o.requests["hpc-a-j7-0a1b2c3d"] else { panic!("not observed") };
+    assert_eq!(rr.state, GceRequestState::Failed);
+    assert_eq!(rr.error, Some(("ZONE_RESOURCE_POOL_EXHAUSTED".into(), "no a3u in us-central1-a".into())));
+    assert!(rr.capacity_error);
+    // Without a code, the request's error says ERROR.
+    let (d, mut o) = world();
+    let vanished = judge(&insert_mig(), &SendError::RequestVanished);
+    settle(&insert_mig(), &vanished, &d, &mut o, t0());
+    let PolledRequest::Found(rr) = &o.requests["hpc-a-j7-0a1b2c3d"] else { panic!("not observed") };
+    assert_eq!(rr.error, Some(("ERROR".into(), "request vanished".into())));
+    assert!(!rr.capacity_error);
+}
+
+#[test]
+fn other_refusals_are_events_and_retries_stay_pending() {
+    let (d, mut o) = world();
+    let refused = StepResult::Refused {
+        code: Some("QUOTA_EXCEEDED".into()),
+        message: "m".into(),
+        class: ErrorClass::Quota,
+    };
+    let s = settle(&delete_vms(), &refused, &d, &mut o, t0());
+    assert_eq!(s.outbox.0, OutboxState::Abandoned);
+    assert_eq!(
+        s.changes.events,
+        vec![NewEvent {
+            kind: EventKind::GceRefused,
+            nodes: vec![],
+            message: "delete_instances hpc-a-j7-0a1b2c3d: hpc-a-1: QUOTA_EXCEEDED: m".into(),
+        }]
+    );
+    let s = settle(&delete_mig(), &StepResult::Retry("503".into()), &d, &mut o, t0());
+    assert_eq!(s.outbox, (OutboxState::Pending, Some("503".into())));
+    assert!(s.changes.is_empty());
+    assert_eq!(s.report.error.as_deref(), Some("503"));
+}
+
+#[test]
+fn a_moot_cancel_forgets_the_stale_poll() {
+    let (d, mut o) = world();
+    o.requests
+        .insert("hpc-a-j7-0a1b2c3d".into(), ObservedRequest::in_state(GceRequestState::Accepted).into());
+    let s = settle(&cancel(), &StepResult::Moot("CONDITION_NOT_MET".into()), &d, &mut o, t0());
+    assert_eq!(s.outbox, (OutboxState::Done, Some("CONDITION_NOT_MET".into())));
+    assert!(s.report.ok && s.report.error.is_none());
+    assert!(o.requests.is_empty(), "decided again after the next poll");
+}
+
+#[test]
+fn learning_never_undoes_a_final_state() {
+    let (d, mut o) = world();
+    o.requests
+        .insert("hpc-a-j7-0a1b2c3d".into(), ObservedRequest::in_state(GceRequestState::Succeeded).into());
+    learn(&cancel(), &mut o, &d);
+    assert!(
+        matches!(&o.requests["hpc-a-j7-0a1b2c3d"], PolledRequest::Found(r) if r.state == GceRequestState::Succeeded)
+    );
+    let vm = |name: &str, mig: &str| ObservedVm {
+        name: name.into(),
+        status: VmStatus::Running,
+        mig: Some(mig.into()),
+        created: None,
+        termination: None,
+        network_ip: None,
+    };
+    let vms = o.vms.as_mut().unwrap();
+    vms.insert("hpc-a-1".into(), vm("hpc-a-1", "hpc-a-j7-0a1b2c3d"));
+    vms.insert("hpc-a-2".into(), vm("hpc-a-2", "other"));
+    learn(&delete_mig(), &mut o, &d);
+    assert_eq!(o.vms.as_ref().unwrap().keys().collect::<Vec<_>>(), ["hpc-a-2"], "the MIG's VMs go with it");
+}

@@ -124,7 +124,7 @@ async fn record(cfg: &Config, kind: HookKind, hostlist_arg: &str) -> Result<Reco
     let store = Store::open_for_hook(&cfg.state_dir)
         .await
         .map_err(|e| store_failure(&cfg.state_dir, e.to_string()))?;
-    let note_ref = note.as_deref().map(|m| ("resume_file", m));
+    let note_ref = note.as_deref().map(|m| (crate::model::EventKind::ResumeFile.as_str(), m));
     let inbox_id = store
         .record_hook(kind, hostlist_arg, &jobs, note_ref, received_now())
         .await

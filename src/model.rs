@@ -414,3 +414,83 @@ pub fn count_of(n: usize, noun: &str) -> String {
         format!("{n} {noun}s")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names stored in existing databases and printed by `events --json`: never renamed.
+    #[test]
+    fn event_kind_names_are_stable() {
+        let names: Vec<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "resume",
+                "suspend",
+                "resume_fail",
+                "resume_file",
+                "bad_input",
+                "not_ours",
+                "request_planned",
+                "request_succeeded",
+                "request_failed",
+                "queue_timeout",
+                "backoff",
+                "backoff_ended",
+                "backoff_refused",
+                "run_duration",
+                "adopted",
+                "drift",
+                "returned",
+                "expired",
+                "vm_lost",
+                "not_owned",
+                "orphan",
+                "mig_deleted",
+                "gce_refused",
+                "slurm_error",
+                "outbox_abandoned",
+            ]
+        );
+        for k in EventKind::ALL {
+            assert_eq!(k.as_str().parse::<EventKind>(), Ok(*k));
+            assert_eq!(serde_json::to_value(k).unwrap(), serde_json::json!(k.as_str()));
+        }
+        for h in HookKind::ALL {
+            assert_eq!(EventKind::from(*h).as_str(), h.as_str(), "a hook's event is named as the hook");
+        }
+    }
+
+    /// GCE's states read and write as GCE spells them; one this version does not know is kept.
+    #[test]
+    fn gce_states_keep_unknown_values() {
+        for s in [
+            "PROVISIONING",
+            "STAGING",
+            "RUNNING",
+            "STOPPING",
+            "SUSPENDING",
+            "SUSPENDED",
+            "REPAIRING",
+            "TERMINATED",
+        ] {
+            let v = VmStatus::from(s);
+            assert!(!matches!(v, VmStatus::Other(_)), "{s}");
+            assert_eq!(v.as_str(), s);
+        }
+        assert_eq!(VmStatus::from("PENDING_STOP"), VmStatus::Other("PENDING_STOP".into()));
+        assert_eq!(VmStatus::from("RUNNING".to_string()), VmStatus::Running);
+        let unknown: GceRequestState = serde_json::from_str("\"PROVISIONING\"").unwrap();
+        assert_eq!(unknown, GceRequestState::Other("PROVISIONING".into()));
+        assert_eq!(serde_json::to_string(&unknown).unwrap(), "\"PROVISIONING\"");
+        assert!(!unknown.is_final() && !unknown.in_flight());
+        assert!(
+            GceRequestState::from("ACCEPTED").in_flight() && GceRequestState::from("CREATING").in_flight()
+        );
+        for s in ["SUCCEEDED", "FAILED", "CANCELLED"] {
+            assert!(GceRequestState::from(s).is_final(), "{s}");
+        }
+        assert_eq!(GceRequestState::Failed.to_string(), "FAILED");
+    }
+}

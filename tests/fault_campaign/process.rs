@@ -479,5 +479,5 @@ fn slurm_dws_status(sock: &Path) -> bool {
         return false;
     }
     let mut line = String::new();
-    BufReader::new(s).read_line(&mut line).is_ok() && line.contains("report")
+    BufReader::new(s).read_line(&mut line).is_ok() && line.contains("\"response\":\"status\"")
 }

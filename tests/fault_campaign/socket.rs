@@ -31,7 +31,7 @@ fn send(sock: &Path, bytes: &[u8], wait: Duration) -> std::io::Result<Option<Str
 }
 
 fn status_ok(sock: &Path, wait: Duration) -> bool {
-    matches!(send(sock, b"{\"v\":1,\"request\":\"status\"}\n", wait), Ok(Some(l)) if l.contains("\"report\""))
+    matches!(send(sock, b"{\"v\":1,\"request\":\"status\"}\n", wait), Ok(Some(l)) if l.contains("\"response\":\"status\""))
 }
 
 /// Store tables that a message could change (the daemon's own pass bookkeeping aside).

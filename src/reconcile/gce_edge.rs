@@ -7,7 +7,7 @@
 
 use super::error::ReconcileError;
 use super::types::*;
-use crate::config::{self, Config};
+use crate::config::Config;
 use crate::gce::{self, ErrorClass, GceError, Location};
 use crate::model::{GceRequestState, MutationKind, OutboxEntry, Request, VmStatus};
 use crate::naming::Naming;
@@ -39,12 +39,6 @@ pub enum SendError {
 
 /// The client for the configured endpoint and credentials.
 pub fn client(cfg: &Config) -> Result<gce::Client, GceError> {
-    let creds = match &cfg.gcp.credentials {
-        config::Credentials::Auto => gce::Credentials::Auto,
-        config::Credentials::Metadata => gce::Credentials::Metadata,
-        config::Credentials::None => gce::Credentials::None,
-        config::Credentials::KeyFile(p) => gce::Credentials::KeyFile(p.clone()),
-    };
     let opts = gce::ClientOptions {
         endpoint: cfg.gcp.endpoint.clone(),
         project: cfg.gcp.project.clone(),
@@ -52,7 +46,7 @@ pub fn client(cfg: &Config) -> Result<gce::Client, GceError> {
         request_timeout: Duration::from_secs(cfg.gcp.request_timeout),
         retry_deadline: Duration::from_secs(cfg.gcp.retry_deadline),
     };
-    gce::Client::new(opts, creds)
+    gce::Client::new(opts, cfg.gcp.credentials.clone())
 }
 
 fn region(cfg: &Config) -> Location {

@@ -27,10 +27,6 @@
 //! | `types.rs`      | the planner's inputs and outputs                                            |
 //! | `error.rs`      | [`ReconcileError`]                                                          |
 
-// TODO(merge): the reconciler is being rewritten on another branch; its clock reads (run.rs: the
-// pass's `now` and timing) get their own `#[allow]` with a reason there, and this goes.
-#![allow(clippy::disallowed_methods)]
-
 mod commit;
 mod error;
 mod execute;

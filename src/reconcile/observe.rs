@@ -15,7 +15,7 @@ use crate::naming::{self, Naming};
 use crate::slurm::{self, NodeInfo, Slurm};
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
+use tokio::time::Instant;
 
 /// What one pass sees before it decides anything. [`Reconciler::pass_on`](super::Reconciler::pass_on)
 /// ingests its inbox and plans from the rest.

@@ -131,6 +131,7 @@ fn main() {
         reconcile: "mig_gc_grace = 5\nbackoff_initial = 5\nbackoff_max = 10".into(),
         slurm_conf: vec![],
         time_scale: 1.0,
+        slurm: devcluster::SlurmGeneration::default(),
     };
     let mut n =
         Narrator { t0: Instant::now(), nodes: BTreeMap::new(), requests: BTreeMap::new(), migs: vec![] };

@@ -29,6 +29,7 @@ pub fn run(ctx: &Ctx, t: &mut Table) {
         reconcile: String::new(),
         slurm_conf: vec![],
         time_scale: 1.0,
+        slurm: devcluster::SlurmGeneration::default(),
     };
     let started = Instant::now();
     let stack = match Stack::start(spec) {

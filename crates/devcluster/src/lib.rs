@@ -1,4 +1,6 @@
-//! A real local slurmctld + slurmd cluster (Debian's Slurm 22.05) for tests and `make demo`.
+//! A real local slurmctld + slurmd cluster for tests and `make demo`, on either of two real Slurms
+//! ([`SlurmGeneration`]): Debian bookworm's 22.05 installed on the host (the default), or Debian
+//! trixie's 24.11 run from the root that `scripts/slurm-root.sh` builds (docs/slurm-root.md).
 //!
 //! slurm-dws is only right if real Slurm agrees, so the end-to-end tests run a real controller on
 //! this machine whose "cloud" nodes are real `slurmd -N NODE` processes started on demand (by a
@@ -16,6 +18,17 @@
 //!   slurmds daemonize and are stopped through their pid files;
 //! - a PrologSlurmctld that waits for the job's nodes makes a job start ~1–2 s after sbatch.
 //!
+//! On 24.11 ([`SlurmGeneration::Trixie`]) every Slurm process — munged, slurmctld, each slurmd,
+//! each client command, and whatever slurmctld runs (hooks, prolog) — runs inside the trixie root:
+//! started on the host through the cluster's `bin/in-root` wrapper, which enters a private mount
+//! namespace, bind-mounts `/proc`, `/sys`, `/dev`, the cluster directory and
+//! [`ClusterSpec::bind_dirs`] at the same paths, and chroots (`unshare --root`). Nothing is ever
+//! mounted on the host, and every step execs, so the PIDs the harness holds are the daemons' own
+//! (there is no PID namespace) and stopping by PID and pid file works as on 22.05. The clients
+//! are reached through wrapper scripts in the cluster's `wbin/` ([`LocalCluster::client_bin_dir`]),
+//! which is the `bin_dir` slurm-dws gets. The root's own munge key and munge user are used; the
+//! slurm.conf drops what 24.11 calls defunct and a `cgroup.conf` says `CgroupPlugin=disabled`.
+//!
 //! [`LocalCluster`] stops everything it started when dropped, pass or fail (slurmds through their
 //! pid files, then any process still carrying the cluster's marker in its environment, then
 //! slurmctld and munged by PID) and removes its directory (kept when
@@ -26,6 +39,7 @@
 
 mod binaries;
 mod conf;
+pub mod generation;
 mod install;
 mod process;
 pub mod stack;
@@ -41,6 +55,7 @@ use conf::Layout;
 use process::Daemon;
 
 pub use binaries::{sim_bin, SIM_BIN_NAME};
+pub use generation::{ensure_trixie_root, trixie_root, SlurmGeneration, ROOT_STAMP};
 pub use install::{available_for_tests, ensure_installed, missing as missing_files, PACKAGES};
 
 /// Environment variable set in every slurmd of a cluster (value: the cluster directory), so that
@@ -99,6 +114,13 @@ pub struct ClusterSpec {
     /// replaces the default of the same key (e.g. `SuspendTime=30`).
     pub extra_conf: Vec<String>,
     pub auth: Auth,
+    /// Which Slurm runs the cluster (default: the host's 22.05).
+    pub slurm: SlurmGeneration,
+    /// Host directories that programs run by slurmctld (ResumeProgram, SuspendProgram, what they
+    /// start) must see: bind-mounted at the same paths inside the root on 24.11 (the cluster's
+    /// own directory always is). Give the directories of hook scripts and binaries, and of the
+    /// files they read or write. Unused on 22.05, where everything runs on the host.
+    pub bind_dirs: Vec<PathBuf>,
 }
 
 impl ClusterSpec {
@@ -112,7 +134,22 @@ impl ClusterSpec {
             partition_lines: Vec::new(),
             extra_conf: Vec::new(),
             auth: Auth::default(),
+            slurm: SlurmGeneration::default(),
+            bind_dirs: Vec::new(),
         }
+    }
+
+    /// Chooses the Slurm (builder style).
+    pub fn slurm(mut self, generation: SlurmGeneration) -> Self {
+        self.slurm = generation;
+        self
+    }
+
+    /// Adds a directory that programs run by slurmctld must see (builder style); see
+    /// [`ClusterSpec::bind_dirs`].
+    pub fn bind(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.bind_dirs.push(dir.into());
+        self
     }
 
     /// Adds a node line (builder style).
@@ -216,7 +253,24 @@ impl LocalCluster {
         let text = conf::render(&self.spec, &l, self.ctld_port, &node_lines);
         write_file(&l.conf(), &text, 0o644)?;
         write_file(&l.prolog(), &conf::prolog_script(&l.conf()), 0o755)?;
-        write_file(&l.slurmd_start(), &conf::slurmd_start_script(&l, &l.dir.display().to_string()), 0o755)?;
+        let in_root = (self.spec.slurm == SlurmGeneration::Trixie).then(|| l.in_root());
+        if let Some(wrapper) = &in_root {
+            let root = generation::ensure_trixie_root()?;
+            let mut binds = vec![l.dir.clone()];
+            binds.extend(self.spec.bind_dirs.iter().cloned());
+            write_file(wrapper, &conf::in_root_script(&root, &binds), 0o755)?;
+            mkdir(&l.wbin(), 0o755)?;
+            for program in conf::WRAPPED {
+                let name = Path::new(program).file_name().expect("a program has a name");
+                write_file(&l.wbin().join(name), &conf::client_wrapper(program, wrapper), 0o755)?;
+            }
+            write_file(&l.cgroup_conf(), conf::CGROUP_CONF_DISABLED, 0o644)?;
+        }
+        write_file(
+            &l.slurmd_start(),
+            &conf::slurmd_start_script(&l, &l.dir.display().to_string(), in_root.as_deref()),
+            0o755,
+        )?;
         write_file(&l.slurmd_stop(), &conf::slurmd_stop_script(&l), 0o755)?;
         // The ports stay bound until here, so that no other cluster picks them meanwhile.
         drop(reserved);
@@ -238,24 +292,44 @@ impl LocalCluster {
         use std::os::unix::process::CommandExt;
         let dir = self.layout.munge();
         mkdir(&dir, 0o711)?;
-        let user = nix::unistd::User::from_name("munge")
-            .ok()
-            .flatten()
-            .ok_or_else(|| DevclusterError::NotInstalled("no `munge` user".into()))?;
-        nix::unistd::chown(&dir, Some(user.uid), Some(user.gid))
+        let (uid, gid) = match self.spec.slurm {
+            SlurmGeneration::Bookworm => {
+                let user = nix::unistd::User::from_name("munge")
+                    .ok()
+                    .flatten()
+                    .ok_or_else(|| DevclusterError::NotInstalled("no `munge` user".into()))?;
+                (user.uid.as_raw(), user.gid.as_raw())
+            }
+            // The root's munge user, which munged runs as inside it, is not the host's.
+            SlurmGeneration::Trixie => generation::user_in_root(&generation::ensure_trixie_root()?, "munge")?,
+        };
+        nix::unistd::chown(&dir, Some(uid.into()), Some(gid.into()))
             .map_err(|e| DevclusterError::io(&dir, e.into()))?;
         let arg = |flag: &str, file: &str| format!("--{flag}={}", dir.join(file).display());
-        let child = Command::new(MUNGED)
+        let mut cmd = match self.spec.slurm {
+            SlurmGeneration::Bookworm => {
+                let mut c = Command::new(MUNGED);
+                c.uid(uid).gid(gid);
+                c
+            }
+            // Inside the root the user switch happens there (setpriv execs munged: one process).
+            SlurmGeneration::Trixie => {
+                let mut c = Command::new(self.layout.in_root());
+                c.args(["/usr/bin/setpriv", "--reuid=munge", "--regid=munge", "--clear-groups", MUNGED]);
+                c
+            }
+        };
+        let child = cmd
             .args([
                 "--foreground".to_string(),
+                // The host name need not resolve (the trixie root has no entry for it).
+                "--origin=127.0.0.1".to_string(),
                 arg("socket", "munge.socket.2"),
                 arg("pid-file", "munged.pid"),
                 arg("log-file", "munged.log"),
                 arg("seed-file", "munged.seed"),
                 "--key-file=/etc/munge/munge.key".to_string(),
             ])
-            .uid(user.uid.as_raw())
-            .gid(user.gid.as_raw())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log_file(&self.layout.log().join("munged.stderr"))?)
@@ -283,7 +357,15 @@ impl LocalCluster {
     fn start_slurmctld(&mut self) -> Result<(), DevclusterError> {
         let out = log_file(&self.layout.log().join("slurmctld.stdout"))?;
         let err = out.try_clone().map_err(|e| DevclusterError::io(&self.layout.log(), e))?;
-        let child = Command::new(SLURMCTLD)
+        let mut cmd = match self.spec.slurm {
+            SlurmGeneration::Bookworm => Command::new(SLURMCTLD),
+            SlurmGeneration::Trixie => {
+                let mut c = Command::new(self.layout.in_root());
+                c.arg(SLURMCTLD);
+                c
+            }
+        };
+        let child = cmd
             .arg("-D")
             .arg("-i")
             .arg("-f")
@@ -415,13 +497,21 @@ impl LocalCluster {
     /// Where this cluster's Slurm client commands (`scontrol`, `sinfo`, `squeue`, `sbatch`) are:
     /// slurm-dws's `[slurm] bin_dir` for it.
     pub fn client_bin_dir(&self) -> PathBuf {
-        PathBuf::from(CLIENT_BIN)
+        match self.spec.slurm {
+            SlurmGeneration::Bookworm => PathBuf::from(CLIENT_BIN),
+            SlurmGeneration::Trixie => self.layout.wbin(),
+        }
+    }
+
+    /// Which Slurm this cluster runs.
+    pub fn slurm_generation(&self) -> SlurmGeneration {
+        self.spec.slurm
     }
 
     /// A Slurm client command with this cluster's SLURM_CONF, run from the jobs directory (where
     /// batch output lands).
     pub fn client(&self, program: &str) -> Command {
-        let mut cmd = Command::new(Path::new(CLIENT_BIN).join(program));
+        let mut cmd = Command::new(self.client_bin_dir().join(program));
         cmd.env("SLURM_CONF", self.conf_path()).current_dir(self.layout.jobs()).stdin(Stdio::null());
         cmd
     }
@@ -498,6 +588,10 @@ impl Drop for LocalCluster {
         }
         if self.remove_dir {
             let _ = std::fs::remove_dir_all(&self.layout.dir);
+            if self.spec.slurm == SlurmGeneration::Trixie {
+                // The empty mount points the in-root wrapper made for this run's directories.
+                generation::sweep_mount_points(&generation::trixie_root());
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! Every process started here is stopped by PID when the [`Stack`] is dropped, pass or fail.
 
-use super::{ClusterSpec, DevclusterError, LocalCluster};
+use super::{ClusterSpec, DevclusterError, LocalCluster, SlurmGeneration};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -40,6 +40,8 @@ pub struct StackSpec {
     pub slurm_conf: Vec<String>,
     /// The simulator's `--time-scale`.
     pub time_scale: f64,
+    /// Which Slurm the cluster runs (default: the host's 22.05).
+    pub slurm: SlurmGeneration,
 }
 
 /// A running stack.
@@ -74,7 +76,13 @@ impl Stack {
         std::fs::write(&config, config_text(&spec, dir.path(), "http://127.0.0.1:9/compute/v1/", None))
             .map_err(|e| err("config", e))?;
         let lines = Command::new(&spec.bin)
-            .args(["check-config", "--print-slurm-conf", "--hook-dir"])
+            .args([
+                "check-config",
+                "--print-slurm-conf",
+                "--slurm-version",
+                spec.slurm.version(),
+                "--hook-dir",
+            ])
             .arg(&hooks)
             .arg(&config)
             .output()
@@ -82,7 +90,12 @@ impl Stack {
         if !lines.status.success() {
             return Err(err("check-config", String::from_utf8_lossy(&lines.stderr)));
         }
-        let mut cspec = ClusterSpec::new("dws");
+        // On 24.11 the hooks run inside the Slurm root: they need the stack's directory (config,
+        // database, socket) and the slurm-dws binary there, at the same paths.
+        let mut cspec = ClusterSpec::new("dws").slurm(spec.slurm).bind(dir.path());
+        if let Some(bin_dir) = spec.bin.canonicalize().ok().and_then(|b| b.parent().map(Path::to_path_buf)) {
+            cspec = cspec.bind(bin_dir);
+        }
         for l in String::from_utf8_lossy(&lines.stdout).lines() {
             let key = l.split('=').next().unwrap_or("");
             match key {
@@ -116,7 +129,8 @@ impl Stack {
         let sim_url = format!("http://{addr}/compute/v1/");
 
         // The hooks find their config beside $SLURM_CONF (slurmctld passes nothing else).
-        let text = config_text(&spec, dir.path(), &sim_url, Some(&cluster.conf_path()));
+        let text =
+            config_text(&spec, dir.path(), &sim_url, Some((&cluster.conf_path(), &cluster.client_bin_dir())));
         std::fs::write(&config, &text).map_err(|e| err("config", e))?;
         let beside = cluster.conf_path().with_file_name("slurm-dws.toml");
         std::fs::write(&beside, &text).map_err(|e| err("config", e))?;
@@ -286,7 +300,8 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
-fn config_text(spec: &StackSpec, dir: &Path, endpoint: &str, slurm_conf: Option<&Path>) -> String {
+/// The stack's slurm-dws config; `slurm` is the cluster's (slurm.conf, client bin_dir) once it runs.
+fn config_text(spec: &StackSpec, dir: &Path, endpoint: &str, slurm: Option<(&PathBuf, &PathBuf)>) -> String {
     let mut t = format!(
         r#"cluster_name = "hpc"
 state_dir = "{state}"
@@ -301,7 +316,7 @@ credentials = "none"
 calls_per_minute = 6000
 
 [slurm]
-bin_dir = "/usr/bin"
+bin_dir = "{bin_dir}"
 {conf}
 command_timeout = 10
 
@@ -312,7 +327,8 @@ interval = 5
         state = dir.join("state").display(),
         sock = dir.join("slurm-dws.sock").display(),
         log = dir.join("slurm-dws.log").display(),
-        conf = slurm_conf.map(|c| format!("conf = \"{}\"", c.display())).unwrap_or_default(),
+        conf = slurm.map(|(c, _)| format!("conf = \"{}\"", c.display())).unwrap_or_default(),
+        bin_dir = slurm.map_or_else(|| "/usr/bin".to_string(), |(_, b)| b.display().to_string()),
         reconcile = spec.reconcile,
     );
     for ns in &spec.nodesets {

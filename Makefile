@@ -24,10 +24,12 @@ FAULT_SUMMARY := $(or $(CARGO_TARGET_DIR),target)/tmp/fault-campaign.txt
 build:
 	$(CARGO) build --profile $(CARGO_PROFILE) --bins
 
-## test: install Slurm/munge if missing, then fmt, clippy and every test (real Slurm included);
+## test: install Slurm/munge if missing and build the Slurm 24.11 root (scripts/slurm-root.sh, cached
+##       outside the clone), then fmt, clippy and every test (real Slurm 22.05 and 24.11 included);
 ##       ends with the fault campaign's summary line
 test:
 	./scripts/install-deps.sh
+	./scripts/slurm-root.sh
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	@rm -f $(FAULT_SUMMARY)

@@ -161,8 +161,11 @@ fn e2e_2_two_nodesets_at_once_and_an_up_node_is_reused(slurm: SlurmGeneration) {
     if !slurm_available(slurm) {
         return;
     }
-    let s = Stack::start(spec(slurm, vec![StackNodeset::new("a", 0, 2), StackNodeset::new("b", 0, 2)], ""))
-        .unwrap();
+    let mut sp = spec(slurm, vec![StackNodeset::new("a", 0, 2), StackNodeset::new("b", 0, 2)], "");
+    // hpc-a-0 must still be up for the third job however slow the machine is: the harness's
+    // SuspendTime of 15 s could pass while the first two jobs finish on a loaded 2-core run.
+    sp.slurm_conf = vec!["SuspendTime=300".into()];
+    let s = Stack::start(sp).unwrap();
     let (ja, out_a) = sbatch(&s, "a", &["-N1", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
     let (jb, out_b) = sbatch(&s, "b", &["-N2", "--time=20", "-p", "b"], "srun printenv SLURMD_NODENAME");
     for j in [ja, jb] {
@@ -181,8 +184,11 @@ fn e2e_2_two_nodesets_at_once_and_an_up_node_is_reused(slurm: SlurmGeneration) {
     // hpc-a-0 is still up (SuspendTime has not passed): a job on it starts without a new request.
     assert_eq!(node_state(&s, "hpc-a-0"), "idle");
     let inserts = sim_inserts(&s, "regionInstanceGroupManagerResizeRequests.insert");
+    // Its time limit must end before hpc-a-0's end-of-life reservation starts (the VM's run
+    // duration is job a's 10 min + boot_allowance, the reservation starts eol_grace = 10 min before
+    // that): a 10-minute job would wait for the reservation, as Slurm should make it.
     let (jc, out_c) =
-        sbatch(&s, "c", &["-N1", "--time=10", "-p", "a", "-w", "hpc-a-0"], "srun printenv SLURMD_NODENAME");
+        sbatch(&s, "c", &["-N1", "--time=5", "-p", "a", "-w", "hpc-a-0"], "srun printenv SLURMD_NODENAME");
     wait(&s, "job on the up node COMPLETED", 30, || (sacct_like_state(&s, jc) == "COMPLETED").then_some(()));
     assert_eq!(ran_on(&out_c), vec!["hpc-a-0"]);
     assert_eq!(requests(&s).len(), 2, "no new request for a node already up");

@@ -19,6 +19,7 @@
 
 pub mod control;
 pub mod error;
+pub mod fields;
 pub mod filter;
 pub mod process;
 pub mod schema;

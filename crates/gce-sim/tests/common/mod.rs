@@ -135,8 +135,11 @@ pub fn mig_body(name: &str) -> Value {
 }
 
 pub async fn start(time_scale: f64) -> (SimHandle, Api) {
-    let handle =
-        sim::start(SimOptions { time_scale, ..SimOptions::default() }).await.expect("simulator starts");
+    start_with(SimOptions { time_scale, ..SimOptions::default() }).await
+}
+
+pub async fn start_with(opts: SimOptions) -> (SimHandle, Api) {
+    let handle = sim::start(opts).await.expect("simulator starts");
     let base = handle.base_url();
     assert_eq!(base, format!("http://{}/compute/v1/", handle.addr()));
     let root = format!("http://{}/", handle.addr());

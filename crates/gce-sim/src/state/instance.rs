@@ -227,6 +227,7 @@ impl State {
             repairing: false,
             deleting_at: None,
         };
+        self.wake(vm.next_at.unwrap_or(now).min(vm.termination));
         self.instances.insert((vm.project.clone(), zone, name.to_string()), vm);
         if let Some(m) = self.migs.get_mut(mig) {
             m.vms.insert(name.to_string());
@@ -286,6 +287,9 @@ impl State {
             vm.next_at = repair.then(|| now + ms(DELETE_MS));
             if std::mem::take(&mut vm.booted) {
                 effects.push(Effect::Stop(vm.name.clone()));
+            }
+            if repair {
+                self.wake(now + ms(DELETE_MS));
             }
         }
         Some(effects)

@@ -437,6 +437,7 @@ impl State {
                 vm.deleting_at = Some(now + ms(DELETE_MS));
             }
         }
+        self.wake(now + ms(DELETE_MS));
         let mig = self.mig_mut(key)?;
         mig.target_size -= lowered;
         for (rr_name, vm) in queued {

@@ -188,6 +188,9 @@ pub struct State {
     /// How long Operations stay RUNNING (control API: `POST /_sim/latency`).
     pub op_latency_ms: i64,
     last_prune: DateTime<Utc>,
+    /// The earliest time any VM has something due (a lifecycle step, the end of a deletion or of its
+    /// run duration): the ticker looks at the VMs only then, not 20 times a second.
+    vm_wakeup: DateTime<Utc>,
 }
 
 pub fn ts(t: DateTime<Utc>) -> String {
@@ -258,6 +261,7 @@ impl State {
             next_ip: 2,
             op_latency_ms: OP_LATENCY_MS,
             last_prune: DateTime::<Utc>::MIN_UTC,
+            vm_wakeup: DateTime::<Utc>::MAX_UTC,
         }
     }
 
@@ -364,6 +368,11 @@ impl State {
         })
     }
 
+    /// Something about a VM is due at `t`: make sure the ticker looks then.
+    pub(super) fn wake(&mut self, t: DateTime<Utc>) {
+        self.vm_wakeup = self.vm_wakeup.min(t);
+    }
+
     /// The unreachable zone a call into `scope` (or a regional MIG's zone) would touch, if any.
     pub fn unreachable_zone(&self, zone: &str) -> bool {
         self.unreachable.contains_key(zone)
@@ -376,17 +385,26 @@ impl State {
     pub fn tick(&mut self, now: DateTime<Utc>) -> Vec<Effect> {
         let mut effects = Vec::new();
         self.advance_requests(now);
-        self.advance_vms(now, &mut effects);
-        self.finish_provisioning(now);
-        let gone: Vec<InstanceKey> = self
-            .instances
-            .iter()
-            .filter(|(_, vm)| vm.deleting_at.is_some_and(|t| now >= t) || now >= vm.termination)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in gone {
-            effects.extend(self.end_of_vm(&k, now));
+        if now >= self.vm_wakeup {
+            self.advance_vms(now, &mut effects);
+            let gone: Vec<InstanceKey> = self
+                .instances
+                .iter()
+                .filter(|(_, vm)| vm.deleting_at.is_some_and(|t| now >= t) || now >= vm.termination)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in gone {
+                effects.extend(self.end_of_vm(&k, now));
+            }
+            self.vm_wakeup = self
+                .instances
+                .values()
+                .flat_map(|vm| [vm.next_at, vm.deleting_at, Some(vm.termination)])
+                .flatten()
+                .min()
+                .unwrap_or(DateTime::<Utc>::MAX_UTC);
         }
+        self.finish_provisioning(now);
         effects.extend(self.finish_mig_deletes(now));
         if now >= later(self.last_prune, 1000) {
             self.last_prune = now;

@@ -4,7 +4,7 @@
 //!
 //! | call | body | effect |
 //! |---|---|---|
-//! | `GET /_sim/state` | | everything: `migs` (each with `resizeRequests` and `managedInstances`), `instances`, `operations`, `capacity`, `faults`, `templates`, `calls`, `time`, `time_scale` |
+//! | `GET /_sim/state` | | everything: `migs` (each with `resizeRequests` and `managedInstances`), `instances`, `operations`, `capacity`, `faults`, `operation_faults`, `templates`, `serve_default_templates`, `unreachable`, `lifecycle`, `quotas`, `request_id_retention_seconds`, `calls`, `rate_limited`, `time`, `time_scale` |
 //! | `GET /_sim/calls` | | `{"total": N, "by_method": {"regionInstanceGroupManagers.insert": 3, ...}, "rate_limited": {"total": N, "by_method": {...}}}`: GCE API calls (faulted and rate-limited ones included) by discovery method id, and those refused by a rate quota |
 //! | `POST /_sim/calls/reset` | | zero the counts |
 //! | `POST /_sim/capacity` | `{"match": "hpc-a3u-", "delay_seconds": 5.0, "fail": {"code", "message", "errorDetails"?} \| null, "hold": false}` | a rule for MIGs whose name starts with `match` ("" = all; the latest matching rule wins, and applies to requests already queued); no rule = capacity at once |

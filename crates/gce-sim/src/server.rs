@@ -178,7 +178,7 @@ fn route(method: &Method, path: &str) -> Option<Call> {
 /// The handler for every path under [`PREFIX`].
 ///
 /// In order: route (404 for a path GCE does not have here), count the call, rate quotas (403
-/// `rateLimitExceeded`), injected HTTP faults, then [`handle`].
+/// `rateLimitExceeded`), injected HTTP faults, then `handle`.
 pub async fn api(State(sim): State<Arc<Shared>>, method: Method, uri: Uri, body: Bytes) -> Response {
     let path = uri.path().strip_prefix(PREFIX).unwrap_or_default();
     let Some(call) = route(&method, path) else {

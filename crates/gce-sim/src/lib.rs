@@ -126,7 +126,8 @@ pub struct SimOptions {
     /// end of its run duration) or TERMINATED (a host failure).
     pub stop_cmd: Option<String>,
     /// Run durations pass this many times faster: a VM's termination time is creation +
-    /// run duration / time_scale, in real time. Capacity delays and operation latencies are not scaled.
+    /// run duration / time_scale, in real time. Capacity delays, operation latencies and the VM
+    /// lifecycle (PROVISIONING, STAGING) are not scaled.
     pub time_scale: f64,
 }
 

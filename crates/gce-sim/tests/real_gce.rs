@@ -215,7 +215,7 @@ async fn a_failed_operation_is_replayed_by_its_request_id_until_the_id_is_forgot
 
     // requestIds are remembered for the retention window (default an hour), then forgotten.
     assert_eq!(api.control(Method::GET, "request-ids", None).await["retention_seconds"], 3600.0);
-    api.control(Method::POST, "request-ids", Some(json!({"retention_seconds": 0.3}))).await;
+    api.control(Method::POST, "request-ids", Some(json!({"retention_seconds": 1.0}))).await;
     let fault =
         json!({"method": "regionInstanceGroupManagers.insert", "code": "RESOURCE_NOT_READY", "count": 1});
     api.control(Method::POST, "operation-faults", Some(fault)).await;
@@ -226,7 +226,7 @@ async fn a_failed_operation_is_replayed_by_its_request_id_until_the_id_is_forgot
     assert_eq!(done["httpErrorStatusCode"], 400);
     let (_, replay) = api.post(&insert, mig_body("hpc-a3u-g2")).await;
     assert_eq!(replay["name"], failed["name"], "within the window");
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let (_, after) = api.post(&insert, mig_body("hpc-a3u-g2")).await;
     assert_ne!(after["name"], failed["name"], "after the window the requestId acts again");
     assert!(api.wait(&after).await.get("error").is_none());

@@ -2,6 +2,9 @@
 //! strict delete forms, failed operations and requestId replay, unreachable zones, the VM lifecycle
 //! and host failures, templates and machine types, rate quotas, partial responses.
 
+// Test rig: these drive a real simulator server and wait for its ticker in real time.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::*;

@@ -3,6 +3,9 @@
 //! costs the same as on an empty project. Timings are printed (`--no-capture`) and bounded loosely,
 //! since this runs as a debug build on a shared machine.
 
+// Test rig: these drive a real simulator server and wait for its ticker in real time.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::*;

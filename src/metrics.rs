@@ -291,6 +291,24 @@ impl Metrics {
             w.sample("slurm_dws_last_pass_iteration", &[], p.iteration as f64);
             w.family("slurm_dws_last_pass_ok", "gauge", "1 if the last pass had no error, else 0.");
             w.sample("slurm_dws_last_pass_ok", &[], if p.outcome == PassOutcome::Ok { 1.0 } else { 0.0 });
+            w.family(
+                "slurm_dws_degraded",
+                "gauge",
+                "1 while reconcile passes are degraded (GCE or Slurm unreadable, or a step failed), else 0.",
+            );
+            w.sample("slurm_dws_degraded", &[], if p.outcome == PassOutcome::Degraded { 1.0 } else { 0.0 });
+            if let Some(since) = p.degraded_since {
+                w.family(
+                    "slurm_dws_degraded_since_timestamp_seconds",
+                    "gauge",
+                    "When the first degraded pass of the current degraded spell started.",
+                );
+                w.sample(
+                    "slurm_dws_degraded_since_timestamp_seconds",
+                    &[],
+                    since.timestamp_millis() as f64 / 1000.0,
+                );
+            }
         }
 
         w.family("slurm_dws_config_reloads_total", "counter", "SIGHUP config reloads by result (ok, error).");

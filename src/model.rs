@@ -233,6 +233,10 @@ string_enum! {
         SlurmError => "slurm_error",
         /// An outbox entry no longer needed was closed without being sent again.
         OutboxAbandoned => "outbox_abandoned",
+        /// Reconcile passes became degraded (GCE or Slurm could not be read, or a step failed): why.
+        Degraded => "degraded",
+        /// Reconcile passes are healthy again after being degraded.
+        Recovered => "recovered",
     }
 }
 
@@ -451,6 +455,8 @@ mod tests {
                 "gce_refused",
                 "slurm_error",
                 "outbox_abandoned",
+                "degraded",
+                "recovered",
             ]
         );
         for k in EventKind::ALL {

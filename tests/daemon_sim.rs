@@ -160,10 +160,10 @@ async fn a_second_daemon_on_the_same_state_dir_is_refused_by_name() {
     );
     assert!(!second_sock.exists(), "the refused daemon bound nothing");
     // The first one still answers, and after it stops the next one starts.
-    assert!(w.cli(&["status"]).status.success());
+    assert!(answers(&w));
     assert!(w.stop_daemon().success());
     w.start_daemon();
-    assert!(w.cli(&["status"]).status.success());
+    assert!(answers(&w));
 }
 
 /// SIGTERM while a pass waits on GCE (the resize request's insert answers after 5 s): the pass is let
@@ -191,7 +191,7 @@ async fn sigterm_during_a_pass_lets_it_commit_answers_every_client_and_exits_0()
     let mut asking = UnixStream::connect(&sock).unwrap();
     asking.write_all(b"{\"v\":1,\"request\":\"reconcile\"}\n").unwrap();
     // Connections are accepted in order: once a later one is answered, both are the daemon's.
-    assert!(w.cli(&["status"]).status.success());
+    assert!(answers(&w));
 
     #[allow(clippy::disallowed_methods)] // times a real process's exit
     let t = std::time::Instant::now();
@@ -332,6 +332,12 @@ async fn nodes_that_are_not_ours_are_reported_and_the_rest_proceed() {
     assert!(ev.contains("hpc-a-4: index '4' is outside nodeset a"), "{ev}");
     assert!(ev.contains("other-1 is not a node of cluster hpc"), "{ev}");
     assert_eq!(w.sim_vms().await, vec!["hpc-a-2", "hpc-a-3"]);
+}
+
+/// `status` got its answer from the running daemon (it exits 1 here all the same: this world has no
+/// Slurm, so its passes are degraded).
+fn answers(w: &World) -> bool {
+    String::from_utf8_lossy(&w.cli(&["status"]).stdout).contains("running (pid")
 }
 
 /// Blocks on a future from inside a sync closure (the tests' wait loops are sync).

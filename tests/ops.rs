@@ -389,3 +389,76 @@ async fn other_users_are_told_permission_denied() {
     assert!(w.daemon_log().contains("refused: not root or the service user"));
     assert!(!w.daemon_log().contains('\x1b'), "ANSI escapes in a non-terminal log");
 }
+
+/// A pass that cannot read Slurm is loud: `status` says DEGRADED with the reason and since when and
+/// exits 1; a `degraded` event and the `slurm_dws_degraded` gauge record it; the log says it once,
+/// not once per pass; when Slurm answers again a `recovered` event, the gauge back at 0 and exit 0.
+/// With the daemon down `status` exits 1 as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_degraded_pass_is_loud_in_status_events_metrics_and_once_in_the_log() {
+    let port = free_port();
+    let mut w =
+        World::new(&[("a", 0, 4, "")], &format!("[daemon]\nmetrics_listen = \"127.0.0.1:{port}\"\n")).await;
+    w.healthy_slurm();
+    w.start_daemon();
+    let iteration = |w: &World| w.cli_json(&["status"])["last_pass"]["iteration"].as_u64().unwrap_or(0);
+    w.wait_for("a healthy pass", 30, || {
+        let s = w.cli_json(&["status"]);
+        (s["last_pass"]["outcome"] == "ok").then_some(())
+    });
+    let out = w.cli(&["status"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("health:        ok"));
+    assert_eq!(scrape(port).await.get("slurm_dws_degraded"), 0.0);
+
+    // slurmctld stops answering.
+    w.break_slurm();
+    let s = w.wait_for("a degraded pass", 30, || {
+        let s = w.cli_json(&["status"]);
+        (s["last_pass"]["outcome"] == "degraded").then_some(s)
+    });
+    assert_eq!(s["healthy"], false, "{s}");
+    let since = s["degraded"]["since"].as_str().unwrap().to_string();
+    assert!(s["degraded"]["reasons"].to_string().contains("Unable to contact slurm controller"), "{s}");
+    // Three more passes, all degraded: one log line, one event, since unchanged.
+    let first = iteration(&w);
+    w.wait_for("three more passes", 30, || (iteration(&w) >= first + 3).then_some(()));
+    let out = w.cli(&["status"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains(&format!("health:        DEGRADED since {since}")), "{text}");
+    assert!(text.contains("Unable to contact slurm controller"), "{text}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("DEGRADED since"), "one line on stderr");
+    assert_eq!(w.cli_json(&["status"])["degraded"]["since"].as_str(), Some(since.as_str()));
+    let events = w.cli_json(&["events"]);
+    let kinds: Vec<&str> = events.as_array().unwrap().iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "degraded").count(), 1, "{events}");
+    let m = scrape(port).await;
+    assert_eq!(m.get("slurm_dws_degraded"), 1.0);
+    assert!(m.get("slurm_dws_passes_total{outcome=\"degraded\"}") >= 4.0);
+    assert!(m.opt("slurm_dws_degraded_since_timestamp_seconds").is_some());
+    let log = w.daemon_log();
+    assert_eq!(log.matches("reconcile passes are DEGRADED").count(), 1, "once per change:\n{log}");
+    let warnings = log.lines().filter(|l| l.contains(" WARN ")).count();
+    assert_eq!(warnings, 1, "the errors are not warned once per pass:\n{log}");
+
+    // Slurm answers again.
+    w.healthy_slurm();
+    w.wait_for("a healthy pass again", 30, || {
+        (w.cli_json(&["status"])["last_pass"]["outcome"] == "ok").then_some(())
+    });
+    assert_eq!(w.cli(&["status"]).status.code(), Some(0));
+    let events = w.cli_json(&["events"]).to_string();
+    assert!(
+        events.contains("\"recovered\"") && events.contains(&format!("degraded since {since}")),
+        "{events}"
+    );
+    assert_eq!(scrape(port).await.get("slurm_dws_degraded"), 0.0);
+    assert_eq!(w.daemon_log().matches("reconcile passes recovered").count(), 1);
+
+    // The daemon down: status still prints, and exits 1.
+    assert!(w.stop_daemon().success());
+    let out = w.cli(&["status"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("DOWN: the daemon is not running"));
+}

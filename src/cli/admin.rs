@@ -301,8 +301,9 @@ async fn daemon_status(cfg: &Config) -> Option<Liveness> {
     }
 }
 
-/// `slurm-dws status`
-pub async fn status(cfg: &Config, l: &Listing) -> Result<String, CliError> {
+/// `slurm-dws status`: the text (or JSON) to print, and the error to exit with when the daemon is not
+/// running or its last pass was degraded (SPEC: exit 1; the status is printed all the same).
+pub async fn status(cfg: &Config, l: &Listing) -> Result<(String, Option<CliError>), CliError> {
     let now = now();
     let live = daemon_status(cfg).await;
     let store = open(cfg).await?;
@@ -323,7 +324,17 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<String, CliError> {
     let queued: Vec<&Request> =
         requests.iter().filter(|r| r.gce_state == Some(GceRequestState::Accepted)).collect();
     let oldest = queued.iter().min_by_key(|r| r.created_at);
+    let degraded = last_pass.as_ref().filter(|p| p.outcome == crate::reconcile::PassOutcome::Degraded);
+    let reasons = degraded.map(|p| p.degraded_reasons()).unwrap_or_default();
+    let since = degraded.map(|p| p.degraded_since.unwrap_or(p.started_at));
+    let unhealthy = if live.is_none() {
+        Some(CliError::runtime(format!("the daemon is not running (no answer on {})", cfg.socket.display())))
+    } else {
+        since.map(|t| CliError::runtime(format!("DEGRADED since {}: {}", t.to_rfc3339(), reasons.join("; "))))
+    };
     let v = json!({
+        "healthy": unhealthy.is_none(),
+        "degraded": since.map(|t| json!({"since": t.to_rfc3339(), "reasons": reasons})),
         "daemon": {
             "running": live.is_some(),
             "pid": live.as_ref().map(|l| l.pid),
@@ -342,9 +353,22 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<String, CliError> {
         "backoffs": backoffs.iter().map(|b| json!({"nodeset": b.nodeset, "until": b.until.to_rfc3339(), "level": b.level, "reason": b.reason})).collect::<Vec<_>>(),
     });
     if l.json {
-        return Ok(to_json(&v));
+        return Ok((to_json(&v), unhealthy));
     }
     let mut s = String::new();
+    s.push_str(&format!(
+        "health:        {}\n",
+        match (&live, since) {
+            (None, _) => "DOWN: the daemon is not running".to_string(),
+            (Some(_), Some(t)) => format!(
+                "DEGRADED since {} ({} ago): {}",
+                t.to_rfc3339(),
+                age((now - t).num_seconds()),
+                reasons.join("; ")
+            ),
+            (Some(_), None) => "ok".to_string(),
+        }
+    ));
     s.push_str(&format!(
         "daemon:        {}\n",
         match &live {
@@ -404,7 +428,7 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<String, CliError> {
             b.reason
         ));
     }
-    Ok(s)
+    Ok((s, unhealthy))
 }
 
 /// `slurm-dws explain NODE`: the node's story in plain sentences.

@@ -271,12 +271,18 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::runtime(format!("cannot start the async runtime: {e}")))?;
+    if let Command::Status(a) = &command {
+        // Printed in full whatever the health; then exit 1 when the daemon is down or degraded.
+        let listing = admin::Listing { json: a.json, sort: None };
+        let (text, unhealthy) = rt.block_on(admin::status(&cfg, &listing))?;
+        write_out(&mut out, &text)?;
+        return unhealthy.map_or(Ok(()), Err);
+    }
     let text = rt.block_on(async {
         match command {
             Command::Resume(a) => hook(&cfg, HookKind::Resume, &a.hostlist).await,
             Command::Suspend(a) => hook(&cfg, HookKind::Suspend, &a.hostlist).await,
             Command::ResumeFail(a) => hook(&cfg, HookKind::ResumeFail, &a.hostlist).await,
-            Command::Status(a) => admin::status(&cfg, &admin::Listing { json: a.json, sort: None }).await,
             Command::Nodes(a) => {
                 admin::nodes(&cfg, a.nodeset.as_deref(), a.state.as_deref(), &a.nodes, &a.list.listing())
                     .await
@@ -289,7 +295,9 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             Command::Explain(a) => admin::explain(&cfg, &a.node, a.json).await,
             Command::Gc(a) => admin::ask_daemon(&cfg, Request::Gc { dry_run: a.dry_run }, a.json).await,
             Command::Reconcile(a) => admin::ask_daemon(&cfg, Request::Reconcile, a.json).await,
-            Command::CheckConfig(_) | Command::Version | Command::Daemon => unreachable!("handled above"),
+            Command::CheckConfig(_) | Command::Version | Command::Daemon | Command::Status(_) => {
+                unreachable!("handled above")
+            }
         }
     })?;
     write_out(&mut out, &text)

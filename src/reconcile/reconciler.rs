@@ -19,10 +19,11 @@ use super::gce_edge;
 use super::ingest::ingest;
 use super::observe::{self, Observation, Sources};
 use super::plan::plan;
-use super::report::{gc_items, next_pass_in, GcReport, PassReport, Trigger};
+use super::report::{gc_items, next_pass_in, GcReport, PassOutcome, PassReport, Trigger};
 use super::types::*;
 use crate::config::Config;
 use crate::gce;
+use crate::model::EventKind;
 use crate::slurm::Slurm;
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, SubsecRound, Utc};
@@ -52,6 +53,9 @@ pub struct Reconciler {
     desired: Option<Desired>,
     /// The iteration at which `desired` was last read from the store.
     desired_loaded_at: u64,
+    /// While passes are degraded: when the first degraded pass of this run started, and the reasons
+    /// last logged (the log and the event log say it once per change, not once per pass).
+    degraded: Option<(DateTime<Utc>, Vec<String>)>,
 }
 
 /// The time a pass starts at, in milliseconds as the store keeps time: the state kept between
@@ -79,6 +83,7 @@ impl Reconciler {
             iteration,
             desired: None,
             desired_loaded_at: 0,
+            degraded: None,
         })
     }
 
@@ -152,9 +157,10 @@ impl Reconciler {
     async fn finish(&mut self, mut report: PassReport, started: tokio::time::Instant) -> PassReport {
         report.judge();
         report.duration_ms = started.elapsed().as_millis() as u64;
+        let health_event = self.note_health(&mut report);
         match serde_json::to_string(&report) {
             Ok(json) => {
-                if let Err(e) = self.save_report(&json).await {
+                if let Err(e) = self.save_report(&json, health_event.as_ref(), report.started_at).await {
                     tracing::warn!(error = %e, "could not record the pass report");
                 }
             }
@@ -164,8 +170,60 @@ impl Reconciler {
         report
     }
 
-    async fn save_report(&self, json: &str) -> Result<(), StoreError> {
+    /// Follows the degraded state from pass to pass: sets the report's `degraded_since`, logs a change
+    /// (degraded, other reasons, recovered) once, and returns the event a change of state records.
+    fn note_health(&mut self, report: &mut PassReport) -> Option<NewEvent> {
+        let reasons = report.degraded_reasons();
+        match (report.outcome, self.degraded.take()) {
+            (PassOutcome::Degraded, None) => {
+                let since = report.started_at;
+                tracing::warn!(
+                    iteration = report.iteration,
+                    reasons = %reasons.join("; "),
+                    "reconcile passes are DEGRADED"
+                );
+                let message = format!("reconcile passes are degraded: {}", reasons.join("; "));
+                report.degraded_since = Some(since);
+                self.degraded = Some((since, reasons));
+                Some(NewEvent { kind: EventKind::Degraded, nodes: vec![], message })
+            }
+            (PassOutcome::Degraded, Some((since, last))) => {
+                if last != reasons {
+                    tracing::warn!(
+                        iteration = report.iteration,
+                        reasons = %reasons.join("; "),
+                        since = %since.to_rfc3339(),
+                        "reconcile passes are still DEGRADED, for other reasons"
+                    );
+                }
+                report.degraded_since = Some(since);
+                self.degraded = Some((since, reasons));
+                None
+            }
+            (PassOutcome::Ok, Some((since, _))) => {
+                tracing::info!(
+                    iteration = report.iteration,
+                    since = %since.to_rfc3339(),
+                    "reconcile passes recovered: no longer degraded"
+                );
+                let message =
+                    format!("reconcile passes are healthy again (degraded since {})", since.to_rfc3339());
+                Some(NewEvent { kind: EventKind::Recovered, nodes: vec![], message })
+            }
+            (PassOutcome::Ok, None) => None,
+        }
+    }
+
+    async fn save_report(
+        &self,
+        json: &str,
+        event: Option<&NewEvent>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
         let mut tx = self.store.begin().await?;
+        if let Some(e) = event {
+            tx.add_event(now, e.kind.as_str(), &e.nodes, &e.message).await?;
+        }
         tx.set_meta("last_pass", json).await?;
         tx.set_meta("iteration", &self.iteration.to_string()).await?;
         tx.commit().await

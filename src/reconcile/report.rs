@@ -69,6 +69,10 @@ pub struct PassReport {
     pub events: usize,
     pub errors: Vec<String>,
     pub next_pass_in_secs: u64,
+    /// While passes are degraded: when the first degraded pass of this daemon's run started (`None`
+    /// when this pass was ok). `status` shows it and exits 1 while it is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded_since: Option<DateTime<Utc>>,
 }
 
 impl PassReport {
@@ -88,6 +92,7 @@ impl PassReport {
             events: 0,
             errors: Vec::new(),
             next_pass_in_secs,
+            degraded_since: None,
         }
     }
 
@@ -100,7 +105,17 @@ impl PassReport {
         };
     }
 
-    /// Writes the report to the log: one line, and one more per error.
+    /// Why the pass was degraded: its errors and the GCE steps that failed (empty when ok).
+    pub fn degraded_reasons(&self) -> Vec<String> {
+        let mut reasons = self.errors.clone();
+        for s in self.gce_steps.iter().filter(|s| !s.ok) {
+            reasons.push(format!("{} {}: {}", s.step, s.target, s.error.as_deref().unwrap_or("failed")));
+        }
+        reasons
+    }
+
+    /// Writes the report to the log: one line. Its errors are logged by the reconciler once per change
+    /// of the degraded state (`Reconciler::note_health`), not once per pass; here only at debug level.
     pub fn log(&self) {
         tracing::info!(
             iteration = self.iteration,
@@ -114,7 +129,7 @@ impl PassReport {
             "reconcile pass"
         );
         for e in &self.errors {
-            tracing::warn!(iteration = self.iteration, error = %e, "reconcile pass error");
+            tracing::debug!(iteration = self.iteration, error = %e, "reconcile pass error");
         }
     }
 }

@@ -186,8 +186,50 @@ node_count_dynamic_max = {dy}
     pub fn cli_json(&self, args: &[&str]) -> Value {
         let out =
             Command::new(BIN).arg("--config").arg(&self.config).args(args).arg("--json").output().unwrap();
-        assert!(out.status.success(), "slurm-dws {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        // `status` exits 1 when the daemon is down or its last pass was degraded (as with this world's
+        // empty Slurm bin_dir) and prints its JSON all the same.
+        let answered =
+            out.status.success() || (args.first() == Some(&"status") && out.status.code() == Some(1));
+        assert!(answered, "slurm-dws {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e})"))
+    }
+
+    /// Writes fake `scontrol`, `sinfo` and `squeue` into this world's Slurm bin_dir that fail like a
+    /// slurmctld that does not answer (exit 1, Slurm's message on stderr).
+    pub fn break_slurm(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        for cmd in ["scontrol", "sinfo", "squeue"] {
+            let p = self.path().join("slurm-bin").join(cmd);
+            let tmp = p.with_extension("tmp");
+            std::fs::write(
+                &tmp,
+                "#!/bin/sh\necho \"slurm_load_node error: Unable to contact slurm controller (connect failure)\" >&2\nexit 1\n",
+            )
+            .unwrap();
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::rename(&tmp, &p).unwrap();
+        }
+    }
+
+    /// Writes fake `scontrol`, `sinfo` and `squeue` that answer like a Slurm 22.05 with no nodes, no
+    /// reservations and no jobs, and accept every update: passes read Slurm and are not degraded.
+    pub fn healthy_slurm(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        let scripts = [
+            (
+                "scontrol",
+                "#!/bin/sh\ncase \"$*\" in\n  --version) echo 'slurm 22.05.8' ;;\n  *reservation*) echo 'No reservations in the system' ;;\nesac\nexit 0\n",
+            ),
+            ("sinfo", "#!/bin/sh\necho '{\"meta\":{},\"errors\":[],\"nodes\":[]}'\n"),
+            ("squeue", "#!/bin/sh\necho '{\"meta\":{},\"errors\":[],\"jobs\":[]}'\n"),
+        ];
+        for (cmd, text) in scripts {
+            let p = self.path().join("slurm-bin").join(cmd);
+            let tmp = p.with_extension("tmp");
+            std::fs::write(&tmp, text).unwrap();
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::rename(&tmp, &p).unwrap();
+        }
     }
 
     pub fn cli(&self, args: &[&str]) -> Output {

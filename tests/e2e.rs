@@ -1,27 +1,52 @@
 //! End to end with the real slurmctld: jobs really run on "VMs" that are real slurmds started by the GCE
-//! simulator when slurm-dws's resize requests succeed. Needs root and Debian's Slurm (`make test`
-//! installs it); outside CI the tests say so and skip, under CI=true they fail.
+//! simulator when slurm-dws's resize requests succeed. Every scenario runs on both Slurms the project
+//! tests: `slurm_22_05::*` on Debian bookworm's 22.05 (the host's) and `slurm_24_11::*` on Debian
+//! trixie's 24.11 (the root of scripts/slurm-root.sh, where the hooks run too). Needs root, Debian's
+//! Slurm and the trixie root (`make test` installs and builds them); outside CI the tests say so and
+//! skip, under CI=true they fail.
 
 // Real slurmctld, slurmds and jobs: these wait for them in real time.
 #![allow(clippy::disallowed_methods)]
 
 use devcluster::stack::{Stack, StackNodeset, StackSpec};
+use devcluster::SlurmGeneration;
 use serde_json::{json, Value};
 
 use std::time::{Duration, Instant};
 
-fn slurm_available() -> bool {
-    devcluster::available_for_tests("end-to-end tests")
+/// Turns each `fn scenario(slurm: SlurmGeneration)` named here into two tests, one per Slurm:
+/// `slurm_22_05::scenario` and `slurm_24_11::scenario`.
+macro_rules! on_both_slurms {
+    ($($name:ident),* $(,)?) => {
+        mod slurm_22_05 {
+            $( #[test] fn $name() { super::$name(devcluster::SlurmGeneration::Bookworm) } )*
+        }
+        mod slurm_24_11 {
+            $( #[test] fn $name() { super::$name(devcluster::SlurmGeneration::Trixie) } )*
+        }
+    };
 }
 
-fn spec(nodesets: Vec<StackNodeset>, reconcile: &str) -> StackSpec {
+on_both_slurms!(
+    e2e_1_two_node_job_runs_and_everything_is_cleaned_up,
+    e2e_2_two_nodesets_at_once_and_an_up_node_is_reused,
+    e2e_3_stockout_requeues_at_once_and_the_job_runs_when_capacity_returns,
+    e2e_4_expiry_requeues_the_job_and_reprovisions_the_static_node,
+    e2e_5_daemon_killed_after_the_resume_hook_recovers_without_duplicates,
+    e2e_6_slurmctld_restart_while_powering_up_converges,
+    e2e_run_durations_follow_real_time_limits,
+);
+
+fn slurm_available(slurm: SlurmGeneration) -> bool {
+    slurm.available_for_tests("end-to-end tests")
+}
+
+fn spec(slurm: SlurmGeneration, nodesets: Vec<StackNodeset>, reconcile: &str) -> StackSpec {
+    let bin = env!("CARGO_BIN_EXE_slurm-dws");
     StackSpec {
-        bin: env!("CARGO_BIN_EXE_slurm-dws").into(),
-        sim_bin: devcluster::sim_bin(env!("CARGO_BIN_EXE_slurm-dws").as_ref()),
-        nodesets,
         reconcile: reconcile.into(),
-        slurm_conf: vec![],
-        time_scale: 1.0,
+        slurm,
+        ..StackSpec::new(bin, devcluster::sim_bin(bin.as_ref()), nodesets)
     }
 }
 
@@ -33,7 +58,8 @@ fn wait<T>(s: &Stack, what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -
         }
         if Instant::now() > deadline {
             panic!(
-                "timed out after {secs}s waiting for {what}\n--- jobs ---\n{}\n--- nodes ---\n{}\n--- slurm-dws nodes ---\n{}\n--- events ---\n{}\n--- daemon log ---\n{}\n--- slurmctld ---\n{}",
+                "timed out after {secs}s waiting for {what} on {}\n--- jobs ---\n{}\n--- nodes ---\n{}\n--- slurm-dws nodes ---\n{}\n--- events ---\n{}\n--- daemon log ---\n{}\n--- slurmctld ---\n{}",
+                s.cluster.slurm(),
                 s.cluster.scontrol(&["show", "job"]).unwrap_or_default(),
                 s.cluster.node_states().map(|m| format!("{m:?}")).unwrap_or_default(),
                 s.cli(&["nodes"]),
@@ -51,21 +77,14 @@ fn tail(s: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// `scontrol show job`'s JobState (the same words on 22.05 and 24.11, whose `squeue --json` prints
+/// arrays); it still knows a finished job for MinJobAge.
 fn job_state(s: &Stack, job: u32) -> Option<String> {
-    let q = s.cluster.squeue_json().ok()?;
-    q["jobs"].as_array()?.iter().find(|j| j["job_id"].as_u64() == Some(job as u64))?["job_state"]
-        .as_str()
-        .map(String::from)
+    s.cluster.job_state(job)
 }
 
 fn sacct_like_state(s: &Stack, job: u32) -> String {
-    // Finished jobs leave squeue after MinJobAge; scontrol still knows them for a while.
-    job_state(s, job)
-        .or_else(|| {
-            let out = s.cluster.scontrol(&["show", "job", &job.to_string()]).ok()?;
-            out.split_whitespace().find_map(|w| w.strip_prefix("JobState=")).map(String::from)
-        })
-        .unwrap_or_default()
+    job_state(s, job).unwrap_or_default()
 }
 
 fn node_state(s: &Stack, node: &str) -> String {
@@ -79,12 +98,11 @@ fn requests(s: &Stack) -> Vec<Value> {
 /// Scenario 1: a 2-node job with --time=90 on powered-down nodes runs and completes; its resize request
 /// asked for 90 min + boot_allowance; after SuspendTime the nodes are idle~ and the VMs gone; after
 /// mig_gc_grace the MIG is gone.
-#[test]
-fn e2e_1_two_node_job_runs_and_everything_is_cleaned_up() {
-    if !slurm_available() {
+fn e2e_1_two_node_job_runs_and_everything_is_cleaned_up(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
         return;
     }
-    let s = Stack::start(spec(vec![StackNodeset::new("a", 0, 4)], "mig_gc_grace = 5")).unwrap();
+    let s = Stack::start(spec(slurm, vec![StackNodeset::new("a", 0, 4)], "mig_gc_grace = 5")).unwrap();
     assert_eq!(node_state(&s, "hpc-a-0"), "idle~");
     let started = Instant::now();
     let out = s.cluster.dir().join("jobs").join("e2e1.out");
@@ -121,12 +139,7 @@ fn e2e_1_two_node_job_runs_and_everything_is_cleaned_up() {
 }
 
 fn restarts(s: &Stack, job: u32) -> u64 {
-    let q = s.cluster.squeue_json().ok();
-    q.and_then(|q| {
-        q["jobs"].as_array()?.iter().find(|j| j["job_id"].as_u64() == Some(job as u64))?["restart_cnt"]
-            .as_u64()
-    })
-    .unwrap_or(0)
+    s.cluster.job_info(job).and_then(|j| j.get("Restarts")?.parse().ok()).unwrap_or(0)
 }
 
 fn sbatch(s: &Stack, name: &str, args: &[&str], script: &str) -> (u32, std::path::PathBuf) {
@@ -150,12 +163,12 @@ fn sim_inserts(s: &Stack, method: &str) -> u64 {
 
 /// Scenario 2: two jobs in two nodesets at once both run, each through its own resize request; a job
 /// on a node that is already up reuses it (no new request).
-#[test]
-fn e2e_2_two_nodesets_at_once_and_an_up_node_is_reused() {
-    if !slurm_available() {
+fn e2e_2_two_nodesets_at_once_and_an_up_node_is_reused(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
         return;
     }
-    let s = Stack::start(spec(vec![StackNodeset::new("a", 0, 2), StackNodeset::new("b", 0, 2)], "")).unwrap();
+    let s = Stack::start(spec(slurm, vec![StackNodeset::new("a", 0, 2), StackNodeset::new("b", 0, 2)], ""))
+        .unwrap();
     let (ja, out_a) = sbatch(&s, "a", &["-N1", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
     let (jb, out_b) = sbatch(&s, "b", &["-N2", "--time=20", "-p", "b"], "srun printenv SLURMD_NODENAME");
     for j in [ja, jb] {
@@ -184,13 +197,16 @@ fn e2e_2_two_nodesets_at_once_and_an_up_node_is_reused() {
 
 /// Scenario 3: a stockout fails the resize request; the job is requeued within one pass (not after the
 /// partition's ResumeTimeout of 18 h), `explain` shows GCE's error; when capacity returns the job runs.
-#[test]
-fn e2e_3_stockout_requeues_at_once_and_the_job_runs_when_capacity_returns() {
-    if !slurm_available() {
+fn e2e_3_stockout_requeues_at_once_and_the_job_runs_when_capacity_returns(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
         return;
     }
-    let s = Stack::start(spec(vec![StackNodeset::new("a", 0, 2)], "backoff_initial = 5\nbackoff_max = 10"))
-        .unwrap();
+    let s = Stack::start(spec(
+        slurm,
+        vec![StackNodeset::new("a", 0, 2)],
+        "backoff_initial = 5\nbackoff_max = 10",
+    ))
+    .unwrap();
     s.sim_post(
         "capacity",
         &json!({"match": "", "fail": {"code": "ZONE_RESOURCE_POOL_EXHAUSTED",
@@ -226,12 +242,11 @@ fn e2e_3_stockout_requeues_at_once_and_the_job_runs_when_capacity_returns() {
 
 /// Scenario 4: GCE deletes a node's VM mid-job (end of run duration): the job is requeued and completes;
 /// a static node whose VM expires is re-provisioned and idle again with no admin action.
-#[test]
-fn e2e_4_expiry_requeues_the_job_and_reprovisions_the_static_node() {
-    if !slurm_available() {
+fn e2e_4_expiry_requeues_the_job_and_reprovisions_the_static_node(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
         return;
     }
-    let s = Stack::start(spec(vec![StackNodeset::new("s", 1, 2)], "")).unwrap();
+    let s = Stack::start(spec(slurm, vec![StackNodeset::new("s", 1, 2)], "")).unwrap();
     wait(&s, "the static node provisioned and idle", 60, || {
         (node_state(&s, "hpc-s-0") == "idle").then_some(())
     });
@@ -246,9 +261,8 @@ fn e2e_4_expiry_requeues_the_job_and_reprovisions_the_static_node() {
         "srun printenv SLURMD_NODENAME; sleep 20",
     );
     let node = wait(&s, "job RUNNING", 60, || {
-        let q = s.cluster.squeue_json().ok()?;
-        let j = q["jobs"].as_array()?.iter().find(|j| j["job_id"].as_u64() == Some(job as u64))?.clone();
-        (j["job_state"] == "RUNNING").then(|| j["nodes"].as_str().unwrap_or_default().to_string())
+        let j = s.cluster.job_info(job)?;
+        (j.get("JobState")? == "RUNNING").then(|| j.get("NodeList").cloned().unwrap_or_default())
     });
     // Once slurm-dws has seen the VM (and its termination time), GCE ends its run duration.
     wait(&s, "slurm-dws to record the VM's termination time", 30, || {
@@ -285,12 +299,11 @@ fn e2e_4_expiry_requeues_the_job_and_reprovisions_the_static_node() {
 
 /// Scenario 5: the daemon is SIGKILLed right after a resume hook returns; restarted, the job still runs,
 /// with exactly one VM per node and one MIG.
-#[test]
-fn e2e_5_daemon_killed_after_the_resume_hook_recovers_without_duplicates() {
-    if !slurm_available() {
+fn e2e_5_daemon_killed_after_the_resume_hook_recovers_without_duplicates(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
         return;
     }
-    let mut s = Stack::start(spec(vec![StackNodeset::new("a", 0, 4)], "")).unwrap();
+    let mut s = Stack::start(spec(slurm, vec![StackNodeset::new("a", 0, 4)], "")).unwrap();
     // A slow GCE widens the window in which the kill lands mid-work.
     s.sim_post("latency", &json!({"operation_ms": 1500}));
     let (job, out) = sbatch(&s, "kill", &["-N2", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
@@ -319,12 +332,11 @@ fn e2e_5_daemon_killed_after_the_resume_hook_recovers_without_duplicates() {
 }
 
 /// Scenario 6: slurmctld restarts while nodes are powering up; everything converges.
-#[test]
-fn e2e_6_slurmctld_restart_while_powering_up_converges() {
-    if !slurm_available() {
+fn e2e_6_slurmctld_restart_while_powering_up_converges(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
         return;
     }
-    let mut s = Stack::start(spec(vec![StackNodeset::new("a", 0, 4)], "")).unwrap();
+    let mut s = Stack::start(spec(slurm, vec![StackNodeset::new("a", 0, 4)], "")).unwrap();
     s.sim_post("capacity", &json!({"match": "", "delay_seconds": 8.0}));
     let (job, out) = sbatch(&s, "restart", &["-N2", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
     wait(&s, "nodes powering up", 30, || node_state(&s, "hpc-a-0").contains('#').then_some(()));
@@ -340,13 +352,12 @@ fn e2e_6_slurmctld_restart_while_powering_up_converges() {
 
 /// Run durations from Slurm's real time limits: UNLIMITED → max_run_duration; 10 days → clamped to
 /// GCE's 604800 s, with an event saying so.
-#[test]
-fn e2e_run_durations_follow_real_time_limits() {
-    if !slurm_available() {
+fn e2e_run_durations_follow_real_time_limits(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
         return;
     }
     let ns = StackNodeset::new("a", 0, 4);
-    let s = Stack::start(spec(vec![ns], "")).unwrap();
+    let s = Stack::start(spec(slurm, vec![ns], "")).unwrap();
     let (unlimited, _) = sbatch(&s, "unlimited", &["-N1", "--time=UNLIMITED", "-p", "a"], "true");
     let (ten_days, _) = sbatch(&s, "tendays", &["-N1", "--time=10-00:00:00", "-p", "a"], "true");
     for j in [unlimited, ten_days] {

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Auth, ClusterSpec};
+use super::{Auth, ClusterSpec, SlurmGeneration, ROOT_STAMP};
 
 /// Where everything of one cluster lives, all under one private directory.
 #[derive(Debug, Clone)]
@@ -49,6 +49,18 @@ impl Layout {
     }
     pub fn prolog(&self) -> PathBuf {
         self.bin().join("prolog")
+    }
+    /// `bin/in-root PROGRAM ARGS`: PROGRAM inside the trixie root (24.11 clusters only).
+    pub fn in_root(&self) -> PathBuf {
+        self.bin().join("in-root")
+    }
+    /// One wrapper per Slurm client command that runs it inside the root (24.11 clusters only):
+    /// the `bin_dir` handed to slurm-dws.
+    pub fn wbin(&self) -> PathBuf {
+        self.dir.join("wbin")
+    }
+    pub fn cgroup_conf(&self) -> PathBuf {
+        self.dir.join("cgroup.conf")
     }
     /// A two-line slurm.conf that lets `scontrol show hostnames` run before the real one exists.
     pub fn hostnames_conf(&self) -> PathBuf {
@@ -103,8 +115,6 @@ pub(crate) fn render(spec: &ClusterSpec, layout: &Layout, ctld_port: u16, node_l
         ("SelectType", "select/cons_tres".into()),
         ("SelectTypeParameters", "CR_CPU".into()),
         ("ReturnToService", "2".into()),
-        ("PrivateData", "cloud".into()),
-        ("CommunicationParameters", "NoAddrCache".into()),
         ("TreeWidth", "65533".into()),
         ("ResumeRate", "0".into()),
         ("SuspendRate", "0".into()),
@@ -122,6 +132,14 @@ pub(crate) fn render(spec: &ClusterSpec, layout: &Layout, ctld_port: u16, node_l
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
+    if spec.slurm == SlurmGeneration::Bookworm {
+        // 22.05 only: powered-down cloud nodes are invisible without PrivateData=cloud (23.02 and
+        // later list them and drop the word), and NoAddrCache is defunct from 23.11 on (24.11
+        // logs an error for it at every start).
+        let at = settings.iter().position(|(k, _)| k == "TreeWidth").unwrap_or(settings.len());
+        settings.insert(at, ("PrivateData".into(), "cloud".into()));
+        settings.insert(at + 1, ("CommunicationParameters".into(), "NoAddrCache".into()));
+    }
     match spec.auth {
         Auth::Munge => {
             settings.push(("AuthType".into(), "auth/munge".into()));
@@ -187,18 +205,40 @@ exit 0
 }
 
 /// `slurmd-start NODE`: starts `slurmd -b -N NODE -f CONF`, which daemonizes. Perl (Debian's
-/// essential perl-base) is here only to clear the signal mask first: a program started from a
-/// Slurm hook inherits blocked SIGTERM, and a slurmd started that way could never be stopped
-/// with TERM. It also reopens closed fds 0-2 (hooks run with them closed) and marks the
-/// environment so that stray processes of this cluster can be found at teardown.
-pub(crate) fn slurmd_start_script(layout: &Layout, marker: &str) -> String {
+/// essential perl-base, in the trixie root too) is here to prepare the process first:
+///
+/// - it clears the signal mask: a program started from a 22.05 hook inherits blocked SIGTERM, and
+///   a slurmd started that way could never be stopped with TERM;
+/// - it leaves the caller's session (`setsid`, forking first when it leads a process group): on
+///   24.11 slurmscriptd kills the hook's process group when the hook exits, and a slurmd still
+///   daemonizing in that group died with it (4 of 22 resumes lost a node, docs/slurm-root.md);
+/// - it reopens closed fds 0-2 (hooks run with them closed) and marks the environment so that
+///   stray processes of this cluster can be found at teardown.
+///
+/// With `in_root` (24.11), a call from the host first re-runs the script inside the root through
+/// that wrapper; a call from a hook is inside already (the root's stamp is at `/`).
+pub(crate) fn slurmd_start_script(layout: &Layout, marker: &str, in_root: Option<&Path>) -> String {
+    let enter_root = match in_root {
+        Some(wrapper) => format!(
+            r#"# On the host: run this script again inside the Slurm root (a hook is inside already).
+unless (-e '/{stamp}') {{
+    exec {{ '{wrapper}' }} '{wrapper}', '/usr/bin/perl', '{script}', @ARGV
+        or die "exec {wrapper}: $!\n";
+}}
+"#,
+            stamp = ROOT_STAMP,
+            wrapper = wrapper.display(),
+            script = layout.slurmd_start().display(),
+        ),
+        None => String::new(),
+    };
     format!(
         r#"#!/usr/bin/perl
 # slurmd-start NODE: start the slurmd of NODE for a slurm-dws devcluster (generated).
 use strict;
 use warnings;
 use POSIX ();
-my $name = shift @ARGV;
+{enter_root}my $name = shift @ARGV;
 defined $name && $name ne '' or die "usage: slurmd-start NODE\n";
 for my $fd (0 .. 2) {{
     next if -e "/proc/self/fd/$fd";
@@ -207,6 +247,17 @@ for my $fd (0 .. 2) {{
 }}
 POSIX::sigprocmask(POSIX::SIG_SETMASK(), POSIX::SigSet->new()) or die "sigprocmask: $!\n";
 $SIG{{$_}} = 'DEFAULT' for qw(TERM INT HUP QUIT USR1 USR2 ALRM);
+# Out of the caller's session and process group. setsid fails for a process-group leader: then
+# the work goes on in a child, and this process waits for it (slurmd -b returns once daemonized).
+unless (defined POSIX::setsid()) {{
+    my $pid = fork();
+    defined $pid or die "fork: $!\n";
+    if ($pid) {{
+        waitpid($pid, 0);
+        exit($? & 127 ? 1 : $? >> 8);
+    }}
+    defined POSIX::setsid() or die "setsid: $!\n";
+}}
 $ENV{{'{marker_key}'}} = '{marker}';
 $ENV{{'PATH'}} = '/usr/sbin:/usr/bin:/sbin:/bin';
 exec {{ '/usr/sbin/slurmd' }} 'slurmd', '-b', '-N', $name, '-f', '{conf}'
@@ -217,6 +268,74 @@ exec {{ '/usr/sbin/slurmd' }} 'slurmd', '-b', '-N', $name, '-f', '{conf}'
         conf = layout.conf().display(),
     )
 }
+
+/// Quotes `s` for a POSIX shell (single quotes).
+pub(crate) fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// `bin/in-root PROGRAM [ARG...]`: PROGRAM inside the trixie `root`, in a private mount namespace
+/// in which `/proc`, `/sys`, `/dev` and `bind_dirs` are bind-mounted at the same paths
+/// (docs/slurm-root.md). The mounts exist only in that namespace and vanish with its last
+/// process: nothing is ever mounted on the host, even after `kill -9`. Every step execs, so the
+/// PID a caller gets is PROGRAM's own. Inside the root already (a program slurmctld runs), it just
+/// execs PROGRAM.
+pub(crate) fn in_root_script(root: &Path, bind_dirs: &[PathBuf]) -> String {
+    let dirs: Vec<String> = bind_dirs.iter().map(|d| sh_quote(&d.display().to_string())).collect();
+    format!(
+        r#"#!/bin/sh
+# in-root PROGRAM [ARG...]: PROGRAM inside the Slurm 24.11 root of a slurm-dws devcluster, in a private
+# mount namespace with /proc, /sys, /dev and the cluster's directories bind-mounted at the same paths
+# (generated; docs/slurm-root.md).
+[ -e /{stamp} ] && exec "$@"
+exec /usr/bin/unshare --mount --propagation private -- /bin/sh -ec '
+r=$1; n=$2; shift 2
+/bin/mount --rbind /proc "$r/proc"
+/bin/mount --rbind /sys "$r/sys"
+/bin/mount --rbind /dev "$r/dev"
+while [ "$n" -gt 0 ]; do
+    /bin/mkdir -p "$r$1"
+    /bin/mount --bind "$1" "$r$1"
+    shift; n=$((n - 1))
+done
+wd=$PWD; [ -d "$r$wd" ] || wd=/
+exec /usr/bin/unshare --root="$r" --wd="$wd" -- "$@"
+' in-root {root} {count} {dirs} "$@"
+"#,
+        stamp = ROOT_STAMP,
+        root = sh_quote(&root.display().to_string()),
+        count = bind_dirs.len(),
+        dirs = dirs.join(" "),
+    )
+}
+
+/// The Slurm programs that get a wrapper in `wbin/` (24.11 clusters), with their path in the root.
+pub(crate) const WRAPPED: &[&str] = &[
+    "/usr/bin/scontrol",
+    "/usr/bin/sinfo",
+    "/usr/bin/squeue",
+    "/usr/bin/sbatch",
+    "/usr/bin/scancel",
+    "/usr/bin/srun",
+    "/usr/bin/sacct",
+    "/usr/bin/sdiag",
+    "/usr/sbin/slurmd",
+];
+
+/// `wbin/NAME`: the root's `program`, from the host through `in-root`, or directly from inside.
+pub(crate) fn client_wrapper(program: &str, in_root: &Path) -> String {
+    format!(
+        "#!/bin/sh\n# {program} of the Slurm 24.11 root (generated).\n\
+         [ -e /{ROOT_STAMP} ] && exec {program} \"$@\"\n\
+         exec {} {program} \"$@\"\n",
+        sh_quote(&in_root.display().to_string())
+    )
+}
+
+/// cgroup.conf of a 24.11 cluster: no cgroup plugin (there is no cgroupfs to rely on in a chroot).
+/// 22.05 does not know `disabled` (its slurmd fails to start), so its clusters get none.
+pub(crate) const CGROUP_CONF_DISABLED: &str =
+    "# cgroup.conf of a slurm-dws devcluster on Slurm 24.11 (generated)\nCgroupPlugin=disabled\n";
 
 /// `slurmd-stop NODE`: stops that node's slurmd by its pid file (TERM, then KILL after 5 s), then
 /// kills what else ran "on the node" — its slurmstepds and job processes, which share the session
@@ -279,6 +398,8 @@ mod tests {
             partition_lines: vec!["PartitionName=p Nodes=ALL".into()],
             extra_conf: extra.iter().map(|s| s.to_string()).collect(),
             auth: Auth::Munge,
+            slurm: SlurmGeneration::Bookworm,
+            bind_dirs: vec![],
         }
     }
 
@@ -345,6 +466,65 @@ mod tests {
         let none = render(&ClusterSpec { auth: Auth::None, ..spec(&[]) }, &layout, 1, &[]);
         assert!(none.contains("AuthType=auth/none\nCredType=cred/none\n"));
         assert!(!none.contains("AuthInfo"));
+    }
+
+    #[test]
+    fn a_24_11_conf_has_no_defunct_or_22_05_only_options() {
+        let layout = Layout { dir: "/tmp/dc".into() };
+        let conf = render(
+            &ClusterSpec { slurm: SlurmGeneration::Trixie, ..spec(&[]) },
+            &layout,
+            16817,
+            &["NodeName=n-0 Port=1".into()],
+        );
+        assert!(!conf.contains("NoAddrCache"), "defunct on 24.11: {conf}");
+        assert!(!conf.contains("PrivateData"), "22.05 only: {conf}");
+        assert!(!conf.contains("cloud_reg_addrs"), "{conf}");
+        for want in [
+            "SuspendTime=15\n",
+            "ReturnToService=2\n",
+            "SlurmctldParameters=idle_on_node_suspend,power_save_interval=1\n",
+        ] {
+            assert!(conf.contains(want), "missing {want:?} in\n{conf}");
+        }
+    }
+
+    #[test]
+    fn in_root_binds_the_directories_at_the_same_paths_and_execs() {
+        let script = in_root_script(
+            Path::new("/var/cache/slurm-dws/trixie-root"),
+            &["/tmp/dc".into(), "/work/it's here".into()],
+        );
+        assert!(script.starts_with("#!/bin/sh\n"), "{script}");
+        assert!(script.contains("[ -e /.slurm-dws-root ] && exec \"$@\"\n"), "{script}");
+        assert!(
+            script.contains(
+                r#"' in-root '/var/cache/slurm-dws/trixie-root' 2 '/tmp/dc' '/work/it'\''s here' "$@""#
+            ),
+            "{script}"
+        );
+        assert!(script.contains("exec /usr/bin/unshare --mount --propagation private"), "{script}");
+        assert!(script.contains(r#"exec /usr/bin/unshare --root="$r" --wd="$wd" -- "$@""#), "{script}");
+        let wrapper = client_wrapper("/usr/bin/scontrol", Path::new("/tmp/dc/bin/in-root"));
+        assert_eq!(
+            wrapper,
+            "#!/bin/sh\n# /usr/bin/scontrol of the Slurm 24.11 root (generated).\n\
+             [ -e /.slurm-dws-root ] && exec /usr/bin/scontrol \"$@\"\n\
+             exec '/tmp/dc/bin/in-root' /usr/bin/scontrol \"$@\"\n"
+        );
+    }
+
+    #[test]
+    fn slurmd_start_leaves_the_session_and_enters_the_root_only_for_24_11() {
+        let layout = Layout { dir: "/tmp/dc".into() };
+        let host = slurmd_start_script(&layout, "/tmp/dc", None);
+        assert!(host.contains("POSIX::setsid()"), "{host}");
+        assert!(!host.contains("in-root"), "{host}");
+        let root = slurmd_start_script(&layout, "/tmp/dc", Some(Path::new("/tmp/dc/bin/in-root")));
+        assert!(
+            root.contains("unless (-e '/.slurm-dws-root') {\n    exec { '/tmp/dc/bin/in-root' } '/tmp/dc/bin/in-root', '/usr/bin/perl', '/tmp/dc/bin/slurmd-start', @ARGV"),
+            "{root}"
+        );
     }
 
     #[test]

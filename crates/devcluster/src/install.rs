@@ -27,24 +27,17 @@ pub fn missing() -> Vec<&'static str> {
     REQUIRED.iter().copied().filter(|p| !Path::new(p).exists()).collect()
 }
 
-/// For tests that need a real Slurm: installs it when missing and says whether it can run here.
-/// `false` means "skip" (printed with `what` and the reason); under `CI=true` a missing Slurm panics
-/// instead, so CI never passes without running them.
+/// For tests that need the host's Slurm (22.05): installs it when missing and says whether it can
+/// run here. `false` means "skip" (printed with `what` and the reason); under `CI=true` a missing
+/// Slurm panics instead, so CI never passes without running them. The same as
+/// `SlurmGeneration::Bookworm.available_for_tests(what)`.
 pub fn available_for_tests(what: &str) -> bool {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    let problem = if !nix::unistd::geteuid().is_root() {
-        Some("not root".to_string())
-    } else {
-        ensure_installed().err().map(|e| e.to_string())
-    };
-    match problem {
-        None => true,
-        Some(why) if ci => panic!("CI=true but a real Slurm cluster cannot run here: {why}"),
-        Some(why) => {
-            eprintln!("SKIPPED: {what} need root and Debian's Slurm: {why}");
-            false
-        }
-    }
+    crate::SlurmGeneration::Bookworm.available_for_tests(what)
+}
+
+/// Whether this runs under CI (`CI=true` or `CI=1`), where a test that cannot run must fail.
+pub(crate) fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
 /// Makes sure slurmctld, slurmd, the Slurm client commands and munge are installed, running

@@ -1,4 +1,6 @@
-//! A real local slurmctld + slurmd cluster (Debian's Slurm 22.05) for tests and `make demo`.
+//! A real local slurmctld + slurmd cluster for tests and `make demo`, on either of two real Slurms
+//! ([`SlurmGeneration`]): Debian bookworm's 22.05 installed on the host (the default), or Debian
+//! trixie's 24.11 run from the root that `scripts/slurm-root.sh` builds (docs/slurm-root.md).
 //!
 //! slurm-dws is only right if real Slurm agrees, so the end-to-end tests run a real controller on
 //! this machine whose "cloud" nodes are real `slurmd -N NODE` processes started on demand (by a
@@ -16,6 +18,17 @@
 //!   slurmds daemonize and are stopped through their pid files;
 //! - a PrologSlurmctld that waits for the job's nodes makes a job start ~1–2 s after sbatch.
 //!
+//! On 24.11 ([`SlurmGeneration::Trixie`]) every Slurm process — munged, slurmctld, each slurmd,
+//! each client command, and whatever slurmctld runs (hooks, prolog) — runs inside the trixie root:
+//! started on the host through the cluster's `bin/in-root` wrapper, which enters a private mount
+//! namespace, bind-mounts `/proc`, `/sys`, `/dev`, the cluster directory and
+//! [`ClusterSpec::bind_dirs`] at the same paths, and chroots (`unshare --root`). Nothing is ever
+//! mounted on the host, and every step execs, so the PIDs the harness holds are the daemons' own
+//! (there is no PID namespace) and stopping by PID and pid file works as on 22.05. The clients
+//! are reached through wrapper scripts in the cluster's `wbin/` ([`LocalCluster::client_bin_dir`]),
+//! which is the `bin_dir` slurm-dws gets. The root's own munge key and munge user are used; the
+//! slurm.conf drops what 24.11 calls defunct and a `cgroup.conf` says `CgroupPlugin=disabled`.
+//!
 //! [`LocalCluster`] stops everything it started when dropped, pass or fail (slurmds through their
 //! pid files, then any process still carrying the cluster's marker in its environment, then
 //! slurmctld and munged by PID) and removes its directory (kept when
@@ -26,6 +39,7 @@
 
 mod binaries;
 mod conf;
+pub mod generation;
 mod install;
 mod process;
 pub mod stack;
@@ -41,6 +55,7 @@ use conf::Layout;
 use process::Daemon;
 
 pub use binaries::{sim_bin, SIM_BIN_NAME};
+pub use generation::{ensure_trixie_root, trixie_root, SlurmGeneration, ROOT_STAMP};
 pub use install::{available_for_tests, ensure_installed, missing as missing_files, PACKAGES};
 
 /// Environment variable set in every slurmd of a cluster (value: the cluster directory), so that
@@ -99,6 +114,13 @@ pub struct ClusterSpec {
     /// replaces the default of the same key (e.g. `SuspendTime=30`).
     pub extra_conf: Vec<String>,
     pub auth: Auth,
+    /// Which Slurm runs the cluster (default: the host's 22.05).
+    pub slurm: SlurmGeneration,
+    /// Host directories that programs run by slurmctld (ResumeProgram, SuspendProgram, what they
+    /// start) must see: bind-mounted at the same paths inside the root on 24.11 (the cluster's
+    /// own directory always is). Give the directories of hook scripts and binaries, and of the
+    /// files they read or write. Unused on 22.05, where everything runs on the host.
+    pub bind_dirs: Vec<PathBuf>,
 }
 
 impl ClusterSpec {
@@ -112,7 +134,22 @@ impl ClusterSpec {
             partition_lines: Vec::new(),
             extra_conf: Vec::new(),
             auth: Auth::default(),
+            slurm: SlurmGeneration::default(),
+            bind_dirs: Vec::new(),
         }
+    }
+
+    /// Chooses the Slurm (builder style).
+    pub fn slurm(mut self, generation: SlurmGeneration) -> Self {
+        self.slurm = generation;
+        self
+    }
+
+    /// Adds a directory that programs run by slurmctld must see (builder style); see
+    /// [`ClusterSpec::bind_dirs`].
+    pub fn bind(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.bind_dirs.push(dir.into());
+        self
     }
 
     /// Adds a node line (builder style).
@@ -143,13 +180,17 @@ pub struct LocalCluster {
     remove_dir: bool,
     node_names: Vec<String>,
     ctld_port: u16,
+    /// The trixie root on 24.11; `None` when Slurm runs on the host (22.05).
+    root: Option<PathBuf>,
     munged: Option<Daemon>,
     slurmctld: Option<Daemon>,
 }
 
 impl LocalCluster {
     /// Writes the cluster's files, starts munged and slurmctld, and waits until `scontrol ping`
-    /// answers. Slurm must be installed (see [`ensure_installed`]); run as root.
+    /// answers. The host's Slurm must be installed (see [`ensure_installed`]; both generations
+    /// expand hostlists with it); a 24.11 cluster builds the trixie root if it is missing. Run as
+    /// root.
     pub fn start(spec: ClusterSpec) -> Result<LocalCluster, DevclusterError> {
         let missing = install::missing();
         if !missing.is_empty() {
@@ -157,6 +198,10 @@ impl LocalCluster {
                 "missing {missing:?}; call devcluster::ensure_installed() or run scripts/install-deps.sh"
             )));
         }
+        let root = match spec.slurm {
+            SlurmGeneration::Bookworm => None,
+            SlurmGeneration::Trixie => Some(generation::ensure_trixie_root()?),
+        };
         if spec.cluster_name.is_empty() || spec.node_lines.is_empty() {
             return Err(DevclusterError::Spec(
                 "a cluster needs a ClusterName and at least one node line".into(),
@@ -169,6 +214,7 @@ impl LocalCluster {
             remove_dir: std::env::var("SLURM_DWS_KEEP_DEVCLUSTER").map_or(true, |v| v != "1"),
             node_names: Vec::new(),
             ctld_port: 0,
+            root,
             munged: None,
             slurmctld: None,
         };
@@ -216,11 +262,44 @@ impl LocalCluster {
         let text = conf::render(&self.spec, &l, self.ctld_port, &node_lines);
         write_file(&l.conf(), &text, 0o644)?;
         write_file(&l.prolog(), &conf::prolog_script(&l.conf()), 0o755)?;
-        write_file(&l.slurmd_start(), &conf::slurmd_start_script(&l, &l.dir.display().to_string()), 0o755)?;
+        if let Some(root) = &self.root {
+            write_file(&l.cgroup_conf(), conf::CGROUP_CONF_DISABLED, 0o644)?;
+            write_file(&l.in_root(), &conf::in_root_script(root, &self.bind_dirs()?), 0o755)?;
+            mkdir(&l.wbin(), 0o755)?;
+            for program in conf::WRAPPED {
+                let name = Path::new(program).file_name().expect("a program path has a name");
+                write_file(&l.wbin().join(name), &conf::client_wrapper(program, &l.in_root()), 0o755)?;
+            }
+        }
+        let in_root = self.root.as_ref().map(|_| l.in_root());
+        write_file(
+            &l.slurmd_start(),
+            &conf::slurmd_start_script(&l, &l.dir.display().to_string(), in_root.as_deref()),
+            0o755,
+        )?;
         write_file(&l.slurmd_stop(), &conf::slurmd_stop_script(&l), 0o755)?;
         // The ports stay bound until here, so that no other cluster picks them meanwhile.
         drop(reserved);
         Ok(())
+    }
+
+    /// The directories bind-mounted into the root: the cluster's, then [`ClusterSpec::bind_dirs`]
+    /// (absolute, existing, each once, parents before children).
+    fn bind_dirs(&self) -> Result<Vec<PathBuf>, DevclusterError> {
+        let mut dirs = vec![self.layout.dir.clone()];
+        for d in &self.spec.bind_dirs {
+            let canonical = d.canonicalize().map_err(|e| DevclusterError::io(d, e))?;
+            if !canonical.is_dir() {
+                return Err(DevclusterError::Spec(format!("bind dir {} is not a directory", d.display())));
+            }
+            if canonical == Path::new("/") {
+                return Err(DevclusterError::Spec("bind dir / would hide the root".into()));
+            }
+            dirs.push(canonical);
+        }
+        dirs.sort();
+        dirs.dedup();
+        Ok(dirs)
     }
 
     /// Expands a hostlist with `scontrol show hostnames` (Slurm itself is the oracle; it needs
@@ -238,24 +317,44 @@ impl LocalCluster {
         use std::os::unix::process::CommandExt;
         let dir = self.layout.munge();
         mkdir(&dir, 0o711)?;
-        let user = nix::unistd::User::from_name("munge")
-            .ok()
-            .flatten()
-            .ok_or_else(|| DevclusterError::NotInstalled("no `munge` user".into()))?;
-        nix::unistd::chown(&dir, Some(user.uid), Some(user.gid))
-            .map_err(|e| DevclusterError::io(&dir, e.into()))?;
         let arg = |flag: &str, file: &str| format!("--{flag}={}", dir.join(file).display());
-        let child = Command::new(MUNGED)
-            .args([
-                "--foreground".to_string(),
-                arg("socket", "munge.socket.2"),
-                arg("pid-file", "munged.pid"),
-                arg("log-file", "munged.log"),
-                arg("seed-file", "munged.seed"),
-                "--key-file=/etc/munge/munge.key".to_string(),
-            ])
-            .uid(user.uid.as_raw())
-            .gid(user.gid.as_raw())
+        let args = [
+            "--foreground".to_string(),
+            arg("socket", "munge.socket.2"),
+            arg("pid-file", "munged.pid"),
+            arg("log-file", "munged.log"),
+            arg("seed-file", "munged.seed"),
+            "--key-file=/etc/munge/munge.key".to_string(),
+        ];
+        let mut cmd = match &self.root {
+            None => {
+                let user = nix::unistd::User::from_name("munge")
+                    .ok()
+                    .flatten()
+                    .ok_or_else(|| DevclusterError::NotInstalled("no `munge` user".into()))?;
+                nix::unistd::chown(&dir, Some(user.uid), Some(user.gid))
+                    .map_err(|e| DevclusterError::io(&dir, e.into()))?;
+                let mut cmd = Command::new(MUNGED);
+                cmd.args(args).uid(user.uid.as_raw()).gid(user.gid.as_raw());
+                cmd
+            }
+            Some(root) => {
+                // The root's munge user (not the host's: another uid) owns the directory; munged
+                // runs as it through setpriv, which execs (the PID stays munged's). --origin: the
+                // host name does not resolve in the root, and munged would otherwise stamp
+                // credentials 0.0.0.0, which slurmctld then fails to look up on every sbatch.
+                let (uid, gid) = generation::user_in_root(root, "munge")?;
+                nix::unistd::chown(&dir, Some(uid.into()), Some(gid.into()))
+                    .map_err(|e| DevclusterError::io(&dir, e.into()))?;
+                let mut cmd = Command::new(self.layout.in_root());
+                cmd.args(["/usr/bin/setpriv", "--reuid=munge", "--regid=munge", "--clear-groups", MUNGED])
+                    .args(args)
+                    .arg("--origin=127.0.0.1");
+                cmd
+            }
+        };
+        let child = cmd
+            .current_dir(&self.layout.dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log_file(&self.layout.log().join("munged.stderr"))?)
@@ -283,7 +382,16 @@ impl LocalCluster {
     fn start_slurmctld(&mut self) -> Result<(), DevclusterError> {
         let out = log_file(&self.layout.log().join("slurmctld.stdout"))?;
         let err = out.try_clone().map_err(|e| DevclusterError::io(&self.layout.log(), e))?;
-        let child = Command::new(SLURMCTLD)
+        let mut cmd = match &self.root {
+            None => Command::new(SLURMCTLD),
+            Some(_) => {
+                let mut cmd = Command::new(self.layout.in_root());
+                cmd.arg(SLURMCTLD);
+                cmd
+            }
+        };
+        let child = cmd
+            .current_dir(&self.layout.dir)
             .arg("-D")
             .arg("-i")
             .arg("-f")
@@ -412,16 +520,31 @@ impl LocalCluster {
         process::stop_slurmds(&self.layout.run(), &self.layout.conf())
     }
 
-    /// Where this cluster's Slurm client commands (`scontrol`, `sinfo`, `squeue`, `sbatch`) are:
-    /// slurm-dws's `[slurm] bin_dir` for it.
+    /// Where this cluster's Slurm client commands (`scontrol`, `sinfo`, `squeue`, `sbatch`, ...)
+    /// are: slurm-dws's `[slurm] bin_dir` for it. `/usr/bin` on 22.05; on 24.11 the cluster's
+    /// `wbin/`, whose wrappers run the root's commands (from the host through `bin/in-root`, and
+    /// directly when called from inside the root, e.g. by a hook).
     pub fn client_bin_dir(&self) -> PathBuf {
-        PathBuf::from(CLIENT_BIN)
+        match self.root {
+            None => PathBuf::from(CLIENT_BIN),
+            Some(_) => self.layout.wbin(),
+        }
+    }
+
+    /// Which Slurm this cluster runs.
+    pub fn slurm(&self) -> SlurmGeneration {
+        self.spec.slurm
+    }
+
+    /// The trixie root the cluster runs in (24.11), `None` on the host's 22.05.
+    pub fn root_dir(&self) -> Option<&Path> {
+        self.root.as_deref()
     }
 
     /// A Slurm client command with this cluster's SLURM_CONF, run from the jobs directory (where
     /// batch output lands).
     pub fn client(&self, program: &str) -> Command {
-        let mut cmd = Command::new(Path::new(CLIENT_BIN).join(program));
+        let mut cmd = Command::new(self.client_bin_dir().join(program));
         cmd.env("SLURM_CONF", self.conf_path()).current_dir(self.layout.jobs()).stdin(Stdio::null());
         cmd
     }
@@ -439,6 +562,28 @@ impl LocalCluster {
             command: format!("sbatch --parsable {}", args.join(" ")),
             message: format!("unexpected output {out:?}"),
         })
+    }
+
+    /// `scontrol -o show job JOB` as `Key` → `Value` (`JobState`, `Restarts`, `NodeList`, ...):
+    /// the same on 22.05 and 24.11, and it still knows a job for `MinJobAge` after it ended.
+    /// `None` when the job is unknown (or the controller does not answer). Values holding spaces
+    /// (a command line) are cut at the first one.
+    pub fn job_info(&self, job: u32) -> Option<std::collections::BTreeMap<String, String>> {
+        let out = self.scontrol(&["-o", "show", "job", &job.to_string()]).ok()?;
+        let line = out.lines().find(|l| l.starts_with(&format!("JobId={job} ")))?;
+        Some(
+            line.split_whitespace()
+                .filter_map(|w| w.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    /// The job's state as `scontrol show job` prints it: `PENDING`, `CONFIGURING`, `RUNNING`,
+    /// `COMPLETED`, ... (a job whose nodes are being powered up is `CONFIGURING` on both
+    /// versions, while 24.11's `squeue --json` says `["RUNNING","CONFIGURING"]`).
+    pub fn job_state(&self, job: u32) -> Option<String> {
+        self.job_info(job)?.remove("JobState")
     }
 
     /// `squeue --json`, parsed.
@@ -498,6 +643,14 @@ impl Drop for LocalCluster {
         }
         if self.remove_dir {
             let _ = std::fs::remove_dir_all(&self.layout.dir);
+            if let Some(root) = &self.root {
+                // The empty mount points in-root made inside the root, for this cluster's
+                // directory and any other gone by now.
+                if let Ok(rel) = self.layout.dir.strip_prefix("/") {
+                    let _ = std::fs::remove_dir(root.join(rel));
+                }
+                generation::sweep_mount_points(root);
+            }
         }
     }
 }

@@ -1,0 +1,255 @@
+//! Which Slurm a cluster runs: Debian bookworm's 22.05 installed on the host, or Debian trixie's
+//! 24.11 run from the root that `scripts/slurm-root.sh` builds (docs/slurm-root.md).
+//!
+//! A [`ClusterSpec`](crate::ClusterSpec) (and a [`StackSpec`](crate::stack::StackSpec)) names its
+//! generation; the default is [`SlurmGeneration::Bookworm`], what every test ran on before 24.11.
+//! The root is built on first use when it is missing (1–3 minutes, cached outside the clone).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use super::DevclusterError;
+
+/// Where the trixie root is unless `SLURM_DWS_TRIXIE_ROOT` says otherwise (the default of
+/// `scripts/slurm-root.sh`).
+pub const DEFAULT_TRIXIE_ROOT: &str = "/var/cache/slurm-dws/trixie-root";
+
+/// The file every complete root holds at its top (`scripts/slurm-root.sh` writes it last). The
+/// wrappers test it to tell "already inside the root" from "on the host".
+pub const ROOT_STAMP: &str = ".slurm-dws-root";
+
+/// Which Slurm a local cluster runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum SlurmGeneration {
+    /// Debian 12 (bookworm)'s Slurm 22.05 (`slurm-wlm 22.05.8`), installed on the host: the
+    /// daemons in `/usr/sbin`, the clients in `/usr/bin`.
+    #[default]
+    Bookworm,
+    /// Debian 13 (trixie)'s Slurm 24.11 (`slurm-wlm 24.11.5`), run from the trixie root: every
+    /// Slurm process (munged, slurmctld, slurmd, clients, the hooks slurmctld runs) lives in a
+    /// private mount namespace chrooted into it.
+    Trixie,
+}
+
+impl SlurmGeneration {
+    /// Both, oldest first.
+    pub const ALL: [SlurmGeneration; 2] = [SlurmGeneration::Bookworm, SlurmGeneration::Trixie];
+
+    /// The Slurm release it runs, as Slurm names it (`22.05`, `24.11`).
+    pub fn version(self) -> &'static str {
+        match self {
+            SlurmGeneration::Bookworm => "22.05",
+            SlurmGeneration::Trixie => "24.11",
+        }
+    }
+
+    /// The release as numbers, e.g. `(24, 11)`, for version comparisons.
+    pub fn release(self) -> (u16, u16) {
+        match self {
+            SlurmGeneration::Bookworm => (22, 5),
+            SlurmGeneration::Trixie => (24, 11),
+        }
+    }
+
+    /// The Debian suite it comes from.
+    pub fn suite(self) -> &'static str {
+        match self {
+            SlurmGeneration::Bookworm => "bookworm",
+            SlurmGeneration::Trixie => "trixie",
+        }
+    }
+
+    /// `22.05` / `bookworm` / `24.11` / `trixie` (also `22`, `24`); anything else is `None`.
+    pub fn parse(text: &str) -> Option<SlurmGeneration> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "22.05" | "22" | "bookworm" | "debian12" => Some(SlurmGeneration::Bookworm),
+            "24.11" | "24" | "trixie" | "debian13" => Some(SlurmGeneration::Trixie),
+            _ => None,
+        }
+    }
+
+    /// Makes this Slurm runnable here: installs Debian's Slurm on the host when missing (both
+    /// generations use the host's `scontrol show hostnames`), and for [`SlurmGeneration::Trixie`]
+    /// builds the trixie root when it is missing. Needs root for anything it has to install.
+    pub fn ensure_ready(self) -> Result<(), DevclusterError> {
+        crate::install::ensure_installed()?;
+        if self == SlurmGeneration::Trixie {
+            ensure_trixie_root()?;
+        }
+        Ok(())
+    }
+
+    /// For tests that need this Slurm: gets it ready (see [`SlurmGeneration::ensure_ready`]) and
+    /// says whether it can run here. `false` means "skip" (printed with `what` and the reason);
+    /// under `CI=true` it panics instead, so CI never passes without running the tests.
+    pub fn available_for_tests(self, what: &str) -> bool {
+        let problem = if !nix::unistd::geteuid().is_root() {
+            Some("not root".to_string())
+        } else {
+            self.ensure_ready().err().map(|e| e.to_string())
+        };
+        match problem {
+            None => true,
+            Some(why) if crate::install::ci() => {
+                panic!("CI=true but a real Slurm {} cluster cannot run here: {why}", self.version())
+            }
+            Some(why) => {
+                eprintln!(
+                    "SKIPPED: {what} on Slurm {} need root and {}: {why}",
+                    self.version(),
+                    match self {
+                        SlurmGeneration::Bookworm => "Debian's Slurm",
+                        SlurmGeneration::Trixie => "the trixie root of scripts/slurm-root.sh",
+                    }
+                );
+                false
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for SlurmGeneration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Slurm {} ({})", self.version(), self.suite())
+    }
+}
+
+/// The trixie root's path: `$SLURM_DWS_TRIXIE_ROOT`, else [`DEFAULT_TRIXIE_ROOT`].
+pub fn trixie_root() -> PathBuf {
+    std::env::var_os("SLURM_DWS_TRIXIE_ROOT")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from(DEFAULT_TRIXIE_ROOT), PathBuf::from)
+}
+
+/// `scripts/slurm-root.sh` of this workspace.
+pub fn slurm_root_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/slurm-root.sh")
+}
+
+/// Makes sure the trixie root is complete, running `scripts/slurm-root.sh` (which builds it
+/// unless it is there, and serialises concurrent builders with a lock) when its `--check` says
+/// it is not. Returns the root's path. The answer is kept for the life of the process.
+pub fn ensure_trixie_root() -> Result<PathBuf, DevclusterError> {
+    static READY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    READY.get_or_init(build_trixie_root).clone().map_err(DevclusterError::NotInstalled)
+}
+
+fn build_trixie_root() -> Result<PathBuf, String> {
+    let script = slurm_root_script();
+    let root = trixie_root();
+    if !script.exists() {
+        return Err(format!("{} not found", script.display()));
+    }
+    let check = Command::new(&script).arg("--check").output();
+    if matches!(&check, Ok(o) if o.status.success()) {
+        return Ok(root);
+    }
+    if !nix::unistd::geteuid().is_root() {
+        return Err(format!("{} is missing or incomplete and building it needs root", root.display()));
+    }
+    eprintln!("devcluster: building the Slurm 24.11 root {} ({}; 1-3 min)", root.display(), script.display());
+    let out = Command::new(&script)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        let lines: Vec<&str> = stderr.lines().collect();
+        return Err(format!(
+            "{} failed ({}): {}",
+            script.display(),
+            out.status,
+            lines[lines.len().saturating_sub(15)..].join("\n")
+        ));
+    }
+    match Command::new(&script).arg("--check").status() {
+        Ok(s) if s.success() => Ok(root),
+        other => Err(format!("{} ran but --check still fails ({other:?}): {stderr}", script.display())),
+    }
+}
+
+/// The uid and gid of `user` in the `etc/passwd` of `root` (the root's munge user is not the
+/// host's).
+pub(crate) fn user_in_root(root: &Path, user: &str) -> Result<(u32, u32), DevclusterError> {
+    let passwd = root.join("etc/passwd");
+    let text = std::fs::read_to_string(&passwd).map_err(|e| DevclusterError::io(&passwd, e))?;
+    text.lines()
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split(':').collect();
+            (fields.len() >= 4 && fields[0] == user)
+                .then(|| Some((fields[2].parse().ok()?, fields[3].parse().ok()?)))
+                .flatten()
+        })
+        .ok_or_else(|| DevclusterError::NotInstalled(format!("no `{user}` user in {}", passwd.display())))
+}
+
+/// Removes the empty mount-point directories that the in-root wrapper created inside `root` for
+/// host directories that no longer exist (the cluster, stack and script directories of finished
+/// runs, all under the temp directory). A directory whose host twin still exists may be in use by
+/// a running cluster and is left alone; `remove_dir` never removes anything that is not empty.
+pub(crate) fn sweep_mount_points(root: &Path) {
+    let tmp = std::env::temp_dir();
+    let Ok(rel) = tmp.strip_prefix("/") else { return };
+    let in_root = root.join(rel);
+    let Ok(entries) = std::fs::read_dir(&in_root) else { return };
+    for entry in entries.flatten() {
+        let host_twin = tmp.join(entry.file_name());
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && !host_twin.exists() {
+            remove_empty_tree(&entry.path(), 4);
+        }
+    }
+}
+
+/// Removes `dir` and its subdirectories bottom-up, as long as they are empty (at most `depth`
+/// levels down).
+fn remove_empty_tree(dir: &Path, depth: u32) {
+    if depth > 0 {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    remove_empty_tree(&entry.path(), depth - 1);
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generations_name_their_release() {
+        assert_eq!(SlurmGeneration::default(), SlurmGeneration::Bookworm);
+        assert_eq!(SlurmGeneration::Bookworm.version(), "22.05");
+        assert_eq!(SlurmGeneration::Trixie.version(), "24.11");
+        assert_eq!(SlurmGeneration::Trixie.release(), (24, 11));
+        for g in SlurmGeneration::ALL {
+            assert_eq!(SlurmGeneration::parse(g.version()), Some(g));
+            assert_eq!(SlurmGeneration::parse(g.suite()), Some(g));
+        }
+        assert_eq!(SlurmGeneration::parse("23.02"), None);
+        assert_eq!(SlurmGeneration::Trixie.to_string(), "Slurm 24.11 (trixie)");
+    }
+
+    #[test]
+    fn the_roots_users_come_from_its_passwd() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("etc")).unwrap();
+        std::fs::write(
+            dir.path().join("etc/passwd"),
+            "root:x:0:0:root:/root:/bin/bash\nmunge:x:100:101::/nonexistent:/usr/sbin/nologin\n",
+        )
+        .unwrap();
+        assert_eq!(user_in_root(dir.path(), "munge").unwrap(), (100, 101));
+        assert!(user_in_root(dir.path(), "slurm").is_err());
+    }
+
+    #[test]
+    fn the_script_is_found_from_the_crate() {
+        assert!(slurm_root_script().exists(), "{}", slurm_root_script().display());
+    }
+}

@@ -477,15 +477,38 @@ async fn drop_stops_every_process(generation: SlurmGeneration) {
     }
     assert_no_host_mounts(&dir);
 
-    // The stop template stops exactly one node.
+    // A job on each node: its processes (the batch shell, its sleep, their slurmstepd) are "on the VM".
+    let naptime = 4000 + std::process::id() % 1000;
+    let [(sleeper, shell, stepd), on_d0] = [(1, naptime), (0, naptime + 1)].map(|(node, secs)| {
+        let job = cluster
+            .sbatch(&["-N1", "-w", &format!("dws-d-{node}"), "--wrap", &format!("sleep {secs}")])
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let sleeper = loop {
+            if let Some(p) = pids_with_cmdline(&format!("sleep {secs}")).first() {
+                break *p;
+            }
+            assert!(Instant::now() < deadline, "job {job} never ran: {:?}", cluster.job_info(job));
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let shell = parent(sleeper);
+        let stepd = parent(shell);
+        assert!(cmdline(stepd).starts_with("slurmstepd"), "{stepd}: {}", cmdline(stepd));
+        (sleeper, shell, stepd)
+    });
+
+    // The stop template stops exactly one node, and everything that ran on it.
     let stop = cluster.slurmd_stop_command().replace("{name}", "dws-d-1");
     assert!(std::process::Command::new("sh").args(["-c", &stop]).status().unwrap().success());
     assert!(!alive(pids[1]));
+    for (what, pid) in [("job process", sleeper), ("batch shell", shell), ("slurmstepd", stepd)] {
+        assert!(!alive(pid), "the {what} {pid} survived its node's slurmd-stop");
+    }
     assert!(alive(pids[0]) && alive(ctld) && alive(munged));
 
     drop(cluster);
-    for pid in [pids[0], ctld, munged] {
-        assert!(!alive(pid), "pid {pid} survived the drop");
+    for pid in [pids[0], ctld, munged, on_d0.0, on_d0.1, on_d0.2] {
+        assert!(!alive(pid), "pid {pid} ({}) survived the drop", cmdline(pid));
     }
     assert!(!dir.exists(), "the cluster directory is removed");
     assert_eq!(devcluster::kill_stray_slurmds(&dir), 0);
@@ -524,6 +547,26 @@ fn read_pid(path: &Path) -> i32 {
         .trim()
         .parse()
         .unwrap()
+}
+
+fn cmdline(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " ").trim().to_string())
+        .unwrap_or_default()
+}
+
+fn parent(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat.rsplit_once(") ").unwrap().1.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+fn pids_with_cmdline(want: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&p| cmdline(p) == want)
+        .collect()
 }
 
 fn alive(pid: i32) -> bool {

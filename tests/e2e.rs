@@ -126,6 +126,10 @@ fn e2e_1_two_node_job_runs_and_everything_is_cleaned_up(slurm: SlurmGeneration) 
     assert_eq!(rs[0]["run_duration"], 90 * 60 + 600, "TimeLimit + boot_allowance");
     assert_eq!(rs[0]["job_id"], job);
     assert_eq!(rs[0]["nodes"], json!(["hpc-a-0", "hpc-a-1"]));
+    // The resume hook ran where slurmctld runs programs (on 24.11 inside the root, through the
+    // bind-mounted binary) and recorded the nodes and the job in the daemon's store.
+    let hook_log = std::fs::read_to_string(s.path().join("slurm-dws.log")).unwrap_or_default();
+    assert!(hook_log.contains("resume hpc-a-[0-1]: 2 nodes, 1 job recorded"), "hook log:\n{hook_log}");
     wait(&s, "job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
     let mut ran: Vec<String> = std::fs::read_to_string(&out).unwrap().lines().map(String::from).collect();
     ran.sort();
@@ -136,6 +140,12 @@ fn e2e_1_two_node_job_runs_and_everything_is_cleaned_up(slurm: SlurmGeneration) 
     });
     wait(&s, "MIG deleted after mig_gc_grace", 60, || s.migs().is_empty().then_some(()));
     eprintln!("[e2e-1] complete cycle in {:?}", started.elapsed());
+    // Every pass read Slurm (and GCE): none was degraded.
+    let log = s.daemon_log();
+    let passes: Vec<&str> = log.lines().filter(|l| l.contains("reconcile pass")).collect();
+    assert!(!passes.is_empty(), "{log}");
+    let degraded: Vec<&&str> = passes.iter().filter(|l| !l.contains("outcome=ok")).collect();
+    assert!(degraded.is_empty(), "degraded passes on {slurm}: {degraded:#?}");
 }
 
 fn restarts(s: &Stack, job: u32) -> u64 {

@@ -629,15 +629,25 @@ impl Drop for LocalCluster {
         self.continue_slurmctld();
         self.kill_slurmds();
         let dir = self.layout.dir.display().to_string();
-        process::kill_marked(&[
+        let mut killed = process::kill_marked(&[
             format!("{MARKER_ENV}={dir}"),
             format!("SLURM_CONF={}", self.layout.conf().display()),
         ]);
+        if self.root.is_some() {
+            // slurmctld and munged are stopped below, by PID and with TERM first.
+            let spare: Vec<_> = self.slurmctld.iter().chain(&self.munged).map(Daemon::pid).collect();
+            killed.extend(process::kill_in_mounts_of(&self.layout.dir, &spare));
+        }
+        process::wait_gone(&killed);
         if let Some(mut d) = self.slurmctld.take() {
             d.stop();
         }
         // A hook that raced the shutdown may have started another slurmd.
         self.kill_slurmds();
+        if self.root.is_some() {
+            let spare: Vec<_> = self.munged.iter().map(Daemon::pid).collect();
+            process::wait_gone(&process::kill_in_mounts_of(&self.layout.dir, &spare));
+        }
         if let Some(mut d) = self.munged.take() {
             d.stop();
         }

@@ -81,7 +81,9 @@ impl Stack {
     /// `slurm-dws check-config --print-slurm-conf --slurm-version V` for the cluster's Slurm, as an
     /// admin's would (the cluster does not exist yet, so its version is given rather than asked).
     pub fn start(spec: StackSpec) -> Result<Stack, DevclusterError> {
-        let dir = tempfile::tempdir().map_err(|e| err("temp dir", e))?;
+        let mut dir = tempfile::tempdir().map_err(|e| err("temp dir", e))?;
+        // Kept with the cluster's for a post-mortem (daemon log, state, hook log).
+        dir.disable_cleanup(std::env::var("SLURM_DWS_KEEP_DEVCLUSTER").is_ok_and(|v| v == "1"));
         let hooks = dir.path().join("hooks");
         std::fs::create_dir_all(&hooks).map_err(|e| err("hook dir", e))?;
         // Canonical, so that the link resolves inside the root too (where the binary's directory is

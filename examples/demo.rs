@@ -4,7 +4,8 @@
 //! "VMs" are real slurmds; the slurm-dws daemon and hooks in between. Two jobs go through the whole
 //! lifecycle (queued → provisioning → running → done → powered down → MIG deleted), then a stockout
 //! shows what a failure looks like and how the job recovers. Everything it starts is stopped at the
-//! end, pass or fail. Needs root and Debian's Slurm (`make demo` installs it).
+//! end, pass or fail. Needs root and Debian's Slurm (`make demo` installs it); `SLURM=24.11 make demo`
+//! runs it on Debian trixie's Slurm 24.11 from the root of scripts/slurm-root.sh instead.
 
 // A live show of real processes, narrated with the time they take.
 #![allow(clippy::disallowed_methods)]

@@ -16,6 +16,11 @@
 //!
 //! So a DWS Flex partition gets `ResumeTimeout=65533` on every release: the largest finite value,
 //! about 18 hours, which means the same thing on all of them (65535 was Slurm's INFINITE).
+//!
+//! Measured on 24.11.5: the 22.05 lines make slurmctld log `The SlurmctldParameters option
+//! "cloud_reg_addrs" is defunct` and the same for `NoAddrCache` at every start (docs/slurm-root.md),
+//! and a partition `ResumeTimeout=65535` is printed as INFINITE; the lines printed for 24.11 load
+//! without an error and `scontrol show partition` says `ResumeTimeout=65533`.
 //! `ResumeProgram`, `SuspendProgram`, `ResumeFailProgram`, `ResumeRate=0` / `SuspendRate=0`
 //! (no limit), `SuspendTime`, `SuspendTimeout`, `SlurmctldParameters=idle_on_node_suspend`,
 //! `TreeWidth` (at most 65533), `SuspendExcNodes`, `NodeName ... State=CLOUD` and partition

@@ -589,6 +589,78 @@ mod tests {
         );
     }
 
+    /// The same 4-node cluster driven through the same states on 22.05.8 and 24.11.5
+    /// (testdata/paired/): 22.05's `sinfo --json`, 24.11's `scontrol --json show nodes` (what
+    /// [`Slurm::nodes`] reads on each) and 24.11's grouped `sinfo --json` all give the same nodes.
+    #[test]
+    fn paired_captures_read_the_same_on_22_05_and_24_11() {
+        macro_rules! captures {
+            ($state:literal) => {
+                (
+                    $state,
+                    &include_bytes!(concat!("testdata/paired/sinfo-22.05.8-", $state, ".json"))[..],
+                    &include_bytes!(concat!(
+                        "testdata/paired/scontrol-json-show-nodes-24.11.5-",
+                        $state,
+                        ".json"
+                    ))[..],
+                    &include_bytes!(concat!("testdata/paired/sinfo-24.11.5-", $state, ".json"))[..],
+                )
+            };
+        }
+        let idle = ("idle~", vec!["CLOUD", "POWERED_DOWN"], "");
+        let up = ("allocated#", vec!["CLOUD", "NOT_RESPONDING", "POWERING_UP"], "");
+        let running = ("allocated", vec!["CLOUD"], "");
+        let down = ("down~", vec!["CLOUD", "POWERED_DOWN"], "capture: down node");
+        let drained = ("idle~", vec!["CLOUD", "DRAIN", "POWERED_DOWN"], "capture: drained node");
+        // t-a-0 .. t-a-3 in each state: (compact state, flags, reason).
+        let cases = [
+            (captures!("powered-down"), [&idle, &idle, &idle, &idle]),
+            (captures!("powering-up"), [&up, &up, &idle, &idle]),
+            (captures!("allocated"), [&running, &running, &idle, &idle]),
+            (captures!("down"), [&running, &running, &idle, &down]),
+            (captures!("drained"), [&running, &running, &drained, &down]),
+        ];
+        // (name, compact state, flags, reason, partitions)
+        type Row<'a> = (String, String, Vec<&'a str>, &'a str, Vec<&'a str>);
+        for ((state, sinfo_22, scontrol_24, sinfo_24), want) in cases {
+            let want: Vec<Row> = want
+                .iter()
+                .enumerate()
+                .map(|(i, (compact, flags, reason))| {
+                    (format!("t-a-{i}"), compact.to_string(), flags.clone(), *reason, vec!["p"])
+                })
+                .collect();
+            let decoded = [
+                ("22.05 sinfo", sinfo::parse_nodes(sinfo_22).unwrap()),
+                ("24.11 scontrol", scontrol_nodes::parse_nodes(scontrol_24).unwrap()),
+                ("24.11 sinfo", sinfo::parse_nodes(sinfo_24).unwrap()),
+            ];
+            for (source, mut nodes) in decoded {
+                nodes.sort_by(|a, b| a.name.cmp(&b.name));
+                let got: Vec<Row> = nodes
+                    .iter()
+                    .map(|n| {
+                        let flags = n.flags.iter().map(String::as_str).collect();
+                        let parts = n.partitions.iter().map(String::as_str).collect();
+                        (n.name.clone(), n.compact_state(), flags, n.reason.as_str(), parts)
+                    })
+                    .collect();
+                assert_eq!(got, want, "{state}: {source}");
+            }
+            // NodeAddr as configured on both; 24.11 takes NodeHostname from the registration
+            // (this host is "vm"), 22.05 keeps the node name.
+            let on_22 = sinfo::parse_nodes(sinfo_22).unwrap();
+            let on_24 = scontrol_nodes::parse_nodes(scontrol_24).unwrap();
+            for (a, b) in on_22.iter().zip(&on_24) {
+                assert_eq!((a.address.as_str(), b.address.as_str()), ("127.0.0.1", "127.0.0.1"));
+                assert_eq!(a.hostname, a.name);
+                let registered = b.state == "allocated" && !b.has_flag("POWERING_UP");
+                assert_eq!(b.hostname, if registered { "vm" } else { b.name.as_str() }, "{state}");
+            }
+        }
+    }
+
     #[tokio::test]
     async fn update_nodes_passes_one_batched_call_with_the_reason_verbatim() {
         let (dir, slurm) = slurm_with_fake_scontrol(RECORD_ARGS);

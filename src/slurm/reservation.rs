@@ -192,6 +192,31 @@ ReservationName=r2 StartTime=2026-11-23T10:24:43 EndTime=2026-11-23T11:24:43 Dur
         assert!(read_reservations(&mut none.as_bytes()).unwrap().is_empty());
     }
 
+    /// `scontrol create ReservationName=maint-capture StartTime=now Duration=60 Nodes=t-a-[2-3]
+    /// Flags=MAINT,IGNORE_JOBS Users=root` on 22.05.8 and 24.11.5 (testdata/paired/): the same
+    /// record, with `Watts=n/a` on 22.05 only; both add SPEC_NODES.
+    #[test]
+    fn paired_captures() {
+        let cases = [
+            (include_str!("testdata/paired/scontrol-o-show-reservation-22.05.8-maint.txt"), (22, 17, 56)),
+            (include_str!("testdata/paired/scontrol-o-show-reservation-24.11.5-maint.txt"), (22, 17, 25)),
+        ];
+        for (text, (h, m, s)) in cases {
+            assert_eq!(text.contains("Watts=n/a"), text == cases[0].0);
+            assert_eq!(
+                parse_reservations(text).unwrap(),
+                vec![Reservation {
+                    name: "maint-capture".into(),
+                    nodes: "t-a-[2-3]".into(),
+                    start: utc(2026, 11, 23, h, m, s),
+                    end: utc(2026, 11, 23, h + 1, m, s),
+                    flags: ["MAINT", "IGNORE_JOBS", "SPEC_NODES"].map(String::from).to_vec(),
+                    state: "ACTIVE".into(),
+                }]
+            );
+        }
+    }
+
     #[test]
     fn read_from_a_stream_as_from_text() {
         let text = format!("{CAPTURED}\n\n{CAPTURED}\r\n");

@@ -55,7 +55,7 @@ pub fn parse_nodes(mut json: &[u8]) -> Result<Vec<NodeInfo>, ParseError> {
 }
 
 /// [`parse_nodes`] from a stream, as `scontrol` writes it, one node at a time (see
-/// [`super::json_stream`]).
+/// `json_stream.rs`).
 pub fn read_nodes(json: &mut dyn std::io::BufRead) -> Result<Vec<NodeInfo>, ParseError> {
     let mut list = NodeList::default();
     let found = for_each_element(json, &["nodes"], |_, i, bytes| add_node(&mut list, i, bytes))
@@ -125,6 +125,35 @@ mod tests {
         }
         assert_eq!(nodes, want);
         assert_eq!(nodes[0].compact_state(), "down");
+    }
+
+    /// The exact command slurm-dws runs, `scontrol --all --json show nodes`, on 24.11.5: a node set
+    /// DOWN with a slurm-dws reason, a drained one, and one that is also in a Hidden=YES partition.
+    #[test]
+    fn captured_24_11_all_down_drained_hidden() {
+        let nodes =
+            parse_nodes(include_bytes!("testdata/scontrol-json-all-show-nodes-24.11-down-drain-hidden.json"))
+                .unwrap();
+        let idle = ["CLOUD", "POWERED_DOWN"];
+        let failed = "slurm-dws: resize request sv-a-x FAILED: ZONE_RESOURCE_POOL_EXHAUSTED";
+        assert_eq!(
+            nodes,
+            vec![
+                node("sv-a-0", "idle", &idle, "", "127.0.0.1", "sv-a-0", &["a"]),
+                node("sv-a-1", "down", &idle, failed, "127.0.0.1", "sv-a-1", &["a"]),
+                node(
+                    "sv-a-2",
+                    "idle",
+                    &["CLOUD", "DRAIN", "POWERED_DOWN"],
+                    "admin: drained",
+                    "127.0.0.1",
+                    "sv-a-2",
+                    &["a"]
+                ),
+                node("sv-a-3", "idle", &idle, "", "127.0.0.1", "sv-a-3", &["a", "hid"]),
+            ]
+        );
+        assert_eq!(nodes[1].compact_state(), "down~");
     }
 
     #[test]

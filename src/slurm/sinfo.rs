@@ -136,7 +136,7 @@ pub fn parse_nodes(mut json: &[u8]) -> Result<Vec<NodeInfo>, ParseError> {
 }
 
 /// [`parse_nodes`] from a stream, as `sinfo` writes it, one node or group at a time (see
-/// [`super::json_stream`]).
+/// `json_stream.rs`).
 pub fn read_nodes(json: &mut dyn std::io::BufRead) -> Result<Vec<NodeInfo>, ParseError> {
     let mut list = NodeList::default();
     let found = for_each_element(json, &["nodes", "sinfo"], |key, i, bytes| match key {

@@ -249,6 +249,30 @@ mod tests {
         assert_eq!(parse_jobs(V24_11_JOBS_1_4_999, Some(&[1, 4, 999])).unwrap(), asked);
     }
 
+    /// The same 2-node job on 22.05.8 and 24.11.5 (testdata/paired/), no `--time` in a
+    /// MaxTime=INFINITE partition: while its nodes power up (CONFIGURING) and once running.
+    #[test]
+    fn paired_captures_configuring_then_running() {
+        use TimeLimit::Unlimited;
+        // (output, (state, flags))
+        type Case<'a> = (&'a [u8], (&'a str, Vec<&'a str>));
+        let cases: [Case; 4] = [
+            (include_bytes!("testdata/paired/squeue-22.05.8-configuring.json"), ("CONFIGURING", vec![])),
+            (include_bytes!("testdata/paired/squeue-22.05.8-running.json"), ("RUNNING", vec![])),
+            (
+                include_bytes!("testdata/paired/squeue-24.11.5-configuring.json"),
+                ("RUNNING", vec!["CONFIGURING", "POWER_UP_NODE"]),
+            ),
+            (include_bytes!("testdata/paired/squeue-24.11.5-running.json"), ("RUNNING", vec![])),
+        ];
+        for (doc, (state, flags)) in cases {
+            assert_eq!(
+                rows(&parse_jobs(doc, None).unwrap()),
+                vec![(1, state, flags, Unlimited, "t-a-[0-1]", "p", "None")]
+            );
+        }
+    }
+
     #[test]
     fn filters_wanted_jobs_and_ignores_unknown_ids() {
         let jobs = parse_jobs(V22_05, Some(&[6, 2, 999])).unwrap();

@@ -168,6 +168,15 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(SlurmVersion::parse(text), want, "{text:?}");
         }
+        // Captured from Debian's builds (testdata/paired/).
+        let captured = [
+            (include_str!("testdata/paired/scontrol-version-22.05.8.txt"), v(22, 5, 8)),
+            (include_str!("testdata/paired/scontrol-version-24.11.5.txt"), v(24, 11, 5)),
+        ];
+        for (text, want) in captured {
+            assert!(text.starts_with("slurm-wlm "), "{text:?}");
+            assert_eq!(SlurmVersion::parse(text), Some(want), "{text:?}");
+        }
     }
 
     #[test]

@@ -510,10 +510,11 @@ async fn drop_stops_every_process(generation: SlurmGeneration) {
     for pid in [pids[0], ctld, munged, on_d0.0, on_d0.1, on_d0.2] {
         assert!(!alive(pid), "pid {pid} ({}) survived the drop", cmdline(pid));
     }
-    assert!(!dir.exists(), "the cluster directory is removed");
+    let kept = std::env::var("SLURM_DWS_KEEP_DEVCLUSTER").is_ok_and(|v| v == "1");
+    assert_eq!(dir.exists(), kept, "the cluster directory is removed (unless kept for a post-mortem)");
     assert_eq!(devcluster::kill_stray_slurmds(&dir), 0);
     assert_no_host_mounts(&dir);
-    if let Some(root) = &root {
+    if let Some(root) = root.as_ref().filter(|_| !kept) {
         let mount_point = root.join(dir.strip_prefix("/").unwrap());
         assert!(!mount_point.exists(), "{} is left in the root", mount_point.display());
     }

@@ -24,9 +24,9 @@ FAULT_SUMMARY := $(or $(CARGO_TARGET_DIR),target)/tmp/fault-campaign.txt
 build:
 	$(CARGO) build --profile $(CARGO_PROFILE) --bins
 
-## test: install Slurm/munge if missing and build the Slurm 24.11 root (scripts/slurm-root.sh, cached
-##       outside the clone), then fmt, clippy and every test (real Slurm 22.05 and 24.11 included);
-##       ends with the fault campaign's summary line
+## test: install Slurm/munge if missing, build the Slurm 24.11 root if missing (cached outside the clone in
+##       /var/cache/slurm-dws, docs/slurm-root.md), then fmt, clippy and every test (real Slurm 22.05 and
+##       24.11 included); ends with the fault campaign's summary line
 test:
 	./scripts/install-deps.sh
 	./scripts/slurm-root.sh
@@ -44,7 +44,8 @@ test:
 	cat $(FAULT_SUMMARY) 2>/dev/null || echo "fault campaign: no summary (tests/fault_campaign did not finish)"; \
 	exit $$status
 
-## demo: a real local Slurm cluster + the GCE simulator + slurm-dws, narrated (needs root)
+## demo: a real local Slurm cluster + the GCE simulator + slurm-dws, narrated (needs root); on the host's
+##       Slurm 22.05, or on 24.11 from the trixie root with `SLURM=24.11 make demo` (built when missing)
 demo:
 	./scripts/install-deps.sh
 	$(CARGO) build --bins --example demo

@@ -4,12 +4,14 @@
 //! "VMs" are real slurmds; the slurm-dws daemon and hooks in between. Two jobs go through the whole
 //! lifecycle (queued → provisioning → running → done → powered down → MIG deleted), then a stockout
 //! shows what a failure looks like and how the job recovers. Everything it starts is stopped at the
-//! end, pass or fail. Needs root and Debian's Slurm (`make demo` installs it).
+//! end, pass or fail. Needs root and Debian's Slurm (`make demo` installs it); `SLURM=24.11 make demo`
+//! runs it on Debian trixie's Slurm 24.11 from the root of scripts/slurm-root.sh instead.
 
 // A live show of real processes, narrated with the time they take.
 #![allow(clippy::disallowed_methods)]
 
 use devcluster::stack::{Stack, StackNodeset, StackSpec};
+use devcluster::SlurmGeneration;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -95,17 +97,7 @@ impl Narrator {
 }
 
 fn job_state(s: &Stack, job: u32) -> String {
-    let from_squeue = s.cluster.squeue_json().ok().and_then(|q| {
-        q["jobs"].as_array()?.iter().find(|j| j["job_id"].as_u64() == Some(job as u64))?["job_state"]
-            .as_str()
-            .map(String::from)
-    });
-    from_squeue
-        .or_else(|| {
-            let out = s.cluster.scontrol(&["show", "job", &job.to_string()]).ok()?;
-            out.split_whitespace().find_map(|w| w.strip_prefix("JobState=")).map(String::from)
-        })
-        .unwrap_or_default()
+    s.cluster.job_state(job).unwrap_or_default()
 }
 
 fn bin_dir() -> PathBuf {
@@ -119,19 +111,28 @@ fn main() {
         eprintln!("make demo: needs root (it runs slurmctld, slurmd and munged on this machine)");
         std::process::exit(2);
     }
-    if let Err(e) = devcluster::ensure_installed() {
-        eprintln!("make demo: Slurm is not usable here: {e}");
+    // `SLURM=24.11 make demo` runs it on Debian trixie's Slurm 24.11 (the root of
+    // scripts/slurm-root.sh, built when missing) instead of the host's 22.05.
+    let slurm = match std::env::var("SLURM") {
+        Ok(v) if !v.is_empty() => SlurmGeneration::parse(&v).unwrap_or_else(|| {
+            eprintln!("make demo: SLURM={v}: say 22.05 (the host's) or 24.11 (the trixie root)");
+            std::process::exit(2);
+        }),
+        _ => SlurmGeneration::Bookworm,
+    };
+    if let Err(e) = slurm.ensure_ready() {
+        eprintln!("make demo: {slurm} is not usable here: {e}");
         std::process::exit(2);
     }
     let bins = bin_dir();
     let spec = StackSpec {
-        bin: bins.join("slurm-dws"),
-        sim_bin: bins.join("slurm-dws-sim"),
-        nodesets: vec![StackNodeset::new("a", 0, 4)],
         reconcile: "mig_gc_grace = 5\nbackoff_initial = 5\nbackoff_max = 10".into(),
-        slurm_conf: vec![],
-        time_scale: 1.0,
-        slurm: devcluster::SlurmGeneration::default(),
+        slurm,
+        ..StackSpec::new(
+            bins.join("slurm-dws"),
+            bins.join("slurm-dws-sim"),
+            vec![StackNodeset::new("a", 0, 4)],
+        )
     };
     let mut n =
         Narrator { t0: Instant::now(), nodes: BTreeMap::new(), requests: BTreeMap::new(), migs: vec![] };
@@ -143,7 +144,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    n.say(&format!("slurmctld on port {}, simulator at {}", s.cluster.slurmctld_port(), s.sim_url));
+    n.say(&format!("{slurm}: slurmctld on port {}, simulator at {}", s.cluster.slurmctld_port(), s.sim_url));
     n.say("nodeset a: 4 DWS Flex nodes hpc-a-[0-3], all powered down (no VMs)");
     n.look(&s);
 

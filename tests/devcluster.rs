@@ -1,4 +1,7 @@
-//! Real Slurm 22.05 on this machine: the devcluster harness and the `slurm` client against it.
+//! Real Slurm on this machine: the devcluster harness and the `slurm` client against it, on both
+//! Slurms the project tests: `slurm_22_05::*` on Debian bookworm's 22.05 (the host's) and
+//! `slurm_24_11::*` on Debian trixie's 24.11 (the root of scripts/slurm-root.sh). Where the two
+//! differ (the signal mask of hooks, the resume file's keys) each version's fact is asserted.
 //!
 //! These tests need root (munged runs as the munge user, slurmd as root). Outside CI they are
 //! skipped with a message when Slurm cannot run here; with `CI=true` that is a failure.
@@ -10,17 +13,44 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use chrono::{Duration as ChronoDuration, Timelike, Utc};
-use devcluster::{ClusterSpec, LocalCluster};
-use slurm_dws::slurm::{resume_file, NodeInfo, NodeUpdate, Slurm, SlurmError, TimeLimit};
+use devcluster::{ClusterSpec, LocalCluster, SlurmGeneration};
+use slurm_dws::slurm::{resume_file, JobInfo, NodeInfo, NodeUpdate, Slurm, SlurmError, TimeLimit};
 
-fn slurm_available() -> bool {
-    devcluster::available_for_tests("real Slurm tests")
+/// Turns each `async fn test(slurm: SlurmGeneration)` named here into two tests, one per Slurm:
+/// `slurm_22_05::test` and `slurm_24_11::test`.
+macro_rules! on_both_slurms {
+    ($($name:ident),* $(,)?) => {
+        mod slurm_22_05 {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() { super::$name(devcluster::SlurmGeneration::Bookworm).await }
+            )*
+        }
+        mod slurm_24_11 {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() { super::$name(devcluster::SlurmGeneration::Trixie).await }
+            )*
+        }
+    };
+}
+
+on_both_slurms!(
+    cloud_job_resumes_runs_and_powers_down,
+    jobs_report_time_limits,
+    node_updates_reservations_requeue_and_timeouts,
+    drop_stops_every_process,
+);
+
+fn slurm_available(slurm: SlurmGeneration) -> bool {
+    slurm.available_for_tests("real Slurm tests")
 }
 
 /// A plain shell ResumeProgram / SuspendProgram pair: resume logs its hostlist and resume file,
 /// then starts one slurmd per node through the cluster's `slurmd-start` (which clears the signal
 /// mask the hook inherited); suspend stops them. Hooks get only SLURM_CONF, so the cluster
-/// directory is found from it.
+/// directory is found from it. On 24.11 they run inside the root, which sees their directory
+/// (bind-mounted by the cluster) and runs the root's `scontrol`.
 struct PowerScripts {
     dir: tempfile::TempDir,
 }
@@ -77,8 +107,10 @@ exit 0
     }
 }
 
-fn cloud_cluster(prefix: &str, nodes: &str, scripts: &PowerScripts) -> LocalCluster {
+fn cloud_cluster(slurm: SlurmGeneration, prefix: &str, nodes: &str, scripts: &PowerScripts) -> LocalCluster {
     let mut spec = ClusterSpec::new(prefix)
+        .slurm(slurm)
+        .bind(scripts.dir.path())
         .node(&format!("NodeName={nodes} State=CLOUD CPUs=1 RealMemory=500"))
         .partition(&format!("PartitionName=flex Nodes={nodes} Default=YES MaxTime=INFINITE State=UP"))
         .partition(&format!("PartitionName=lim Nodes={nodes} MaxTime=120 DefaultTime=30 State=UP"));
@@ -86,7 +118,7 @@ fn cloud_cluster(prefix: &str, nodes: &str, scripts: &PowerScripts) -> LocalClus
     let started = Instant::now();
     let cluster = LocalCluster::start(spec).expect("local cluster starts");
     eprintln!(
-        "[timing] {prefix}: LocalCluster::start (munged + slurmctld + ping) took {:?}",
+        "[timing] {prefix} on {slurm}: LocalCluster::start (munged + slurmctld + ping) took {:?}",
         started.elapsed()
     );
     cluster
@@ -136,20 +168,28 @@ async fn job_state(slurm: &Slurm, id: u32) -> Option<String> {
     slurm.jobs(&[id]).await.ok()?.first().map(|j| j.state.clone())
 }
 
+/// Running, its nodes up: 22.05 says `CONFIGURING` until then, 24.11 `RUNNING` with the
+/// `CONFIGURING` flag (`["RUNNING","CONFIGURING","POWER_UP_NODE"]`).
+fn is_running(job: &JobInfo) -> bool {
+    job.state == "RUNNING" && !job.flags.iter().any(|f| f == "CONFIGURING")
+}
+
 /// The harness end to end: a 2-node batch job on powered-down cloud nodes resumes them through a
 /// real ResumeProgram, runs, completes, and the nodes power down again after SuspendTime.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cloud_job_resumes_runs_and_powers_down() {
-    if !slurm_available() {
+async fn cloud_job_resumes_runs_and_powers_down(generation: SlurmGeneration) {
+    if !slurm_available(generation) {
         return;
     }
     let scripts = PowerScripts::new();
-    let cluster = cloud_cluster("dcrun", "dws-a-[0-1]", &scripts);
+    let cluster = cloud_cluster(generation, "dcrun", "dws-a-[0-1]", &scripts);
     let slurm = Slurm::new(cluster.client_bin_dir(), Some(cluster.conf_path()), Duration::from_secs(10));
     let names = ["dws-a-0", "dws-a-1"];
     assert_eq!(cluster.node_names(), names);
+    // The Slurm the cluster runs is the one asked for (through the client dir slurm-dws gets).
+    let version = slurm.version().await.unwrap();
+    assert_eq!(version.release(), generation.release(), "{version}");
 
-    // Powered-down cloud nodes are visible (PrivateData=cloud), each once.
+    // Powered-down cloud nodes are visible (22.05: PrivateData=cloud; 24.11: always), each once.
     let nodes = nodes_of(&slurm, &names).await;
     assert_eq!(nodes.len(), 2, "{nodes:?}");
     assert!(nodes.iter().all(|n| n.compact_state() == "idle~"), "{nodes:?}");
@@ -169,7 +209,7 @@ async fn cloud_job_resumes_runs_and_powers_down() {
 
     let running = wait_until(&cluster, Duration::from_secs(60), "job RUNNING", || async {
         let jobs = slurm.jobs(&[job]).await.unwrap();
-        jobs.into_iter().find(|j| j.state == "RUNNING")
+        jobs.into_iter().find(is_running)
     })
     .await;
     let to_running = submitted.elapsed();
@@ -178,7 +218,7 @@ async fn cloud_job_resumes_runs_and_powers_down() {
     assert_eq!(running.nodes, "dws-a-[0-1]");
     assert_eq!(running.partition, "flex");
 
-    // The resume hook got the hostlist and a 22.05 resume file naming the job.
+    // The resume hook got the hostlist and a resume file naming the job (22.05's or 23.02+'s shape).
     let log = scripts.log();
     let json = log
         .lines()
@@ -192,14 +232,19 @@ async fn cloud_job_resumes_runs_and_powers_down() {
     let nodes = nodes_of(&slurm, &names).await;
     assert!(nodes.iter().all(|n| n.state == "allocated" && !n.has_flag("POWERED_DOWN")), "{nodes:?}");
     assert!(names.iter().all(|n| cluster.slurmd_running(n)));
-    // The hook runs with SIGTERM blocked (docs/slurm-facts.md), which its children inherit...
     let hook_mask = log
         .lines()
         .find_map(|l| l.strip_prefix("hook SigBlk:"))
         .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
         .unwrap_or_else(|| panic!("no hook mask in {log}"));
-    assert_ne!(hook_mask & SIGTERM_BIT, 0, "hook mask {hook_mask:x}");
-    // ...yet the slurmds it started through slurmd-start can be stopped with SIGTERM.
+    match generation {
+        // 22.05 runs the hook with SIGTERM blocked (docs/slurm-facts.md), which its children
+        // inherit...
+        SlurmGeneration::Bookworm => assert_ne!(hook_mask & SIGTERM_BIT, 0, "hook mask {hook_mask:x}"),
+        // ...24.11 with nothing blocked (docs/slurm-root.md).
+        SlurmGeneration::Trixie => assert_eq!(hook_mask, 0, "hook mask {hook_mask:x}"),
+    }
+    // Either way the slurmds it started through slurmd-start can be stopped with SIGTERM.
     for n in names {
         let pid = read_pid(&cluster.dir().join("run").join(format!("slurmd-{n}.pid")));
         let mask = blocked_signals(pid);
@@ -228,13 +273,12 @@ async fn cloud_job_resumes_runs_and_powers_down() {
 }
 
 /// `Slurm::jobs` against real squeue --json: time limits, partitions, jobs that do not exist.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn jobs_report_time_limits() {
-    if !slurm_available() {
+async fn jobs_report_time_limits(generation: SlurmGeneration) {
+    if !slurm_available(generation) {
         return;
     }
     let scripts = PowerScripts::new();
-    let cluster = cloud_cluster("dcjobs", "dws-j-[0-1]", &scripts);
+    let cluster = cloud_cluster(generation, "dcjobs", "dws-j-[0-1]", &scripts);
     let slurm = Slurm::new(cluster.client_bin_dir(), Some(cluster.conf_path()), Duration::from_secs(10));
     let held = |args: &[&str]| {
         let mut all = vec!["-H", "-N1", "--wrap", "true"];
@@ -268,13 +312,12 @@ async fn jobs_report_time_limits() {
 }
 
 /// Node updates, reservations, requeue, timeouts and a controller restart on a live cluster.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_updates_reservations_requeue_and_timeouts() {
-    if !slurm_available() {
+async fn node_updates_reservations_requeue_and_timeouts(generation: SlurmGeneration) {
+    if !slurm_available(generation) {
         return;
     }
     let scripts = PowerScripts::new();
-    let mut cluster = cloud_cluster("dcops", "dws-b-[0-1]", &scripts);
+    let mut cluster = cloud_cluster(generation, "dcops", "dws-b-[0-1]", &scripts);
     let slurm = Slurm::new(cluster.client_bin_dir(), Some(cluster.conf_path()), Duration::from_secs(10));
     let names = ["dws-b-0", "dws-b-1"];
     let both = "dws-b-[0-1]";
@@ -289,7 +332,11 @@ async fn node_updates_reservations_requeue_and_timeouts() {
     })
     .await;
     eprintln!("[timing] power_up -> idle: {:?}", t.elapsed());
-    assert!(scripts.log().contains(r#"{"jobs":[],"all_nodes":"dws-b-[0-1]"}"#), "{}", scripts.log());
+    let admin_resume = match generation {
+        SlurmGeneration::Bookworm => r#"{"jobs":[],"all_nodes":"dws-b-[0-1]"}"#,
+        SlurmGeneration::Trixie => r#"{"jobs":[],"all_nodes_resume":"dws-b-[0-1]"}"#,
+    };
+    assert!(scripts.log().contains(admin_resume), "{}", scripts.log());
 
     // down with a reason full of shell syntax: it arrives verbatim.
     let reason = r#"resize request "x" FAILED: it's $HOME; `rm -rf /` & more"#;
@@ -339,7 +386,7 @@ async fn node_updates_reservations_requeue_and_timeouts() {
     // requeue a running job.
     let job = cluster.sbatch(&["-N1", "--time=5", "--wrap", "sleep 300"]).unwrap();
     wait_until(&cluster, Duration::from_secs(30), "job RUNNING", || async {
-        (job_state(&slurm, job).await.as_deref() == Some("RUNNING")).then_some(())
+        slurm.jobs(&[job]).await.ok()?.first().filter(|j| is_running(j)).map(drop)
     })
     .await;
     slurm.requeue(&[job]).await.unwrap();
@@ -396,14 +443,14 @@ async fn node_updates_reservations_requeue_and_timeouts() {
     assert_eq!(nodes_of(&slurm, &names).await.len(), 2);
 }
 
-/// Teardown stops every process the cluster started, even slurmds started by hooks.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn drop_stops_every_process() {
-    if !slurm_available() {
+/// Teardown stops every process the cluster started, even slurmds started by hooks. On 24.11 every
+/// daemon runs chrooted in the trixie root, and no mount ever shows on the host.
+async fn drop_stops_every_process(generation: SlurmGeneration) {
+    if !slurm_available(generation) {
         return;
     }
     let scripts = PowerScripts::new();
-    let cluster = cloud_cluster("dcdrop", "dws-d-[0-1]", &scripts);
+    let cluster = cloud_cluster(generation, "dcdrop", "dws-d-[0-1]", &scripts);
     cluster.start_slurmd("dws-d-0").unwrap();
     // The command a simulator would run with {name} substituted.
     let start = cluster.slurmd_start_command("{name}").replace("{name}", "dws-d-1");
@@ -421,19 +468,69 @@ async fn drop_stops_every_process() {
     let ctld = read_pid(&cluster.dir().join("run").join("slurmctld.pid"));
     let munged = read_pid(&cluster.dir().join("munge").join("munged.pid"));
     let dir = cluster.dir().to_path_buf();
+    let root = cluster.root_dir().map(Path::to_path_buf);
+    assert_eq!(root.is_some(), generation == SlurmGeneration::Trixie);
+    let want_root = root.clone().unwrap_or_else(|| PathBuf::from("/"));
+    for pid in [pids[0], pids[1], ctld, munged] {
+        let seen = std::fs::read_link(format!("/proc/{pid}/root")).unwrap();
+        assert_eq!(seen, want_root, "the root of pid {pid}");
+    }
+    assert_no_host_mounts(&dir);
 
-    // The stop template stops exactly one node.
+    // A job on each node: its processes (the batch shell, its sleep, their slurmstepd) are "on the VM".
+    let naptime = 4000 + std::process::id() % 1000;
+    let [(sleeper, shell, stepd), on_d0] = [(1, naptime), (0, naptime + 1)].map(|(node, secs)| {
+        let job = cluster
+            .sbatch(&["-N1", "-w", &format!("dws-d-{node}"), "--wrap", &format!("sleep {secs}")])
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let sleeper = loop {
+            if let Some(p) = pids_with_cmdline(&format!("sleep {secs}")).first() {
+                break *p;
+            }
+            assert!(Instant::now() < deadline, "job {job} never ran: {:?}", cluster.job_info(job));
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let shell = parent(sleeper);
+        let stepd = parent(shell);
+        assert!(cmdline(stepd).starts_with("slurmstepd"), "{stepd}: {}", cmdline(stepd));
+        (sleeper, shell, stepd)
+    });
+
+    // The stop template stops exactly one node, and everything that ran on it.
     let stop = cluster.slurmd_stop_command().replace("{name}", "dws-d-1");
     assert!(std::process::Command::new("sh").args(["-c", &stop]).status().unwrap().success());
     assert!(!alive(pids[1]));
+    for (what, pid) in [("job process", sleeper), ("batch shell", shell), ("slurmstepd", stepd)] {
+        assert!(!alive(pid), "the {what} {pid} survived its node's slurmd-stop");
+    }
     assert!(alive(pids[0]) && alive(ctld) && alive(munged));
 
     drop(cluster);
-    for pid in [pids[0], ctld, munged] {
-        assert!(!alive(pid), "pid {pid} survived the drop");
+    for pid in [pids[0], ctld, munged, on_d0.0, on_d0.1, on_d0.2] {
+        assert!(!alive(pid), "pid {pid} ({}) survived the drop", cmdline(pid));
     }
-    assert!(!dir.exists(), "the cluster directory is removed");
+    let kept = std::env::var("SLURM_DWS_KEEP_DEVCLUSTER").is_ok_and(|v| v == "1");
+    assert_eq!(dir.exists(), kept, "the cluster directory is removed (unless kept for a post-mortem)");
     assert_eq!(devcluster::kill_stray_slurmds(&dir), 0);
+    assert_no_host_mounts(&dir);
+    if let Some(root) = root.as_ref().filter(|_| !kept) {
+        let mount_point = root.join(dir.strip_prefix("/").unwrap());
+        assert!(!mount_point.exists(), "{} is left in the root", mount_point.display());
+    }
+}
+
+/// Nothing is mounted on the host (this process's mount namespace is the host's) below the trixie
+/// root or at the cluster directory: the bind mounts live only in the daemons' private namespaces.
+fn assert_no_host_mounts(cluster_dir: &Path) {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let below = [devcluster::trixie_root(), cluster_dir.to_path_buf()];
+    // Field 5 of a mountinfo line is the mount point.
+    let found: Vec<&str> = mountinfo
+        .lines()
+        .filter(|l| l.split(' ').nth(4).is_some_and(|m| below.iter().any(|b| Path::new(m).starts_with(b))))
+        .collect();
+    assert!(found.is_empty(), "mounts on the host: {found:?}");
 }
 
 /// Bit of SIGTERM (15) in /proc/PID/status `SigBlk`.
@@ -451,6 +548,26 @@ fn read_pid(path: &Path) -> i32 {
         .trim()
         .parse()
         .unwrap()
+}
+
+fn cmdline(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " ").trim().to_string())
+        .unwrap_or_default()
+}
+
+fn parent(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat.rsplit_once(") ").unwrap().1.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+fn pids_with_cmdline(want: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&p| cmdline(p) == want)
+        .collect()
 }
 
 fn alive(pid: i32) -> bool {

@@ -338,51 +338,83 @@ pub(crate) const CGROUP_CONF_DISABLED: &str =
     "# cgroup.conf of a slurm-dws devcluster on Slurm 24.11 (generated)\nCgroupPlugin=disabled\n";
 
 /// `slurmd-stop NODE`: stops that node's slurmd by its pid file (TERM, then KILL after 5 s), then
-/// kills what else ran "on the node" — its slurmstepds and job processes, which share the session
-/// the daemonized slurmd created — as a deleted VM takes everything with it. Idempotent, and only
-/// touches a process that is a slurmd of this cluster's slurm.conf and that session.
+/// kills what else ran "on the node", as a deleted VM takes everything with it: the session the
+/// daemonized slurmd created, and each slurmstepd of the node with its job processes. A
+/// slurmstepd is found by the node's slurmd log file, which it keeps open (22.05 and 24.11
+/// alike; it leads a session of its own, with the job's tasks in it, and 24.11's overwrites its
+/// environment with its process title, so neither slurmd's session nor an environment marker
+/// finds it). Idempotent; only touches a slurmd of this cluster's slurm.conf, slurmstepds holding
+/// this cluster's log of that node, and sessions whose leader has exited (daemons double-fork)
+/// and that are not the caller's. Reads /proc with shell builtins: no fork per process.
 pub(crate) fn slurmd_stop_script(layout: &Layout) -> String {
     format!(
         r#"#!/bin/sh
 # slurmd-stop NODE: stop the slurmd of NODE of a slurm-dws devcluster (generated).
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
+[ -n "$1" ] || exit 0
 f='{run}'/"slurmd-$1.pid"
-[ -n "$1" ] && [ -f "$f" ] || exit 0
-pid=$(cat "$f" 2>/dev/null)
-case "$pid" in ''|*[!0-9]*) exit 0 ;; esac
+log='{log}'/"slurmd-$1.log"
+# field=the Nth field of /proc/PID/stat after the command name (1 = state, 4 = session).
+stat_field() {{
+    field=
+    line=
+    {{ read -r line < "/proc/$1/stat"; }} 2>/dev/null || return 1
+    set -- "$2" ${{line##*) }}
+    shift "$1"
+    field=$1
+}}
 alive() {{
-    [ -r "/proc/$pid/stat" ] || return 1
-    state=$(sed 's/.*) //' "/proc/$pid/stat" | cut -c1)
-    [ "$state" != Z ]
+    stat_field "$1" 1 && [ "$field" != Z ]
 }}
-ours() {{
-    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- '{conf}'
+stat_field $$ 4
+own_session=$field
+# Sessions to kill: a daemon's own session (its leader, the intermediate child of the double
+# fork, is gone), never the caller's.
+sessions=
+add_session() {{
+    stat_field "$1" 4 || return 0
+    case "$field" in ''|*[!0-9]*|0|1) return 0 ;; esac
+    [ "$field" = "$1" ] || [ ! -e "/proc/$field" ] || return 0
+    [ "$field" != "$own_session" ] || return 0
+    sessions="$sessions $field"
 }}
-session() {{
-    sed 's/.*) //' "$1" 2>/dev/null | cut -d' ' -f4
-}}
-if alive && ours; then
-    sid=$(session "/proc/$pid/stat")
+pid=$(cat "$f" 2>/dev/null)
+case "$pid" in ''|*[!0-9]*) pid= ;; esac
+if [ -n "$pid" ] && alive "$pid" && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- '{conf}'; then
+    add_session "$pid"
     kill -TERM "$pid" 2>/dev/null
     i=0
-    while [ "$i" -lt 50 ] && alive; do sleep 0.1; i=$((i + 1)); done
-    alive && kill -KILL "$pid" 2>/dev/null
-    # The rest of the "VM": slurmstepds and job processes in slurmd's own session (never ours).
-    case "$sid" in ''|*[!0-9]*|0|1) sid= ;; esac
-    # Only a session slurmd leads (it daemonizes with setsid): never a session it merely shares.
-    [ "$sid" = "$pid" ] || sid=
-    if [ -n "$sid" ] && [ "$sid" != "$(session /proc/$$/stat)" ]; then
-        for st in /proc/[0-9]*/stat; do
-            [ "$(session "$st")" = "$sid" ] || continue
-            p=${{st#/proc/}}; p=${{p%/stat}}
-            kill -KILL "$p" 2>/dev/null
-        done
-    fi
+    while [ "$i" -lt 50 ] && alive "$pid"; do sleep 0.1; i=$((i + 1)); done
+    alive "$pid" && kill -KILL "$pid" 2>/dev/null
+fi
+# The node's slurmstepds: they hold its slurmd log open.
+for d in /proc/[0-9]*; do
+    comm=
+    {{ read -r comm < "$d/comm"; }} 2>/dev/null || continue
+    case "$comm" in slurmstepd*) ;; *) continue ;; esac
+    for fd in "$d"/fd/*; do
+        case "$(readlink "$fd" 2>/dev/null)" in
+            *"$log")
+                p=${{d#/proc/}}
+                add_session "$p"
+                kill -KILL "$p" 2>/dev/null
+                break
+                ;;
+        esac
+    done
+done
+if [ -n "$sessions" ]; then
+    for d in /proc/[0-9]*; do
+        p=${{d#/proc/}}
+        stat_field "$p" 4 || continue
+        case " $sessions " in *" $field "*) kill -KILL "$p" 2>/dev/null ;; esac
+    done
 fi
 rm -f "$f"
 exit 0
 "#,
         run = layout.run().display(),
+        log = layout.log().display(),
         conf = layout.conf().display(),
     )
 }
@@ -466,6 +498,65 @@ mod tests {
         let none = render(&ClusterSpec { auth: Auth::None, ..spec(&[]) }, &layout, 1, &[]);
         assert!(none.contains("AuthType=auth/none\nCredType=cred/none\n"));
         assert!(!none.contains("AuthInfo"));
+    }
+
+    #[test]
+    fn a_24_11_conf_has_no_defunct_or_22_05_only_options() {
+        let layout = Layout { dir: "/tmp/dc".into() };
+        let conf = render(
+            &ClusterSpec { slurm: SlurmGeneration::Trixie, ..spec(&[]) },
+            &layout,
+            16817,
+            &["NodeName=n-0 Port=1".into()],
+        );
+        assert!(!conf.contains("NoAddrCache"), "defunct on 24.11: {conf}");
+        assert!(!conf.contains("PrivateData"), "22.05 only: {conf}");
+        assert!(!conf.contains("cloud_reg_addrs"), "{conf}");
+        for want in [
+            "SuspendTime=15\n",
+            "ReturnToService=2\n",
+            "SlurmctldParameters=idle_on_node_suspend,power_save_interval=1\n",
+        ] {
+            assert!(conf.contains(want), "missing {want:?} in\n{conf}");
+        }
+    }
+
+    #[test]
+    fn in_root_binds_the_directories_at_the_same_paths_and_execs() {
+        let script = in_root_script(
+            Path::new("/var/cache/slurm-dws/trixie-root"),
+            &["/tmp/dc".into(), "/work/it's here".into()],
+        );
+        assert!(script.starts_with("#!/bin/sh\n"), "{script}");
+        assert!(script.contains("[ -e /.slurm-dws-root ] && exec \"$@\"\n"), "{script}");
+        assert!(
+            script.contains(
+                r#"' in-root '/var/cache/slurm-dws/trixie-root' 2 '/tmp/dc' '/work/it'\''s here' "$@""#
+            ),
+            "{script}"
+        );
+        assert!(script.contains("exec /usr/bin/unshare --mount --propagation private"), "{script}");
+        assert!(script.contains(r#"exec /usr/bin/unshare --root="$r" --wd="$wd" -- "$@""#), "{script}");
+        let wrapper = client_wrapper("/usr/bin/scontrol", Path::new("/tmp/dc/bin/in-root"));
+        assert_eq!(
+            wrapper,
+            "#!/bin/sh\n# /usr/bin/scontrol of the Slurm 24.11 root (generated).\n\
+             [ -e /.slurm-dws-root ] && exec /usr/bin/scontrol \"$@\"\n\
+             exec '/tmp/dc/bin/in-root' /usr/bin/scontrol \"$@\"\n"
+        );
+    }
+
+    #[test]
+    fn slurmd_start_leaves_the_session_and_enters_the_root_only_for_24_11() {
+        let layout = Layout { dir: "/tmp/dc".into() };
+        let host = slurmd_start_script(&layout, "/tmp/dc", None);
+        assert!(host.contains("POSIX::setsid()"), "{host}");
+        assert!(!host.contains("in-root"), "{host}");
+        let root = slurmd_start_script(&layout, "/tmp/dc", Some(Path::new("/tmp/dc/bin/in-root")));
+        assert!(
+            root.contains("unless (-e '/.slurm-dws-root') {\n    exec { '/tmp/dc/bin/in-root' } '/tmp/dc/bin/in-root', '/usr/bin/perl', '/tmp/dc/bin/slurmd-start', @ARGV"),
+            "{root}"
+        );
     }
 
     #[test]

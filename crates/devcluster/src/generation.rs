@@ -122,9 +122,19 @@ pub fn trixie_root() -> PathBuf {
         .map_or_else(|| PathBuf::from(DEFAULT_TRIXIE_ROOT), PathBuf::from)
 }
 
-/// `scripts/slurm-root.sh` of this workspace.
+/// `scripts/slurm-root.sh` of this workspace: found from the package cargo is running the tests of
+/// (`CARGO_MANIFEST_DIR` at run time: the root package, or this crate), else from where this crate
+/// was compiled. (Worktrees may share one target directory, so a test binary may have been built
+/// from another checkout, which may be gone.)
 pub fn slurm_root_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/slurm-root.sh")
+    const SCRIPT: &str = "scripts/slurm-root.sh";
+    let compiled = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(SCRIPT);
+    let running = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    running
+        .iter()
+        .flat_map(|dir| [dir.join(SCRIPT), dir.join("../..").join(SCRIPT)])
+        .find(|p| p.is_file())
+        .unwrap_or(compiled)
 }
 
 /// Makes sure the trixie root is complete, running `scripts/slurm-root.sh` (which builds it

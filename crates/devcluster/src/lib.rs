@@ -180,13 +180,17 @@ pub struct LocalCluster {
     remove_dir: bool,
     node_names: Vec<String>,
     ctld_port: u16,
+    /// The trixie root on 24.11; `None` when Slurm runs on the host (22.05).
+    root: Option<PathBuf>,
     munged: Option<Daemon>,
     slurmctld: Option<Daemon>,
 }
 
 impl LocalCluster {
     /// Writes the cluster's files, starts munged and slurmctld, and waits until `scontrol ping`
-    /// answers. Slurm must be installed (see [`ensure_installed`]); run as root.
+    /// answers. The host's Slurm must be installed (see [`ensure_installed`]; both generations
+    /// expand hostlists with it); a 24.11 cluster builds the trixie root if it is missing. Run as
+    /// root.
     pub fn start(spec: ClusterSpec) -> Result<LocalCluster, DevclusterError> {
         let missing = install::missing();
         if !missing.is_empty() {
@@ -194,6 +198,10 @@ impl LocalCluster {
                 "missing {missing:?}; call devcluster::ensure_installed() or run scripts/install-deps.sh"
             )));
         }
+        let root = match spec.slurm {
+            SlurmGeneration::Bookworm => None,
+            SlurmGeneration::Trixie => Some(generation::ensure_trixie_root()?),
+        };
         if spec.cluster_name.is_empty() || spec.node_lines.is_empty() {
             return Err(DevclusterError::Spec(
                 "a cluster needs a ClusterName and at least one node line".into(),
@@ -206,6 +214,7 @@ impl LocalCluster {
             remove_dir: std::env::var("SLURM_DWS_KEEP_DEVCLUSTER").map_or(true, |v| v != "1"),
             node_names: Vec::new(),
             ctld_port: 0,
+            root,
             munged: None,
             slurmctld: None,
         };
@@ -253,19 +262,16 @@ impl LocalCluster {
         let text = conf::render(&self.spec, &l, self.ctld_port, &node_lines);
         write_file(&l.conf(), &text, 0o644)?;
         write_file(&l.prolog(), &conf::prolog_script(&l.conf()), 0o755)?;
-        let in_root = (self.spec.slurm == SlurmGeneration::Trixie).then(|| l.in_root());
-        if let Some(wrapper) = &in_root {
-            let root = generation::ensure_trixie_root()?;
-            let mut binds = vec![l.dir.clone()];
-            binds.extend(self.spec.bind_dirs.iter().cloned());
-            write_file(wrapper, &conf::in_root_script(&root, &binds), 0o755)?;
+        if let Some(root) = &self.root {
+            write_file(&l.cgroup_conf(), conf::CGROUP_CONF_DISABLED, 0o644)?;
+            write_file(&l.in_root(), &conf::in_root_script(root, &self.bind_dirs()?), 0o755)?;
             mkdir(&l.wbin(), 0o755)?;
             for program in conf::WRAPPED {
-                let name = Path::new(program).file_name().expect("a program has a name");
-                write_file(&l.wbin().join(name), &conf::client_wrapper(program, wrapper), 0o755)?;
+                let name = Path::new(program).file_name().expect("a program path has a name");
+                write_file(&l.wbin().join(name), &conf::client_wrapper(program, &l.in_root()), 0o755)?;
             }
-            write_file(&l.cgroup_conf(), conf::CGROUP_CONF_DISABLED, 0o644)?;
         }
+        let in_root = self.root.as_ref().map(|_| l.in_root());
         write_file(
             &l.slurmd_start(),
             &conf::slurmd_start_script(&l, &l.dir.display().to_string(), in_root.as_deref()),
@@ -275,6 +281,25 @@ impl LocalCluster {
         // The ports stay bound until here, so that no other cluster picks them meanwhile.
         drop(reserved);
         Ok(())
+    }
+
+    /// The directories bind-mounted into the root: the cluster's, then [`ClusterSpec::bind_dirs`]
+    /// (absolute, existing, each once, parents before children).
+    fn bind_dirs(&self) -> Result<Vec<PathBuf>, DevclusterError> {
+        let mut dirs = vec![self.layout.dir.clone()];
+        for d in &self.spec.bind_dirs {
+            let canonical = d.canonicalize().map_err(|e| DevclusterError::io(d, e))?;
+            if !canonical.is_dir() {
+                return Err(DevclusterError::Spec(format!("bind dir {} is not a directory", d.display())));
+            }
+            if canonical == Path::new("/") {
+                return Err(DevclusterError::Spec("bind dir / would hide the root".into()));
+            }
+            dirs.push(canonical);
+        }
+        dirs.sort();
+        dirs.dedup();
+        Ok(dirs)
     }
 
     /// Expands a hostlist with `scontrol show hostnames` (Slurm itself is the oracle; it needs
@@ -292,44 +317,44 @@ impl LocalCluster {
         use std::os::unix::process::CommandExt;
         let dir = self.layout.munge();
         mkdir(&dir, 0o711)?;
-        let (uid, gid) = match self.spec.slurm {
-            SlurmGeneration::Bookworm => {
+        let arg = |flag: &str, file: &str| format!("--{flag}={}", dir.join(file).display());
+        let args = [
+            "--foreground".to_string(),
+            arg("socket", "munge.socket.2"),
+            arg("pid-file", "munged.pid"),
+            arg("log-file", "munged.log"),
+            arg("seed-file", "munged.seed"),
+            "--key-file=/etc/munge/munge.key".to_string(),
+        ];
+        let mut cmd = match &self.root {
+            None => {
                 let user = nix::unistd::User::from_name("munge")
                     .ok()
                     .flatten()
                     .ok_or_else(|| DevclusterError::NotInstalled("no `munge` user".into()))?;
-                (user.uid.as_raw(), user.gid.as_raw())
+                nix::unistd::chown(&dir, Some(user.uid), Some(user.gid))
+                    .map_err(|e| DevclusterError::io(&dir, e.into()))?;
+                let mut cmd = Command::new(MUNGED);
+                cmd.args(args).uid(user.uid.as_raw()).gid(user.gid.as_raw());
+                cmd
             }
-            // The root's munge user, which munged runs as inside it, is not the host's.
-            SlurmGeneration::Trixie => generation::user_in_root(&generation::ensure_trixie_root()?, "munge")?,
-        };
-        nix::unistd::chown(&dir, Some(uid.into()), Some(gid.into()))
-            .map_err(|e| DevclusterError::io(&dir, e.into()))?;
-        let arg = |flag: &str, file: &str| format!("--{flag}={}", dir.join(file).display());
-        let mut cmd = match self.spec.slurm {
-            SlurmGeneration::Bookworm => {
-                let mut c = Command::new(MUNGED);
-                c.uid(uid).gid(gid);
-                c
-            }
-            // Inside the root the user switch happens there (setpriv execs munged: one process).
-            SlurmGeneration::Trixie => {
-                let mut c = Command::new(self.layout.in_root());
-                c.args(["/usr/bin/setpriv", "--reuid=munge", "--regid=munge", "--clear-groups", MUNGED]);
-                c
+            Some(root) => {
+                // The root's munge user (not the host's: another uid) owns the directory; munged
+                // runs as it through setpriv, which execs (the PID stays munged's). --origin: the
+                // host name does not resolve in the root, and munged would otherwise stamp
+                // credentials 0.0.0.0, which slurmctld then fails to look up on every sbatch.
+                let (uid, gid) = generation::user_in_root(root, "munge")?;
+                nix::unistd::chown(&dir, Some(uid.into()), Some(gid.into()))
+                    .map_err(|e| DevclusterError::io(&dir, e.into()))?;
+                let mut cmd = Command::new(self.layout.in_root());
+                cmd.args(["/usr/bin/setpriv", "--reuid=munge", "--regid=munge", "--clear-groups", MUNGED])
+                    .args(args)
+                    .arg("--origin=127.0.0.1");
+                cmd
             }
         };
         let child = cmd
-            .args([
-                "--foreground".to_string(),
-                // The host name need not resolve (the trixie root has no entry for it).
-                "--origin=127.0.0.1".to_string(),
-                arg("socket", "munge.socket.2"),
-                arg("pid-file", "munged.pid"),
-                arg("log-file", "munged.log"),
-                arg("seed-file", "munged.seed"),
-                "--key-file=/etc/munge/munge.key".to_string(),
-            ])
+            .current_dir(&self.layout.dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log_file(&self.layout.log().join("munged.stderr"))?)
@@ -357,15 +382,16 @@ impl LocalCluster {
     fn start_slurmctld(&mut self) -> Result<(), DevclusterError> {
         let out = log_file(&self.layout.log().join("slurmctld.stdout"))?;
         let err = out.try_clone().map_err(|e| DevclusterError::io(&self.layout.log(), e))?;
-        let mut cmd = match self.spec.slurm {
-            SlurmGeneration::Bookworm => Command::new(SLURMCTLD),
-            SlurmGeneration::Trixie => {
-                let mut c = Command::new(self.layout.in_root());
-                c.arg(SLURMCTLD);
-                c
+        let mut cmd = match &self.root {
+            None => Command::new(SLURMCTLD),
+            Some(_) => {
+                let mut cmd = Command::new(self.layout.in_root());
+                cmd.arg(SLURMCTLD);
+                cmd
             }
         };
         let child = cmd
+            .current_dir(&self.layout.dir)
             .arg("-D")
             .arg("-i")
             .arg("-f")
@@ -494,18 +520,25 @@ impl LocalCluster {
         process::stop_slurmds(&self.layout.run(), &self.layout.conf())
     }
 
-    /// Where this cluster's Slurm client commands (`scontrol`, `sinfo`, `squeue`, `sbatch`) are:
-    /// slurm-dws's `[slurm] bin_dir` for it.
+    /// Where this cluster's Slurm client commands (`scontrol`, `sinfo`, `squeue`, `sbatch`, ...)
+    /// are: slurm-dws's `[slurm] bin_dir` for it. `/usr/bin` on 22.05; on 24.11 the cluster's
+    /// `wbin/`, whose wrappers run the root's commands (from the host through `bin/in-root`, and
+    /// directly when called from inside the root, e.g. by a hook).
     pub fn client_bin_dir(&self) -> PathBuf {
-        match self.spec.slurm {
-            SlurmGeneration::Bookworm => PathBuf::from(CLIENT_BIN),
-            SlurmGeneration::Trixie => self.layout.wbin(),
+        match self.root {
+            None => PathBuf::from(CLIENT_BIN),
+            Some(_) => self.layout.wbin(),
         }
     }
 
     /// Which Slurm this cluster runs.
-    pub fn slurm_generation(&self) -> SlurmGeneration {
+    pub fn slurm(&self) -> SlurmGeneration {
         self.spec.slurm
+    }
+
+    /// The trixie root the cluster runs in (24.11), `None` on the host's 22.05.
+    pub fn root_dir(&self) -> Option<&Path> {
+        self.root.as_deref()
     }
 
     /// A Slurm client command with this cluster's SLURM_CONF, run from the jobs directory (where
@@ -529,6 +562,28 @@ impl LocalCluster {
             command: format!("sbatch --parsable {}", args.join(" ")),
             message: format!("unexpected output {out:?}"),
         })
+    }
+
+    /// `scontrol -o show job JOB` as `Key` → `Value` (`JobState`, `Restarts`, `NodeList`, ...):
+    /// the same on 22.05 and 24.11, and it still knows a job for `MinJobAge` after it ended.
+    /// `None` when the job is unknown (or the controller does not answer). Values holding spaces
+    /// (a command line) are cut at the first one.
+    pub fn job_info(&self, job: u32) -> Option<std::collections::BTreeMap<String, String>> {
+        let out = self.scontrol(&["-o", "show", "job", &job.to_string()]).ok()?;
+        let line = out.lines().find(|l| l.starts_with(&format!("JobId={job} ")))?;
+        Some(
+            line.split_whitespace()
+                .filter_map(|w| w.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    /// The job's state as `scontrol show job` prints it: `PENDING`, `CONFIGURING`, `RUNNING`,
+    /// `COMPLETED`, ... (a job whose nodes are being powered up is `CONFIGURING` on both
+    /// versions, while 24.11's `squeue --json` says `["RUNNING","CONFIGURING"]`).
+    pub fn job_state(&self, job: u32) -> Option<String> {
+        self.job_info(job)?.remove("JobState")
     }
 
     /// `squeue --json`, parsed.
@@ -574,23 +629,37 @@ impl Drop for LocalCluster {
         self.continue_slurmctld();
         self.kill_slurmds();
         let dir = self.layout.dir.display().to_string();
-        process::kill_marked(&[
+        let mut killed = process::kill_marked(&[
             format!("{MARKER_ENV}={dir}"),
             format!("SLURM_CONF={}", self.layout.conf().display()),
         ]);
+        if self.root.is_some() {
+            // slurmctld and munged are stopped below, by PID and with TERM first.
+            let spare: Vec<_> = self.slurmctld.iter().chain(&self.munged).map(Daemon::pid).collect();
+            killed.extend(process::kill_in_mounts_of(&self.layout.dir, &spare));
+        }
+        process::wait_gone(&killed);
         if let Some(mut d) = self.slurmctld.take() {
             d.stop();
         }
         // A hook that raced the shutdown may have started another slurmd.
         self.kill_slurmds();
+        if self.root.is_some() {
+            let spare: Vec<_> = self.munged.iter().map(Daemon::pid).collect();
+            process::wait_gone(&process::kill_in_mounts_of(&self.layout.dir, &spare));
+        }
         if let Some(mut d) = self.munged.take() {
             d.stop();
         }
         if self.remove_dir {
             let _ = std::fs::remove_dir_all(&self.layout.dir);
-            if self.spec.slurm == SlurmGeneration::Trixie {
-                // The empty mount points the in-root wrapper made for this run's directories.
-                generation::sweep_mount_points(&generation::trixie_root());
+            if let Some(root) = &self.root {
+                // The empty mount points in-root made inside the root, for this cluster's
+                // directory and any other gone by now.
+                if let Ok(rel) = self.layout.dir.strip_prefix("/") {
+                    let _ = std::fs::remove_dir(root.join(rel));
+                }
+                generation::sweep_mount_points(root);
             }
         }
     }

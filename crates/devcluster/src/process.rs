@@ -138,13 +138,13 @@ pub(crate) fn stop_slurmds(run_dir: &Path, conf: &Path) -> usize {
 
 /// SIGKILLs every process (but us) whose environment holds one of `needles` (e.g.
 /// `SLURM_CONF=/tmp/x/slurm.conf`): slurmstepd and job processes left by a slurmd that was
-/// stopped, hook programs still running. Returns how many were killed.
-pub(crate) fn kill_marked(needles: &[String]) -> usize {
+/// stopped, hook programs still running. Returns the PIDs it killed.
+pub(crate) fn kill_marked(needles: &[String]) -> Vec<Pid> {
     let me = std::process::id() as i32;
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
+        return Vec::new();
     };
-    let mut killed = 0;
+    let mut killed = Vec::new();
     for entry in entries.flatten() {
         let Some(raw) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
@@ -157,10 +157,49 @@ pub(crate) fn kill_marked(needles: &[String]) -> usize {
         };
         let marked = environ.split(|b| *b == 0).any(|var| needles.iter().any(|n| var == n.as_bytes()));
         if marked && kill(Pid::from_raw(raw), Signal::SIGKILL).is_ok() {
-            killed += 1;
+            killed.push(Pid::from_raw(raw));
         }
     }
     killed
+}
+
+/// SIGKILLs every process (but us and `spare`) that sees a mount at `dir` (field 5 of
+/// /proc/PID/mountinfo): on 24.11 every process of a cluster lives in a mount namespace in which
+/// the cluster directory is bind-mounted, and nothing else does (the host has no such mount). This
+/// finds what an environment marker cannot: 24.11's slurmstepd overwrites its environment with
+/// its process title. Returns the PIDs it killed.
+pub(crate) fn kill_in_mounts_of(dir: &Path, spare: &[Pid]) -> Vec<Pid> {
+    let me = std::process::id() as i32;
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let want = dir.display().to_string();
+    let mut killed = Vec::new();
+    for entry in entries.flatten() {
+        let Some(raw) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if raw == me || raw <= 1 || spare.contains(&Pid::from_raw(raw)) {
+            continue;
+        }
+        let Ok(mountinfo) = std::fs::read_to_string(entry.path().join("mountinfo")) else {
+            continue;
+        };
+        let sees = mountinfo.lines().any(|l| l.split(' ').nth(4) == Some(want.as_str()));
+        if sees && kill(Pid::from_raw(raw), Signal::SIGKILL).is_ok() {
+            killed.push(Pid::from_raw(raw));
+        }
+    }
+    killed
+}
+
+/// Waits up to [`GRACE`] until none of `pids` is alive (a SIGKILLed process still has to be
+/// scheduled to exit; a loaded machine takes a while).
+pub(crate) fn wait_gone(pids: &[Pid]) {
+    let deadline = Instant::now() + GRACE;
+    while pids.iter().any(|p| alive(*p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 #[cfg(test)]

@@ -40,8 +40,25 @@ pub struct StackSpec {
     pub slurm_conf: Vec<String>,
     /// The simulator's `--time-scale`.
     pub time_scale: f64,
-    /// Which Slurm the cluster runs (default: the host's 22.05).
+    /// Which Slurm the cluster runs. On 24.11 the hooks run inside the trixie root: the
+    /// directory of `bin` and the stack's directory (config, state, log, socket) are bind-mounted
+    /// there at the same paths.
     pub slurm: SlurmGeneration,
+}
+
+impl StackSpec {
+    /// A spec with no extra config, real time and the host's Slurm 22.05.
+    pub fn new(bin: impl Into<PathBuf>, sim_bin: impl Into<PathBuf>, nodesets: Vec<StackNodeset>) -> Self {
+        StackSpec {
+            bin: bin.into(),
+            sim_bin: sim_bin.into(),
+            nodesets,
+            reconcile: String::new(),
+            slurm_conf: Vec::new(),
+            time_scale: 1.0,
+            slurm: SlurmGeneration::default(),
+        }
+    }
 }
 
 /// A running stack.
@@ -61,20 +78,30 @@ fn err(what: &str, e: impl std::fmt::Display) -> DevclusterError {
 
 impl Stack {
     /// Starts Slurm, the simulator and the daemon. The slurm.conf node, partition and hook lines come from
-    /// `slurm-dws check-config --print-slurm-conf`, as an admin's would.
+    /// `slurm-dws check-config --print-slurm-conf --slurm-version V` for the cluster's Slurm, as an
+    /// admin's would (the cluster does not exist yet, so its version is given rather than asked).
     pub fn start(spec: StackSpec) -> Result<Stack, DevclusterError> {
-        let dir = tempfile::tempdir().map_err(|e| err("temp dir", e))?;
+        let mut dir = tempfile::tempdir().map_err(|e| err("temp dir", e))?;
+        // Kept with the cluster's for a post-mortem (daemon log, state, hook log).
+        dir.disable_cleanup(std::env::var("SLURM_DWS_KEEP_DEVCLUSTER").is_ok_and(|v| v == "1"));
         let hooks = dir.path().join("hooks");
         std::fs::create_dir_all(&hooks).map_err(|e| err("hook dir", e))?;
+        // Canonical, so that the link resolves inside the root too (where the binary's directory is
+        // bind-mounted at its canonical path).
+        let bin = spec.bin.canonicalize().map_err(|e| err(&format!("{}", spec.bin.display()), e))?;
         for h in ["resume", "suspend", "resume-fail"] {
-            std::os::unix::fs::symlink(&spec.bin, hooks.join(format!("slurm-dws-{h}")))
+            std::os::unix::fs::symlink(&bin, hooks.join(format!("slurm-dws-{h}")))
                 .map_err(|e| err("hook link", e))?;
         }
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755));
         let config = dir.path().join("slurm-dws.toml");
-        std::fs::write(&config, config_text(&spec, dir.path(), "http://127.0.0.1:9/compute/v1/", None))
-            .map_err(|e| err("config", e))?;
+        let bin_dir = Path::new("/usr/bin");
+        std::fs::write(
+            &config,
+            config_text(&spec, dir.path(), "http://127.0.0.1:9/compute/v1/", bin_dir, None),
+        )
+        .map_err(|e| err("config", e))?;
         let lines = Command::new(&spec.bin)
             .args([
                 "check-config",
@@ -90,11 +117,9 @@ impl Stack {
         if !lines.status.success() {
             return Err(err("check-config", String::from_utf8_lossy(&lines.stderr)));
         }
-        // On 24.11 the hooks run inside the Slurm root: they need the stack's directory (config,
-        // database, socket) and the slurm-dws binary there, at the same paths.
         let mut cspec = ClusterSpec::new("dws").slurm(spec.slurm).bind(dir.path());
-        if let Some(bin_dir) = spec.bin.canonicalize().ok().and_then(|b| b.parent().map(Path::to_path_buf)) {
-            cspec = cspec.bind(bin_dir);
+        if let Some(bin_dir) = spec.bin.parent() {
+            cspec.bind_dirs.push(bin_dir.to_path_buf());
         }
         for l in String::from_utf8_lossy(&lines.stdout).lines() {
             let key = l.split('=').next().unwrap_or("");
@@ -130,7 +155,7 @@ impl Stack {
 
         // The hooks find their config beside $SLURM_CONF (slurmctld passes nothing else).
         let text =
-            config_text(&spec, dir.path(), &sim_url, Some((&cluster.conf_path(), &cluster.client_bin_dir())));
+            config_text(&spec, dir.path(), &sim_url, &cluster.client_bin_dir(), Some(&cluster.conf_path()));
         std::fs::write(&config, &text).map_err(|e| err("config", e))?;
         let beside = cluster.conf_path().with_file_name("slurm-dws.toml");
         std::fs::write(&beside, &text).map_err(|e| err("config", e))?;
@@ -300,8 +325,13 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
-/// The stack's slurm-dws config; `slurm` is the cluster's (slurm.conf, client bin_dir) once it runs.
-fn config_text(spec: &StackSpec, dir: &Path, endpoint: &str, slurm: Option<(&PathBuf, &PathBuf)>) -> String {
+fn config_text(
+    spec: &StackSpec,
+    dir: &Path,
+    endpoint: &str,
+    bin_dir: &Path,
+    slurm_conf: Option<&Path>,
+) -> String {
     let mut t = format!(
         r#"cluster_name = "hpc"
 state_dir = "{state}"
@@ -327,8 +357,8 @@ interval = 5
         state = dir.join("state").display(),
         sock = dir.join("slurm-dws.sock").display(),
         log = dir.join("slurm-dws.log").display(),
-        conf = slurm.map(|(c, _)| format!("conf = \"{}\"", c.display())).unwrap_or_default(),
-        bin_dir = slurm.map_or_else(|| "/usr/bin".to_string(), |(_, b)| b.display().to_string()),
+        bin_dir = bin_dir.display(),
+        conf = slurm_conf.map(|c| format!("conf = \"{}\"", c.display())).unwrap_or_default(),
         reconcile = spec.reconcile,
     );
     for ns in &spec.nodesets {

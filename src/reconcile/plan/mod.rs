@@ -161,6 +161,18 @@ impl Planner<'_> {
         }
     }
 
+    /// Take a node Slurm has in service (a job may be running on it) out at once: DOWN first, then
+    /// `power_down_force` (a round runs its DOWN updates first). A lone `power_down_force` on a node
+    /// whose VM vanished under a running job leaves it COMPLETING; a second one then requeues the
+    /// job again, and Slurm 24.11 sets its BeginTime two minutes ahead. DOWN requeues the job once
+    /// and lets the node power down, on 22.05 and 24.11 alike (docs/slurm-facts.md).
+    fn take_out_of_service(&mut self, node: &str, reason: &str) {
+        if self.slurm_node(node).is_some_and(|s| s.in_service()) {
+            self.slurm_update(node, NodeStateChange::Down, Some(format!("{REASON_PREFIX} {reason}")));
+        }
+        self.power_down_force(node, reason);
+    }
+
     /// The job that was waiting for `node` was requeued by slurm-dws before the node got a VM: let it start
     /// again as soon as its nodeset may ask GCE again (now, or when the capacity backoff ends), not after
     /// Slurm's requeue hold.

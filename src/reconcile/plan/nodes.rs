@@ -172,7 +172,7 @@ impl Planner<'_> {
                     );
                 } else {
                     self.set_state(name, NodeState::PoweredDown);
-                    self.power_down_force(name, &msg);
+                    self.take_out_of_service(name, &msg);
                     // Its job is requeued; with the VM gone no stale step can reach it, so no hold.
                     self.job_may_start_again(name);
                     self.plan.event(kind, vec![name.to_string()], format!("{msg}; node leaves service"));
@@ -295,7 +295,7 @@ impl Planner<'_> {
             && !s.has(SlurmFlag::PoweredDown)
             && secs_since(self.now, node.state_since) > DRIFT_GRACE_SECS
         {
-            self.power_down_force(name, "no VM backs this node");
+            self.take_out_of_service(name, "no VM backs this node");
             self.plan.event(
                 EventKind::Drift,
                 vec![name.to_string()],

@@ -17,6 +17,7 @@
 //! | [`metrics`]   | Prometheus text exposition of the store's counts and the daemon's activity |
 //! | [`reconcile`] | one reconcile pass: observe, then plan (pure), commit, execute, report   |
 //! | [`cli`]       | argument parsing and the admin commands' output                          |
+//! | [`slurm_gcp`] | `import-slurm-gcp`: slurm-gcp v6's config.yaml as a slurm-dws config     |
 //!
 //! # The path of a resume, from hook to GCE
 //!
@@ -43,4 +44,5 @@ pub mod naming;
 pub mod protocol;
 pub mod reconcile;
 pub mod slurm;
+pub mod slurm_gcp;
 pub mod store;

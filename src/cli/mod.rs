@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod check_config;
+pub mod import_slurm_gcp;
 pub mod table;
 
 use std::io::Write;
@@ -77,6 +78,9 @@ pub enum Command {
     Gc(GcArgs),
     /// Run one reconcile pass now and print its report.
     Reconcile(JsonArg),
+    /// Print a slurm-dws config made from slurm-gcp v6's config.yaml; what it cannot keep is
+    /// said in comments (docs/migrating-from-slurm-gcp.md).
+    ImportSlurmGcp(import_slurm_gcp::Args),
 }
 
 /// The hooks' only argument.
@@ -264,6 +268,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             return write_out(&mut out, &format!("slurm-dws {}\n", env!("CARGO_PKG_VERSION")))
         }
         Command::Daemon => return daemon(cli.config.as_deref(), cli.log_format),
+        Command::ImportSlurmGcp(ref args) => return import_slurm_gcp::run(args, &mut out),
         other => other,
     };
     let cfg = Config::load(cli.config.as_deref())?;
@@ -295,7 +300,11 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             Command::Explain(a) => admin::explain(&cfg, &a.node, a.json).await,
             Command::Gc(a) => admin::ask_daemon(&cfg, Request::Gc { dry_run: a.dry_run }, a.json).await,
             Command::Reconcile(a) => admin::ask_daemon(&cfg, Request::Reconcile, a.json).await,
-            Command::CheckConfig(_) | Command::Version | Command::Daemon | Command::Status(_) => {
+            Command::CheckConfig(_)
+            | Command::Version
+            | Command::Daemon
+            | Command::Status(_)
+            | Command::ImportSlurmGcp(_) => {
                 unreachable!("handled above")
             }
         }

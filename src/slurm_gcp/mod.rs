@@ -1,0 +1,741 @@
+//! `import-slurm-gcp`: slurm-gcp v6's config.yaml turned into a slurm-dws config, what cannot be kept said in comments.
+//!
+//! slurm-gcp v6 (Cluster Toolkit's `schedmd-slurm-gcp-v6-*` modules) keeps its whole cluster in
+//! one YAML mapping, `/slurm/scripts/config.yaml` on the controller: the core keys
+//! (`slurm_cluster_name`, `project`, `slurm_bin_dir`, ...), the VM nodesets under `nodeset`, TPU
+//! nodesets under `nodeset_tpu`, dynamic ones under `nodeset_dyn`, and partitions under
+//! `partitions`, each keyed by name. slurm-dws speaks the same vocabulary on purpose (node names
+//! `{cluster}-{nodeset}-{index}`, static indices first, `node_count_static`,
+//! `node_count_dynamic_max`, `instance_template`, `dws_flex`), so a flex nodeset maps key for key
+//! and its nodes keep their names.
+//!
+//! [`import`] is a pure function of the file's text: it returns the TOML, or every problem that
+//! stops it (each with the file, line and slurm-gcp key). What slurm-dws does not do — non-flex,
+//! TPU and dynamic nodesets, reservations, placement, partition options — is not an error: it is
+//! listed as comments in the output, next to what it concerns. The output is loaded with
+//! [`Config::from_toml_str`] before it is returned, so it always parses.
+
+pub mod yaml;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::config::{Config, ConfigError, MAX_RUN_DURATION, MIN_RUN_DURATION};
+use yaml::{Value, Yaml};
+
+/// The largest config.yaml read (a real one is tens of KB: it embeds the slurm.conf templates).
+pub const MAX_INPUT_BYTES: usize = 16 << 20;
+
+/// One thing in the file that stops the import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// 1-based line of the value, when it is in the file.
+    pub line: Option<usize>,
+    /// slurm-gcp's key path, e.g. `nodeset.a3u.dws_flex.max_run_duration`.
+    pub key: String,
+    pub message: String,
+}
+
+/// Why no config could be made. Every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{}:{line}:{column}: not YAML: {message}", file.display())]
+    Yaml { file: PathBuf, line: usize, column: usize, message: String },
+    /// The file is YAML but not a slurm-gcp v6 config slurm-dws can take: every problem.
+    #[error("{}", problems.iter().map(|p| problem_line(file, p)).collect::<Vec<_>>().join("\n"))]
+    Invalid { file: PathBuf, problems: Vec<Problem> },
+    /// The generated config does not load (a value slurm-gcp accepts and slurm-dws does not).
+    #[error("{}: the slurm-dws config made from it is invalid: {}", file.display(), source.first_line())]
+    Config { file: PathBuf, source: Box<ConfigError> },
+}
+
+impl ImportError {
+    /// The first problem as one line, with a count of the rest.
+    pub fn first_line(&self) -> String {
+        match self {
+            ImportError::Invalid { file, problems } if problems.len() > 1 => format!(
+                "{} (and {} more problem{})",
+                problem_line(file, &problems[0]),
+                problems.len() - 1,
+                if problems.len() == 2 { "" } else { "s" }
+            ),
+            other => other.to_string().replace('\n', " "),
+        }
+    }
+}
+
+fn problem_line(file: &Path, p: &Problem) -> String {
+    match p.line {
+        Some(line) => format!("{}:{line}: {}: {}", file.display(), p.key, p.message),
+        None => format!("{}: {}: {}", file.display(), p.key, p.message),
+    }
+}
+
+/// Read `path` and [`import`] it.
+pub fn import_file(path: &Path) -> Result<String, ImportError> {
+    use std::io::Read;
+    let read = |source| ImportError::Read { path: path.to_path_buf(), source };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_INPUT_BYTES as u64 + 1).read_to_end(&mut bytes))
+        .map_err(read)?;
+    if bytes.len() > MAX_INPUT_BYTES {
+        return Err(read(std::io::Error::other(format!(
+            "larger than {} MiB, which no slurm-gcp config.yaml is",
+            MAX_INPUT_BYTES >> 20
+        ))));
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|e| read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+    import(&text, path)
+}
+
+/// The slurm-dws config for slurm-gcp config.yaml `text` (read from `origin`, named in messages
+/// and in the output's header).
+pub fn import(text: &str, origin: &Path) -> Result<String, ImportError> {
+    let doc = yaml::parse(text).map_err(|e| ImportError::Yaml {
+        file: origin.to_path_buf(),
+        line: e.line,
+        column: e.column,
+        message: e.message,
+    })?;
+    let mut r = Reader { problems: Vec::new() };
+    let cluster = r.read(&doc);
+    if !r.problems.is_empty() {
+        let mut problems = r.problems;
+        problems.sort_by_key(|p| (p.line.is_none(), p.line));
+        return Err(ImportError::Invalid { file: origin.to_path_buf(), problems });
+    }
+    let toml = render(&cluster, origin);
+    let target = origin.with_file_name("slurm-dws.toml");
+    Config::from_toml_str(&toml, &target)
+        .map_err(|source| ImportError::Config { file: origin.to_path_buf(), source: Box::new(source) })?;
+    Ok(toml)
+}
+
+/// What the import keeps, and what it says it cannot keep.
+#[derive(Debug, Default)]
+struct Cluster {
+    cluster_name: String,
+    project: String,
+    region: String,
+    bin_dir: String,
+    /// `None` on a hybrid cluster: slurm.conf is wherever that controller keeps it.
+    conf: Option<String>,
+    credentials: String,
+    nodesets: Vec<Nodeset>,
+    /// Comments for the top of the file: what is not carried over, cluster-wide.
+    notes: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+struct Nodeset {
+    name: String,
+    instance_template: String,
+    zones: Vec<String>,
+    node_count_static: u64,
+    node_count_dynamic_max: u64,
+    partition: Option<String>,
+    node_conf: String,
+    max_run_duration: u64,
+    use_job_duration: bool,
+    /// Comments above this nodeset.
+    notes: Vec<String>,
+}
+
+/// Walks the document, collecting problems instead of stopping at the first.
+struct Reader {
+    problems: Vec<Problem>,
+}
+
+impl Reader {
+    fn bad(&mut self, line: Option<usize>, key: &str, message: impl Into<String>) {
+        self.problems.push(Problem { line, key: key.to_string(), message: message.into() });
+    }
+
+    /// A required string.
+    fn string(&mut self, parent: &Yaml, key: &str, path: &str) -> Option<String> {
+        match parent.get(key) {
+            Some(Yaml { value: Value::Str(s), .. }) if !s.is_empty() => Some(s.clone()),
+            Some(v @ Yaml { line, .. }) => {
+                let what = if matches!(v.value, Value::Str(_)) { "empty" } else { v.kind() };
+                self.bad(Some(*line), path, format!("is {what}; expected a non-empty string"));
+                None
+            }
+            None => {
+                self.bad(Some(parent.line), path, "is missing");
+                None
+            }
+        }
+    }
+
+    /// An optional string (absent, null and "" are `None`).
+    fn opt_string(&mut self, parent: &Yaml, key: &str, path: &str) -> Option<String> {
+        match parent.get(key) {
+            None | Some(Yaml { value: Value::Null, .. }) => None,
+            Some(Yaml { value: Value::Str(s), .. }) => (!s.is_empty()).then(|| s.clone()),
+            Some(v) => {
+                let (line, kind) = (v.line, v.kind());
+                self.bad(Some(line), path, format!("is {kind}; expected a string"));
+                None
+            }
+        }
+    }
+
+    /// A non-negative integer, `default` when absent.
+    fn count(&mut self, parent: &Yaml, key: &str, path: &str, default: u64) -> u64 {
+        match parent.get(key) {
+            None | Some(Yaml { value: Value::Null, .. }) => default,
+            Some(Yaml { value: Value::Int(n), .. }) if *n >= 0 => *n as u64,
+            // Terraform numbers are floats to YAML when they went through arithmetic.
+            Some(Yaml { value: Value::Float(f), .. }) if *f >= 0.0 && f.fract() == 0.0 => *f as u64,
+            Some(v) => {
+                let (line, kind) = (v.line, v.kind());
+                self.bad(Some(line), path, format!("is {kind}; expected a whole number of at least 0"));
+                default
+            }
+        }
+    }
+
+    /// A boolean, `None` when absent.
+    fn boolean(&mut self, parent: &Yaml, key: &str, path: &str) -> Option<bool> {
+        match parent.get(key) {
+            None | Some(Yaml { value: Value::Null, .. }) => None,
+            Some(Yaml { value: Value::Bool(b), .. }) => Some(*b),
+            // Terraform's yamlencode of a string variable "true"/"false".
+            Some(Yaml { value: Value::Str(s), .. }) if s == "true" || s == "false" => Some(s == "true"),
+            Some(v) => {
+                let (line, kind) = (v.line, v.kind());
+                self.bad(Some(line), path, format!("is {kind}; expected true or false"));
+                None
+            }
+        }
+    }
+
+    /// A list of strings (absent or null: empty).
+    fn strings(&mut self, parent: &Yaml, key: &str, path: &str) -> Vec<String> {
+        match parent.get(key) {
+            None | Some(Yaml { value: Value::Null, .. }) => Vec::new(),
+            Some(Yaml { value: Value::Seq(items), .. }) => {
+                let mut out = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    match &item.value {
+                        Value::Str(s) => out.push(s.clone()),
+                        _ => self.bad(
+                            Some(item.line),
+                            &format!("{path}[{i}]"),
+                            format!("is {}; expected a string", item.kind()),
+                        ),
+                    }
+                }
+                out
+            }
+            Some(v) => {
+                let (line, kind) = (v.line, v.kind());
+                self.bad(Some(line), path, format!("is {kind}; expected a list of strings"));
+                Vec::new()
+            }
+        }
+    }
+
+    /// The entries of a mapping keyed by name (absent or null: none).
+    fn named<'a>(&mut self, parent: &'a Yaml, key: &str) -> Vec<(&'a str, &'a Yaml)> {
+        match parent.get(key) {
+            None | Some(Yaml { value: Value::Null, .. }) => Vec::new(),
+            Some(Yaml { value: Value::Map(entries), .. }) => {
+                let mut out = Vec::new();
+                for (name, v) in entries {
+                    if matches!(v.value, Value::Map(_)) {
+                        out.push((name.as_str(), v));
+                    } else {
+                        let kind = v.kind();
+                        self.bad(
+                            Some(v.line),
+                            &format!("{key}.{name}"),
+                            format!("is {kind}; expected a mapping"),
+                        );
+                    }
+                }
+                out
+            }
+            Some(v) => {
+                let (line, kind) = (v.line, v.kind());
+                self.bad(Some(line), key, format!("is {kind}; expected a mapping of name to settings"));
+                Vec::new()
+            }
+        }
+    }
+
+    fn read(&mut self, doc: &Yaml) -> Cluster {
+        let mut c = Cluster::default();
+        if !matches!(doc.value, Value::Map(_)) {
+            self.bad(Some(doc.line), "(top level)", format!(
+                "is {}; a slurm-gcp config.yaml is a mapping (slurm_cluster_name, project, nodeset, partitions, ...)",
+                doc.kind()
+            ));
+            return c;
+        }
+        if let Some(name) = self.string(doc, "slurm_cluster_name", "slurm_cluster_name") {
+            if crate::config::is_cluster_name(&name) {
+                c.cluster_name = name;
+            } else {
+                let line = doc.get("slurm_cluster_name").map(|v| v.line);
+                self.bad(line, "slurm_cluster_name", format!(
+                    "{name:?} must match [a-z][a-z0-9]{{0,9}} (slurm-gcp's own rule; it starts every node name)"
+                ));
+            }
+        }
+        c.project = self.string(doc, "project", "project").unwrap_or_default();
+        c.bin_dir = self.opt_string(doc, "slurm_bin_dir", "slurm_bin_dir").unwrap_or_else(|| {
+            // slurm-gcp's own default when it fills the config in.
+            "/usr/local/bin".into()
+        });
+        let hybrid = self.boolean(doc, "hybrid", "hybrid").unwrap_or(false);
+        c.conf = (!hybrid).then(|| "/usr/local/etc/slurm/slurm.conf".to_string());
+        c.credentials = match self.opt_string(doc, "google_app_cred_path", "google_app_cred_path") {
+            Some(path) if path.starts_with('/') => path,
+            Some(path) => {
+                let line = doc.get("google_app_cred_path").map(|v| v.line);
+                self.bad(
+                    line,
+                    "google_app_cred_path",
+                    format!("{path:?} is not an absolute path (slurm-dws reads the key file from anywhere)"),
+                );
+                String::new()
+            }
+            None => "auto".into(),
+        };
+        if hybrid {
+            c.notes.push(
+                "hybrid = true: slurm.conf is wherever your own controller keeps it; set [slurm] conf if \
+                 Slurm's commands do not find it by default."
+                    .into(),
+            );
+        }
+        if let Some(cp) = doc.get("cloud_parameters").filter(|v| matches!(v.value, Value::Map(_))) {
+            let set: Vec<String> = match &cp.value {
+                Value::Map(entries) => entries
+                    .iter()
+                    .filter(|(_, v)| !matches!(v.value, Value::Null | Value::Bool(false)))
+                    .map(|(k, v)| format!("{k}={}", scalar_text(v)))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            if !set.is_empty() {
+                c.notes.push(format!(
+                    "cloud_parameters ({}) are slurm.conf settings: `slurm-dws check-config --print-slurm-conf` \
+                     prints the ones slurm-dws needs (ResumeRate=0, SuspendRate=0, ResumeTimeout=65533 on \
+                     DWS partitions, ...); keep your others (topology, scheduler parameters) by hand.",
+                    set.join(", ")
+                ));
+            }
+        }
+        if let Some(Yaml { value: Value::Map(ev), .. }) = doc.get("endpoint_versions") {
+            for (api, v) in ev {
+                if let Value::Str(version) = &v.value {
+                    if api == "compute" && version != "v1" {
+                        c.notes.push(format!(
+                            "endpoint_versions.compute = {version:?}: slurm-dws calls the Compute API v1 \
+                             ([gcp] endpoint)."
+                        ));
+                    }
+                }
+            }
+        }
+
+        let partitions = self.read_partitions(doc, &mut c.notes);
+        let mut regions: Vec<(String, String)> = Vec::new();
+        if let Some(region) = self.opt_string(doc, "region", "region") {
+            regions.push((region, "region".into()));
+        }
+        for (name, ns) in self.named(doc, "nodeset") {
+            if let Some(n) = self.read_nodeset(name, ns, &partitions, &mut regions, &mut c.notes) {
+                c.nodesets.push(n);
+            }
+        }
+        for (name, ns) in self.named(doc, "nodeset_tpu") {
+            let kind = self.opt_string(ns, "node_type", &format!("nodeset_tpu.{name}.node_type"));
+            c.notes.push(format!(
+                "nodeset_tpu {name}{}: not imported; slurm-dws provisions VMs through DWS Flex Start \
+                 MIGs, not TPU nodes. Its nodes need slurm-gcp's own scripts.",
+                kind.map(|k| format!(" ({k})")).unwrap_or_default()
+            ));
+        }
+        for (name, _) in self.named(doc, "nodeset_dyn") {
+            c.notes.push(format!(
+                "nodeset_dyn {name}: not imported; dynamic nodes register themselves with slurmctld \
+                 (slurmd -Z) and need no power-saving program."
+            ));
+        }
+        if c.nodesets.is_empty() && self.problems.is_empty() {
+            self.bad(
+                doc.get("nodeset").map(|v| v.line),
+                "nodeset",
+                format!(
+                    "no nodeset has dws_flex.enabled = true, so slurm-dws would have nothing to manage{}",
+                    if c.notes.iter().any(|n| n.starts_with("nodeset ")) {
+                        " (the nodesets found are listed as not imported)"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+        c.region = match regions.first() {
+            Some((region, _)) => {
+                if let Some((other, from)) = regions.iter().find(|(r, _)| r != region) {
+                    self.bad(
+                        None,
+                        from,
+                        format!(
+                        "is in region {other:?} but {} is in {region:?}: one slurm-dws config manages one \
+                         region (import once per region and give each its own state_dir and socket)",
+                        regions[0].1
+                    ),
+                    );
+                }
+                region.clone()
+            }
+            None => {
+                if !c.nodesets.is_empty() {
+                    self.bad(
+                        None,
+                        "region",
+                        "cannot tell the region: no top-level region, and no flex \
+                         nodeset's subnetwork, instance_template or zone_policy_allow names one",
+                    );
+                }
+                String::new()
+            }
+        };
+        c
+    }
+
+    /// Partition name → its VM nodesets, in file order; notes what slurm-dws does not write.
+    fn read_partitions(&mut self, doc: &Yaml, notes: &mut Vec<String>) -> Vec<(String, Vec<String>)> {
+        let mut out = Vec::new();
+        for (name, p) in self.named(doc, "partitions") {
+            let path = format!("partitions.{name}");
+            let nodesets = self.strings(p, "partition_nodeset", &format!("{path}.partition_nodeset"));
+            if self.boolean(p, "enable_job_exclusive", &format!("{path}.enable_job_exclusive")) == Some(true)
+            {
+                notes.push(format!(
+                    "partition {name}: enable_job_exclusive = true is not carried over: put \
+                     OverSubscribe=EXCLUSIVE on its PartitionName line (slurm-dws already sizes one resize \
+                     request per job)."
+                ));
+            }
+            if let Some(Yaml { value: Value::Map(conf), .. }) = p.get("partition_conf") {
+                if !conf.is_empty() {
+                    let kv: Vec<String> =
+                        conf.iter().map(|(k, v)| format!("{k}={}", scalar_text(v))).collect();
+                    notes.push(format!(
+                        "partition {name}: partition_conf is not carried over; add `{}` to its PartitionName \
+                         line by hand (check-config --print-slurm-conf writes Nodes=, ResumeTimeout= and State= only).",
+                        kv.join(" ")
+                    ));
+                }
+            }
+            out.push((name.to_string(), nodesets));
+        }
+        out
+    }
+
+    fn read_nodeset(
+        &mut self,
+        key: &str,
+        ns: &Yaml,
+        partitions: &[(String, Vec<String>)],
+        regions: &mut Vec<(String, String)>,
+        top_notes: &mut Vec<String>,
+    ) -> Option<Nodeset> {
+        let path = |k: &str| format!("nodeset.{key}.{k}");
+        let name =
+            self.opt_string(ns, "nodeset_name", &path("nodeset_name")).unwrap_or_else(|| key.to_string());
+        let flex = ns.get("dws_flex");
+        let enabled = match flex {
+            Some(f) => self.boolean(f, "enabled", &path("dws_flex.enabled")).unwrap_or(false),
+            None => false,
+        };
+        if !enabled {
+            top_notes.push(format!(
+                "nodeset {name}: not imported; dws_flex is not enabled, and slurm-dws provisions only DWS \
+                 Flex Start nodes. slurm.conf has one ResumeProgram: these nodes need their own \
+                 provisioning (docs/migrating-from-slurm-gcp.md, \"Nodesets slurm-dws does not take\")."
+            ));
+            return None;
+        }
+        let flex = flex.expect("enabled implies dws_flex");
+        if !crate::config::is_nodeset_name(&name) {
+            self.bad(
+                Some(ns.line),
+                &path("nodeset_name"),
+                format!("{name:?} must match [a-z0-9]{{1,14}} (it is the middle of every node name)"),
+            );
+        }
+        let mut n = Nodeset { name: name.clone(), ..Nodeset::default() };
+        n.instance_template =
+            self.string(ns, "instance_template", &path("instance_template")).unwrap_or_default();
+        n.zones = self.strings(ns, "zone_policy_allow", &path("zone_policy_allow"));
+        n.zones.sort();
+        n.zones.dedup();
+        if n.zones.is_empty() {
+            let line = ns.get("zone_policy_allow").map_or(ns.line, |v| v.line);
+            self.bad(Some(line), &path("zone_policy_allow"), "is empty: slurm-dws needs the zones listed \
+                 (a zone_policy_deny alone cannot be resolved without asking GCE); list them in the nodeset's zones");
+        }
+        for (source, link) in [
+            ("subnetwork", self.opt_string(ns, "subnetwork", &path("subnetwork"))),
+            (
+                "subnetwork_self_link",
+                self.opt_string(ns, "subnetwork_self_link", &path("subnetwork_self_link")),
+            ),
+            ("instance_template", Some(n.instance_template.clone())),
+            ("region", self.opt_string(ns, "region", &path("region"))),
+        ] {
+            let region = link.as_deref().and_then(|l| {
+                if source == "region" {
+                    Some(l.to_string())
+                } else {
+                    l.split_once("/regions/")
+                        .map(|(_, rest)| rest.split('/').next().unwrap_or("").to_string())
+                }
+            });
+            if let Some(region) = region.filter(|r| !r.is_empty()) {
+                regions.push((region, path(source)));
+            }
+        }
+        if let Some(zone) = n.zones.first() {
+            if let Some((region, _)) = zone.rsplit_once('-') {
+                regions.push((region.to_string(), path("zone_policy_allow")));
+            }
+        }
+        n.node_count_static = self.count(ns, "node_count_static", &path("node_count_static"), 0);
+        n.node_count_dynamic_max =
+            self.count(ns, "node_count_dynamic_max", &path("node_count_dynamic_max"), 0);
+
+        let mrd_path = path("dws_flex.max_run_duration");
+        let mrd = self.count(flex, "max_run_duration", &mrd_path, MAX_RUN_DURATION);
+        n.max_run_duration = mrd.clamp(MIN_RUN_DURATION, MAX_RUN_DURATION);
+        if mrd != n.max_run_duration {
+            n.notes.push(format!(
+                "dws_flex.max_run_duration was {mrd}: GCE takes run durations of {MIN_RUN_DURATION}..{MAX_RUN_DURATION} \
+                 seconds (10 minutes to 7 days), so it is {}.",
+                n.max_run_duration
+            ));
+        }
+        n.use_job_duration = match self.boolean(flex, "use_job_duration", &path("dws_flex.use_job_duration"))
+        {
+            Some(b) => b,
+            None => {
+                n.notes.push(
+                    "dws_flex.use_job_duration was not set: slurm-gcp's default, false, is kept (slurm-dws's \
+                     own default is true)."
+                        .into(),
+                );
+                false
+            }
+        };
+        if self.boolean(flex, "use_bulk_insert", &path("dws_flex.use_bulk_insert")) == Some(true) {
+            n.notes.push(
+                "dws_flex.use_bulk_insert = true: slurm-dws asks for flex VMs through MIG resize requests \
+                 instead (same capacity, all of a job's VMs at once)."
+                    .into(),
+            );
+        }
+        if let Some(shape) = self.opt_string(ns, "zone_target_shape", &path("zone_target_shape")) {
+            if shape != "ANY_SINGLE_ZONE" {
+                n.notes.push(format!(
+                    "zone_target_shape {shape:?}: slurm-dws's MIGs always use ANY_SINGLE_ZONE (a resize \
+                     request's VMs come from one zone)."
+                ));
+            }
+        }
+        n.node_conf = self.node_conf(ns, &path("node_conf"), &mut n.notes);
+        let in_partitions: Vec<&str> =
+            partitions.iter().filter(|(_, list)| list.contains(&name)).map(|(p, _)| p.as_str()).collect();
+        match in_partitions.split_first() {
+            Some((first, rest)) => {
+                n.partition = Some(first.to_string());
+                if !rest.is_empty() {
+                    n.notes.push(format!(
+                        "also in partition{} {}: slurm-dws writes each nodeset into one partition; add its \
+                         nodes to the others' PartitionName lines by hand.",
+                        if rest.len() == 1 { "" } else { "s" },
+                        rest.join(", ")
+                    ));
+                }
+            }
+            None => n
+                .notes
+                .push(format!("in no partition: slurm-dws gives it a partition of its own name, {name}.")),
+        }
+        for (k, what) in [
+            ("reservation_name", "a reservation (DWS Flex Start VMs cannot use one)"),
+            ("future_reservation", "a future reservation (DWS Flex Start VMs cannot use one)"),
+            ("maintenance_interval", "a maintenance interval"),
+            ("accelerator_topology", "an accelerator topology"),
+        ] {
+            if let Some(v) = self.opt_string(ns, k, &path(k)) {
+                n.notes.push(format!("{k} = {v:?}: not carried over; slurm-dws does not set {what}."));
+            }
+        }
+        for (k, what) in [
+            ("enable_placement", "compact placement policies (DWS Flex Start VMs cannot use them)"),
+            ("enable_maintenance_reservation", "Slurm reservations for scheduled maintenance (it reserves each node before its run duration ends: eol_grace)"),
+            ("enable_opportunistic_maintenance", "opportunistic maintenance"),
+        ] {
+            if self.boolean(ns, k, &path(k)) == Some(true) {
+                n.notes.push(format!("{k} = true: not carried over; slurm-dws does not do {what}."));
+            }
+        }
+        Some(n)
+    }
+
+    /// slurm-gcp's `node_conf` mapping as one line of NodeName= parameters.
+    fn node_conf(&mut self, ns: &Yaml, path: &str, notes: &mut Vec<String>) -> String {
+        let entries = match ns.get("node_conf") {
+            None | Some(Yaml { value: Value::Null, .. }) => return String::new(),
+            Some(Yaml { value: Value::Map(entries), .. }) => entries,
+            Some(v) => {
+                let (line, kind) = (v.line, v.kind());
+                self.bad(Some(line), path, format!("is {kind}; expected a mapping of NodeName= parameters"));
+                return String::new();
+            }
+        };
+        let mut out = Vec::new();
+        for (k, v) in entries {
+            let text = scalar_text(v);
+            let lower = k.to_ascii_lowercase();
+            if lower == "nodename" || lower == "state" {
+                notes.push(format!(
+                    "node_conf {k}={text}: not carried over; slurm-dws writes NodeName= and State=CLOUD."
+                ));
+            } else if text.contains(char::is_whitespace)
+                || text.contains('#')
+                || k.contains(char::is_whitespace)
+            {
+                notes.push(format!(
+                    "node_conf {k}={text:?}: not carried over (spaces or '#'); add it by hand."
+                ));
+            } else {
+                out.push(format!("{k}={text}"));
+            }
+        }
+        out.join(" ")
+    }
+}
+
+/// A scalar as slurm.conf would take it (`YES`, `2-00:00:00`, `10`); collections as YAML-ish text.
+fn scalar_text(v: &Yaml) -> String {
+    match &v.value {
+        Value::Null => String::new(),
+        Value::Bool(b) => b.to_string(),
+        Value::Int(n) => n.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Str(s) => s.clone(),
+        Value::Seq(items) => items.iter().map(scalar_text).collect::<Vec<_>>().join(","),
+        Value::Map(_) => "{...}".into(),
+    }
+}
+
+/// A TOML basic string.
+fn quoted(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+/// `text` as `# ` comment lines of at most ~100 columns.
+fn comment(out: &mut String, text: &str) {
+    let mut line = String::from("#");
+    for word in text.split_whitespace() {
+        if line.len() + 1 + word.len() > 100 && line.len() > 1 {
+            out.push_str(&line);
+            out.push('\n');
+            line = String::from("#  ");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+}
+
+fn render(c: &Cluster, origin: &Path) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# slurm-dws configuration imported from slurm-gcp's {}", origin.display());
+    let _ = writeln!(
+        out,
+        "# by `slurm-dws import-slurm-gcp` {}. Check it with `slurm-dws check-config`, then",
+        env!("CARGO_PKG_VERSION")
+    );
+    out.push_str("# follow docs/migrating-from-slurm-gcp.md. Every key: docs/configuration.md.\n");
+    if c.notes.is_empty() {
+        out.push_str("#\n# Everything in it was carried over.\n");
+    } else {
+        out.push_str("#\n# Not carried over (slurm-dws does not do these, or they live in slurm.conf):\n");
+        for note in &c.notes {
+            comment(&mut out, &format!("- {note}"));
+        }
+    }
+    out.push('\n');
+    out.push_str("# slurm_cluster_name: node names stay {cluster_name}-{nodeset}-{index}.\n");
+    let _ = writeln!(out, "cluster_name = {}\n", quoted(&c.cluster_name));
+    out.push_str("[gcp]\n");
+    let _ = writeln!(out, "project = {}", quoted(&c.project));
+    let _ = writeln!(out, "region = {}", quoted(&c.region));
+    if c.credentials == "auto" {
+        out.push_str(
+            "# The controller's service account (or GOOGLE_APPLICATION_CREDENTIALS), as slurm-gcp.\n",
+        );
+    } else {
+        out.push_str("# google_app_cred_path: must be readable by the service user (check-config says).\n");
+    }
+    let _ = writeln!(out, "credentials = {}\n", quoted(&c.credentials));
+    out.push_str("[slurm]\n");
+    out.push_str(
+        "# slurm_bin_dir: where scontrol, squeue and sinfo are (slurm-gcp images: /usr/local/bin).\n",
+    );
+    let _ = writeln!(out, "bin_dir = {}", quoted(&c.bin_dir));
+    if let Some(conf) = &c.conf {
+        out.push_str("# Where slurm-gcp images keep slurm.conf.\n");
+        let _ = writeln!(out, "conf = {}", quoted(conf));
+    }
+    for n in &c.nodesets {
+        out.push('\n');
+        let _ = writeln!(out, "# slurm-gcp nodeset {}.", n.name);
+        for note in &n.notes {
+            comment(&mut out, note);
+        }
+        out.push_str("[[nodeset]]\n");
+        let _ = writeln!(out, "name = {}", quoted(&n.name));
+        let _ = writeln!(out, "instance_template = {}", quoted(&n.instance_template));
+        out.push_str("# zone_policy_allow\n");
+        let zones: Vec<String> = n.zones.iter().map(|z| quoted(z)).collect();
+        let _ = writeln!(out, "zones = [{}]", zones.join(", "));
+        let _ = writeln!(out, "node_count_static = {}", n.node_count_static);
+        let _ = writeln!(out, "node_count_dynamic_max = {}", n.node_count_dynamic_max);
+        if let Some(p) = &n.partition {
+            let _ = writeln!(out, "partition = {}", quoted(p));
+        }
+        if !n.node_conf.is_empty() {
+            let _ = writeln!(out, "node_conf = {}", quoted(&n.node_conf));
+        }
+        out.push_str("\n[nodeset.dws_flex]\n");
+        out.push_str("enabled = true\n");
+        let _ = writeln!(out, "max_run_duration = {}", n.max_run_duration);
+        out.push_str("# Carried over as set: slurm-gcp's default is false, slurm-dws's is true.\n");
+        let _ = writeln!(out, "use_job_duration = {}", n.use_job_duration);
+        if n.use_job_duration {
+            out.push_str(
+                "# slurm-gcp gave a job its TimeLimit; slurm-dws adds boot_allowance (default 600 s)\n",
+            );
+            out.push_str("# for the time the VM takes to boot before the job starts.\n");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,188 @@
+use std::path::Path;
+
+use super::*;
+
+const FIXTURE: &str = include_str!("../../tests/data/slurm-gcp/config.yaml");
+
+fn fixture_path() -> &'static Path {
+    Path::new("/slurm/scripts/config.yaml")
+}
+
+fn imported() -> (String, Config) {
+    let toml = import(FIXTURE, fixture_path()).unwrap_or_else(|e| panic!("{e}"));
+    let cfg = Config::from_toml_str(&toml, Path::new("/etc/slurm-dws/slurm-dws.toml"))
+        .unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    (toml, cfg)
+}
+
+#[test]
+fn the_real_shape_imports_and_loads() {
+    let (toml, cfg) = imported();
+    assert_eq!(cfg.cluster_name, "hpc");
+    assert_eq!(cfg.gcp.project, "hpc-research-4411");
+    // No top-level region in slurm-gcp v6: it comes from the subnetwork and the zones.
+    assert_eq!(cfg.gcp.region, "us-central1");
+    assert_eq!(cfg.gcp.credentials.to_string(), "auto");
+    assert_eq!(cfg.slurm.bin_dir, Path::new("/usr/local/bin"));
+    assert_eq!(cfg.slurm.conf.as_deref(), Some(Path::new("/usr/local/etc/slurm/slurm.conf")));
+    let names: Vec<&str> = cfg.nodesets.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["a3u", "h4d"], "n2 is not flex, v5p is TPU:\n{toml}");
+
+    let a3u = cfg.nodeset("a3u").unwrap();
+    assert_eq!(
+        a3u.instance_template,
+        "https://www.googleapis.com/compute/v1/projects/hpc-research-4411/global/instanceTemplates/hpc-compute-a3u-20260212093011448900000001"
+    );
+    assert_eq!(a3u.zones, ["us-central1-a", "us-central1-c"]);
+    assert_eq!((a3u.node_count_static, a3u.node_count_dynamic_max), (0, 16));
+    assert_eq!(a3u.partition, "a3u");
+    assert_eq!(a3u.node_conf, "");
+    assert!(a3u.dws_flex.enabled && a3u.dws_flex.use_job_duration);
+    assert_eq!(a3u.dws_flex.max_run_duration, 604800);
+
+    let h4d = cfg.nodeset("h4d").unwrap();
+    assert_eq!((h4d.node_count_static, h4d.node_count_dynamic_max), (2, 62));
+    assert_eq!(h4d.partition, "cpu");
+    assert_eq!(h4d.node_conf, "Features=h4d,cpu Weight=10");
+    // slurm-gcp's explicit false is kept although slurm-dws defaults to true.
+    assert!(!h4d.dws_flex.use_job_duration);
+    // 2 weeks (slurm-gcp's old default) is above GCE's limit.
+    assert_eq!(h4d.dws_flex.max_run_duration, 604800);
+}
+
+#[test]
+fn what_is_not_kept_is_said() {
+    let (toml, _) = imported();
+    let comments: String = toml
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| l.trim_start_matches('#').trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    for words in [
+        "nodeset n2: not imported; dws_flex is not enabled",
+        "nodeset_tpu v5p (v5p-8): not imported",
+        "partition a3u: enable_job_exclusive = true is not carried over",
+        "add `MaxTime=2-00:00:00 OverSubscribe=EXCLUSIVE` to its PartitionName line",
+        "partition cpu: partition_conf is not carried over; add `Default=YES`",
+        "cloud_parameters (resume_rate=0, resume_timeout=300",
+        "dws_flex.max_run_duration was 1209600",
+        "also in partition debug",
+        "enable_maintenance_reservation = true: not carried over",
+    ] {
+        assert!(comments.contains(words), "missing {words:?} in\n{toml}");
+    }
+    // Reservations and placement of the non-flex nodeset are not mentioned: it is not imported at all.
+    assert!(!comments.contains("n2-res"), "{toml}");
+}
+
+#[test]
+fn use_job_duration_absent_is_slurm_gcps_false() {
+    let text = FIXTURE.replace("      use_job_duration: true\n", "");
+    let toml = import(&text, fixture_path()).unwrap();
+    let cfg = Config::from_toml_str(&toml, Path::new("/x.toml")).unwrap();
+    assert!(!cfg.nodeset("a3u").unwrap().dws_flex.use_job_duration);
+    assert!(toml.contains("use_job_duration was not set: slurm-gcp's default, false, is kept"), "{toml}");
+}
+
+#[test]
+fn terraforms_yamlencode_shape_reads_too() {
+    // The bucket's core file and nodeset files are written by terraform's yamlencode: quoted keys.
+    let text = r#""project": "p-1"
+"slurm_cluster_name": "hpc"
+"region": "europe-west4"
+"nodeset":
+  "gpu":
+    "dws_flex":
+      "enabled": true
+      "max_run_duration": 3600
+      "use_job_duration": true
+    "instance_template": "projects/p-1/regions/europe-west4/instanceTemplates/gpu-flex"
+    "node_count_dynamic_max": 4
+    "node_count_static": 0
+    "nodeset_name": "gpu"
+    "zone_policy_allow":
+    - "europe-west4-b"
+"#;
+    let toml = import(text, Path::new("config.yaml")).unwrap();
+    let cfg = Config::from_toml_str(&toml, Path::new("/x.toml")).unwrap();
+    assert_eq!(cfg.gcp.region, "europe-west4");
+    let gpu = cfg.nodeset("gpu").unwrap();
+    assert_eq!(gpu.dws_flex.max_run_duration, 3600);
+    assert_eq!(gpu.partition, "gpu");
+    assert!(toml.contains("in no partition"), "{toml}");
+}
+
+#[test]
+fn problems_name_file_line_and_key_all_at_once() {
+    let text = FIXTURE
+        .replace("slurm_cluster_name: hpc", "slurm_cluster_name: HPC-1")
+        .replace("    node_count_dynamic_max: 16", "    node_count_dynamic_max: sixteen")
+        .replace(
+            "    zone_policy_allow:\n    - us-central1-a\n    - us-central1-c\n",
+            "    zone_policy_allow: []\n",
+        );
+    let err = import(&text, fixture_path()).unwrap_err();
+    let ImportError::Invalid { problems, .. } = &err else { panic!("{err}") };
+    let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+    assert!(keys.contains(&"slurm_cluster_name"), "{err}");
+    assert!(keys.contains(&"nodeset.a3u.node_count_dynamic_max"), "{err}");
+    assert!(keys.contains(&"nodeset.a3u.zone_policy_allow"), "{err}");
+    let text_err = err.to_string();
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    assert!(
+        text_err.contains(&format!(
+            "/slurm/scripts/config.yaml:{}: nodeset.a3u.node_count_dynamic_max: is a string; expected a whole number",
+            line_of("sixteen")
+        )),
+        "{text_err}"
+    );
+    assert!(err.first_line().contains("(and 2 more problems)"), "{}", err.first_line());
+}
+
+#[test]
+fn missing_required_keys_and_wrong_shapes() {
+    for (text, key, words) in [
+        ("project: p\n", "slurm_cluster_name", "is missing"),
+        ("- a\n- b\n", "(top level)", "is a list"),
+        ("slurm_cluster_name: hpc\nproject: p\nnodeset: 3\n", "nodeset", "expected a mapping"),
+        ("slurm_cluster_name: hpc\nproject: p\nnodeset: {}\n", "nodeset", "no nodeset has dws_flex.enabled"),
+        (
+            "slurm_cluster_name: hpc\nproject: p\nnodeset:\n  a:\n    dws_flex: {enabled: true}\n    zone_policy_allow: [us-east1-b]\n",
+            "nodeset.a.instance_template",
+            "is missing",
+        ),
+        (
+            "slurm_cluster_name: hpc\nproject: p\nnodeset:\n  a:\n    dws_flex: {enabled: true}\n    instance_template: projects/p/global/instanceTemplates/t\n    zone_policy_allow: [us-east1-b]\n    subnetwork: projects/p/regions/us-west1/subnetworks/s\n",
+            "nodeset.a.",
+            "one slurm-dws config manages one region",
+        ),
+    ] {
+        let err = import(text, Path::new("/c.yaml")).unwrap_err();
+        let ImportError::Invalid { problems, .. } = &err else { panic!("{text}: {err}") };
+        assert!(
+            problems.iter().any(|p| p.key.starts_with(key) && p.message.contains(words)),
+            "{text}: want {key} / {words}, got {err}"
+        );
+    }
+}
+
+#[test]
+fn values_slurm_dws_refuses_are_an_error_not_a_bad_file() {
+    // A valid slurm-gcp value that slurm-dws's loader refuses: a node name longer than 63 characters
+    // cannot happen, but a template in another region can.
+    let text = FIXTURE.replace(
+        "global/instanceTemplates/hpc-compute-a3u-20260212093011448900000001",
+        "regions/us-central1/instanceTemplates/Bad_Name",
+    );
+    let err = import(&text, fixture_path()).unwrap_err();
+    assert!(matches!(err, ImportError::Config { .. }), "{err}");
+    assert!(err.to_string().contains("nodeset[0].instance_template"), "{err}");
+}
+
+#[test]
+fn not_yaml_says_where() {
+    let err = import("a: [1,\n", Path::new("/c.yaml")).unwrap_err();
+    assert!(err.to_string().starts_with("/c.yaml:"), "{err}");
+    assert!(err.to_string().contains("not YAML"), "{err}");
+}

@@ -181,7 +181,7 @@ async fn every_command_in_table_and_json_and_explain_tells_the_story() {
     assert_eq!(pass["trigger"], "cli");
     ok_table(&w, &["reconcile"]);
     assert!(ok_table(&w, &["version"]).contains(env!("CARGO_PKG_VERSION")));
-    ok_table(&w, &["check-config"]);
+    ok_table(&w, &["check-config", "--config-only"]);
 
     let up = ok_table(&w, &["explain", "hpc-a-1"]);
     eprintln!("$ slurm-dws explain hpc-a-1\n{up}");

@@ -52,7 +52,7 @@ fn assert_rejected(o: &Output, key: &str) -> String {
 
 #[test]
 fn example_is_valid_and_printed_resolved() {
-    let o = slurm_dws(&["check-config", "conf/slurm-dws.toml"]);
+    let o = slurm_dws(&["check-config", "--config-only", "conf/slurm-dws.toml"]);
     assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
     assert!(stderr(&o).is_empty());
     let out = stdout(&o);
@@ -74,14 +74,14 @@ fn example_is_valid_and_printed_resolved() {
     let dir = tempfile::tempdir().unwrap();
     let again = dir.path().join("again.toml");
     std::fs::write(&again, &out).unwrap();
-    let o2 = slurm_dws(&["check-config", "--config", again.to_str().unwrap()]);
+    let o2 = slurm_dws(&["check-config", "--config-only", "--config", again.to_str().unwrap()]);
     assert_eq!(o2.status.code(), Some(0), "{}", stderr(&o2));
 }
 
 #[test]
 fn config_from_the_environment() {
     let o = Command::new(env!("CARGO_BIN_EXE_slurm-dws"))
-        .arg("check-config")
+        .args(["check-config", "--config-only"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("SLURM_DWS_CONFIG", "conf/slurm-dws.toml")
         .output()
@@ -116,7 +116,7 @@ fn capital_letters_in_a_nodeset_name_exit_2() {
 fn several_problems_still_one_stderr_line() {
     let (_d, path) =
         broken_example_n(&[("name = \"a3u\"", "name = \"A3U\""), ("queue_timeout = 0", "queue_timeout = 5")]);
-    let o = slurm_dws(&["check-config", &path]);
+    let o = slurm_dws(&["check-config", "--config-only", &path]);
     let err = assert_rejected(&o, "nodeset[0].name");
     assert!(err.contains("(and 1 more problem)"), "{err}");
     assert_eq!(stdout(&o).lines().count(), 2, "{}", stdout(&o));
@@ -134,10 +134,7 @@ fn missing_file_exits_2() {
 #[test]
 fn usage_errors_exit_2() {
     assert_eq!(slurm_dws(&["no-such-command"]).status.code(), Some(2));
-    assert_eq!(
-        slurm_dws(&["check-config", "--hook-dir", "/x", "conf/slurm-dws.toml"]).status.code(),
-        Some(2)
-    );
+    assert_eq!(slurm_dws(&["check-config", "--config-only", "--bogus"]).status.code(), Some(2));
     let o = slurm_dws(&["check-config", "--config", "a.toml", "b.toml"]);
     assert_rejected(&o, "disagree");
     let o = slurm_dws(&["check-config", "--print-slurm-conf", "--hook-dir", "rel", "conf/slurm-dws.toml"]);
@@ -148,6 +145,7 @@ fn usage_errors_exit_2() {
 fn print_slurm_conf() {
     let o = slurm_dws(&[
         "check-config",
+        "--config-only",
         "--print-slurm-conf",
         "--hook-dir",
         "/usr/local/sbin",
@@ -166,7 +164,7 @@ fn print_slurm_conf() {
         assert!(out.lines().any(|l| l == line), "missing {line:?} in\n{out}");
     }
     // Without --hook-dir the hooks are expected beside the executable.
-    let o = slurm_dws(&["check-config", "--print-slurm-conf", "conf/slurm-dws.toml"]);
+    let o = slurm_dws(&["check-config", "--config-only", "--print-slurm-conf", "conf/slurm-dws.toml"]);
     let exe_dir = Path::new(env!("CARGO_BIN_EXE_slurm-dws")).parent().unwrap();
     let want = format!("ResumeProgram={}", exe_dir.join("slurm-dws-resume").display());
     assert!(stdout(&o).lines().any(|l| l == want), "{}", stdout(&o));
@@ -177,4 +175,132 @@ fn version() {
     let o = slurm_dws(&["version"]);
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(stdout(&o), format!("slurm-dws {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+/// A machine slurm-dws would run on: Slurm's three commands, a slurm.conf and the hook links, all in
+/// a temp dir; the config names them and `extra` is appended to its `[slurm]` table.
+struct Machine {
+    dir: tempfile::TempDir,
+    config: String,
+}
+
+fn machine(slurm_extra: &str, top_extra: &str) -> Machine {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("bin")).unwrap();
+    std::fs::create_dir_all(d.join("sbin")).unwrap();
+    for c in ["scontrol", "squeue", "sinfo"] {
+        std::fs::write(d.join("bin").join(c), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(d.join("bin").join(c), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for h in ["slurm-dws-resume", "slurm-dws-suspend", "slurm-dws-resume-fail"] {
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_slurm-dws"), d.join("sbin").join(h)).unwrap();
+    }
+    std::fs::write(d.join("slurm.conf"), "ClusterName=hpc\n").unwrap();
+    let text = format!(
+        "cluster_name = \"hpc\"\n{top_extra}\n[slurm]\nbin_dir = \"{bin}\"\nconf = \"{conf}\"\n{slurm_extra}\n\
+         [[nodeset]]\nname = \"a\"\ninstance_template = \"projects/p/global/instanceTemplates/t\"\n\
+         zones = [\"us-central1-a\"]\nnode_count_dynamic_max = 2\n",
+        bin = d.join("bin").display(),
+        conf = d.join("slurm.conf").display(),
+    );
+    let config = d.join("slurm-dws.toml");
+    std::fs::write(&config, text).unwrap();
+    Machine { config: config.display().to_string(), dir }
+}
+
+const GCP: &str = "[gcp]\nproject = \"p\"\nregion = \"us-central1\"";
+
+impl Machine {
+    fn hook_dir(&self) -> String {
+        self.dir.path().join("sbin").display().to_string()
+    }
+
+    fn check(&self, extra: &[&str]) -> Output {
+        let hook_dir = self.hook_dir();
+        let mut args = vec!["check-config", "--hook-dir", &hook_dir, &self.config];
+        args.extend_from_slice(extra);
+        slurm_dws(&args)
+    }
+}
+
+#[test]
+fn a_machine_with_everything_in_place_passes() {
+    let m = machine("", &format!("{GCP}\n[daemon]\nservice_user = \"\""));
+    let o = m.check(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let o = m.check(&["--print-slurm-conf", "--slurm-version", "24.11"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let want = format!("ResumeProgram={}/slurm-dws-resume", m.hook_dir());
+    assert!(stdout(&o).lines().any(|l| l == want), "{}", stdout(&o));
+}
+
+#[test]
+fn every_machine_problem_in_one_run_with_file_line_and_key() {
+    // A key file under /root (hidden by the unit's ProtectHome=yes), a missing slurm.conf, no
+    // squeue, no hooks where slurm.conf would run them, and a config problem, all at once.
+    let m = machine(
+        "",
+        "[gcp]\nproject = \"p\"\nregion = \"us-central1\"\ncredentials = \"/root/sa.json\"\n\
+         [daemon]\nservice_user = \"\"\n[reconcile]\ninterval = 0",
+    );
+    std::fs::remove_file(m.dir.path().join("bin/squeue")).unwrap();
+    std::fs::remove_file(m.dir.path().join("slurm.conf")).unwrap();
+    std::fs::remove_file(m.dir.path().join("sbin/slurm-dws-suspend")).unwrap();
+    let o = m.check(&[]);
+    let err = assert_rejected(&o, "reconcile.interval");
+    assert!(err.contains("(and 5 more problems)"), "{err}");
+    let out = stdout(&o);
+    let text = std::fs::read_to_string(&m.config).unwrap();
+    let line_of = |needle: &str| text.lines().position(|l| l.starts_with(needle)).unwrap() + 1;
+    let file = &m.config;
+    for want in [
+        format!("{file}:{}: reconcile.interval: 0 is below the minimum 1", line_of("interval")),
+        format!("{file}:{}: slurm.bin_dir: {}/bin has no executable squeue", line_of("bin_dir"), m.dir.path().display()),
+        format!("{file}:{}: slurm.conf: {}/slurm.conf does not exist", line_of("conf ="), m.dir.path().display()),
+        format!("{file}:{}: gcp.credentials: /root/sa.json is under /root, which the systemd unit hides from the daemon (ProtectHome=yes)", line_of("credentials")),
+        format!("{file}:{}: gcp.credentials: cannot read key file /root/sa.json", line_of("credentials")),
+        format!("{file}: the hooks slurm.conf will run do not exist: {}/slurm-dws-suspend (`make install` links them", m.hook_dir()),
+    ] {
+        assert!(out.lines().any(|l| l.starts_with(&want)), "missing {want:?} in\n{out}");
+    }
+    assert_eq!(out.lines().count(), 6, "{out}");
+    // --config-only looks at the file alone.
+    let o = m.check(&["--config-only"]);
+    assert_eq!(stdout(&o).lines().count(), 1, "{}", stdout(&o));
+}
+
+#[test]
+fn the_key_file_must_be_readable_by_the_service_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let m = machine("", "");
+    let key = m.dir.path().join("key.json");
+    std::fs::write(&key, "{}").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let gcp =
+        format!("[gcp]\nproject = \"p\"\nregion = \"us-central1\"\ncredentials = \"{}\"", key.display());
+    // A user that does not exist is a problem of its own.
+    let text = std::fs::read_to_string(&m.config).unwrap().replacen(
+        "\n",
+        &format!("\n{gcp}\n[daemon]\nservice_user = \"nosuchuser17a\"\n"),
+        1,
+    );
+    std::fs::write(&m.config, &text).unwrap();
+    // (The temp dir is under /tmp, which the unit's PrivateTmp=yes hides: said too.)
+    let o = m.check(&[]);
+    assert_eq!(o.status.code(), Some(2));
+    let out = stdout(&o);
+    assert!(out.contains("which the systemd unit hides from the daemon (PrivateTmp=yes)"), "{out}");
+    assert!(
+        out.contains("daemon.service_user: user \"nosuchuser17a\" does not exist on this machine"),
+        "{out}"
+    );
+    // An existing user other than the file's owner cannot read a 0600 file (root can read anything).
+    if std::fs::metadata(&key).map(|md| std::os::unix::fs::MetadataExt::uid(&md)).unwrap() != 65534 {
+        std::fs::write(&m.config, text.replace("nosuchuser17a", "nobody")).unwrap();
+        let out = stdout(&m.check(&[]));
+        assert!(out.contains("is not readable by the service user \"nobody\""), "{out}");
+        assert!(out.contains("mode 600"), "{out}");
+    }
 }

@@ -28,7 +28,7 @@ fn the_fixture_becomes_a_config_check_config_takes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("slurm-dws.toml");
     std::fs::write(&path, &toml).unwrap();
-    let check = slurm_dws(&["check-config", path.to_str().unwrap()]);
+    let check = slurm_dws(&["check-config", "--config-only", path.to_str().unwrap()]);
     assert_eq!(check.status.code(), Some(0), "{}\n{}", text(&check.stdout), text(&check.stderr));
     let resolved = text(&check.stdout);
     for line in

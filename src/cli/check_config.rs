@@ -4,7 +4,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::check_machine::{self, Machine, ALTERNATIVE_BIN_DIR};
 use super::{write_out, CliError};
+use crate::config::raw::{RawConfig, Val};
 use crate::config::slurm_conf::render_slurm_conf_for;
 use crate::config::{Config, ConfigError};
 use crate::slurm::{Slurm, SlurmVersion};
@@ -16,10 +18,15 @@ pub struct Args {
     #[arg(long)]
     pub print_slurm_conf: bool,
 
-    /// Directory slurm.conf should run the hooks from [default: this executable's directory,
-    /// where `make install` puts the slurm-dws-* links].
-    #[arg(long, value_name = "DIR", requires = "print_slurm_conf")]
+    /// Directory slurm.conf should run the hooks from, checked to hold them [default: this
+    /// executable's directory, where `make install` puts the slurm-dws-* links].
+    #[arg(long, value_name = "DIR")]
     pub hook_dir: Option<PathBuf>,
+
+    /// Check the file only, not this machine (bin_dir, slurm.conf, key file, hooks): for a config
+    /// written for another machine.
+    #[arg(long)]
+    pub config_only: bool,
 
     /// The Slurm release to print the slurm.conf lines for, e.g. 24.11 [default: what
     /// `scontrol --version` of `[slurm] bin_dir` says; if it cannot tell, the newest release
@@ -32,8 +39,9 @@ pub struct Args {
     pub path: Option<PathBuf>,
 }
 
-/// Load `config` (or `args.path`) and print the result to `out`; an invalid config also lists
-/// every problem on `out`, one per line.
+/// Load `config` (or `args.path`), check it and this machine, and print the result to `out`. Any
+/// problem (in the file, or on the machine for what the file says) is listed on `out`, one per
+/// line, and the command exits 2 with the first one.
 pub fn run(config: Option<&Path>, args: &Args, out: &mut impl Write) -> Result<(), CliError> {
     let explicit = match (config, args.path.as_deref()) {
         (Some(a), Some(b)) if a != b => {
@@ -45,28 +53,41 @@ pub fn run(config: Option<&Path>, args: &Args, out: &mut impl Write) -> Result<(
         }
         (a, b) => a.or(b),
     };
-    let config = match Config::load(explicit) {
-        Ok(config) => config,
-        Err(e) => {
-            // stderr gets the first problem as one line (via main); stdout lists them all, so
-            // one run is enough to fix the whole file.
-            if let ConfigError::Invalid { .. } = e {
-                write_out(out, &format!("{e}\n"))?;
-            }
-            return Err(e.into());
-        }
-    };
-    if args.print_slurm_conf {
-        let hook_dir = match &args.hook_dir {
-            Some(dir) if dir.is_absolute() => dir.clone(),
-            Some(dir) => {
-                return Err(CliError::usage(format!(
+    let hook_dir = match &args.hook_dir {
+        Some(dir) if dir.is_absolute() => dir.clone(),
+        Some(dir) => {
+            return Err(CliError::usage(format!(
                 "--hook-dir {} must be an absolute path (slurmctld runs the hooks from its own directory)",
                 dir.display()
             )))
-            }
-            None => default_hook_dir()?,
-        };
+        }
+        None => default_hook_dir()?,
+    };
+    let (loaded, mut problems) = match Config::load(explicit) {
+        Ok(config) => {
+            let source = config.source.clone();
+            (Some(config), ProblemList::new(source))
+        }
+        Err(ConfigError::Invalid { file, problems }) => {
+            let mut list = ProblemList::new(file.clone());
+            list.lines =
+                ConfigError::Invalid { file, problems }.to_string().lines().map(String::from).collect();
+            (None, list)
+        }
+        // Not TOML, or not readable: nothing else can be judged.
+        Err(e) => return Err(e.into()),
+    };
+    if !args.config_only {
+        problems.check_machine(&hook_dir);
+    }
+    if !problems.lines.is_empty() {
+        // stderr gets the first problem as one line (via main); stdout lists them all, so one run
+        // is enough to fix everything.
+        write_out(out, &problems.lines.iter().map(|l| format!("{l}\n")).collect::<String>())?;
+        return Err(CliError::usage(problems.first_line()));
+    }
+    let config = loaded.expect("no problems means the config loaded");
+    if args.print_slurm_conf {
         let version = match args.slurm_version {
             Some(v) if !v.is_supported() => {
                 return Err(CliError::usage(format!(
@@ -97,6 +118,73 @@ pub fn run(config: Option<&Path>, args: &Args, out: &mut impl Write) -> Result<(
         config.to_toml()
     );
     write_out(out, &text)
+}
+
+/// Every problem of one run, as `file:line: key: message` lines.
+struct ProblemList {
+    file: PathBuf,
+    lines: Vec<String>,
+}
+
+impl ProblemList {
+    fn new(file: PathBuf) -> Self {
+        ProblemList { file, lines: Vec::new() }
+    }
+
+    fn first_line(&self) -> String {
+        match self.lines.len() {
+            0 => String::new(),
+            1 => self.lines[0].clone(),
+            n => format!("{} (and {} more problem{})", self.lines[0], n - 1, if n == 2 { "" } else { "s" }),
+        }
+    }
+
+    /// The machine checks, from the file as written (so they run even when other keys are invalid),
+    /// each problem at the line of the key it concerns.
+    fn check_machine(&mut self, hook_dir: &Path) {
+        let Ok(text) = std::fs::read_to_string(&self.file) else { return };
+        let Ok(raw) = toml::from_str::<RawConfig>(&text) else { return };
+        let slurm = raw.slurm.unwrap_or_default();
+        let gcp = raw.gcp.unwrap_or_default();
+        let daemon = raw.daemon.unwrap_or_default();
+        let line = |v: &Val<String>| v.as_ref().map(|s| text[..s.span().start].matches('\n').count() + 1);
+        let value = |v: &Val<String>| v.as_ref().map(|s| s.get_ref().clone());
+        let abs = |v: &Val<String>| value(v).map(PathBuf::from).filter(|p| p.is_absolute());
+        let machine = Machine {
+            bin_dir: match &slurm.bin_dir {
+                None => PathBuf::from("/usr/bin"),
+                Some(_) => match abs(&slurm.bin_dir) {
+                    Some(p) => p,
+                    None => return, // invalid: already reported
+                },
+            },
+            conf: abs(&slurm.conf),
+            env_slurm_conf: std::env::var_os("SLURM_CONF").filter(|v| !v.is_empty()).map(PathBuf::from),
+            key_file: abs(&gcp.credentials),
+            service_user: match value(&daemon.service_user) {
+                None => Some("slurm".to_string()),
+                Some(u) if u.is_empty() => None,
+                Some(u) => Some(u),
+            },
+            hook_dir: hook_dir.to_path_buf(),
+            alternative_bin_dir: PathBuf::from(ALTERNATIVE_BIN_DIR),
+        };
+        for f in check_machine::check(&machine) {
+            let at = match f.key {
+                Some("slurm.bin_dir") => line(&slurm.bin_dir),
+                Some("slurm.conf") => line(&slurm.conf),
+                Some("gcp.credentials") => line(&gcp.credentials),
+                Some("daemon.service_user") => line(&daemon.service_user),
+                _ => None,
+            };
+            let file = self.file.display();
+            self.lines.push(match (f.key, at) {
+                (Some(key), Some(at)) => format!("{file}:{at}: {key}: {}", f.message),
+                (Some(key), None) => format!("{file}: {key}: {}", f.message),
+                (None, _) => format!("{file}: {}", f.message),
+            });
+        }
+    }
 }
 
 /// `scontrol --version` of the Slurm the config points at, time-boxed to 5 s. Not tried when the

@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod check_config;
+pub mod check_machine;
 pub mod import_slurm_gcp;
 pub mod table;
 

@@ -8,6 +8,10 @@ SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 TMPFILESDIR    ?= $(PREFIX)/lib/tmpfiles.d
 SYSUSERSDIR    ?= $(PREFIX)/lib/sysusers.d
 DOCDIR         ?= $(PREFIX)/share/doc/slurm-dws
+MANDIR         ?= $(PREFIX)/share/man
+BASHCOMPDIR    ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR     ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR    ?= $(PREFIX)/share/fish/vendor_completions.d
 
 # `make install CARGO_PROFILE=dev` installs a debug build (quick checks of the install layout).
 CARGO_PROFILE  ?= release
@@ -15,10 +19,15 @@ CARGO_PROFILE  ?= release
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
 OUT := $(TARGET_DIR)/$(if $(filter dev,$(CARGO_PROFILE)),debug,$(CARGO_PROFILE))
 HOOKS   := resume suspend resume-fail
+# A release binary is installed stripped (the release profile keeps debug line tables for
+# backtraces and profiling in the build tree); a dev build is installed as built.
+STRIP_FLAG := $(if $(filter release,$(CARGO_PROFILE)),-s,)
+# What `make deb` packages besides the build: the unit with /usr paths, man pages, completions.
+DEB_ASSETS := target/deb-assets
 # The fault campaign's one-line summary (tests/fault_campaign), printed last by `make test`.
 FAULT_SUMMARY := $(or $(CARGO_TARGET_DIR),target)/tmp/fault-campaign.txt
 
-.PHONY: build test demo bench install uninstall clean
+.PHONY: build test demo bench install uninstall deb deb-test clean
 
 ## build: binaries (release unless CARGO_PROFILE=dev): slurm-dws and slurm-dws-sim
 build:
@@ -26,7 +35,8 @@ build:
 
 ## test: install Slurm/munge if missing, build the Slurm 24.11 root if missing (cached outside the clone in
 ##       /var/cache/slurm-dws, docs/slurm-root.md), then fmt, clippy and every test (real Slurm 22.05 and
-##       24.11 included); ends with the fault campaign's summary line
+##       24.11 included), then the package once (deb-test: a release build); ends with the fault
+##       campaign's summary line
 test:
 	./scripts/install-deps.sh
 	./scripts/slurm-root.sh
@@ -41,6 +51,7 @@ test:
 		echo "$(CARGO) test --no-fail-fast"; \
 		$(CARGO) test --no-fail-fast || status=$$?; \
 	fi; \
+	$(MAKE) --no-print-directory deb-test || status=$$?; \
 	cat $(FAULT_SUMMARY) 2>/dev/null || echo "fault campaign: no summary (tests/fault_campaign did not finish)"; \
 	exit $$status
 
@@ -76,7 +87,7 @@ install:
 		echo "no $(CARGO) in PATH and nothing built in $(OUT): run 'make build' first" >&2; exit 1; \
 	fi
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(OUT)/slurm-dws $(DESTDIR)$(PREFIX)/sbin/slurm-dws
+	install -m 0755 $(STRIP_FLAG) $(OUT)/slurm-dws $(DESTDIR)$(PREFIX)/sbin/slurm-dws
 	for hook in $(HOOKS); do ln -sfn slurm-dws $(DESTDIR)$(PREFIX)/sbin/slurm-dws-$$hook; done
 	install -m 0755 $(OUT)/slurm-dws-sim $(DESTDIR)$(PREFIX)/bin/slurm-dws-sim
 	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/slurm-dws
@@ -94,6 +105,11 @@ install:
 	install -d $(DESTDIR)$(DOCDIR)/examples
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
 	install -m 0644 conf/* $(DESTDIR)$(DOCDIR)/examples/
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	$(OUT)/slurm-dws manpages $(DESTDIR)$(MANDIR)/man1 >/dev/null
+	$(OUT)/slurm-dws completion bash > $(DESTDIR)$(BASHCOMPDIR)/slurm-dws
+	$(OUT)/slurm-dws completion zsh > $(DESTDIR)$(ZSHCOMPDIR)/_slurm-dws
+	$(OUT)/slurm-dws completion fish > $(DESTDIR)$(FISHCOMPDIR)/slurm-dws.fish
 	@echo
 	@echo "Installed. Next (as root, see docs/operations.md):"
 	@echo "  systemd-sysusers slurm-dws.conf && systemd-tmpfiles --create slurm-dws.conf"
@@ -107,8 +123,34 @@ uninstall:
 	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/slurm-dws.service $(DESTDIR)$(TMPFILESDIR)/slurm-dws.conf \
 		$(DESTDIR)$(SYSUSERSDIR)/slurm-dws.conf
 	rm -rf $(DESTDIR)$(DOCDIR)
+	rm -f $(DESTDIR)$(MANDIR)/man1/slurm-dws.1 $(DESTDIR)$(MANDIR)/man1/slurm-dws-*.1 \
+		$(DESTDIR)$(BASHCOMPDIR)/slurm-dws $(DESTDIR)$(ZSHCOMPDIR)/_slurm-dws $(DESTDIR)$(FISHCOMPDIR)/slurm-dws.fish
 	@echo "kept $(DESTDIR)$(SYSCONFDIR)/slurm-dws (config) and /var/lib/slurm-dws (database, hook log):"
 	@echo "remove them by hand once the MIGs are gone (docs/operations.md, Uninstall)"
+
+## deb: a Debian package, target/debian/slurm-dws_VERSION-1_ARCH.deb, made by cargo-deb (installed from
+##      crates.io when missing): /usr/sbin/slurm-dws stripped and its hook links, the unit (/usr paths),
+##      tmpfiles.d/sysusers.d entries, /etc/slurm-dws/slurm-dws.toml as a conffile, docs, man pages and
+##      bash/zsh/fish completions. Its postinst creates the user and state directory and reloads systemd;
+##      it never starts the daemon.
+deb:
+	@$(CARGO) deb --version >/dev/null 2>&1 || { echo "$(CARGO) install --locked cargo-deb"; $(CARGO) install --locked cargo-deb; }
+	$(CARGO) build --release --bin slurm-dws
+	rm -rf $(DEB_ASSETS) && mkdir -p $(DEB_ASSETS)/man $(DEB_ASSETS)/completions
+	sed -e 's|/usr/local/|/usr/|g' \
+		systemd/slurm-dws.service > $(DEB_ASSETS)/slurm-dws.service
+	$(TARGET_DIR)/release/slurm-dws manpages $(DEB_ASSETS)/man >/dev/null
+	gzip -9n $(DEB_ASSETS)/man/*.1
+	$(TARGET_DIR)/release/slurm-dws completion bash > $(DEB_ASSETS)/completions/slurm-dws
+	$(TARGET_DIR)/release/slurm-dws completion zsh > $(DEB_ASSETS)/completions/_slurm-dws
+	$(TARGET_DIR)/release/slurm-dws completion fish > $(DEB_ASSETS)/completions/slurm-dws.fish
+	$(CARGO) deb --no-build --strip -p slurm-dws -o target/debian/
+	@ls -l target/debian/*.deb
+
+## deb-test: `make deb`, then install the package into a throwaway root (dpkg -x) and run the binary and
+##           check-config from it (scripts/deb-test.sh). `make test` runs it once.
+deb-test: deb
+	./scripts/deb-test.sh target/debian
 
 ## clean: remove build output
 clean:

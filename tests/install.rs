@@ -1,7 +1,7 @@
 //! `make install` / `make uninstall` for real, into a temporary DESTDIR or PREFIX: the layout, the hook
 //! symlinks (they resolve, and the binary acts as the hook under their names), the unit's paths following
-//! PREFIX and SYSCONFDIR, a config that is never overwritten, and `systemd-analyze verify` of the unit as
-//! installed.
+//! PREFIX and SYSCONFDIR, a config that is never overwritten, man pages and completions, and
+//! `systemd-analyze verify` of the unit as installed.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -116,6 +116,18 @@ fn make_install_into_destdir_then_uninstall() {
         assert!(at(&format!("/opt/slurm-dws/share/doc/slurm-dws/{doc}")).is_file(), "{doc}");
     }
     assert!(at("/opt/slurm-dws/share/doc/slurm-dws/examples/slurm-dws.toml").is_file());
+    // Man pages and completions, made by the installed binary itself.
+    for page in ["slurm-dws.1", "slurm-dws-check-config.1", "slurm-dws-import-slurm-gcp.1"] {
+        let text = std::fs::read_to_string(at(&format!("/opt/slurm-dws/share/man/man1/{page}"))).unwrap();
+        assert!(text.contains(".TH SLURM-DWS"), "{page}: {text}");
+    }
+    for (file, marker) in [
+        ("/opt/slurm-dws/share/bash-completion/completions/slurm-dws", "complete -F"),
+        ("/opt/slurm-dws/share/zsh/site-functions/_slurm-dws", "#compdef slurm-dws"),
+        ("/opt/slurm-dws/share/fish/vendor_completions.d/slurm-dws.fish", "complete -c slurm-dws"),
+    ] {
+        assert!(std::fs::read_to_string(at(file)).unwrap().contains(marker), "{file}");
+    }
     assert_eq!(mode(&at("/etc/opt/slurm-dws/slurm-dws.toml")), 0o644, "readable by SlurmUser's hooks");
 
     // A second install (an upgrade) keeps the admin's config.

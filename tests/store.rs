@@ -201,6 +201,44 @@ async fn concurrent_first_opens_apply_the_migrations_once() {
 }
 
 #[tokio::test]
+async fn only_the_daemon_migrates_an_older_schema_and_a_newer_hook_still_records() {
+    // A database whose schema is older than this build's (as after installing a new slurm-dws while
+    // the old daemon runs): the newest migration is forgotten, as if it had never been applied.
+    let tmp = tempfile::tempdir().unwrap();
+    Store::open_for_daemon(tmp.path()).await.unwrap().close().await;
+    let db = tmp.path().join(DB_FILE);
+    let mut c = raw(&db).await;
+    sqlx::query("UPDATE schema_migrations SET version = version - 1 WHERE version = ?")
+        .bind(SCHEMA_VERSION)
+        .execute(&mut c)
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+    let older = {
+        let mut v = migration_files();
+        *v.last_mut().unwrap() -= 1;
+        v
+    };
+
+    // The hook (newer than the schema) records into it as it is, and migrates nothing; nor does the CLI.
+    let hook = Store::open_for_hook(tmp.path()).await.unwrap();
+    let id = hook.record_hook(HookKind::Resume, "hpc-a-1", &[], None, at(0)).await.unwrap();
+    assert!(id > 0);
+    hook.close().await;
+    Store::open(tmp.path()).await.unwrap().close().await;
+    assert_eq!(recorded_versions(&db).await, older, "a hook or the CLI migrated the schema");
+
+    // The daemon is the one that applies the missing migration. (Here the "older" schema is the
+    // current one relabelled, so applying the newest migration again fails on its existing tables:
+    // that failure is the daemon trying, which the hook and the CLI above never did.)
+    match Store::open_for_daemon(tmp.path()).await {
+        Err(StoreError::Migrate { version, .. }) => assert_eq!(version, SCHEMA_VERSION),
+        other => panic!("the daemon should have applied migration {SCHEMA_VERSION}: {other:?}"),
+    }
+    assert_eq!(recorded_versions(&db).await, older, "a failed migration is rolled back whole");
+}
+
+#[tokio::test]
 async fn a_newer_schema_is_refused_untouched() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open(tmp.path()).await.unwrap();

@@ -11,6 +11,7 @@
 pub mod admin;
 pub mod check_config;
 pub mod check_machine;
+pub mod completion;
 pub mod import_slurm_gcp;
 pub mod table;
 
@@ -50,8 +51,8 @@ pub enum LogFormat {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Validate the config and print it resolved (every default filled in), or the slurm.conf
-    /// lines it implies. Exits 2 with the first problem when it is invalid.
+    /// Validate the config, and that this machine has what it names, then print it resolved
+    /// (every default filled in) or the slurm.conf lines it implies. Exits 2 on any problem.
     CheckConfig(check_config::Args),
     /// Print the version.
     Version,
@@ -82,6 +83,11 @@ pub enum Command {
     /// Print a slurm-dws config made from slurm-gcp v6's config.yaml; what it cannot keep is
     /// said in comments (docs/migrating-from-slurm-gcp.md).
     ImportSlurmGcp(import_slurm_gcp::Args),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completion(completion::Args),
+    /// Write the man pages into DIR (used by `make install` and `make deb`).
+    #[command(hide = true)]
+    Manpages(completion::ManArgs),
 }
 
 /// The hooks' only argument.
@@ -270,6 +276,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Daemon => return daemon(cli.config.as_deref(), cli.log_format),
         Command::ImportSlurmGcp(ref args) => return import_slurm_gcp::run(args, &mut out),
+        Command::Completion(ref args) => return completion::run(args, &mut out),
+        Command::Manpages(ref args) => return completion::manpages(args, &mut out),
         other => other,
     };
     let cfg = Config::load(cli.config.as_deref())?;
@@ -305,7 +313,9 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             | Command::Version
             | Command::Daemon
             | Command::Status(_)
-            | Command::ImportSlurmGcp(_) => {
+            | Command::ImportSlurmGcp(_)
+            | Command::Completion(_)
+            | Command::Manpages(_) => {
                 unreachable!("handled above")
             }
         }

@@ -90,7 +90,7 @@ pub async fn run_with_reload(
     shutdown: impl Future<Output = ()>,
     mut reload: Option<mpsc::Receiver<()>>,
 ) -> Result<(), DaemonError> {
-    let store = Store::open(&cfg.state_dir).await?;
+    let store = Store::open_for_daemon(&cfg.state_dir).await?;
     let _lock = lock_state_dir(&cfg.state_dir)?;
     let mut reconciler = Reconciler::new(cfg.clone(), store.clone())
         .await

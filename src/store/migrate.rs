@@ -1,8 +1,15 @@
 //! Embedded, timestamped SQL migrations applied inside one immediate transaction.
 //!
 //! sqlx's own migrator takes no lock on SQLite, so a hook and the daemon opening a fresh database at the
-//! same moment could both apply the first migration. Here the check and the apply happen under
+//! same moment could both create the schema. Here the check and the apply happen under
 //! `BEGIN IMMEDIATE`: the second opener waits, then sees the version recorded and does nothing.
+//!
+//! Only the daemon migrates an existing schema ([`Schema::Migrate`]). The hooks and the admin CLI
+//! ([`Schema::AsIs`]) create the schema in an empty database, so that a hook can record before the
+//! daemon ever ran, but never change one that exists: during an upgrade the new binary's hooks run
+//! while the old daemon still does, and a hook that migrated would change the tables under it. A hook
+//! newer than the schema records into it as it is (migrations keep `inbox` writable by the hooks of
+//! the releases before them); a hook older than the schema refuses it, untouched.
 
 use super::{Result, StoreError};
 use sqlx::{Row, SqlitePool};
@@ -15,14 +22,25 @@ const MIGRATIONS: &[(i64, &str)] =
 /// The newest schema version this build knows.
 pub const LATEST: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
-/// Applies every migration the database has not seen yet. A database from a newer slurm-dws is refused
-/// untouched (`SchemaTooNew`): an older binary must never write to a schema it does not know.
-pub(super) async fn run(pool: &SqlitePool, path: &Path) -> Result<()> {
+/// What an opener may do to the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Schema {
+    /// Apply every migration the database has not seen (the daemon, the admin CLI).
+    Migrate,
+    /// Create the schema in an empty database, else use it as it is (the hooks).
+    AsIs,
+}
+
+/// Applies every migration the database has not seen yet (`Schema::Migrate`), or only creates the schema
+/// of an empty one (`Schema::AsIs`). A database from a newer slurm-dws is refused untouched
+/// (`SchemaTooNew`): an older binary must never write to a schema it does not know.
+pub(super) async fn run(pool: &SqlitePool, path: &Path, schema: Schema) -> Result<()> {
     let too_new = |found| StoreError::SchemaTooNew { path: path.to_path_buf(), found, known: LATEST };
     // Fast path for the hook: one read when the schema is current (or newer: refused without a write lock).
     match current(pool).await? {
         Some(v) if v == LATEST => return Ok(()),
         Some(v) if v > LATEST => return Err(too_new(v)),
+        Some(_) if schema == Schema::AsIs => return Ok(()),
         _ => {}
     }
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
@@ -36,6 +54,10 @@ pub(super) async fn run(pool: &SqlitePool, path: &Path) -> Result<()> {
     let applied = applied.unwrap_or(0);
     if applied > LATEST {
         return Err(too_new(applied));
+    }
+    if applied > 0 && schema == Schema::AsIs {
+        // Another opener created it meanwhile: the hook uses it as it is.
+        return Ok(());
     }
     for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > applied) {
         sqlx::raw_sql(sql)

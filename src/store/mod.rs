@@ -101,16 +101,27 @@ fn opt_ms(ms: Option<i64>) -> Option<DateTime<Utc>> {
 
 impl Store {
     /// Opens (creating if needed) the database in `state_dir`, for the daemon and the CLI.
+    /// Like the hooks, it never migrates an existing schema: only the daemon does
+    /// ([`Store::open_for_daemon`]), so an upgraded binary's CLI run before the daemon's restart
+    /// changes nothing under the old daemon.
     pub async fn open(state_dir: &Path) -> Result<Store> {
-        Self::open_with(state_dir, 4).await
+        Self::open_with(state_dir, 4, migrate::Schema::AsIs).await
     }
 
-    /// Opens the database with a single connection: what a short-lived hook process needs.
+    /// Opens the database for the daemon, migrating an older schema to this build's: the one place
+    /// migrations run.
+    pub async fn open_for_daemon(state_dir: &Path) -> Result<Store> {
+        Self::open_with(state_dir, 4, migrate::Schema::Migrate).await
+    }
+
+    /// Opens the database with a single connection: what a short-lived hook process needs. It never
+    /// migrates: an existing schema older than this build's is used as it is (the daemon migrates it
+    /// when it starts), one newer is refused (`SchemaTooNew`).
     pub async fn open_for_hook(state_dir: &Path) -> Result<Store> {
-        Self::open_with(state_dir, 1).await
+        Self::open_with(state_dir, 1, migrate::Schema::AsIs).await
     }
 
-    async fn open_with(state_dir: &Path, connections: u32) -> Result<Store> {
+    async fn open_with(state_dir: &Path, connections: u32, schema: migrate::Schema) -> Result<Store> {
         ensure_private_dir(state_dir)?;
         let path = state_dir.join(DB_FILE);
         // No `journal_mode` here: sqlx would set it on every new connection (see `enable_wal`).
@@ -137,7 +148,7 @@ impl Store {
                 let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
             }
         }
-        migrate::run(&pool, &path).await?;
+        migrate::run(&pool, &path, schema).await?;
         Ok(Store { pool, path })
     }
 

@@ -15,6 +15,9 @@ impl Store {
 
     /// Records one hook call, and the note about it if any (an event), in one commit: the commit that
     /// makes the call durable. Returns the inbox id.
+    ///
+    /// A hook may run against the schema of an earlier release (it never migrates, see `migrate.rs`):
+    /// these statements must only name `inbox` and `events` columns that every released schema has.
     pub async fn record_hook(
         &self,
         kind: HookKind,

@@ -541,7 +541,8 @@ impl Reader {
         if self.boolean(flex, "use_bulk_insert", &path("dws_flex.use_bulk_insert")) == Some(true) {
             n.notes.push(
                 "dws_flex.use_bulk_insert = true: slurm-dws asks for flex VMs through MIG resize requests \
-                 instead (same capacity, all of a job's VMs at once)."
+                 instead, and slurm-gcp made this nodeset's instance template without FLEX_START in that \
+                 case: point instance_template at a template with scheduling.provisioningModel FLEX_START."
                     .into(),
             );
         }

@@ -427,7 +427,13 @@ async fn a_degraded_pass_is_loud_in_status_events_metrics_and_once_in_the_log() 
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(text.contains(&format!("health:        DEGRADED since {since}")), "{text}");
-    assert!(text.contains("Unable to contact slurm controller"), "{text}");
+    // Each reason is a line of its own under health, wrapped to the terminal (80 columns here).
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("- reading Slurm's nodes:") && words.contains("Unable to contact slurm controller"),
+        "{text}"
+    );
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("DEGRADED since"), "one line on stderr");
     assert_eq!(w.cli_json(&["status"])["degraded"]["since"].as_str(), Some(since.as_str()));
     let events = w.cli_json(&["events"]);

@@ -1,17 +1,18 @@
 //! The admin commands: `status`, `nodes`, `requests`, `migs`, `events`, `explain`, `gc`, `reconcile`.
 //!
-//! Read-only commands read the store directly, so they work whether or not the daemon runs (and say so);
+//! Read-only commands read the store directly when the caller may open it, so they work whether or not
+//! the daemon runs (and say so), else through the daemon ([`Source`]: members of `daemon.readers`);
 //! `gc` and `reconcile` change things and go through the daemon's socket, where the peer is checked.
 //! Listings build one JSON record per row, whose keys are the `--json` fields (docs/json.md); the
 //! table, `-o/--format` and `--sort` are made from the same records by [`table::print`].
 
+use super::source::Source;
 use super::table::{self, age, rfc3339, when, Field, Kind, Listing, Table};
 use super::CliError;
 use crate::config::Config;
 use crate::model::*;
 use crate::protocol::{self, Liveness, Request as Ask, Response};
 use crate::reconcile::{GcItemKind, GcReport, PassReport};
-use crate::store::Store;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -24,24 +25,8 @@ fn now() -> DateTime<Utc> {
     Utc::now()
 }
 
-async fn open(cfg: &Config) -> Result<Store, CliError> {
-    let db = cfg.state_dir.join(crate::store::DB_FILE);
-    if let Err(e) = std::fs::metadata(&db) {
-        if e.kind() == std::io::ErrorKind::PermissionDenied {
-            // 0600 in a 0700 directory: only root and the service user read the store.
-            return Err(CliError::runtime(format!(
-                "permission denied reading {}: run this as root or as the service user",
-                db.display()
-            )));
-        }
-    }
-    if !db.exists() {
-        return Err(CliError::runtime(format!(
-            "no state database in {} (the daemon has not run yet, or state_dir is wrong)",
-            cfg.state_dir.display()
-        )));
-    }
-    Store::open(&cfg.state_dir).await.map_err(|e| CliError::runtime(e.to_string()))
+async fn open(cfg: &Config) -> Result<Source, CliError> {
+    Source::open(cfg).await
 }
 
 fn rt(e: impl std::fmt::Display) -> CliError {
@@ -152,11 +137,10 @@ pub async fn nodes(
     }
     let store = open(cfg).await?;
     let requests: BTreeMap<i64, Request> =
-        store.requests(false).await.map_err(rt)?.into_iter().map(|r| (r.id, r)).collect();
+        store.requests(false).await?.into_iter().map(|r| (r.id, r)).collect();
     let nodes: Vec<Node> = store
         .nodes()
-        .await
-        .map_err(rt)?
+        .await?
         .into_iter()
         .filter(|n| nodeset.is_none_or(|ns| n.nodeset == ns))
         .filter(|n| state.is_none_or(|s| n.state == s))
@@ -199,8 +183,7 @@ pub async fn requests(cfg: &Config, active: bool, l: &Listing) -> Result<String,
     let store = open(cfg).await?;
     let rs: Vec<Request> = store
         .requests(false)
-        .await
-        .map_err(rt)?
+        .await?
         .into_iter()
         .filter(|r| {
             !active
@@ -223,7 +206,7 @@ pub async fn requests(cfg: &Config, active: bool, l: &Listing) -> Result<String,
 /// `slurm-dws migs`
 pub async fn migs(cfg: &Config, l: &Listing) -> Result<String, CliError> {
     let store = open(cfg).await?;
-    let ms = store.migs(false).await.map_err(rt)?;
+    let ms = store.migs(false).await?;
     let records: Vec<Value> = ms
         .iter()
         .map(|m| {
@@ -275,7 +258,7 @@ pub async fn events(
     let now = now();
     let since = since.map(|s| parse_since(s, now)).transpose()?;
     let store = open(cfg).await?;
-    let es = store.events(node, since, limit).await.map_err(rt)?;
+    let es = store.events(node, since, limit).await?;
     let default_table = !l.json && !l.long && l.format.is_none();
     let records: Vec<Value> = es
         .iter()
@@ -311,15 +294,14 @@ pub async fn status(
     let now = now();
     let live = daemon_status(cfg).await;
     let store = open(cfg).await?;
-    let nodes = store.nodes().await.map_err(rt)?;
-    let requests = store.requests(true).await.map_err(rt)?;
-    let outbox = store.pending_outbox().await.map_err(rt)?;
-    let inbox = store.inbox_depth().await.map_err(rt)?;
-    let backoffs: Vec<Backoff> =
-        store.backoffs().await.map_err(rt)?.into_iter().filter(|b| b.until > now).collect();
+    let nodes = store.nodes().await?;
+    let requests = store.requests(true).await?;
+    let outbox = store.outbox_depth().await?;
+    let inbox = store.inbox_depth().await?;
+    let backoffs: Vec<Backoff> = store.backoffs().await?.into_iter().filter(|b| b.until > now).collect();
     let last_pass: Option<PassReport> = match live.as_ref().and_then(|l| l.last_pass.clone()) {
         Some(p) => Some(p),
-        None => store.meta("last_pass").await.map_err(rt)?.and_then(|s| serde_json::from_str(&s).ok()),
+        None => store.meta("last_pass").await?.and_then(|s| serde_json::from_str(&s).ok()),
     };
     let mut counts: BTreeMap<&str, usize> = NodeState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
     for n in &nodes {
@@ -353,7 +335,7 @@ pub async fn status(
         "requests_open": requests.len(),
         "requests_queued": queued.len(),
         "oldest_queued_request": oldest.map(|r| json!({"name": r.name, "mig": r.mig, "created_at": rfc3339(r.created_at), "age_seconds": (now - r.created_at).num_seconds()})),
-        "pending_work": { "inbox": inbox, "outbox": outbox.len() },
+        "pending_work": { "inbox": inbox, "outbox": outbox },
         "backoffs": backoffs.iter().map(|b| json!({"nodeset": b.nodeset, "until": rfc3339(b.until), "level": b.level, "reason": b.reason})).collect::<Vec<_>>(),
     });
     if json_out {
@@ -422,7 +404,7 @@ pub async fn status(
     }
     rows.push((
         "pending work:",
-        vec![format!("{inbox} hook calls in the inbox, {} GCE mutations in the outbox", outbox.len())],
+        vec![format!("{inbox} hook calls in the inbox, {} GCE mutations in the outbox", outbox)],
     ));
     if backoffs.is_empty() {
         rows.push(("backoffs:", vec!["none".to_string()]));
@@ -469,17 +451,13 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
     }
     let store = open(cfg).await?;
     let now = now();
-    let node = match store.node(name).await {
-        Ok(n) => Some(n),
-        Err(crate::store::StoreError::NotFound { .. }) => None,
-        Err(e) => return Err(rt(e)),
-    };
+    let node = store.node(name).await?;
     let request = match node.as_ref().and_then(|n| n.request_id) {
-        Some(id) => Some(store.request(id).await.map_err(rt)?),
+        Some(id) => Some(store.request(id).await?),
         None => None,
     };
-    let events = store.events(Some(name), None, 200).await.map_err(rt)?;
-    let backoffs = store.backoffs().await.map_err(rt)?;
+    let events = store.events(Some(name), None, 200).await?;
+    let backoffs = store.backoffs().await?;
     let slurm = SlurmView::ask(cfg, name).await;
     let mut lines: Vec<String> = Vec::new();
     let Some(n) = &node else {

@@ -11,6 +11,7 @@
 pub mod admin;
 pub mod check_config;
 pub mod logging;
+pub mod source;
 pub mod table;
 
 use std::io::Write;

@@ -131,7 +131,8 @@ pub async fn run_with_reload(
         listener,
         tx,
         liveness.clone(),
-        allowed,
+        server::Access { allowed, readers: cfg.daemon.readers.clone() },
+        store.clone(),
         stopping.clone(),
         handlers.clone(),
     ));

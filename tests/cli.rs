@@ -352,6 +352,35 @@ async fn read_only_commands_work_with_the_daemon_down_and_mutating_ones_say_why(
     let story = words(&ok_table(&w, &["explain", "hpc-a-0"]));
     assert!(story.contains("Job 7") && story.contains("Slurm could not be asked"), "{story}");
 
+    // Identical events of one pass are one event with a count (the store coalesces them).
+    let store = slurm_dws::store::Store::open(&w.state_dir()).await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    let at =
+        chrono::DateTime::parse_from_rfc3339("2026-11-24T10:00:00Z").unwrap().with_timezone(&chrono::Utc);
+    for _ in 0..6 {
+        tx.add_event(at, "drift", &["hpc-a-0".to_string()], "Slurm has it down, its VM runs").await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    store.close().await;
+    let drift: Vec<Value> = w
+        .cli_json(&["events", "--node", "hpc-a-0"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "drift")
+        .cloned()
+        .collect();
+    assert_eq!(
+        drift,
+        [
+            json!({"time": "2026-11-24T10:00:00Z", "kind": "drift", "nodes": "hpc-a-0", "count": 6, "message": "Slurm has it down, its VM runs"})
+        ]
+    );
+    let table = run_at_width(&w, 200, &["events", "--node", "hpc-a-0"]);
+    assert!(table.contains("Slurm has it down, its VM runs (6 times)"), "{table}");
+    let long = run_at_width(&w, 200, &["events", "--node", "hpc-a-0", "-l", "-o", "kind,count"]);
+    assert!(long.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["drift", "6"]), "{long}");
+
     // explain puts Slurm's view beside slurm-dws's: here slurmctld (a fake 22.05 printing what it
     // prints) has the node completing job 7 and being powered down, while slurm-dws has it up.
     use std::os::unix::fs::PermissionsExt;

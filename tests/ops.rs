@@ -546,6 +546,14 @@ fn a_bad_log_filter_is_refused_and_status_calls_a_broken_config_unhealthy() {
             "{err}"
         );
     }
+    // Listing options are checked before the state is read: bad usage is exit 2 even with no database.
+    assert_eq!(w.cli(&["nodes"]).status.code(), Some(1), "no database yet");
+    for args in [&["nodes", "-o", "bogus"][..], &["events", "--sort", "bogus"], &["nodes", "-s", "-o", "mig"]]
+    {
+        let out = w.cli(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field"), "{args:?}");
+    }
     let text = std::fs::read_to_string(&w.config).unwrap();
     std::fs::write(&w.config, text.replace("interval = 2", "interval = \"soon\"")).unwrap();
     let out = w.cli(&["status"]);

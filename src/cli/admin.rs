@@ -42,6 +42,10 @@ fn print(what: &str, fields: &[Field], records: Vec<Value>, l: &Listing) -> Resu
     table::print(what, fields, records, l, now()).map_err(CliError::usage)
 }
 
+fn check(what: &str, fields: &[Field], l: &Listing) -> Result<(), CliError> {
+    table::check(what, fields, l).map_err(CliError::usage)
+}
+
 fn to_json(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default() + "\n"
 }
@@ -135,6 +139,10 @@ pub async fn nodes(
             return Err(CliError::usage(format!("no nodeset '{ns}' in {}", cfg.source.display())));
         }
     }
+    match summarize {
+        true => check("nodes --summarize", SUMMARY_FIELDS, l)?,
+        false => check("nodes", NODE_FIELDS, l)?,
+    }
     let store = open(cfg).await?;
     let requests: BTreeMap<i64, Request> =
         store.requests(false).await?.into_iter().map(|r| (r.id, r)).collect();
@@ -180,6 +188,7 @@ fn summary(nodes: &[Node]) -> Vec<Value> {
 
 /// `slurm-dws requests [--active]`
 pub async fn requests(cfg: &Config, active: bool, l: &Listing) -> Result<String, CliError> {
+    check("requests", REQUEST_FIELDS, l)?;
     let store = open(cfg).await?;
     let rs: Vec<Request> = store
         .requests(false)
@@ -205,6 +214,7 @@ pub async fn requests(cfg: &Config, active: bool, l: &Listing) -> Result<String,
 
 /// `slurm-dws migs`
 pub async fn migs(cfg: &Config, l: &Listing) -> Result<String, CliError> {
+    check("migs", MIG_FIELDS, l)?;
     let store = open(cfg).await?;
     let ms = store.migs(false).await?;
     let records: Vec<Value> = ms
@@ -257,6 +267,7 @@ pub async fn events(
 ) -> Result<String, CliError> {
     let now = now();
     let since = since.map(|s| parse_since(s, now)).transpose()?;
+    check("events", EVENT_FIELDS, l)?;
     let store = open(cfg).await?;
     let es = store.events(node, since, limit).await?;
     let default_table = !l.json && !l.long && l.format.is_none();

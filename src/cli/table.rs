@@ -102,6 +102,12 @@ impl Table {
     }
 }
 
+/// Checks `-o` and `--sort` against `fields` before anything is read: an unknown field is an error
+/// naming it and the fields there are, whether or not the state can be read.
+pub fn check(what: &str, fields: &[Field], l: &Listing) -> Result<(), String> {
+    print(what, fields, Vec::new(), &Listing { json: true, ..l.clone() }, DateTime::UNIX_EPOCH).map(|_| ())
+}
+
 /// Prints `records` (JSON objects whose keys are `fields`' names) as `l` asks: JSON (only the `-o`
 /// fields when given) or a table. An unknown field in `-o` or `--sort` is an error naming it and the
 /// fields there are.

@@ -386,6 +386,8 @@ pub struct Event {
     /// The nodes concerned, as a hostlist expression ("" when none).
     pub nodes: String,
     pub message: String,
+    /// How many identical events this row stands for: identical events of one pass are recorded once.
+    pub count: i64,
 }
 
 /// A request recorded by a hook, waiting for the daemon.

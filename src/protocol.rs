@@ -13,8 +13,10 @@ use tokio::net::UnixStream;
 
 /// The protocol version this build speaks.
 pub const VERSION: u32 = 1;
-/// The longest line either side accepts.
+/// The longest request the daemon accepts.
 pub const MAX_MESSAGE: usize = 1 << 20;
+/// The longest answer a client accepts: a read of every node of a 100,000-node cluster fits.
+pub const MAX_ANSWER: usize = 256 << 20;
 
 /// A request on the socket.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,12 +39,52 @@ pub enum Request {
     /// Garbage collection: with `dry_run`, what a pass would delete and why; else delete it now. (Mutating
     /// unless `dry_run`.)
     Gc { dry_run: bool },
+    /// A read of the store, for a caller who cannot open the database file. (Read-only: root, the
+    /// service user and members of `daemon.readers`.)
+    Read { query: Query },
+}
+
+/// What a [`Request::Read`] reads: the store's reads the read-only commands make, one each.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "query", rename_all = "snake_case")]
+pub enum Query {
+    Nodes,
+    /// One node; `null` when it is not tracked.
+    Node {
+        name: String,
+    },
+    Requests {
+        open_only: bool,
+    },
+    Request {
+        id: i64,
+    },
+    Migs {
+        live_only: bool,
+    },
+    Events {
+        node: Option<String>,
+        since: Option<chrono::DateTime<chrono::Utc>>,
+        limit: i64,
+    },
+    Backoffs,
+    Meta {
+        key: String,
+    },
+    /// How many GCE mutations wait in the outbox.
+    OutboxDepth,
+    InboxDepth,
 }
 
 impl Request {
     /// Whether the request changes anything (and so needs a privileged peer).
     pub fn is_mutating(&self) -> bool {
-        !matches!(self, Request::Status | Request::Gc { dry_run: true })
+        !matches!(self, Request::Status | Request::Gc { dry_run: true } | Request::Read { .. })
+    }
+
+    /// Whether the request reads the store (and so needs root, the service user or a reader).
+    pub fn is_read(&self) -> bool {
+        matches!(self, Request::Read { .. })
     }
 }
 
@@ -58,6 +100,10 @@ pub enum Response {
     Pass(PassReport),
     /// `gc`: what it would delete (dry run) or deleted.
     Gc(GcReport),
+    /// `read`: what the query read, as JSON of the store's types.
+    Rows {
+        rows: serde_json::Value,
+    },
     Error {
         message: String,
     },
@@ -102,7 +148,7 @@ pub async fn call(socket: &Path, request: Request, timeout: Duration) -> Result<
         line.push(b'\n');
         stream.write_all(&line).await?;
         let mut reader = BufReader::new(stream);
-        let answer = read_line(&mut reader).await?.ok_or(ClientError::Closed)?;
+        let answer = read_line_within(&mut reader, MAX_ANSWER).await?.ok_or(ClientError::Closed)?;
         Ok(serde_json::from_str(&answer)?)
     };
     tokio::time::timeout(timeout, fut)
@@ -112,13 +158,21 @@ pub async fn call(socket: &Path, request: Request, timeout: Duration) -> Result<
 
 /// Reads one line of at most [`MAX_MESSAGE`] bytes; `None` at end of stream.
 pub async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> std::io::Result<Option<String>> {
+    read_line_within(r, MAX_MESSAGE).await
+}
+
+/// Reads one line of at most `max` bytes; `None` at end of stream.
+async fn read_line_within<R: tokio::io::AsyncBufRead + Unpin>(
+    r: &mut R,
+    max: usize,
+) -> std::io::Result<Option<String>> {
     let mut buf = Vec::new();
-    let mut limited = r.take(MAX_MESSAGE as u64 + 1);
+    let mut limited = r.take(max as u64 + 1);
     let n = limited.read_until(b'\n', &mut buf).await?;
     if n == 0 {
         return Ok(None);
     }
-    if buf.len() > MAX_MESSAGE {
+    if buf.len() > max {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "message too long"));
     }
     String::from_utf8(buf)
@@ -174,7 +228,20 @@ mod tests {
     }
 
     #[test]
+    fn reads_carry_their_query() {
+        let e = Envelope { v: 1, request: Request::Read { query: Query::Requests { open_only: true } } };
+        let wire = serde_json::to_string(&e).unwrap();
+        assert_eq!(wire, r#"{"v":1,"request":"read","query":{"query":"requests","open_only":true}}"#);
+        assert_eq!(serde_json::from_str::<Envelope>(&wire).unwrap(), e);
+        let r = Response::Rows { rows: serde_json::json!([1]) };
+        assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"response":"rows","rows":[1]}"#);
+    }
+
+    #[test]
     fn only_reads_are_unprivileged() {
+        assert!(Request::Read { query: Query::Nodes }.is_read());
+        assert!(!Request::Read { query: Query::Nodes }.is_mutating());
+        assert!(!Request::Status.is_read());
         assert!(!Request::Status.is_mutating());
         assert!(!Request::Gc { dry_run: true }.is_mutating());
         assert!(Request::Gc { dry_run: false }.is_mutating());

@@ -31,6 +31,50 @@ fn has_fields(v: &Value, fields: &[&str], what: &str) {
     }
 }
 
+/// `slurm-dws ARGS` on a terminal `columns` wide (`$COLUMNS`).
+fn run_at_width(w: &World, columns: usize, args: &[&str]) -> String {
+    let out = std::process::Command::new(BIN)
+        .arg("--config")
+        .arg(&w.config)
+        .args(args)
+        .env("COLUMNS", columns.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() || args[0] == "status",
+        "slurm-dws {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// Every time in a JSON output is RFC 3339 UTC with a `Z` (docs/json.md): keys naming a time.
+fn times_are_rfc3339_utc(v: &Value, path: &str) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let is_time =
+                    k.ends_with("_at") || k.ends_with("time") || k.ends_with("since") || k == "until";
+                if let (true, Value::String(s)) = (is_time, x) {
+                    assert!(
+                        chrono::DateTime::parse_from_rfc3339(s).is_ok() && s.ends_with('Z'),
+                        "{path}.{k} = {s:?}: not RFC 3339 UTC"
+                    );
+                }
+                times_are_rfc3339_utc(x, &format!("{path}.{k}"));
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| times_are_rfc3339_utc(x, path)),
+        _ => {}
+    }
+}
+
+/// `text` with its line breaks and runs of spaces made single spaces: `explain` and `status` wrap
+/// their sentences to the terminal.
+fn words(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn fails_with(w: &World, args: &[&str], code: i32, needle: &str) {
     let out = run(w, args);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -116,6 +160,50 @@ async fn every_command_in_table_and_json_and_explain_tells_the_story() {
     let t = ok_table(&w, &["nodes", "--sort", "state"]);
     assert!(t.contains("hpc-s-0"), "{t}");
 
+    // Listings as Slurm's: -o/--format with the JSON field names, -h/--noheader, -l/--long, --summarize.
+    let t = ok_table(&w, &["nodes", "-o", "name,state,static", "-h", "--sort", "name"]);
+    assert_eq!(t, "hpc-a-0  up  no\nhpc-a-1  up  no\nhpc-s-0  up  yes\n");
+    let t = ok_table(&w, &["nodes", "--format=job_id,name", "--noheader", "hpc-a-0"]);
+    assert_eq!(t, "42  hpc-a-0\n");
+    fails_with(
+        &w,
+        &["nodes", "-o", "name,colour"],
+        2,
+        "unknown field 'colour' for nodes (fields: name, nodeset, static, state,",
+    );
+    fails_with(&w, &["nodes", "--sort", "created"], 2, "unknown field 'created' for nodes");
+    let picked = w.cli_json(&["nodes", "-o", "name,state"]);
+    assert_eq!(picked[0].as_object().unwrap().keys().collect::<Vec<_>>(), ["name", "state"], "{picked}");
+    let long = ok_table(&w, &["nodes", "-l"]);
+    let header = long.lines().next().unwrap();
+    for h in ["NAME", "NODESET", "STATIC", "MIG", "RESIZE_REQUEST", "VM", "TERMINATION", "LAST_ERROR"] {
+        assert!(header.contains(h), "--long shows {h}: {header}");
+    }
+    let short = ok_table(&w, &["nodes"]);
+    assert!(!short.lines().next().unwrap().contains("RESIZE_REQUEST"), "{short}");
+    let summary = ok_table(&w, &["nodes", "--summarize"]);
+    let rows: Vec<Vec<&str>> = summary.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(
+        rows,
+        [
+            vec!["NODESET", "STATE", "NODES", "NODELIST"],
+            vec!["a", "up", "2", "hpc-a-[0-1]"],
+            vec!["s", "up", "1", "hpc-s-0"]
+        ],
+        "{summary}"
+    );
+    assert_eq!(
+        w.cli_json(&["nodes", "-s"]),
+        json!([{"nodeset": "a", "state": "up", "count": 2, "nodes": "hpc-a-[0-1]"}, {"nodeset": "s", "state": "up", "count": 1, "nodes": "hpc-s-0"}])
+    );
+    // -h is --noheader for listings, so help is --help there, and it offers only what nodes takes.
+    let help = ok_table(&w, &["nodes", "--help"]);
+    for needle in ["-o, --format", "-h, --noheader", "-l, --long", "-s, --summarize", "--sort <FIELD>"] {
+        assert!(help.contains(needle), "help shows {needle}: {help}");
+    }
+    assert!(!help.contains("created"), "nodes has no created field to sort by: {help}");
+    assert!(!ok_table(&w, &["nodes", "-h"]).contains("NAME"));
+
     // requests
     let reqs = w.cli_json(&["requests"]);
     let reqs = reqs.as_array().unwrap();
@@ -172,6 +260,28 @@ async fn every_command_in_table_and_json_and_explain_tells_the_story() {
     assert!(w.cli_json(&["events", "--since", "2999-01-01T00:00:00Z"]).as_array().unwrap().is_empty());
     assert!(ok_table(&w, &["events"]).contains("request_succeeded"));
 
+    // Default tables fit the terminal: the free text is cut (…), never a name.
+    for args in [&["nodes"][..], &["requests"], &["migs"], &["events"], &["status"], &["explain", "hpc-a-0"]]
+    {
+        let t = run_at_width(&w, 80, args);
+        for line in t.lines() {
+            assert!(line.chars().count() <= 80, "{args:?} at 80 columns: {line:?}\n{t}");
+        }
+        eprintln!("$ COLUMNS=80 slurm-dws {}\n{t}", args.join(" "));
+    }
+    assert!(run_at_width(&w, 80, &["events"]).lines().any(|l| l.ends_with('…')), "long messages are cut");
+    let narrow = run_at_width(&w, 20, &["nodes"]);
+    for name in ["hpc-a-0", "hpc-a-1", "hpc-s-0"] {
+        assert!(narrow.lines().any(|l| l.starts_with(name)), "{name} whole at 20 columns:\n{narrow}");
+    }
+    let wide = run_at_width(&w, 400, &["events", "-l"]);
+    assert!(!wide.contains('…') && wide.lines().next().unwrap().contains("COUNT"), "{wide}");
+    // One time convention in every JSON output.
+    for args in [&["status"][..], &["nodes"], &["requests"], &["migs"], &["events"], &["explain", "hpc-a-0"]]
+    {
+        times_are_rfc3339_utc(&w.cli_json(args), &args.join(" "));
+    }
+
     // gc, reconcile, version, check-config
     let gc = w.cli_json(&["gc", "--dry-run"]);
     assert!(gc.is_array() || gc.is_object(), "{gc}");
@@ -191,7 +301,7 @@ async fn every_command_in_table_and_json_and_explain_tells_the_story() {
     w.wait_for("hpc-a-0 out of service", 60, || {
         (w.node_states().get("hpc-a-0").map(String::as_str) == Some("powered_down")).then_some(())
     });
-    let story = ok_table(&w, &["explain", "hpc-a-0"]);
+    let story = words(&ok_table(&w, &["explain", "hpc-a-0"]));
     eprintln!("$ slurm-dws explain hpc-a-0\n{story}");
     for needle in [
         "hpc-a-0",
@@ -210,7 +320,14 @@ async fn every_command_in_table_and_json_and_explain_tells_the_story() {
     let ex = w.cli_json(&["explain", "hpc-a-0"]);
     assert!(ex.is_object(), "{ex}");
     // Errors: one line, the object named, the project's exit codes.
-    fails_with(&w, &["explain", "hpc-z-9"], 2, "hpc-z-9");
+    fails_with(
+        &w,
+        &["explain", "hpc-z-9"],
+        2,
+        "not a slurm-dws node: hpc-z-9: no nodeset 'z' in cluster hpc",
+    );
+    let err = String::from_utf8_lossy(&run(&w, &["explain", "hpc-z-9"]).stderr).to_string();
+    assert_eq!(err.matches("hpc-z-9").count(), 1, "the node is named once: {err}");
     fails_with(&w, &["nodes", "hpc-a-[3-1]"], 2, "hpc-a-[3-1]");
     fails_with(&w, &["nodes", "--state", "sleeping"], 2, "sleeping");
     fails_with(&w, &["events", "--since", "yesterday-ish"], 2, "yesterday-ish");
@@ -232,7 +349,64 @@ async fn read_only_commands_work_with_the_daemon_down_and_mutating_ones_say_why(
     assert_eq!(status["daemon"]["running"], false);
     assert!(status["last_pass"].is_object(), "the last pass is read from the store: {status}");
     assert_eq!(w.cli_json(&["nodes"]).as_array().unwrap().len(), 1);
-    assert!(ok_table(&w, &["explain", "hpc-a-0"]).contains("Job 7"));
+    let story = words(&ok_table(&w, &["explain", "hpc-a-0"]));
+    assert!(story.contains("Job 7") && story.contains("Slurm could not be asked"), "{story}");
+
+    // Identical events of one pass are one event with a count (the store coalesces them).
+    let store = slurm_dws::store::Store::open(&w.state_dir()).await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    let at =
+        chrono::DateTime::parse_from_rfc3339("2026-11-24T10:00:00Z").unwrap().with_timezone(&chrono::Utc);
+    for _ in 0..6 {
+        tx.add_event(at, "drift", &["hpc-a-0".to_string()], "Slurm has it down, its VM runs").await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    store.close().await;
+    let drift: Vec<Value> = w
+        .cli_json(&["events", "--node", "hpc-a-0"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "drift")
+        .cloned()
+        .collect();
+    assert_eq!(
+        drift,
+        [
+            json!({"time": "2026-11-24T10:00:00Z", "kind": "drift", "nodes": "hpc-a-0", "count": 6, "message": "Slurm has it down, its VM runs"})
+        ]
+    );
+    let table = run_at_width(&w, 200, &["events", "--node", "hpc-a-0"]);
+    assert!(table.contains("Slurm has it down, its VM runs (6 times)"), "{table}");
+    let long = run_at_width(&w, 200, &["events", "--node", "hpc-a-0", "-l", "-o", "kind,count"]);
+    assert!(long.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["drift", "6"]), "{long}");
+
+    // explain puts Slurm's view beside slurm-dws's: here slurmctld (a fake 22.05 printing what it
+    // prints) has the node completing job 7 and being powered down, while slurm-dws has it up.
+    use std::os::unix::fs::PermissionsExt;
+    let node = r#"{"name":"hpc-a-0","state":"completing","state_flags":["CLOUD","POWER_DOWN"],"reason":"Kill task failed","address":"hpc-a-0","hostname":"hpc-a-0","partitions":["a"]}"#;
+    let jobs = r#"[{"job_id":7,"job_state":"COMPLETING","nodes":"hpc-a-0","partition":"a","time_limit":60},{"job_id":8,"job_state":"RUNNING","nodes":"hpc-a-[1-2]","partition":"a","time_limit":60}]"#;
+    for (cmd, text) in [
+        ("scontrol", "#!/bin/sh\n[ \"$1\" = --version ] && echo 'slurm 22.05.8'\nexit 0\n".to_string()),
+        ("sinfo", format!("#!/bin/sh\necho '{{\"meta\":{{}},\"errors\":[],\"nodes\":[{node}]}}'\n")),
+        ("squeue", format!("#!/bin/sh\necho '{{\"meta\":{{}},\"errors\":[],\"jobs\":{jobs}}}'\n")),
+    ] {
+        let p = w.path().join("slurm-bin").join(cmd);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let story = words(&ok_table(&w, &["explain", "hpc-a-0"]));
+    assert!(
+        story.contains("slurm-dws has it up")
+            && story.contains("Slurm has it completing! (reason: Kill task failed), job 7 COMPLETING on it."),
+        "{story}"
+    );
+    assert_eq!(
+        w.cli_json(&["explain", "hpc-a-0"])["slurm"],
+        json!({"state": "completing!", "reason": "Kill task failed", "jobs": [{"job_id": 7, "state": "COMPLETING"}], "error": null})
+    );
+    let story = words(&ok_table(&w, &["explain", "hpc-a-3"]));
+    assert!(story.contains("never been asked") && story.contains("Slurm does not list it."), "{story}");
     let out = run(&w, &["reconcile"]);
     assert_eq!(out.status.code(), Some(1), "the daemon is needed for a pass");
     let err = String::from_utf8_lossy(&out.stderr);

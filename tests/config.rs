@@ -73,6 +73,8 @@ fn example_parses_with_the_values_it_shows() {
     );
     assert_eq!(c.daemon.metrics_listen, Some("127.0.0.1:9464".parse::<SocketAddr>().unwrap()));
     assert_eq!(c.daemon.service_user.as_deref(), Some("slurm"));
+    assert_eq!(c.daemon.history_days, 30);
+    assert_eq!(c.daemon.readers.as_deref(), Some("slurmops"));
 
     assert_eq!(c.nodesets.len(), 2);
     let a3u = c.nodeset("a3u").unwrap();
@@ -126,6 +128,7 @@ node_count_dynamic_max = 1
     );
     assert_eq!(c.daemon.metrics_listen, None);
     assert_eq!(c.daemon.service_user.as_deref(), Some("slurm"));
+    assert_eq!((c.daemon.history_days, c.daemon.readers.as_deref()), (30, None));
     let n = &c.nodesets[0];
     assert_eq!((n.node_count_static, n.node_count_dynamic_max), (0, 1));
     assert_eq!(n.partition, "a3u");
@@ -227,6 +230,8 @@ fn each_rule_names_its_key() {
         (&[("[[nodeset]]", "[reconcile]\nbackoff_max = 10\n[[nodeset]]")], "reconcile.backoff_max", "backoff_initial"),
         (&[("[[nodeset]]", "[daemon]\nmetrics_listen = \"9464\"\n[[nodeset]]")], "daemon.metrics_listen", "IP address and port"),
         (&[("[[nodeset]]", "[daemon]\nservice_user = \"a b\"\n[[nodeset]]")], "daemon.service_user", "user name"),
+        (&[("[[nodeset]]", "[daemon]\nhistory_days = 0\n[[nodeset]]")], "daemon.history_days", "minimum 1"),
+        (&[("[[nodeset]]", "[daemon]\nreaders = \"ops team\"\n[[nodeset]]")], "daemon.readers", "group name"),
         (&[("name = \"a3u\"\n", "")], "nodeset[0].name", "is required"),
         (&[("name = \"a3u\"", "name = \"A3U\"")], "nodeset[0].name", "[a-z0-9]{1,14}"),
         (&[("name = \"a3u\"", "name = \"a-3\"")], "nodeset[0].name", "[a-z0-9]{1,14}"),

@@ -237,7 +237,10 @@ fn e2e_3_stockout_requeues_at_once_and_the_job_runs_when_capacity_returns(slurm:
     eprintln!("[e2e-3] stockout -> job requeued in {requeued_in:?}");
     assert!(requeued_in < Duration::from_secs(60), "requeued by slurm-dws, not by Slurm's ResumeTimeout");
     let why = s.cli(&["explain", "hpc-a-0"]);
+    eprintln!("[e2e-3] explain hpc-a-0:\n{why}");
     assert!(why.contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{why}");
+    // Slurm's own view of the node, read from the real slurmctld, is beside slurm-dws's.
+    assert!(why.contains("Slurm has it ") && !why.contains("Slurm could not be asked"), "{why}");
     let status = s.cli_json(&["status"]);
     eprintln!("[e2e-3] status during the stockout: {status}");
     assert!(

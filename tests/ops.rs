@@ -351,8 +351,9 @@ async fn json_logs_are_one_object_per_line_with_structured_fields() {
     assert!(lines.iter().any(|l| l["message"] == "slurm-dws daemon stopping"));
 }
 
-/// A local user who is neither root nor the service user: reads of the private store are refused with a
-/// message that says so (not "no database"), and so are mutating requests over the socket.
+/// A local user who is neither root nor the service user nor a reader: reads of the private store are
+/// refused with a message that says so (not "no database"), by the daemon it asked, and so are
+/// mutating requests over the socket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_users_are_told_permission_denied() {
     if !nix::unistd::geteuid().is_root() {
@@ -372,13 +373,16 @@ async fn other_users_are_told_permission_denied() {
         cmd.uid(65534).gid(65534); // std drops supplementary groups when root sets a uid
         cmd.output().unwrap()
     };
-    let out = as_nobody(&["status"]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("permission denied reading") && err.contains("root or as the service user"),
-        "{err}"
-    );
+    for args in [&["status"][..], &["nodes"], &["events"], &["explain", "hpc-a-0"]] {
+        let out = as_nobody(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("permission denied reading")
+                && err.contains("uid 65534 may not read the state (root and the service user may;"),
+            "{args:?}: {err}"
+        );
+    }
     for args in [&["reconcile"][..], &["gc"][..]] {
         let out = as_nobody(args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
@@ -427,7 +431,13 @@ async fn a_degraded_pass_is_loud_in_status_events_metrics_and_once_in_the_log() 
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(text.contains(&format!("health:        DEGRADED since {since}")), "{text}");
-    assert!(text.contains("Unable to contact slurm controller"), "{text}");
+    // Each reason is a line of its own under health, wrapped to the terminal (80 columns here).
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("- reading Slurm's nodes:") && words.contains("Unable to contact slurm controller"),
+        "{text}"
+    );
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("DEGRADED since"), "one line on stderr");
     assert_eq!(w.cli_json(&["status"])["degraded"]["since"].as_str(), Some(since.as_str()));
     let events = w.cli_json(&["events"]);
@@ -461,4 +471,199 @@ async fn a_degraded_pass_is_loud_in_status_events_metrics_and_once_in_the_log() 
     let out = w.cli(&["status"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("DOWN: the daemon is not running"));
+}
+
+/// Under systemd: `READY=1`, then `WATCHDOG=1` from the pass loop (after passes and while it waits,
+/// every half of `WATCHDOG_USEC`), and log lines led by their syslog priority for journald (WARN `<4>`,
+/// INFO `<6>`), as systemd's `JOURNAL_STREAM` says stderr is the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::disallowed_methods)] // counts a real daemon's pings over 4 s of real time
+async fn under_systemd_the_pass_loop_pings_the_watchdog_and_lines_carry_their_priority() {
+    use std::os::unix::fs::MetadataExt;
+    // No Slurm in this world: its passes are degraded, which the daemon warns about once.
+    let w = World::new(&[("a", 0, 4, "")], "").await;
+    let notify_path = w.path().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let journal_path = w.path().join("journal.txt");
+    let journal = std::fs::File::create(&journal_path).unwrap();
+    let meta = journal.metadata().unwrap();
+    // WATCHDOG_PID must be the daemon's own pid: the shell's, which exec keeps.
+    let mut daemon = Command::new("sh")
+        .args(["-c", r#"WATCHDOG_PID=$$ exec "$0" "$@""#, common::BIN, "--config"])
+        .arg(&w.config)
+        .arg("daemon")
+        .env("NOTIFY_SOCKET", &notify_path)
+        .env("WATCHDOG_USEC", "1000000")
+        .env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()))
+        .env_remove("SLURM_DWS_LOG")
+        .stdout(Stdio::null())
+        .stderr(journal)
+        .spawn()
+        .unwrap();
+    let mut messages = Vec::new();
+    let start = Instant::now();
+    let mut buf = [0u8; 4096];
+    while start.elapsed() < Duration::from_secs(4) {
+        let n = notify.recv(&mut buf).expect("the daemon notifies");
+        messages.push(String::from_utf8_lossy(&buf[..n]).trim_end().to_string());
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(daemon.id() as i32), nix::sys::signal::Signal::SIGTERM)
+        .unwrap();
+    assert!(daemon.wait().unwrap().success());
+    assert_eq!(messages.first().map(String::as_str), Some("READY=1"), "{messages:?}");
+    let pings = messages.iter().filter(|m| *m == "WATCHDOG=1").count();
+    // Passes come every 2 s here: at least 5 pings in 4 s means the loop pings while it waits too.
+    assert!(pings >= 5, "WATCHDOG=1 every 0.5 s: {messages:?}");
+    let log = std::fs::read_to_string(&journal_path).unwrap();
+    assert!(log.lines().all(|l| l.starts_with('<')), "every line has its priority:\n{log}");
+    assert!(log.lines().any(|l| l.starts_with("<6>") && l.contains("slurm-dws daemon ready")), "{log}");
+    assert!(
+        log.lines().any(|l| l.starts_with("<4>") && l.contains("reconcile passes are DEGRADED")),
+        "{log}"
+    );
+    assert!(!log.contains('\u{1b}'), "no colours in the journal:\n{log}");
+}
+
+/// A `SLURM_DWS_LOG` that names no level is refused (exit 2, naming it) instead of logging at a level
+/// nobody asked for; `status` with a config that no longer loads exits 1 (a health check), naming
+/// the problem.
+#[test]
+fn a_bad_log_filter_is_refused_and_status_calls_a_broken_config_unhealthy() {
+    let w = World::with_endpoint("http://127.0.0.1:9/compute/v1/", &[("a", 0, 4, "")], "");
+    for filter in ["verbose", "slurm_dws=loud", ""] {
+        let out = Command::new(common::BIN)
+            .arg("--config")
+            .arg(&w.config)
+            .arg("daemon")
+            .env("SLURM_DWS_LOG", filter)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{filter:?}: {err}");
+        assert!(
+            err.contains(&format!("bad SLURM_DWS_LOG '{filter}'")) && err.trim().lines().count() == 1,
+            "{err}"
+        );
+    }
+    // Listing options are checked before the state is read: bad usage is exit 2 even with no database.
+    assert_eq!(w.cli(&["nodes"]).status.code(), Some(1), "no database yet");
+    for args in [&["nodes", "-o", "bogus"][..], &["events", "--sort", "bogus"], &["nodes", "-s", "-o", "mig"]]
+    {
+        let out = w.cli(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field"), "{args:?}");
+    }
+    let text = std::fs::read_to_string(&w.config).unwrap();
+    std::fs::write(&w.config, text.replace("interval = 2", "interval = \"soon\"")).unwrap();
+    let out = w.cli(&["status"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("BROKEN config") && err.contains("reconcile.interval"), "{err}");
+    // The same config is bad input for every other command.
+    assert_eq!(w.cli(&["nodes"]).status.code(), Some(2));
+}
+
+/// `daemon.readers`: a member of the group (here `nobody`, whose primary group is `nogroup`) cannot open
+/// the database, and reads the same listings through the daemon; it still may not change anything;
+/// with the daemon down it is told why it cannot read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_of_readers_read_through_the_daemon_and_change_nothing() {
+    if !nix::unistd::geteuid().is_root() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI runs as root: this test must run there");
+        eprintln!("SKIP members_of_readers_read_through_the_daemon_and_change_nothing: needs root");
+        return;
+    }
+    let mut w = World::new(&[("a", 0, 4, "")], "[daemon]\nreaders = \"nogroup\"\n").await;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(w.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.start_daemon();
+    let rf = common::resume_file(&[(7, "hpc-a-0")], "hpc-a-0");
+    assert!(w.hook("resume", "hpc-a-0", Some(&rf)).status.success());
+    w.wait_for("hpc-a-0 up", 30, || {
+        (w.node_states().get("hpc-a-0").map(String::as_str) == Some("up")).then_some(())
+    });
+    let config = w.config.clone();
+    let as_nobody = |args: &[&str]| {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(common::BIN);
+        cmd.arg("--config").arg(&config).args(args);
+        cmd.uid(65534).gid(65534);
+        cmd.output().unwrap()
+    };
+    assert!(
+        std::fs::File::open(w.state_dir().join("slurm-dws.db")).is_ok()
+            && !as_nobody(&["check-config"]).stdout.is_empty(),
+        "root reads the file; nobody reads the config"
+    );
+    let json = |args: &[&str]| -> Value {
+        let out = as_nobody(args);
+        assert!(
+            out.status.success() || args[0] == "status",
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    };
+    for args in [
+        &["nodes", "-o", "name,state,job_id,mig,resize_request", "--json"][..],
+        &["nodes", "--summarize", "--json"],
+        &["requests", "-o", "name,mig,nodes,job_id,created_at", "--json"],
+        &["migs", "-o", "name,nodeset,created_at", "--json"],
+        &["events", "--node", "hpc-a-0", "-o", "time,kind,message", "--json"],
+    ] {
+        let read_by_nobody = json(args);
+        assert_eq!(read_by_nobody, w.cli_json(&args[..args.len() - 1]), "{args:?}");
+        assert!(!read_by_nobody.as_array().unwrap().is_empty(), "{args:?}");
+    }
+    let status = json(&["status", "--json"]);
+    assert_eq!(
+        (status["daemon"]["running"].clone(), status["nodes"]["up"].clone()),
+        (json!(true), json!(1)),
+        "{status}"
+    );
+    let story = as_nobody(&["explain", "hpc-a-0"]);
+    assert!(story.status.success() && String::from_utf8_lossy(&story.stdout).contains("Job 7"));
+    for args in [&["reconcile"][..], &["gc"][..]] {
+        let out = as_nobody(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("permission denied: uid 65534"), "{args:?}");
+    }
+    assert!(w.stop_daemon().success());
+    let out = as_nobody(&["nodes"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("the daemon cannot read it for you") && err.contains("daemon.readers"), "{err}");
+}
+
+/// `daemon.history_days`: the daemon prunes events older than that after its first pass, and keeps
+/// the recent ones; the log says what it deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::disallowed_methods)] // stamps the seeded events relative to the real present
+async fn the_daemon_prunes_history_older_than_history_days() {
+    let mut w = World::new(&[("a", 0, 4, "")], "[daemon]\nhistory_days = 2\n").await;
+    let store = slurm_dws::store::Store::open(&w.state_dir()).await.unwrap();
+    let now = chrono::Utc::now();
+    let mut tx = store.begin().await.unwrap();
+    for days in [30, 3] {
+        let at = now - chrono::Duration::days(days);
+        tx.add_event(at, "resume", &["hpc-a-0".to_string()], &format!("{days} days old")).await.unwrap();
+    }
+    tx.add_event(now - chrono::Duration::days(1), "resume", &["hpc-a-0".to_string()], "1 day old")
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    store.close().await;
+    w.start_daemon();
+    w.wait_for("the old events pruned", 30, || {
+        let events = w.cli_json(&["events", "--node", "hpc-a-0"]);
+        let left: Vec<&str> =
+            events.as_array().unwrap().iter().filter_map(|e| e["message"].as_str()).collect();
+        (left == ["1 day old"]).then_some(())
+    });
+    let log = w.daemon_log();
+    assert!(
+        log.contains("pruned the history older than daemon.history_days") && log.contains("events=2"),
+        "{log}"
+    );
 }

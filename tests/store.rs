@@ -202,40 +202,51 @@ async fn concurrent_first_opens_apply_the_migrations_once() {
 
 #[tokio::test]
 async fn only_the_daemon_migrates_an_older_schema_and_a_newer_hook_still_records() {
-    // A database whose schema is older than this build's (as after installing a new slurm-dws while
-    // the old daemon runs): the newest migration is forgotten, as if it had never been applied.
+    // The database of the first release: its schema is the first migration alone (as after installing
+    // a new slurm-dws while the old daemon still runs on it).
+    let versions = migration_files();
+    assert!(versions.len() >= 2, "needs a migration after the first: {versions:?}");
+    let first = versions[0];
+    let first_sql = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&first.to_string()))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    Store::open_for_daemon(tmp.path()).await.unwrap().close().await;
     let db = tmp.path().join(DB_FILE);
-    let mut c = raw(&db).await;
-    sqlx::query("UPDATE schema_migrations SET version = version - 1 WHERE version = ?")
-        .bind(SCHEMA_VERSION)
+    let mut c = SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", db.display())).await.unwrap();
+    sqlx::raw_sql(&first_sql).execute(&mut c).await.unwrap();
+    sqlx::raw_sql("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO schema_migrations VALUES (?, 'then')")
+        .bind(first)
         .execute(&mut c)
         .await
         .unwrap();
     c.close().await.unwrap();
-    let older = {
-        let mut v = migration_files();
-        *v.last_mut().unwrap() -= 1;
-        v
-    };
+    assert_eq!(recorded_versions(&db).await, [first]);
 
-    // The hook (newer than the schema) records into it as it is, and migrates nothing; nor does the CLI.
+    // The new hook records into it as it is (a note event too), and migrates nothing; nor does the CLI.
     let hook = Store::open_for_hook(tmp.path()).await.unwrap();
-    let id = hook.record_hook(HookKind::Resume, "hpc-a-1", &[], None, at(0)).await.unwrap();
+    let id = hook
+        .record_hook(HookKind::Resume, "hpc-a-1", &[], Some(("resume_file", "no SLURM_RESUME_FILE")), at(0))
+        .await
+        .unwrap();
     assert!(id > 0);
     hook.close().await;
     Store::open(tmp.path()).await.unwrap().close().await;
-    assert_eq!(recorded_versions(&db).await, older, "a hook or the CLI migrated the schema");
+    assert_eq!(recorded_versions(&db).await, [first], "a hook or the CLI migrated the schema");
 
-    // The daemon is the one that applies the missing migration. (Here the "older" schema is the
-    // current one relabelled, so applying the newest migration again fails on its existing tables:
-    // that failure is the daemon trying, which the hook and the CLI above never did.)
-    match Store::open_for_daemon(tmp.path()).await {
-        Err(StoreError::Migrate { version, .. }) => assert_eq!(version, SCHEMA_VERSION),
-        other => panic!("the daemon should have applied migration {SCHEMA_VERSION}: {other:?}"),
-    }
-    assert_eq!(recorded_versions(&db).await, older, "a failed migration is rolled back whole");
+    // The daemon migrates it, and what the hook recorded is there for it.
+    Store::open_for_daemon(tmp.path()).await.unwrap().close().await;
+    assert_eq!(recorded_versions(&db).await, versions);
+    let mut c = raw(&db).await;
+    let inbox: i64 = sqlx::query("SELECT count(*) FROM inbox").fetch_one(&mut c).await.unwrap().get(0);
+    let events: i64 = sqlx::query("SELECT count(*) FROM events").fetch_one(&mut c).await.unwrap().get(0);
+    assert_eq!((inbox, events), (1, 1));
 }
 
 #[tokio::test]
@@ -724,6 +735,7 @@ async fn events_filters_limit_and_hostlists() {
                 "c-gpu-3", "c-gpu-1", "c-gpu-2", "c-gpu-7", "c-cpu-01"
             ])),
             message: "asked".into(),
+            count: 1,
         }
     );
     let mut expanded = slurm_dws::hostlist::expand(&all[0].nodes).unwrap();
@@ -1360,4 +1372,100 @@ async fn sigkill_during_concurrent_hook_and_daemon_writes_loses_nothing() {
         c.inside_tx
     );
     assert!(c.daemon.len() >= 20 && c.hooks.len() >= 20, "seed {seed}: too few commits to mean anything");
+}
+
+// ---- identical events of a pass, and history retention --------------------------------------------------
+
+#[tokio::test]
+async fn identical_events_at_one_instant_are_one_event_with_a_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    // One pass (one clock read) notices the same drift six times, and something else once.
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        ids.push(tx.add_event(at(10), "drift", &names(&["c-gpu-1"]), "VM gone").await.unwrap());
+    }
+    tx.add_event(at(10), "drift", &names(&["c-gpu-2"]), "VM gone").await.unwrap();
+    tx.commit().await.unwrap();
+    // The next pass notices it again: a new event.
+    let mut tx = store.begin().await.unwrap();
+    tx.add_event(at(40), "drift", &names(&["c-gpu-1"]), "VM gone").await.unwrap();
+    tx.commit().await.unwrap();
+    assert!(ids.iter().all(|&id| id == ids[0]), "one row: {ids:?}");
+    let all = store.events(None, None, 100).await.unwrap();
+    let seen: Vec<(&str, i64)> = all.iter().map(|e| (e.nodes.as_str(), e.count)).collect();
+    assert_eq!(seen, [("c-gpu-1", 6), ("c-gpu-2", 1), ("c-gpu-1", 1)]);
+    // Still found by node.
+    assert_eq!(store.events(Some("c-gpu-1"), None, 100).await.unwrap().len(), 2);
+}
+
+/// A request group of tag `tag` in `phase`, last updated at `at(updated)`.
+async fn finished_request(
+    tx: &mut slurm_dws::store::StoreTx,
+    tag: &str,
+    phase: RequestPhase,
+    updated: i64,
+) -> Request {
+    let (mig, name) = (format!("c-gpu-{tag}"), format!("rr-{tag}"));
+    let mut r = tx.insert_request("gpu", None, tag, &mig, &name, &[], 600, at(0)).await.unwrap();
+    r.phase = phase;
+    r.updated_at = at(updated);
+    tx.update_request(&r).await.unwrap();
+    r
+}
+
+#[tokio::test]
+async fn history_is_pruned_in_batches_and_what_is_in_use_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    // 25 old events and 3 recent ones.
+    for i in 0..25 {
+        tx.add_event(at(i), "old", &names(&["c-gpu-1", "c-gpu-2"]), &format!("old {i}")).await.unwrap();
+    }
+    for i in 0..3 {
+        tx.add_event(at(1000 + i), "new", &names(&["c-gpu-1"]), &format!("new {i}")).await.unwrap();
+    }
+    // Requests: old and done (pruned), old and done but a node still points at it (kept), old and
+    // still active (kept), recent and done (kept).
+    let gone = finished_request(&mut tx, "aaaaaaaa", RequestPhase::Done, 5).await;
+    let pointed = finished_request(&mut tx, "bbbbbbbb", RequestPhase::Done, 5).await;
+    let active = finished_request(&mut tx, "cccccccc", RequestPhase::Active, 5).await;
+    let recent = finished_request(&mut tx, "dddddddd", RequestPhase::Done, 1000).await;
+    let mut n = node("gpu", 1);
+    n.request_id = Some(pointed.id);
+    tx.upsert_nodes(&[n]).await.unwrap();
+    let mig = |name: &str, state: MigState, empty_since: i64| Mig {
+        name: name.into(),
+        nodeset: "gpu".into(),
+        region: "us-central1".into(),
+        target_size: 0,
+        state,
+        created_at: at(0),
+        empty_since: Some(at(empty_since)),
+    };
+    tx.upsert_mig(&mig("c-gpu-old-deleted", MigState::Deleted, 5)).await.unwrap();
+    tx.upsert_mig(&mig("c-gpu-old-active", MigState::Active, 5)).await.unwrap();
+    tx.upsert_mig(&mig("c-gpu-new-deleted", MigState::Deleted, 1000)).await.unwrap();
+    tx.commit().await.unwrap();
+
+    // Batches of 10: the 25 old events go in three transactions.
+    let pruned = store.prune_history(at(500), 10).await.unwrap();
+    assert_eq!((pruned.events, pruned.requests, pruned.migs), (25, 1, 1));
+    let left: Vec<String> =
+        store.events(None, None, 100).await.unwrap().into_iter().map(|e| e.message).collect();
+    assert_eq!(left, ["new 0", "new 1", "new 2"]);
+    assert_eq!(store.events(Some("c-gpu-2"), None, 100).await.unwrap(), vec![], "their node rows went too");
+    let ids: Vec<i64> = store.requests(false).await.unwrap().iter().map(|r| r.id).collect();
+    assert_eq!(ids, [pointed.id, active.id, recent.id], "{} pruned", gone.id);
+    let migs: Vec<String> = store.migs(false).await.unwrap().into_iter().map(|m| m.name).collect();
+    assert_eq!(migs, ["c-gpu-new-deleted", "c-gpu-old-active"]);
+    // Nothing is left to prune; the file is sound.
+    assert_eq!(store.prune_history(at(500), 10).await.unwrap(), Default::default());
+    let mut tx = store.begin().await.unwrap();
+    assert_eq!(tx.prune_history(at(500), 10).await.unwrap().most(), 0);
+    tx.commit().await.unwrap();
+    store.close().await;
+    integrity_check(&dir.path().join(DB_FILE)).await;
 }

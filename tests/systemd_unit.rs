@@ -120,6 +120,8 @@ fn unit_has_the_service_shape_and_hardening() {
     let expected = [
         ("Type", "notify"),
         ("NotifyAccess", "main"),
+        // A pass loop that hangs stops its WATCHDOG=1 pings and is restarted.
+        ("WatchdogSec", "300s"),
         ("Restart", "on-failure"),
         ("User", "slurm"),
         ("StateDirectory", "slurm-dws"),

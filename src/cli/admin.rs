@@ -1,15 +1,18 @@
 //! The admin commands: `status`, `nodes`, `requests`, `migs`, `events`, `explain`, `gc`, `reconcile`.
 //!
-//! Read-only commands read the store directly, so they work whether or not the daemon runs (and say so);
+//! Read-only commands read the store directly when the caller may open it, so they work whether or not
+//! the daemon runs (and say so), else through the daemon ([`Source`]: members of `daemon.readers`);
 //! `gc` and `reconcile` change things and go through the daemon's socket, where the peer is checked.
+//! Listings build one JSON record per row, whose keys are the `--json` fields (docs/json.md); the
+//! table, `-o/--format` and `--sort` are made from the same records by [`table::print`].
 
-use super::table::{age, opt, when, Table};
+use super::source::Source;
+use super::table::{self, age, rfc3339, when, Field, Kind, Listing, Table};
 use super::CliError;
 use crate::config::Config;
 use crate::model::*;
 use crate::protocol::{self, Liveness, Request as Ask, Response};
 use crate::reconcile::{GcItemKind, GcReport, PassReport};
-use crate::store::Store;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -22,58 +25,97 @@ fn now() -> DateTime<Utc> {
     Utc::now()
 }
 
-/// Options every listing takes.
-#[derive(Debug, Clone, Default)]
-pub struct Listing {
-    pub json: bool,
-    pub sort: Option<String>,
-}
-
-async fn open(cfg: &Config) -> Result<Store, CliError> {
-    let db = cfg.state_dir.join(crate::store::DB_FILE);
-    if let Err(e) = std::fs::metadata(&db) {
-        if e.kind() == std::io::ErrorKind::PermissionDenied {
-            // 0600 in a 0700 directory: only root and the service user read the store.
-            return Err(CliError::runtime(format!(
-                "permission denied reading {}: run this as root or as the service user",
-                db.display()
-            )));
-        }
-    }
-    if !db.exists() {
-        return Err(CliError::runtime(format!(
-            "no state database in {} (the daemon has not run yet, or state_dir is wrong)",
-            cfg.state_dir.display()
-        )));
-    }
-    Store::open(&cfg.state_dir).await.map_err(|e| CliError::runtime(e.to_string()))
+async fn open(cfg: &Config) -> Result<Source, CliError> {
+    Source::open(cfg).await
 }
 
 fn rt(e: impl std::fmt::Display) -> CliError {
     CliError::runtime(e.to_string())
 }
 
+/// A time in JSON: RFC 3339 UTC (docs/json.md), or null.
 fn ts(t: Option<DateTime<Utc>>) -> Value {
-    t.map_or(Value::Null, |t| Value::String(t.to_rfc3339()))
+    t.map_or(Value::Null, |t| Value::String(rfc3339(t)))
 }
 
-fn finish(mut t: Table, l: &Listing) -> Result<String, CliError> {
-    if let Some(col) = &l.sort {
-        t.sort_by(col).map_err(CliError::usage)?;
-    }
-    Ok(t.render())
+fn print(what: &str, fields: &[Field], records: Vec<Value>, l: &Listing) -> Result<String, CliError> {
+    table::print(what, fields, records, l, now()).map_err(CliError::usage)
+}
+
+fn check(what: &str, fields: &[Field], l: &Listing) -> Result<(), CliError> {
+    table::check(what, fields, l).map_err(CliError::usage)
 }
 
 fn to_json(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default() + "\n"
 }
 
-/// `slurm-dws nodes [--nodeset N] [--state S] [NODES...]`
+/// The fields of `nodes` (the `--json` keys), in table order.
+pub const NODE_FIELDS: &[Field] = &[
+    Field::both("name", "NAME", Kind::Text),
+    Field::long("nodeset", "NODESET", Kind::Text),
+    Field::long("static", "STATIC", Kind::Bool),
+    Field::both("state", "STATE", Kind::Text),
+    Field::both("state_since", "SINCE", Kind::Age),
+    Field::both("job_id", "JOB", Kind::Text),
+    Field::long("mig", "MIG", Kind::Text),
+    Field::long("resize_request", "RESIZE_REQUEST", Kind::Text),
+    Field::long("vm_status", "VM", Kind::Text),
+    Field::both("termination_time", "TERMINATION", Kind::Time),
+    Field::long("reservation", "RESERVATION", Kind::Text),
+    Field::both("last_error", "LAST_ERROR", Kind::Text).elastic(),
+];
+
+/// The fields of `nodes --summarize`.
+pub const SUMMARY_FIELDS: &[Field] = &[
+    Field::both("nodeset", "NODESET", Kind::Text),
+    Field::both("state", "STATE", Kind::Text),
+    Field::both("count", "NODES", Kind::Text),
+    Field::both("nodes", "NODELIST", Kind::Text),
+];
+
+/// The fields of `requests`.
+pub const REQUEST_FIELDS: &[Field] = &[
+    Field::both("name", "NAME", Kind::Text),
+    Field::long("mig", "MIG", Kind::Text),
+    Field::long("nodeset", "NODESET", Kind::Text),
+    Field::both("job_id", "JOB", Kind::Text),
+    Field::both("nodes", "NODES", Kind::Hostlist),
+    Field::both("state", "STATE", Kind::Text),
+    Field::both("phase", "PHASE", Kind::Text),
+    Field::long("run_duration", "RUN_DURATION", Kind::Duration),
+    Field::both("created_at", "CREATED", Kind::Time),
+    Field::long("updated_at", "UPDATED", Kind::Time),
+    Field::both("last_error", "LAST_ERROR", Kind::Text).elastic(),
+];
+
+/// The fields of `migs`.
+pub const MIG_FIELDS: &[Field] = &[
+    Field::both("name", "NAME", Kind::Text),
+    Field::both("nodeset", "NODESET", Kind::Text),
+    Field::long("region", "REGION", Kind::Text),
+    Field::both("target_size", "TARGET_SIZE", Kind::Text),
+    Field::both("state", "STATE", Kind::Text),
+    Field::both("created_at", "CREATED", Kind::Time),
+    Field::both("empty_since", "EMPTY_SINCE", Kind::Time),
+];
+
+/// The fields of `events`.
+pub const EVENT_FIELDS: &[Field] = &[
+    Field::both("time", "TIME", Kind::Time),
+    Field::both("kind", "KIND", Kind::Text),
+    Field::both("nodes", "NODES", Kind::Text),
+    Field::long("count", "COUNT", Kind::Text),
+    Field::both("message", "MESSAGE", Kind::Text).elastic(),
+];
+
+/// `slurm-dws nodes [--nodeset N] [--state S] [--summarize] [NODES...]`
 pub async fn nodes(
     cfg: &Config,
     nodeset: Option<&str>,
     state: Option<&str>,
     names: &[String],
+    summarize: bool,
     l: &Listing,
 ) -> Result<String, CliError> {
     let state = state
@@ -97,151 +139,94 @@ pub async fn nodes(
             return Err(CliError::usage(format!("no nodeset '{ns}' in {}", cfg.source.display())));
         }
     }
+    match summarize {
+        true => check("nodes --summarize", SUMMARY_FIELDS, l)?,
+        false => check("nodes", NODE_FIELDS, l)?,
+    }
     let store = open(cfg).await?;
     let requests: BTreeMap<i64, Request> =
-        store.requests(false).await.map_err(rt)?.into_iter().map(|r| (r.id, r)).collect();
+        store.requests(false).await?.into_iter().map(|r| (r.id, r)).collect();
     let nodes: Vec<Node> = store
         .nodes()
-        .await
-        .map_err(rt)?
+        .await?
         .into_iter()
         .filter(|n| nodeset.is_none_or(|ns| n.nodeset == ns))
         .filter(|n| state.is_none_or(|s| n.state == s))
         .filter(|n| wanted.is_empty() || wanted.contains(&n.name))
         .collect();
-    let now = now();
+    if summarize {
+        return print("nodes --summarize", SUMMARY_FIELDS, summary(&nodes), l);
+    }
     let rr_name = |n: &Node| n.request_id.and_then(|id| requests.get(&id)).map(|r| r.name.clone());
-    if l.json {
-        let v: Vec<Value> = nodes
-            .iter()
-            .map(|n| {
-                json!({
-                    "name": n.name, "nodeset": n.nodeset, "static": n.is_static, "state": n.state,
-                    "job_id": n.job_id, "mig": n.mig, "resize_request": rr_name(n),
-                    "termination_time": ts(n.termination_time), "last_error": n.last_error,
-                    "vm_status": n.vm_status, "reservation": n.reservation, "state_since": ts(Some(n.state_since)),
-                })
+    let records: Vec<Value> = nodes
+        .iter()
+        .map(|n| {
+            json!({
+                "name": n.name, "nodeset": n.nodeset, "static": n.is_static, "state": n.state,
+                "job_id": n.job_id, "mig": n.mig, "resize_request": rr_name(n),
+                "termination_time": ts(n.termination_time), "last_error": n.last_error,
+                "vm_status": n.vm_status, "reservation": n.reservation, "state_since": ts(Some(n.state_since)),
             })
-            .collect();
-        return Ok(to_json(&Value::Array(v)));
+        })
+        .collect();
+    print("nodes", NODE_FIELDS, records, l)
+}
+
+/// Nodes grouped by nodeset and state, each group's nodes as one hostlist, as `sinfo` summarizes.
+fn summary(nodes: &[Node]) -> Vec<Value> {
+    let mut groups: BTreeMap<(&str, &str), Vec<String>> = BTreeMap::new();
+    for n in nodes {
+        groups.entry((n.nodeset.as_str(), n.state.as_str())).or_default().push(n.name.clone());
     }
-    let mut t = Table::new(&[
-        "NAME",
-        "NODESET",
-        "STATIC",
-        "STATE",
-        "SINCE",
-        "JOB",
-        "MIG",
-        "VM",
-        "TERMINATION",
-        "LAST_ERROR",
-    ]);
-    for n in &nodes {
-        t.push(vec![
-            n.name.clone(),
-            n.nodeset.clone(),
-            if n.is_static { "yes" } else { "no" }.into(),
-            n.state.to_string(),
-            age((now - n.state_since).num_seconds()),
-            opt(&n.job_id),
-            opt(&n.mig),
-            opt(&n.vm_status),
-            when(n.termination_time, now),
-            opt(&n.last_error),
-        ]);
-    }
-    finish(t, l)
+    groups
+        .into_iter()
+        .map(|((nodeset, state), names)| {
+            json!({"nodeset": nodeset, "state": state, "count": names.len(), "nodes": crate::hostlist::compress(&names)})
+        })
+        .collect()
 }
 
 /// `slurm-dws requests [--active]`
 pub async fn requests(cfg: &Config, active: bool, l: &Listing) -> Result<String, CliError> {
+    check("requests", REQUEST_FIELDS, l)?;
     let store = open(cfg).await?;
     let rs: Vec<Request> = store
         .requests(false)
-        .await
-        .map_err(rt)?
+        .await?
         .into_iter()
         .filter(|r| {
             !active
                 || matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
         })
         .collect();
-    let now = now();
-    if l.json {
-        let v: Vec<Value> = rs
-            .iter()
-            .map(|r| {
-                json!({
-                    "name": r.name, "mig": r.mig, "nodeset": r.nodeset, "nodes": r.nodes, "state": r.gce_state,
-                    "phase": r.phase, "run_duration": r.run_duration, "job_id": r.job_id,
-                    "created_at": ts(Some(r.created_at)), "updated_at": ts(Some(r.updated_at)), "last_error": r.last_error,
-                })
+    let records: Vec<Value> = rs
+        .iter()
+        .map(|r| {
+            json!({
+                "name": r.name, "mig": r.mig, "nodeset": r.nodeset, "nodes": r.nodes, "state": r.gce_state,
+                "phase": r.phase, "run_duration": r.run_duration, "job_id": r.job_id,
+                "created_at": ts(Some(r.created_at)), "updated_at": ts(Some(r.updated_at)), "last_error": r.last_error,
             })
-            .collect();
-        return Ok(to_json(&Value::Array(v)));
-    }
-    let mut t = Table::new(&[
-        "NAME",
-        "MIG",
-        "NODESET",
-        "JOB",
-        "NODES",
-        "COUNT",
-        "STATE",
-        "PHASE",
-        "RUN_DURATION",
-        "CREATED",
-        "LAST_ERROR",
-    ]);
-    for r in &rs {
-        t.push(vec![
-            r.name.clone(),
-            r.mig.clone(),
-            r.nodeset.clone(),
-            opt(&r.job_id),
-            crate::hostlist::compress(&r.nodes),
-            r.nodes.len().to_string(),
-            opt(&r.gce_state),
-            r.phase.to_string(),
-            age(r.run_duration as i64),
-            when(Some(r.created_at), now),
-            opt(&r.last_error),
-        ]);
-    }
-    finish(t, l)
+        })
+        .collect();
+    print("requests", REQUEST_FIELDS, records, l)
 }
 
 /// `slurm-dws migs`
 pub async fn migs(cfg: &Config, l: &Listing) -> Result<String, CliError> {
+    check("migs", MIG_FIELDS, l)?;
     let store = open(cfg).await?;
-    let ms = store.migs(false).await.map_err(rt)?;
-    let now = now();
-    if l.json {
-        let v: Vec<Value> = ms
-            .iter()
-            .map(|m| {
-                json!({
-                    "name": m.name, "nodeset": m.nodeset, "region": m.region, "target_size": m.target_size,
-                    "state": m.state, "created_at": ts(Some(m.created_at)), "empty_since": ts(m.empty_since),
-                })
+    let ms = store.migs(false).await?;
+    let records: Vec<Value> = ms
+        .iter()
+        .map(|m| {
+            json!({
+                "name": m.name, "nodeset": m.nodeset, "region": m.region, "target_size": m.target_size,
+                "state": m.state, "created_at": ts(Some(m.created_at)), "empty_since": ts(m.empty_since),
             })
-            .collect();
-        return Ok(to_json(&Value::Array(v)));
-    }
-    let mut t = Table::new(&["NAME", "NODESET", "REGION", "TARGET_SIZE", "STATE", "CREATED", "EMPTY_SINCE"]);
-    for m in &ms {
-        t.push(vec![
-            m.name.clone(),
-            m.nodeset.clone(),
-            m.region.clone(),
-            m.target_size.to_string(),
-            m.state.to_string(),
-            when(Some(m.created_at), now),
-            when(m.empty_since, now),
-        ]);
-    }
-    finish(t, l)
+        })
+        .collect();
+    print("migs", MIG_FIELDS, records, l)
 }
 
 /// Parses `--since`: RFC3339, or an age like `90s`, `15m`, `2h`, `1d`. An age reaching back
@@ -267,6 +252,11 @@ pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, CliErro
         .ok_or_else(|| bad("that is too long ago"))
 }
 
+/// An event as `events --json` and `explain --json` print it.
+fn event_json(e: &Event) -> Value {
+    json!({"time": rfc3339(e.time), "kind": e.kind, "nodes": e.nodes, "count": e.count, "message": e.message})
+}
+
 /// `slurm-dws events [--node N] [--since T] [--limit N]`
 pub async fn events(
     cfg: &Config,
@@ -277,21 +267,25 @@ pub async fn events(
 ) -> Result<String, CliError> {
     let now = now();
     let since = since.map(|s| parse_since(s, now)).transpose()?;
+    check("events", EVENT_FIELDS, l)?;
     let store = open(cfg).await?;
-    let es = store.events(node, since, limit).await.map_err(rt)?;
-    if l.json {
-        let v: Vec<Value> = es
-            .iter()
-            .map(|e| json!({"time": e.time.to_rfc3339(), "kind": e.kind, "nodes": e.nodes, "message": e.message}))
-            .collect();
-        return Ok(to_json(&Value::Array(v)));
-    }
-    let mut t = Table::new(&["TIME", "KIND", "NODES", "MESSAGE"]);
-    for e in &es {
-        t.push(vec![when(Some(e.time), now), e.kind.clone(), e.nodes.clone(), e.message.clone()]);
-    }
-    finish(t, l)
+    let es = store.events(node, since, limit).await?;
+    let default_table = !l.json && !l.long && l.format.is_none();
+    let records: Vec<Value> = es
+        .iter()
+        .map(|e| {
+            let mut v = event_json(e);
+            // The default table has no COUNT column: a repeated event says so in its message.
+            if default_table && e.count > 1 {
+                v["message"] = Value::String(format!("{} ({} times)", e.message, e.count));
+            }
+            v
+        })
+        .collect();
+    print("events", EVENT_FIELDS, records, l)
 }
+/// Where `status` values start: after the longest label, `oldest queued:`, and a space.
+const STATUS_INDENT: usize = 15;
 
 /// Asks the daemon for its liveness; `None` when it is not running.
 async fn daemon_status(cfg: &Config) -> Option<Liveness> {
@@ -303,19 +297,22 @@ async fn daemon_status(cfg: &Config) -> Option<Liveness> {
 
 /// `slurm-dws status`: the text (or JSON) to print, and the error to exit with when the daemon is not
 /// running or its last pass was degraded (SPEC: exit 1; the status is printed all the same).
-pub async fn status(cfg: &Config, l: &Listing) -> Result<(String, Option<CliError>), CliError> {
+pub async fn status(
+    cfg: &Config,
+    json_out: bool,
+    width: usize,
+) -> Result<(String, Option<CliError>), CliError> {
     let now = now();
     let live = daemon_status(cfg).await;
     let store = open(cfg).await?;
-    let nodes = store.nodes().await.map_err(rt)?;
-    let requests = store.requests(true).await.map_err(rt)?;
-    let outbox = store.pending_outbox().await.map_err(rt)?;
-    let inbox = store.inbox_depth().await.map_err(rt)?;
-    let backoffs: Vec<Backoff> =
-        store.backoffs().await.map_err(rt)?.into_iter().filter(|b| b.until > now).collect();
+    let nodes = store.nodes().await?;
+    let requests = store.requests(true).await?;
+    let outbox = store.outbox_depth().await?;
+    let inbox = store.inbox_depth().await?;
+    let backoffs: Vec<Backoff> = store.backoffs().await?.into_iter().filter(|b| b.until > now).collect();
     let last_pass: Option<PassReport> = match live.as_ref().and_then(|l| l.last_pass.clone()) {
         Some(p) => Some(p),
-        None => store.meta("last_pass").await.map_err(rt)?.and_then(|s| serde_json::from_str(&s).ok()),
+        None => store.meta("last_pass").await?.and_then(|s| serde_json::from_str(&s).ok()),
     };
     let mut counts: BTreeMap<&str, usize> = NodeState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
     for n in &nodes {
@@ -330,11 +327,11 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<(String, Option<CliErro
     let unhealthy = if live.is_none() {
         Some(CliError::runtime(format!("the daemon is not running (no answer on {})", cfg.socket.display())))
     } else {
-        since.map(|t| CliError::runtime(format!("DEGRADED since {}: {}", t.to_rfc3339(), reasons.join("; "))))
+        since.map(|t| CliError::runtime(format!("DEGRADED since {}: {}", rfc3339(t), reasons.join("; "))))
     };
     let v = json!({
         "healthy": unhealthy.is_none(),
-        "degraded": since.map(|t| json!({"since": t.to_rfc3339(), "reasons": reasons})),
+        "degraded": since.map(|t| json!({"since": rfc3339(t), "reasons": reasons})),
         "daemon": {
             "running": live.is_some(),
             "pid": live.as_ref().map(|l| l.pid),
@@ -348,112 +345,136 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<(String, Option<CliErro
         "nodes": counts,
         "requests_open": requests.len(),
         "requests_queued": queued.len(),
-        "oldest_queued_request": oldest.map(|r| json!({"name": r.name, "mig": r.mig, "created_at": r.created_at.to_rfc3339(), "age_seconds": (now - r.created_at).num_seconds()})),
-        "pending_work": { "inbox": inbox, "outbox": outbox.len() },
-        "backoffs": backoffs.iter().map(|b| json!({"nodeset": b.nodeset, "until": b.until.to_rfc3339(), "level": b.level, "reason": b.reason})).collect::<Vec<_>>(),
+        "oldest_queued_request": oldest.map(|r| json!({"name": r.name, "mig": r.mig, "created_at": rfc3339(r.created_at), "age_seconds": (now - r.created_at).num_seconds()})),
+        "pending_work": { "inbox": inbox, "outbox": outbox },
+        "backoffs": backoffs.iter().map(|b| json!({"nodeset": b.nodeset, "until": rfc3339(b.until), "level": b.level, "reason": b.reason})).collect::<Vec<_>>(),
     });
-    if l.json {
+    if json_out {
         return Ok((to_json(&v), unhealthy));
     }
-    let mut s = String::new();
-    s.push_str(&format!(
-        "health:        {}\n",
+    // (label, lines): each line wrapped to the terminal under its label, so nothing is cut.
+    let mut rows: Vec<(&str, Vec<String>)> = Vec::new();
+    let wrap_errors = |head: String, errors: &[String]| {
+        std::iter::once(head).chain(errors.iter().cloned()).collect::<Vec<_>>()
+    };
+    rows.push((
+        "health:",
         match (&live, since) {
-            (None, _) => "DOWN: the daemon is not running".to_string(),
-            (Some(_), Some(t)) => format!(
-                "DEGRADED since {} ({} ago): {}",
-                t.to_rfc3339(),
-                age((now - t).num_seconds()),
-                reasons.join("; ")
+            (None, _) => vec!["DOWN: the daemon is not running".to_string()],
+            (Some(_), Some(t)) => wrap_errors(
+                format!("DEGRADED since {} ({} ago):", rfc3339(t), age((now - t).num_seconds())),
+                &reasons,
             ),
-            (Some(_), None) => "ok".to_string(),
-        }
+            (Some(_), None) => vec!["ok".to_string()],
+        },
     ));
-    s.push_str(&format!(
-        "daemon:        {}\n",
-        match &live {
-            Some(l) => format!("running (pid {}, since {})", l.pid, l.started_at),
+    rows.push((
+        "daemon:",
+        vec![match &live {
+            Some(l) => {
+                let since = DateTime::parse_from_rfc3339(&l.started_at).ok().map(|t| t.with_timezone(&Utc));
+                format!("running (pid {}, since {})", l.pid, when(since, now))
+            }
             None => format!(
                 "NOT RUNNING (no answer on {}); hook requests wait in the inbox",
                 cfg.socket.display()
             ),
-        }
+        }],
     ));
-    s.push_str(&format!(
-        "version:       {}\nconfig:        {}\n",
-        env!("CARGO_PKG_VERSION"),
-        cfg.source.display()
+    rows.push(("version:", vec![env!("CARGO_PKG_VERSION").to_string()]));
+    rows.push(("config:", vec![cfg.source.display().to_string()]));
+    rows.push((
+        "last pass:",
+        match &last_pass {
+            Some(p) => {
+                let head = format!(
+                    "#{} ({}) {} took {} ms: {}",
+                    p.iteration,
+                    trigger_name(p),
+                    when(Some(p.started_at), now),
+                    p.duration_ms,
+                    p.outcome
+                );
+                // A degraded daemon's reasons are under health already.
+                if since.is_some() && live.is_some() {
+                    vec![head]
+                } else {
+                    wrap_errors(head, &p.errors)
+                }
+            }
+            None => vec!["none yet".to_string()],
+        },
     ));
-    match &last_pass {
-        Some(p) => {
-            s.push_str(&format!(
-                "last pass:     #{} ({}) {} took {} ms: {}{}\n",
-                p.iteration,
-                trigger_name(p),
-                when(Some(p.started_at), now),
-                p.duration_ms,
-                p.outcome,
-                if p.errors.is_empty() { String::new() } else { format!(" ({})", p.errors.join("; ")) }
-            ));
-        }
-        None => s.push_str("last pass:     none yet\n"),
-    }
-    s.push_str(&format!(
-        "nodes:         {}\n",
-        counts.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
-    ));
-    s.push_str(&format!("requests:      {} open, {} queued in GCE\n", requests.len(), queued.len()));
+    rows.push(("nodes:", vec![counts.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")]));
+    rows.push(("requests:", vec![format!("{} open, {} queued in GCE", requests.len(), queued.len())]));
     if let Some(r) = oldest {
-        s.push_str(&format!(
-            "oldest queued: {} in {} ({} old)\n",
-            r.name,
-            r.mig,
-            age((now - r.created_at).num_seconds())
+        rows.push((
+            "oldest queued:",
+            vec![format!("{} in {} ({} old)", r.name, r.mig, age((now - r.created_at).num_seconds()))],
         ));
     }
-    s.push_str(&format!(
-        "pending work:  {} hook calls in the inbox, {} GCE mutations in the outbox\n",
-        inbox,
-        outbox.len()
+    rows.push((
+        "pending work:",
+        vec![format!("{inbox} hook calls in the inbox, {} GCE mutations in the outbox", outbox)],
     ));
     if backoffs.is_empty() {
-        s.push_str("backoffs:      none\n");
+        rows.push(("backoffs:", vec!["none".to_string()]));
     }
     for b in &backoffs {
-        s.push_str(&format!(
-            "backoff:       nodeset {} until {} (level {}): {}\n",
-            b.nodeset,
-            when(Some(b.until), now),
-            b.level,
-            b.reason
+        rows.push((
+            "backoff:",
+            vec![format!(
+                "nodeset {} until {} (level {}): {}",
+                b.nodeset,
+                when(Some(b.until), now),
+                b.level,
+                b.reason
+            )],
         ));
+    }
+    // A row's first line follows its label; the lines after it are a list ("- "), each wrapped.
+    let mut s = String::new();
+    for (label, lines) in rows {
+        for (i, line) in lines.iter().enumerate() {
+            let bullet = if i == 0 { 0 } else { 2 };
+            for (j, part) in
+                table::wrap(line, width.saturating_sub(STATUS_INDENT + bullet)).iter().enumerate()
+            {
+                let label = if i == 0 && j == 0 { label } else { "" };
+                let lead = match (i, j) {
+                    (0, _) => "",
+                    (_, 0) => "- ",
+                    _ => "  ",
+                };
+                s.push_str(&format!("{label:<STATUS_INDENT$}{lead}{part}\n"));
+            }
+        }
     }
     Ok((s, unhealthy))
 }
 
-/// `slurm-dws explain NODE`: the node's story in plain sentences.
-pub async fn explain(cfg: &Config, name: &str, json_out: bool) -> Result<String, CliError> {
+/// `slurm-dws explain NODE`: the node's story in plain sentences, wrapped to `width` columns.
+pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> Result<String, CliError> {
     let naming = crate::naming::Naming::new(cfg);
     if let Err(e) = naming.parse(name) {
-        return Err(CliError::usage(format!("{name} is not a slurm-dws node: {e}")));
+        // The error names the node already.
+        return Err(CliError::usage(format!("not a slurm-dws node: {e}")));
     }
     let store = open(cfg).await?;
     let now = now();
-    let node = match store.node(name).await {
-        Ok(n) => Some(n),
-        Err(crate::store::StoreError::NotFound { .. }) => None,
-        Err(e) => return Err(rt(e)),
-    };
+    let node = store.node(name).await?;
     let request = match node.as_ref().and_then(|n| n.request_id) {
-        Some(id) => Some(store.request(id).await.map_err(rt)?),
+        Some(id) => Some(store.request(id).await?),
         None => None,
     };
-    let events = store.events(Some(name), None, 200).await.map_err(rt)?;
-    let backoffs = store.backoffs().await.map_err(rt)?;
+    let events = store.events(Some(name), None, 200).await?;
+    let backoffs = store.backoffs().await?;
+    let slurm = SlurmView::ask(cfg, name).await;
     let mut lines: Vec<String> = Vec::new();
     let Some(n) = &node else {
         lines.push(format!("{name} is a slurm-dws node, but slurm-dws has never been asked for it: it is powered down and has no VM."));
-        return Ok(render_story(name, &lines, &events, json_out, now));
+        lines.push(slurm.sentence());
+        return Ok(render_story(name, &lines, &events, &slurm, json_out, now, width));
     };
     lines.push(format!(
         "{name} is a {} node of nodeset {}. slurm-dws has it {} since {}.",
@@ -462,6 +483,7 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool) -> Result<String,
         describe_state(n.state),
         when(Some(n.state_since), now)
     ));
+    lines.push(slurm.sentence());
     if let Some(j) = n.job_id {
         lines.push(format!("Job {j} asked for it."));
     }
@@ -497,7 +519,74 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool) -> Result<String,
     }
     let backoff = backoffs.iter().find(|b| b.nodeset == n.nodeset && b.until > now);
     lines.push(format!("Next: {}", next_step(cfg, n, request.as_ref(), backoff, now)));
-    Ok(render_story(name, &lines, &events, json_out, now))
+    Ok(render_story(name, &lines, &events, &slurm, json_out, now, width))
+}
+
+/// What Slurm says of a node, next to slurm-dws's own view: its state as `sinfo` prints it, its
+/// reason and its jobs; or why Slurm could not be asked.
+#[derive(Debug, Default)]
+struct SlurmView {
+    /// `None` when Slurm does not list the node.
+    state: Option<String>,
+    reason: String,
+    jobs: Vec<(u32, String)>,
+    error: Option<String>,
+}
+
+impl SlurmView {
+    async fn ask(cfg: &Config, name: &str) -> SlurmView {
+        let slurm = crate::slurm::Slurm::new(
+            cfg.slurm.bin_dir.clone(),
+            cfg.slurm.conf.clone(),
+            Duration::from_secs(cfg.slurm.command_timeout),
+        );
+        let node = match slurm.nodes().await {
+            Ok(nodes) => nodes.into_iter().find(|n| n.name == name),
+            Err(e) => return SlurmView { error: Some(e.to_string()), ..SlurmView::default() },
+        };
+        let mut view = SlurmView {
+            state: node.as_ref().map(|n| n.compact_state()),
+            reason: node.map(|n| n.reason).unwrap_or_default(),
+            ..SlurmView::default()
+        };
+        match slurm.jobs_on_node(name).await {
+            Ok(jobs) => view.jobs = jobs.into_iter().map(|j| (j.job_id, j.state)).collect(),
+            Err(e) => view.error = Some(e.to_string()),
+        }
+        view
+    }
+
+    fn sentence(&self) -> String {
+        let mut s = match &self.state {
+            Some(state) => format!("Slurm has it {state}"),
+            None if self.error.is_some() => "Slurm could not be asked".to_string(),
+            None => "Slurm does not list it".to_string(),
+        };
+        if !self.reason.is_empty() {
+            s.push_str(&format!(" (reason: {})", self.reason));
+        }
+        if self.state.is_some() || !self.jobs.is_empty() {
+            let jobs: Vec<String> = self.jobs.iter().map(|(id, state)| format!("{id} {state}")).collect();
+            s.push_str(&match jobs.len() {
+                0 => ", no job on it".to_string(),
+                1 => format!(", job {} on it", jobs[0]),
+                _ => format!(", jobs {} on it", jobs.join(", ")),
+            });
+        }
+        if let Some(e) = &self.error {
+            s.push_str(&format!(": {e}"));
+        }
+        s + "."
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "state": self.state,
+            "reason": self.reason,
+            "jobs": self.jobs.iter().map(|(id, state)| json!({"job_id": id, "state": state})).collect::<Vec<_>>(),
+            "error": self.error,
+        })
+    }
 }
 
 fn describe_state(s: NodeState) -> &'static str {
@@ -549,22 +638,44 @@ fn render_story(
     name: &str,
     lines: &[String],
     events: &[Event],
+    slurm: &SlurmView,
     json_out: bool,
     now: DateTime<Utc>,
+    width: usize,
 ) -> String {
     if json_out {
         let v = json!({
             "node": name,
+            "slurm": slurm.json(),
             "story": lines,
-            "events": events.iter().map(|e| json!({"time": e.time.to_rfc3339(), "kind": e.kind, "nodes": e.nodes, "message": e.message})).collect::<Vec<_>>(),
+            "events": events.iter().map(event_json).collect::<Vec<_>>(),
         });
         return to_json(&v);
     }
-    let mut s = lines.join("\n") + "\n";
+    let mut s = String::new();
+    for line in lines {
+        for part in table::wrap(line, width) {
+            s.push_str(&part);
+            s.push('\n');
+        }
+    }
     if !events.is_empty() {
         s.push_str("\nHistory:\n");
         for e in events {
-            s.push_str(&format!("  {}  {:<18} {}\n", when(Some(e.time), now), e.kind, e.message));
+            let times = if e.count > 1 { format!(" ({} times)", e.count) } else { String::new() };
+            let head = format!("  {}  {:<18}", when(Some(e.time), now), e.kind);
+            let one_line = format!("{head} {}{times}", e.message);
+            if one_line.chars().count() <= width {
+                s.push_str(&one_line);
+                s.push('\n');
+                continue;
+            }
+            // Too long for the terminal: the message goes under its time and kind, wrapped.
+            s.push_str(head.trim_end());
+            s.push('\n');
+            for part in table::wrap(&format!("{}{times}", e.message), width.saturating_sub(6)) {
+                s.push_str(&format!("      {part}\n"));
+            }
         }
     }
     s

@@ -13,6 +13,8 @@ pub mod check_config;
 pub mod check_machine;
 pub mod completion;
 pub mod import_slurm_gcp;
+pub mod logging;
+pub mod source;
 pub mod table;
 
 use std::io::Write;
@@ -105,20 +107,41 @@ pub struct JsonArg {
     pub json: bool,
 }
 
-/// Options of every listing.
+/// Options of every listing, as `sinfo` and `squeue` take them. `-h` is `--noheader` here, as there:
+/// help is `--help`.
 #[derive(Debug, Clone, clap::Args)]
+#[command(disable_help_flag = true)]
 pub struct ListArgs {
     /// Print JSON for scripts instead of a table for people.
     #[arg(long)]
     pub json: bool,
-    /// Sort the table by this column (e.g. `state`, `created`).
-    #[arg(long, value_name = "COLUMN")]
+    /// Show these fields, in this order: the --json field names, comma-separated.
+    #[arg(short = 'o', long = "format", value_name = "FIELD,...")]
+    pub format: Option<String>,
+    /// No header line.
+    #[arg(short = 'h', long)]
+    pub noheader: bool,
+    /// Show more fields.
+    #[arg(short = 'l', long)]
+    pub long: bool,
+    /// Sort by this field (a --json field name, e.g. `state`, `name`).
+    #[arg(long, value_name = "FIELD")]
     pub sort: Option<String>,
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
 }
 
 impl ListArgs {
-    fn listing(&self) -> admin::Listing {
-        admin::Listing { json: self.json, sort: self.sort.clone() }
+    fn listing(&self) -> table::Listing {
+        table::Listing {
+            json: self.json,
+            sort: self.sort.clone(),
+            format: self.format.clone(),
+            noheader: self.noheader,
+            long: self.long,
+            width: table::terminal_width(),
+        }
     }
 }
 
@@ -133,6 +156,9 @@ pub struct NodesArgs {
     /// Only nodes in this state (powered_down, resume_pending, requested, up, suspending).
     #[arg(long)]
     pub state: Option<String>,
+    /// One line per nodeset and state, its nodes as a hostlist (as `sinfo` prints them).
+    #[arg(short = 's', long)]
+    pub summarize: bool,
     /// Only these nodes (hostlist expressions).
     pub nodes: Vec<String>,
 }
@@ -280,15 +306,22 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Manpages(ref args) => return completion::manpages(args, &mut out),
         other => other,
     };
-    let cfg = Config::load(cli.config.as_deref())?;
+    let cfg = match Config::load(cli.config.as_deref()) {
+        Ok(cfg) => cfg,
+        // `status` is a health check: a config on disk that would not load (a restart or reload would
+        // fail) is unhealthy, exit 1, not a usage error.
+        Err(e) if matches!(command, Command::Status(_)) => {
+            return Err(CliError::runtime(format!("BROKEN config: {}", e.first_line())))
+        }
+        Err(e) => return Err(e.into()),
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::runtime(format!("cannot start the async runtime: {e}")))?;
     if let Command::Status(a) = &command {
         // Printed in full whatever the health; then exit 1 when the daemon is down or degraded.
-        let listing = admin::Listing { json: a.json, sort: None };
-        let (text, unhealthy) = rt.block_on(admin::status(&cfg, &listing))?;
+        let (text, unhealthy) = rt.block_on(admin::status(&cfg, a.json, table::terminal_width()))?;
         write_out(&mut out, &text)?;
         return unhealthy.map_or(Ok(()), Err);
     }
@@ -298,15 +331,15 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             Command::Suspend(a) => hook(&cfg, HookKind::Suspend, &a.hostlist).await,
             Command::ResumeFail(a) => hook(&cfg, HookKind::ResumeFail, &a.hostlist).await,
             Command::Nodes(a) => {
-                admin::nodes(&cfg, a.nodeset.as_deref(), a.state.as_deref(), &a.nodes, &a.list.listing())
-                    .await
+                let (nodeset, state) = (a.nodeset.as_deref(), a.state.as_deref());
+                admin::nodes(&cfg, nodeset, state, &a.nodes, a.summarize, &a.list.listing()).await
             }
             Command::Requests(a) => admin::requests(&cfg, a.active, &a.list.listing()).await,
             Command::Migs(a) => admin::migs(&cfg, &a.listing()).await,
             Command::Events(a) => {
                 admin::events(&cfg, a.node.as_deref(), a.since.as_deref(), a.limit, &a.list.listing()).await
             }
-            Command::Explain(a) => admin::explain(&cfg, &a.node, a.json).await,
+            Command::Explain(a) => admin::explain(&cfg, &a.node, a.json, table::terminal_width()).await,
             Command::Gc(a) => admin::ask_daemon(&cfg, Request::Gc { dry_run: a.dry_run }, a.json).await,
             Command::Reconcile(a) => admin::ask_daemon(&cfg, Request::Reconcile, a.json).await,
             Command::CheckConfig(_)
@@ -331,24 +364,10 @@ async fn hook(cfg: &Config, kind: HookKind, hostlist: &str) -> Result<String, Cl
         .map_err(|e| CliError { code: e.exit_code(), message: e.to_string() })
 }
 
-/// Sets up logging to stderr (journald under systemd): text for people, JSON for log pipelines.
-pub fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SLURM_DWS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colours only on a terminal: journald and log files would store the escape codes.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-    };
-}
-
 /// `slurm-dws daemon`: runs until SIGTERM or SIGINT.
 fn daemon(config: Option<&std::path::Path>, format: LogFormat) -> Result<(), CliError> {
     crate::daemon::limit_malloc_arenas();
-    init_logging(format);
+    logging::init(format)?;
     let cfg = Config::load(config)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

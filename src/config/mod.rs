@@ -141,6 +141,11 @@ pub struct Daemon {
     /// Besides root, the only user allowed to send hook and mutating commands over the socket
     /// (slurmctld runs the hooks as SlurmUser). `None` (`service_user = ""`) = root only.
     pub service_user: Option<String>,
+    /// Finished requests, gone MIGs and events older than this many days are pruned by the daemon.
+    pub history_days: u64,
+    /// Members of this group may run the read-only commands (`status`, `nodes`, `requests`, `migs`,
+    /// `events`, `explain`) over the socket. `None` = only root and the service user.
+    pub readers: Option<String>,
 }
 
 /// One `[[nodeset]]`: a group of identical nodes backed by one instance template.

@@ -66,6 +66,8 @@ pub struct RawReconcile {
 pub struct RawDaemon {
     pub metrics_listen: Val<String>,
     pub service_user: Val<String>,
+    pub history_days: Val<u64>,
+    pub readers: Val<String>,
 }
 
 /// One `[[nodeset]]`.
@@ -122,6 +124,8 @@ pub const KEYS: &[&str] = &[
     "reconcile.backoff_max",
     "daemon.metrics_listen",
     "daemon.service_user",
+    "daemon.history_days",
+    "daemon.readers",
     "nodeset.name",
     "nodeset.instance_template",
     "nodeset.zones",
@@ -181,6 +185,8 @@ impl From<&super::Config> for RawConfig {
             daemon: Some(RawDaemon {
                 metrics_listen: c.daemon.metrics_listen.and_then(|a| val(a.to_string())),
                 service_user: val(c.daemon.service_user.clone().unwrap_or_default()),
+                history_days: val(c.daemon.history_days),
+                readers: val(c.daemon.readers.clone().unwrap_or_default()),
             }),
             nodeset: Some(
                 c.nodesets

@@ -355,7 +355,25 @@ fn resolve_daemon(ck: &mut Checker, d: super::raw::RawDaemon) -> Daemon {
     if !valid_user {
         ck.bad("daemon.service_user", &d.service_user, format!("{user:?} is not a user name"));
     }
-    Daemon { metrics_listen, service_user: (!user.is_empty()).then_some(user) }
+    let history_days = ck.at_least(
+        "daemon.history_days",
+        &d.history_days,
+        30,
+        1,
+        "a day of history is the least explain needs",
+    );
+    let readers = get(&d.readers, String::new());
+    let valid_group = readers.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && !readers.starts_with('-');
+    if !valid_group {
+        ck.bad("daemon.readers", &d.readers, format!("{readers:?} is not a group name"));
+    }
+    Daemon {
+        metrics_listen,
+        service_user: (!user.is_empty()).then_some(user),
+        history_days,
+        readers: (!readers.is_empty()).then_some(readers),
+    }
 }
 
 fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, region: &str) -> Nodeset {

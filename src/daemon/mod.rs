@@ -119,7 +119,7 @@ pub async fn run_with_reload(
     let liveness = Arc::new(Mutex::new(Liveness {
         version: env!("CARGO_PKG_VERSION").to_string(),
         pid: std::process::id(),
-        started_at: started_at.to_rfc3339(),
+        started_at: started_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
         config: cfg.source.display().to_string(),
         pass_running: false,
         last_pass: None,
@@ -131,11 +131,13 @@ pub async fn run_with_reload(
         listener,
         tx,
         liveness.clone(),
-        allowed,
+        server::Access { allowed, readers: cfg.daemon.readers.clone() },
+        store.clone(),
         stopping.clone(),
         handlers.clone(),
     ));
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    let watchdog = watchdog_interval();
     tracing::info!(socket = %cfg.socket.display(), state_dir = %cfg.state_dir.display(), "slurm-dws daemon ready");
 
     // The event log is mirrored to the journal after each pass; history before this start is not replayed.
@@ -150,6 +152,7 @@ pub async fn run_with_reload(
     tokio::pin!(shutdown);
     let mut trigger = Trigger::Startup;
     let mut waiting: Vec<oneshot::Sender<PassReport>> = Vec::new();
+    let mut last_prune: Option<tokio::time::Instant> = None;
     'passes: loop {
         liveness.lock().unwrap().pass_running = true;
         let (report, stop) = {
@@ -178,7 +181,13 @@ pub async fn run_with_reload(
             l.last_pass = Some(report.clone());
         }
         metrics.observe_pass(&report);
+        // The pass loop is alive: systemd's watchdog (WatchdogSec=) restarts the daemon when these stop.
+        watchdog_ping(watchdog);
         log_new_events(&store, &mut last_event).await;
+        if last_prune.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
+            prune_history(&store, cfg.daemon.history_days).await;
+            last_prune = Some(tokio::time::Instant::now());
+        }
         for w in waiting.drain(..) {
             let _ = w.send(report.clone());
         }
@@ -191,6 +200,7 @@ pub async fn run_with_reload(
             tokio::select! {
                 _ = &mut shutdown => { begin_stopping(&stopping, &cfg); break 'passes }
                 _ = tokio::time::sleep_until(deadline) => break Trigger::Interval,
+                _ = watchdog_tick(watchdog) => watchdog_ping(watchdog),
                 _ = next_reload(&mut reload) => {
                     if apply_reload(&mut cfg, &mut reconciler, &store, &metrics).await {
                         // Nodesets added or changed take effect now, not at the next interval.
@@ -254,10 +264,62 @@ fn begin_stopping(stopping: &CancellationToken, cfg: &Config) {
     let _ = std::fs::remove_file(&cfg.socket);
 }
 
+/// How often the pass loop tells systemd's watchdog it is alive: half of `WatchdogSec=` (systemd
+/// passes it as `WATCHDOG_USEC` to the main process), as sd_watchdog_enabled(3) advises; `None` when
+/// the unit has no watchdog.
+fn watchdog_interval() -> Option<Duration> {
+    let mut usec = 0;
+    (sd_notify::watchdog_enabled(false, &mut usec) && usec > 0).then(|| Duration::from_micros(usec / 2))
+}
+
+/// `WATCHDOG=1`. Sent only from the pass loop (after each pass, and while it waits for the next one), so
+/// a pass that hangs stops the pings and systemd restarts the daemon.
+fn watchdog_ping(watchdog: Option<Duration>) {
+    if watchdog.is_some() {
+        let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
+    }
+}
+
+/// Resolves when the next ping is due while the loop waits; never without a watchdog.
+async fn watchdog_tick(watchdog: Option<Duration>) {
+    match watchdog {
+        Some(every) => tokio::time::sleep(every).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Lets `work` run for up to `grace`: its output, or `None` when it was dropped unfinished.
 async fn finish_within<T>(grace: Duration, work: impl Future<Output = T>) -> Option<T> {
     tracing::info!(grace_secs = grace.as_secs(), "shutdown asked during a pass: letting it finish");
     tokio::time::timeout(grace, work).await.ok()
+}
+
+/// How often the daemon prunes the history (after the first pass, then after a pass at most this often).
+pub const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Rows of each kind one pruning transaction deletes at most: a few milliseconds of write lock, so a
+/// hook never waits long behind it.
+pub const PRUNE_BATCH: i64 = 2000;
+
+/// Deletes the history older than `days` (`daemon.history_days`): events, finished resize requests
+/// no node points at, deleted MIGs. Nodes are never pruned: there is one per node name, not per day.
+async fn prune_history(store: &Store, days: u64) {
+    #[allow(clippy::disallowed_methods)] // an edge: what is old is measured from the present
+    let now = chrono::Utc::now();
+    let Some(before) = chrono::Duration::try_days(days as i64).and_then(|d| now.checked_sub_signed(d)) else {
+        return;
+    };
+    match store.prune_history(before, PRUNE_BATCH).await {
+        Ok(p) if p.most() > 0 => tracing::info!(
+            events = p.events,
+            requests = p.requests,
+            migs = p.migs,
+            history_days = days,
+            "pruned the history older than daemon.history_days"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot prune the history; the next try is in an hour"),
+    }
 }
 
 /// The state directory's lock file, held while the daemon runs.
@@ -414,6 +476,7 @@ async fn log_new_events(store: &Store, last: &mut (i64, chrono::DateTime<chrono:
             mig = node.and_then(|n| n.mig.as_deref()),
             request = request.as_deref(),
             event_id = e.id,
+            count = e.count,
             "{}",
             e.message
         );

@@ -1,11 +1,15 @@
 //! The daemon's Unix socket: peer-credential checks, one request per connection, forwarded to the pass loop.
 //!
-//! Anyone on the host may ask for status (read-only, like `sinfo`); a hook's wake-up, `reconcile` and
-//! `gc` change things and are accepted only from root, the daemon's own user, and the configured service
-//! user (SO_PEERCRED, which the kernel fills in: it cannot be forged by the client).
+//! Anyone on the host may ask for status (liveness, like `sinfo`); reads of the store (what `nodes`,
+//! `requests`, `migs`, `events`, `explain` and `status` show, for a caller who cannot open the database
+//! file) are answered for root, the daemon's own user, the service user and members of the
+//! `daemon.readers` group; a hook's wake-up, `reconcile` and `gc` change things and are accepted only
+//! from root, the daemon's own user and the service user. Who asks is SO_PEERCRED, which the kernel
+//! fills in: it cannot be forged by the client.
 
 use super::{Command, Liveness};
-use crate::protocol::{self, Envelope, Request, Response};
+use crate::protocol::{self, Envelope, Query, Request, Response};
+use crate::store::{Store, StoreError};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -62,7 +66,8 @@ pub(super) async fn serve(
     listener: UnixListener,
     tx: mpsc::Sender<Command>,
     liveness: Arc<Mutex<Liveness>>,
-    allowed: Vec<u32>,
+    access: Access,
+    store: Store,
     stopping: CancellationToken,
     handlers: TaskTracker,
 ) {
@@ -86,13 +91,56 @@ pub(super) async fn serve(
         };
         let tx = tx.clone();
         let liveness = liveness.clone();
-        let allowed = allowed.clone();
+        let access = access.clone();
+        let store = store.clone();
         let stopping = stopping.clone();
         handlers.spawn(async move {
-            if let Err(e) = handle(stream, tx, liveness, &allowed, stopping).await {
+            if let Err(e) = handle(stream, tx, liveness, &access, &store, stopping).await {
                 tracing::debug!(error = %e, "socket client");
             }
         });
+    }
+}
+
+/// Who may do what over the socket.
+#[derive(Debug, Clone)]
+pub(super) struct Access {
+    /// Root, the daemon's own user, the service user: everything.
+    pub allowed: Vec<u32>,
+    /// `daemon.readers`: its members may read the store.
+    pub readers: Option<String>,
+}
+
+impl Access {
+    fn may_read(&self, uid: u32, gid: u32) -> bool {
+        self.allowed.contains(&uid) || self.readers.as_deref().is_some_and(|group| is_member(group, uid, gid))
+    }
+
+    fn refusal(&self, uid: u32) -> String {
+        match &self.readers {
+            Some(g) => format!(
+                "permission denied: uid {uid} may not read the state (root, the service user and members of \
+                 group {g} may)"
+            ),
+            None => format!(
+                "permission denied: uid {uid} may not read the state (root and the service user may; \
+                 daemon.readers names a group that may too)"
+            ),
+        }
+    }
+}
+
+/// Whether the peer (`uid`, primary group `gid`) is a member of `group`: its primary group, or a
+/// member listed in the group database. Looked up per request, so a change of membership counts at
+/// once.
+fn is_member(group: &str, uid: u32, gid: u32) -> bool {
+    let Ok(Some(g)) = nix::unistd::Group::from_name(group) else { return false };
+    if g.gid.as_raw() == gid {
+        return true;
+    }
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(user)) => user.gid == g.gid || g.mem.contains(&user.name),
+        _ => false,
     }
 }
 
@@ -100,10 +148,13 @@ async fn handle(
     stream: UnixStream,
     tx: mpsc::Sender<Command>,
     liveness: Arc<Mutex<Liveness>>,
-    allowed: &[u32],
+    access: &Access,
+    store: &Store,
     stopping: CancellationToken,
 ) -> std::io::Result<()> {
-    let uid = stream.peer_cred()?.uid();
+    let cred = stream.peer_cred()?;
+    let (uid, gid) = (cred.uid(), cred.gid());
+    let allowed = &access.allowed;
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     // A client still sending its request when the daemon stops is answered, not cut off.
@@ -131,12 +182,43 @@ async fn handle(
                     message: format!("permission denied: uid {uid} may only read status (root or the service user may change things)"),
                 }
             }
+            Ok(env) if env.request.is_read() && !access.may_read(uid, gid) => {
+                tracing::warn!(uid, "refused a read: not root, the service user or a reader");
+                Response::Error { message: access.refusal(uid) }
+            }
+            Ok(Envelope { request: Request::Read { query }, .. }) => read_state(store, query).await,
             Ok(env) => answer(env.request, &tx, &liveness).await,
         },
     };
     let mut out = serde_json::to_vec(&response).unwrap_or_default();
     out.push(b'\n');
     write.write_all(&out).await
+}
+
+/// Answers a read from the store (SQLite lets it run beside a pass).
+async fn read_state(store: &Store, query: Query) -> Response {
+    fn rows<T: serde::Serialize>(r: Result<T, StoreError>) -> Result<serde_json::Value, String> {
+        r.map_err(|e| e.to_string()).and_then(|v| serde_json::to_value(v).map_err(|e| e.to_string()))
+    }
+    let result = match query {
+        Query::Nodes => rows(store.nodes().await),
+        Query::Node { name } => match store.node(&name).await {
+            Err(StoreError::NotFound { .. }) => Ok(serde_json::Value::Null),
+            r => rows(r),
+        },
+        Query::Requests { open_only } => rows(store.requests(open_only).await),
+        Query::Request { id } => rows(store.request(id).await),
+        Query::Migs { live_only } => rows(store.migs(live_only).await),
+        Query::Events { node, since, limit } => rows(store.events(node.as_deref(), since, limit).await),
+        Query::Backoffs => rows(store.backoffs().await),
+        Query::Meta { key } => rows(store.meta(&key).await),
+        Query::OutboxDepth => rows(store.pending_outbox().await.map(|o| o.len())),
+        Query::InboxDepth => rows(store.inbox_depth().await),
+    };
+    match result {
+        Ok(rows) => Response::Rows { rows },
+        Err(e) => Response::Error { message: format!("reading the state: {e}") },
+    }
 }
 
 /// What a client is told when the pass loop that would answer it has stopped.
@@ -164,6 +246,7 @@ async fn answer(request: Request, tx: &mpsc::Sender<Command>, liveness: &Arc<Mut
                 Err(_) => gone(),
             }
         }
+        Request::Read { .. } => Response::Error { message: "a read is answered by the socket server".into() },
         Request::Gc { dry_run } => {
             let (reply, rx) = oneshot::channel();
             if tx.send(Command::Gc { dry_run, reply }).await.is_err() {

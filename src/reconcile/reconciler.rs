@@ -192,7 +192,7 @@ impl Reconciler {
                     tracing::warn!(
                         iteration = report.iteration,
                         reasons = %reasons.join("; "),
-                        since = %since.to_rfc3339(),
+                        since = %since.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
                         "reconcile passes are still DEGRADED, for other reasons"
                     );
                 }
@@ -203,11 +203,13 @@ impl Reconciler {
             (PassOutcome::Ok, Some((since, _))) => {
                 tracing::info!(
                     iteration = report.iteration,
-                    since = %since.to_rfc3339(),
+                    since = %since.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
                     "reconcile passes recovered: no longer degraded"
                 );
-                let message =
-                    format!("reconcile passes are healthy again (degraded since {})", since.to_rfc3339());
+                let message = format!(
+                    "reconcile passes are healthy again (degraded since {})",
+                    since.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+                );
                 Some(NewEvent { kind: EventKind::Recovered, nodes: vec![], message })
             }
             (PassOutcome::Ok, None) => None,

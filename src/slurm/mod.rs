@@ -200,6 +200,22 @@ impl Slurm {
         Ok(squeue::parse_jobs(&out.stdout, Some(job_ids))?)
     }
 
+    /// The jobs slurmctld has on `node` (any state but pending), in one `squeue --json` call.
+    /// 22.05 ignores `--nodelist` with `--json`: the answer is filtered by each job's node list.
+    pub async fn jobs_on_node(&self, node: &str) -> Result<Vec<JobInfo>, SlurmError> {
+        check_word("node", node)?;
+        let args = vec!["--json".to_string(), format!("--nodelist={node}")];
+        let out = command::run(&self.bin_dir, self.conf.as_deref(), self.timeout, "squeue", &args).await?;
+        if !out.success {
+            return Err(command::failed("squeue", &args, &out));
+        }
+        let jobs = squeue::parse_jobs(&out.stdout, None)?;
+        let on_node = |j: &JobInfo| {
+            crate::hostlist::expand(&j.nodes).is_ok_and(|names| names.iter().any(|n| n == node))
+        };
+        Ok(jobs.into_iter().filter(on_node).collect())
+    }
+
     /// The version of the Slurm commands in `bin_dir`, from `scontrol --version` (asked once, see
     /// [`Slurm`]). Older than 22.05 is [`SlurmError::UnsupportedVersion`]; output that names no
     /// version is [`SlurmError::Version`], naming the command and what it printed.

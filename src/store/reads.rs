@@ -127,7 +127,7 @@ impl Store {
         let rows = match node {
             Some(node) => {
                 sqlx::query(
-                    "SELECT * FROM (SELECT e.id, e.time, e.kind, e.nodes, e.message FROM events e \
+                    "SELECT * FROM (SELECT e.id, e.time, e.kind, e.nodes, e.message, e.count FROM events e \
                      JOIN event_nodes n ON n.event_id = e.id WHERE n.node = ? AND e.time >= ? \
                      ORDER BY e.id DESC LIMIT ?) ORDER BY id",
                 )
@@ -137,16 +137,14 @@ impl Store {
                 .fetch_all(&self.pool)
                 .await?
             }
-            None => {
-                sqlx::query(
-                    "SELECT * FROM (SELECT id, time, kind, nodes, message FROM events WHERE time >= ? \
+            None => sqlx::query(
+                "SELECT * FROM (SELECT id, time, kind, nodes, message, count FROM events WHERE time >= ? \
                      ORDER BY id DESC LIMIT ?) ORDER BY id",
-                )
-                .bind(since)
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?
-            }
+            )
+            .bind(since)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?,
         };
         rows.iter().map(event_from_row).collect()
     }

@@ -135,6 +135,7 @@ pub(super) fn event_from_row(r: &SqliteRow) -> Result<Event> {
         kind: r.try_get("kind")?,
         nodes: r.try_get("nodes")?,
         message: r.try_get("message")?,
+        count: r.try_get("count")?,
     })
 }
 

@@ -7,7 +7,41 @@ use crate::model::*;
 use chrono::{DateTime, Utc};
 use sqlx::{Sqlite, Transaction};
 
+/// What one [`StoreTx::prune_history`] deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub events: u64,
+    pub requests: u64,
+    pub migs: u64,
+}
+
+impl Pruned {
+    /// The most rows of one kind deleted.
+    pub fn most(&self) -> u64 {
+        self.events.max(self.requests).max(self.migs)
+    }
+}
+
 impl Store {
+    /// Deletes the history older than `before` in transactions of at most `batch` rows of each kind,
+    /// until none is left. Returns the totals.
+    pub async fn prune_history(&self, before: DateTime<Utc>, batch: i64) -> Result<Pruned> {
+        let mut total = Pruned::default();
+        loop {
+            let mut tx = self.begin().await?;
+            let p = tx.prune_history(before, batch).await?;
+            tx.commit().await?;
+            total.events += p.events;
+            total.requests += p.requests;
+            total.migs += p.migs;
+            if p.most() < batch as u64 {
+                return Ok(total);
+            }
+            // Hooks and the CLI get the database between two batches.
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// Starts a write transaction (`BEGIN IMMEDIATE`).
     pub async fn begin(&self) -> Result<StoreTx> {
         Ok(StoreTx { tx: self.pool.begin_with("BEGIN IMMEDIATE").await? })
@@ -37,7 +71,14 @@ impl Store {
             .await?
             .last_insert_rowid();
         if let Some((event_kind, message)) = note {
-            tx.add_event(now, event_kind, &[], message).await?;
+            // A plain insert, not `add_event`: its merging of identical events names `events.count`,
+            // which the schema of 0.1.0 lacks, and a note is one hook call's own event anyway.
+            sqlx::query("INSERT INTO events (time, kind, nodes, message) VALUES (?, ?, '', ?)")
+                .bind(to_ms(now))
+                .bind(event_kind)
+                .bind(message)
+                .execute(&mut *tx.tx)
+                .await?;
         }
         tx.commit().await?;
         Ok(id)
@@ -75,6 +116,46 @@ impl StoreTx {
             .execute(&mut *self.tx)
             .await?
             .rows_affected())
+    }
+
+    /// Deletes up to `batch` rows each of the history older than `before`: events (with their
+    /// `event_nodes` rows), resize requests finished (`done`) and updated before it that no node
+    /// points at any more, and MIGs deleted and empty since before it. Returns the rows deleted; a
+    /// caller repeats while it is `batch` of any kind, so one call never holds the write lock long.
+    pub async fn prune_history(&mut self, before: DateTime<Utc>, batch: i64) -> Result<Pruned> {
+        let before = to_ms(before);
+        let old_events = "SELECT id FROM events WHERE time < ? ORDER BY id LIMIT ?";
+        sqlx::query(&format!("DELETE FROM event_nodes WHERE event_id IN ({old_events})"))
+            .bind(before)
+            .bind(batch)
+            .execute(&mut *self.tx)
+            .await?;
+        let events = sqlx::query(&format!("DELETE FROM events WHERE id IN ({old_events})"))
+            .bind(before)
+            .bind(batch)
+            .execute(&mut *self.tx)
+            .await?
+            .rows_affected();
+        let requests = sqlx::query(
+            "DELETE FROM requests WHERE id IN (SELECT r.id FROM requests r WHERE r.phase = 'done' \
+             AND r.updated_at < ? AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.request_id = r.id) \
+             ORDER BY r.id LIMIT ?)",
+        )
+        .bind(before)
+        .bind(batch)
+        .execute(&mut *self.tx)
+        .await?
+        .rows_affected();
+        let migs = sqlx::query(
+            "DELETE FROM migs WHERE name IN (SELECT name FROM migs WHERE state = 'deleted' \
+             AND COALESCE(empty_since, created_at) < ? LIMIT ?)",
+        )
+        .bind(before)
+        .bind(batch)
+        .execute(&mut *self.tx)
+        .await?
+        .rows_affected();
+        Ok(Pruned { events, requests, migs })
     }
 
     /// Inserts or replaces nodes, all in one statement.
@@ -274,6 +355,9 @@ impl StoreTx {
     }
 
     /// Appends an event about `nodes` (node names; the event keeps them as a hostlist expression).
+    /// An event identical to one already recorded at the same instant counts once more instead: a
+    /// pass stamps all its events with its one clock read, so a pass that notices the same thing in
+    /// several rounds (or for several reasons) records it once, with a count.
     pub async fn add_event(
         &mut self,
         now: DateTime<Utc>,
@@ -281,10 +365,28 @@ impl StoreTx {
         nodes: &[String],
         message: &str,
     ) -> Result<i64> {
+        let hostlist = crate::hostlist::compress(nodes);
+        let same: Option<i64> = sqlx::query_scalar(
+            "SELECT id FROM events WHERE time = ? AND kind = ? AND nodes = ? AND message = ? \
+             ORDER BY id DESC LIMIT 1",
+        )
+        .bind(to_ms(now))
+        .bind(kind)
+        .bind(&hostlist)
+        .bind(message)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        if let Some(id) = same {
+            sqlx::query("UPDATE events SET count = count + 1 WHERE id = ?")
+                .bind(id)
+                .execute(&mut *self.tx)
+                .await?;
+            return Ok(id);
+        }
         let id = sqlx::query("INSERT INTO events (time, kind, nodes, message) VALUES (?, ?, ?, ?)")
             .bind(to_ms(now))
             .bind(kind)
-            .bind(crate::hostlist::compress(nodes))
+            .bind(&hostlist)
             .bind(message)
             .execute(&mut *self.tx)
             .await?

@@ -1,5 +1,5 @@
 //! CLI arguments: unknown flags on every subcommand, missing and extra arguments, bad values for
-//! every option (`--since`, `--limit`, `--state`, `--nodeset`, `--sort`, node names). Each must exit 2
+//! every option (`--since`, `--limit`, `--state`, `--nodeset`, `--sort`, `-o/--format`, node names). Each must exit 2
 //! with one line on stderr that names what is wrong, and leave the store as it was.
 
 use super::common::{World, BIN};
@@ -37,6 +37,10 @@ fn cases() -> Vec<(Vec<OsString>, Vec<&'static str>)> {
         cs.push((s(&[sub, "--sort", "nope"]), vec!["nope"]));
         cs.push((s(&[sub, "--sort"]), vec!["--sort"]));
         cs.push((s(&[sub, "--json=maybe"]), vec!["--json"]));
+        cs.push((s(&[sub, "-o", "nope"]), vec!["unknown field 'nope'"]));
+        cs.push((s(&[sub, "--format=,,nope"]), vec!["'nope'"]));
+        cs.push((s(&[sub, "-o", ""]), vec!["--format"]));
+        cs.push((s(&[sub, "-o"]), vec!["--format"]));
     }
     let since_bad = [
         "yesterday",

@@ -5,7 +5,7 @@ use std::io::Write;
 
 /// A Compute Engine simulator for slurm-dws (DWS Flex Start through MIG resize requests).
 #[derive(Parser)]
-#[command(version)]
+#[command(name = "slurm-dws-sim", version)]
 struct Args {
     /// Address to listen on; port 0 picks a free port (printed as `listening on ADDR`).
     #[arg(long, default_value = "127.0.0.1:0")]

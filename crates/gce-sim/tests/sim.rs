@@ -786,6 +786,18 @@ async fn binary_runs_boot_and_stop_commands() {
     assert!(status.success(), "{status}");
 }
 
+/// The binary names itself as installed: `slurm-dws-sim --version`.
+#[test]
+fn binary_version_names_the_binary() {
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_slurm-dws-sim")).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("slurm-dws-sim {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
 async fn wait_for_files(dir: &std::path::Path, want: bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while dir.join("hpc-a3u-0").exists() != want || dir.join("hpc-a3u-1").exists() != want {

@@ -79,7 +79,7 @@ impl Planner<'_> {
                     let why = format!(
                         "nodeset {} is in capacity backoff until {}: {}",
                         n.nodeset,
-                        b.until.to_rfc3339(),
+                        b.until.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
                         b.reason
                     );
                     self.set_state(&n.name, NodeState::PoweredDown);
@@ -88,7 +88,10 @@ impl Planner<'_> {
                     }
                     self.power_down_force(
                         &n.name,
-                        &format!("capacity backoff until {}", b.until.to_rfc3339()),
+                        &format!(
+                            "capacity backoff until {}",
+                            b.until.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+                        ),
                     );
                     self.job_may_start_again(&n.name);
                     self.plan.event(EventKind::BackoffRefused, vec![n.name.clone()], why);

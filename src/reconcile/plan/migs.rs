@@ -40,7 +40,10 @@ impl Planner<'_> {
                         {
                             self.delete_mig(
                                 name,
-                                &format!("empty with no active request since {}", since.to_rfc3339()),
+                                &format!(
+                                    "empty with no active request since {}",
+                                    since.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+                                ),
                             );
                         }
                     }

@@ -140,7 +140,10 @@ impl Planner<'_> {
                 let expired = node.termination_time.is_some_and(|t| self.now >= t - Duration::seconds(120));
                 let msg = match (expired, node.termination_time) {
                     (true, Some(t)) => {
-                        format!("run duration ended at {}: GCE deleted the VM", t.to_rfc3339())
+                        format!(
+                            "run duration ended at {}: GCE deleted the VM",
+                            t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+                        )
                     }
                     _ => "the VM is gone (deleted outside slurm-dws, or GCE removed it)".to_string(),
                 };

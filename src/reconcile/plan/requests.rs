@@ -256,7 +256,7 @@ impl Planner<'_> {
                 format!(
                     "nodeset {}: capacity backoff until {} (level {}) after: {why}",
                     r.nodeset,
-                    b.until.to_rfc3339(),
+                    b.until.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
                     b.level
                 ),
             );

@@ -79,6 +79,8 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
         &["\"9464\"", "\"127.0.0.1\"", "\"127.0.0.1:99999\"", "\"\"", "\"localhost:9464\""],
     ),
     ("daemon.service_user", "\"slurm\"", Class::Str, &["\"a b\"", "\"-root\"", "\"root;id\""]),
+    ("daemon.history_days", "30", Class::U64, &["0"]),
+    ("daemon.readers", "\"slurm-admins\"", Class::Str, &["\"a b\"", "\"-wheel\"", "\"adm;id\""]),
     ("nodeset.name", "\"a3u\"", Class::Str, &["\"\"", "\"A3U\"", "\"a-3\"", "\"abcdefghijklmno\""]),
     (
         "nodeset.instance_template",

@@ -220,7 +220,7 @@ pub(super) fn learn(step: &GceStep, observed: &mut Observed, desired: &Desired) 
         GceStep::DeleteInstances { instances, .. } => {
             if let Some(vms) = observed.vms.as_mut() {
                 for i in instances {
-                    vms.remove(i);
+                    vms.remove(&i.name);
                 }
             }
         }
@@ -239,7 +239,10 @@ pub(super) fn learn(step: &GceStep, observed: &mut Observed, desired: &Desired) 
 fn step_target(s: &GceStep) -> String {
     match s {
         GceStep::DeleteInstances { mig, instances } => {
-            format!("{mig}: {}", crate::hostlist::compress(instances))
+            format!(
+                "{mig}: {}",
+                crate::hostlist::compress(&instances.iter().map(|i| i.name.as_str()).collect::<Vec<_>>())
+            )
         }
         _ => s.mig().to_string(),
     }

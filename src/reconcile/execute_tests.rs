@@ -56,7 +56,10 @@ fn delete_mig() -> GceStep {
     GceStep::DeleteMig { mig: "hpc-a-j7-0a1b2c3d".into(), reason: "empty".into() }
 }
 fn delete_vms() -> GceStep {
-    GceStep::DeleteInstances { mig: "hpc-a-j7-0a1b2c3d".into(), instances: vec!["hpc-a-1".into()] }
+    GceStep::DeleteInstances {
+        mig: "hpc-a-j7-0a1b2c3d".into(),
+        instances: vec![VmRef { name: "hpc-a-1".into(), zone: "us-central1-a".into() }],
+    }
 }
 
 #[derive(Debug, PartialEq)]
@@ -299,6 +302,7 @@ fn learning_never_undoes_a_final_state() {
     );
     let vm = |name: &str, mig: &str| ObservedVm {
         name: name.into(),
+        zone: "us-central1-a".into(),
         status: VmStatus::Running,
         mig: Some(mig.into()),
         created: None,

@@ -69,6 +69,7 @@ pub async fn observe_vms(
                     created: i.created_at(),
                     termination: i.termination_time(),
                     network_ip: i.internal_ip().map(str::to_string),
+                    zone: gce::last_segment(&i.zone).to_string(),
                     name: i.name.clone(),
                     status: VmStatus::from(i.status),
                 };
@@ -176,8 +177,11 @@ pub fn intent(
         }
         GceStep::DeleteInstances { mig, instances } => (
             MutationKind::DeleteInstances,
-            format!("{mig}:{}", crate::hostlist::compress(instances)),
-            serde_json::json!({ "instances": instances }),
+            format!(
+                "{mig}:{}",
+                crate::hostlist::compress(&instances.iter().map(|i| i.name.as_str()).collect::<Vec<_>>())
+            ),
+            serde_json::json!({ "instances": instances.iter().map(VmRef::url).collect::<Vec<_>>() }),
         ),
         GceStep::DeleteMig { mig, reason } => {
             (MutationKind::MigDelete, mig.clone(), serde_json::json!({ "reason": reason }))
@@ -264,7 +268,9 @@ pub async fn send(
             client.cancel_resize_request(&loc, mig, &r.name, rid).await?
         }
         GceStep::DeleteInstances { mig, instances } => {
-            client.delete_instances(&loc, mig, instances, rid).await?
+            // A regional MIG takes instance URLs only: a bare name fails the whole Operation.
+            let urls: Vec<String> = instances.iter().map(VmRef::url).collect();
+            client.delete_instances(&loc, mig, &urls, rid).await?
         }
         GceStep::DeleteMig { mig, .. } => client.delete_mig(&loc, mig, rid).await?,
     };

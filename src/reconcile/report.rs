@@ -254,9 +254,9 @@ pub fn gc_items(p: &Plan) -> Vec<GcItem> {
                 .iter()
                 .map(|i| GcItem {
                     kind: GcItemKind::Vm,
-                    name: i.clone(),
+                    name: i.name.clone(),
                     mig: Some(mig.clone()),
-                    reason: reason_for(i),
+                    reason: reason_for(&i.name),
                 })
                 .collect(),
             _ => vec![],

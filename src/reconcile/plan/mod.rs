@@ -110,7 +110,7 @@ struct Planner<'a> {
     backoffs: BTreeMap<String, Backoff>,
     plan: Plan,
     /// MIG → instances to delete (batched at the end).
-    delete_instances: BTreeMap<String, BTreeSet<String>>,
+    delete_instances: BTreeMap<String, BTreeSet<VmRef>>,
     /// (state, reason) → nodes (batched at the end).
     slurm_updates: BTreeMap<(NodeStateChange, Option<String>), BTreeSet<String>>,
     /// Begin time → jobs whose nodes were released before they got a VM (after the node updates).
@@ -183,6 +183,11 @@ impl Planner<'_> {
         self.job_begins.entry(begin).or_default().insert(job);
     }
 
+    /// Deletes an observed VM from its MIG (batched per MIG in [`Planner::finish`]).
+    fn delete_vm(&mut self, mig: &str, vm: &ObservedVm) {
+        self.delete_instances.entry(mig.to_string()).or_default().insert(VmRef::of(vm));
+    }
+
     fn drop_reservation(&mut self, name: &str) {
         if self.nodes.get(name).is_some_and(|n| n.reservation.is_some()) {
             if let Some(r) = self.nodes.get_mut(name).and_then(|n| n.reservation.take()) {
@@ -215,7 +220,7 @@ impl Planner<'_> {
     /// Batches the steps the rules collected and returns the round's plan: only records that changed.
     fn finish(mut self) -> Plan {
         for (mig, names) in std::mem::take(&mut self.delete_instances) {
-            let names: Vec<String> = names.into_iter().collect();
+            let names: Vec<VmRef> = names.into_iter().collect();
             for chunk in names.chunks(MAX_GROUP) {
                 self.plan.gce.push(GceStep::DeleteInstances { mig: mig.clone(), instances: chunk.to_vec() });
             }

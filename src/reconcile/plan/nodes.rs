@@ -188,7 +188,7 @@ impl Planner<'_> {
             Some(vm) if being_deleted(vm) => {}
             Some(vm) => match vm.mig.clone().or(node.mig.clone()) {
                 Some(mig) if self.owned_mig(&mig) => {
-                    self.delete_instances.entry(mig).or_default().insert(name.to_string());
+                    self.delete_vm(&mig, vm);
                 }
                 _ => {
                     if node.last_error.as_deref()
@@ -248,7 +248,7 @@ impl Planner<'_> {
                         || vm.created.is_some_and(|c| secs_since(self.now, c) > self.cfg.orphan_grace)
                     {
                         // Known to be suspended (or an orphan past its grace): the VM must not exist.
-                        self.delete_instances.entry(m).or_default().insert(name.to_string());
+                        self.delete_vm(&m, vm);
                     }
                 }
                 _ => {}

@@ -86,12 +86,18 @@ fn mig(name: &str, state: MigState) -> Mig {
 fn vm(name: &str, mig: &str) -> ObservedVm {
     ObservedVm {
         name: name.into(),
+        zone: "us-central1-a".into(),
         status: "RUNNING".into(),
         mig: Some(mig.into()),
         created: Some(t0() - Duration::minutes(30)),
         termination: Some(t0() + Duration::hours(2)),
         network_ip: Some("10.0.0.2".into()),
     }
+}
+
+/// A VM of [`vm`] to delete.
+fn vm_ref(name: &str) -> VmRef {
+    VmRef { name: name.into(), zone: "us-central1-a".into() }
 }
 
 fn slurm(state: &str, flags: &[&str], reason: &str) -> SlurmNode {
@@ -445,7 +451,7 @@ fn suspend_deletes_exactly_the_nodes_vms_batched_per_mig() {
         p.gce,
         vec![GceStep::DeleteInstances {
             mig: "hpc-a-j7-t0000001".into(),
-            instances: vec!["hpc-a-0".into(), "hpc-a-1".into()]
+            instances: vec![vm_ref("hpc-a-0"), vm_ref("hpc-a-1")]
         }]
     );
     // once the VM is gone the node is powered down
@@ -463,7 +469,9 @@ fn a_vm_that_appears_for_a_suspended_node_is_deleted() {
         .vm(vm("hpc-a-1", "hpc-a-j7-t0000001"))
         .slurm("hpc-a-1", slurm("idle", &["CLOUD", "POWERED_DOWN"], ""));
     let p = w.plan();
-    assert!(p.gce.iter().any(|s| matches!(s, GceStep::DeleteInstances { instances, .. } if instances == &vec!["hpc-a-1".to_string()])));
+    assert!(p.gce.iter().any(
+        |s| matches!(s, GceStep::DeleteInstances { instances, .. } if instances == &vec![vm_ref("hpc-a-1")])
+    ));
 }
 
 /// A VM GCE is already deleting (STOPPING) is left to go: not deleted again, whether its node is
@@ -599,7 +607,7 @@ fn orphans_are_deleted_only_after_grace_and_only_in_owned_migs() {
     let p = w.plan();
     assert_eq!(
         p.gce,
-        vec![GceStep::DeleteInstances { mig: "hpc-a-t1".into(), instances: vec!["hpc-a-9".into()] }]
+        vec![GceStep::DeleteInstances { mig: "hpc-a-t1".into(), instances: vec![vm_ref("hpc-a-9")] }]
     );
 }
 
@@ -736,4 +744,21 @@ fn a_request_in_flight_in_an_unrecorded_mig_is_adopted_not_collected() {
         .into(),
     );
     assert!(w2.plan().adopted_requests.is_empty());
+}
+
+/// A regional `deleteInstances` takes `zones/{zone}/instances/{name}` only: each deleted VM is named
+/// by the zone the pass listed it in, whatever zone that is.
+#[test]
+fn deleted_vms_are_named_by_the_zone_they_were_listed_in() {
+    let mut a = vm("hpc-a-8", "hpc-a-t1");
+    let mut b = vm("hpc-a-9", "hpc-a-t1");
+    b.zone = "us-central1-b".into();
+    for v in [&mut a, &mut b] {
+        v.created = Some(t0() - Duration::days(1));
+    }
+    let p = World::new().mig(mig("hpc-a-t1", MigState::Active), Some(2)).vm(a).vm(b).plan();
+    let [GceStep::DeleteInstances { mig, instances }] = p.gce.as_slice() else { panic!("{:?}", p.gce) };
+    assert_eq!(mig, "hpc-a-t1");
+    let urls: Vec<String> = instances.iter().map(VmRef::url).collect();
+    assert_eq!(urls, ["zones/us-central1-a/instances/hpc-a-8", "zones/us-central1-b/instances/hpc-a-9"]);
 }

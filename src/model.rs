@@ -133,12 +133,32 @@ string_enum! {
         MigReady => "mig_ready",
         /// The resize request exists in GCE and is not final.
         Active => "active",
+        /// The resize request is queued and some of its nodes were suspended: it is being cancelled
+        /// (the only way to release a queued VM of a regional MIG), and its nodes still wanted are
+        /// requested again in a new group once it is CANCELLED.
+        Releasing => "releasing",
         /// The resize request SUCCEEDED: its VMs exist (or existed).
         Succeeded => "succeeded",
         /// FAILED, CANCELLED, queued past `queue_timeout`, or refused on insert.
         Failed => "failed",
         /// Every node of the group is gone and the MIG was deleted (or never made).
         Done => "done",
+    }
+}
+
+impl RequestPhase {
+    /// The group may still bring VMs: its MIG or resize request is being made, or the request is
+    /// not final.
+    pub fn is_open(&self) -> bool {
+        matches!(
+            self,
+            RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active | RequestPhase::Releasing
+        )
+    }
+
+    /// The group's resize request exists in GCE and is not final: it is polled every pass.
+    pub fn is_polled(&self) -> bool {
+        matches!(self, RequestPhase::Active | RequestPhase::Releasing)
     }
 }
 
@@ -201,6 +221,9 @@ string_enum! {
         RequestSucceeded => "request_succeeded",
         /// A resize request FAILED, was CANCELLED, or was refused: its nodes are released.
         RequestFailed => "request_failed",
+        /// Some nodes of a queued resize request were suspended: the request is cancelled to release
+        /// them, and its other nodes are requested again.
+        RequestReleasing => "request_releasing",
         /// A resize request was queued past `queue_timeout`: cancelled.
         QueueTimeout => "queue_timeout",
         /// A nodeset entered (or deepened) its capacity backoff.

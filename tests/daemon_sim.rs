@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -272,22 +272,47 @@ async fn suspend_deletes_exactly_the_suspended_nodes_vms() {
     assert_eq!(count(&calls, "regionInstanceGroupManagers.deleteInstances"), 1, "one batched call: {calls}");
 }
 
+/// Part of a queued request is suspended: its VMs have no URL yet and a regional MIG's
+/// deleteInstances takes URLs only, so the request is cancelled and the node still wanted is asked
+/// for again in a new request; the suspended node never gets a VM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_vm_that_appears_after_its_node_was_suspended_is_deleted() {
+async fn suspending_part_of_a_queued_request_cancels_it_and_requests_the_rest_again() {
     let mut w = World::new(&[("a", 0, 16, "")], "").await;
-    w.capacity(json!({"match": "", "delay_seconds": 4.0})).await;
+    w.capacity(json!({"match": "", "hold": true})).await;
     w.start_daemon();
     let rf = resume_file(&[(9, "hpc-a-[4-5]")], "hpc-a-[4-5]");
     assert!(w.hook("resume", "hpc-a-[4-5]", Some(&rf)).status.success());
     w.wait_for("request ACCEPTED", 30, || (requests_by_state(&w).get("ACCEPTED") == Some(&1)).then_some(()));
-    // Only one of the two is suspended: the request is not cancelled, and hpc-a-5's VM will appear.
     assert!(w.hook("suspend", "hpc-a-5", None).status.success());
-    w.wait_for("hpc-a-5's late VM deleted, hpc-a-4 up", 40, || {
-        let vms = futures_lite_block(w.sim_vms());
-        let s = w.node_states();
-        (vms == vec!["hpc-a-4".to_string()] && s["hpc-a-4"] == "up" && s["hpc-a-5"] == "powered_down")
-            .then_some(())
+    w.wait_for("first request CANCELLED, a second one ACCEPTED", 30, || {
+        let r = requests_by_state(&w);
+        (r.get("CANCELLED") == Some(&1) && r.get("ACCEPTED") == Some(&1)).then_some(())
     });
+    // GCE holds one queued request, for hpc-a-4 alone.
+    let queued: Vec<Value> = w
+        .sim_migs()
+        .await
+        .iter()
+        .flat_map(|m| m["resizeRequests"].as_array().cloned().unwrap_or_default())
+        .filter(|r| r["state"] == "ACCEPTED")
+        .collect();
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    assert_eq!(queued[0]["instances"], json!([{"name": "hpc-a-4"}]), "{:?}", queued[0]);
+    let events = w.cli_json(&["events", "--node", "hpc-a-5"]).to_string();
+    assert!(events.contains("request_releasing") && events.contains("suspended while queued"), "{events}");
+    assert_eq!(w.node_states()["hpc-a-5"], "powered_down");
+
+    w.sim_delete("capacity").await;
+    w.wait_for("hpc-a-4 up, the first MIG gone", 40, || {
+        let vms = futures_lite_block(w.sim_vms());
+        let migs = futures_lite_block(w.sim_migs());
+        let s = w.node_states();
+        (vms == vec!["hpc-a-4".to_string()] && s["hpc-a-4"] == "up" && migs.len() == 1).then_some(())
+    });
+    let calls = w.sim_calls().await;
+    assert_eq!(count(&calls, "regionInstanceGroupManagerResizeRequests.cancel"), 1, "{calls}");
+    assert_eq!(count(&calls, "regionInstanceGroupManagers.deleteInstances"), 0, "no VM to delete: {calls}");
+    assert_eq!(w.node_states()["hpc-a-5"], "powered_down");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

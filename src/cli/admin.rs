@@ -162,10 +162,7 @@ pub async fn requests(cfg: &Config, active: bool, l: &Listing) -> Result<String,
         .await
         .map_err(rt)?
         .into_iter()
-        .filter(|r| {
-            !active
-                || matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
-        })
+        .filter(|r| !active || r.phase.is_open())
         .collect();
     let now = now();
     if l.json {

@@ -42,12 +42,7 @@ impl Planner<'_> {
                 NodeState::Suspending => self.suspending_node(name),
                 NodeState::PoweredDown => self.powered_down_node(name),
                 NodeState::Requested => {
-                    let open = rid.and_then(|id| self.requests.get(&id)).is_some_and(|r| {
-                        matches!(
-                            r.phase,
-                            RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active
-                        )
-                    });
+                    let open = rid.and_then(|id| self.requests.get(&id)).is_some_and(|r| r.phase.is_open());
                     if !open {
                         // Its request group is gone (it can only be a bug or a hand-edited database).
                         self.set_state(name, NodeState::ResumePending);
@@ -206,9 +201,8 @@ impl Planner<'_> {
                 }
             },
             None => {
-                let request_open = node.request_id.and_then(|id| self.requests.get(&id)).is_some_and(|r| {
-                    matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
-                });
+                let request_open =
+                    node.request_id.and_then(|id| self.requests.get(&id)).is_some_and(|r| r.phase.is_open());
                 if !request_open {
                     self.set_state(name, NodeState::PoweredDown);
                     self.clear_vm(name);

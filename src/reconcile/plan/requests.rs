@@ -107,7 +107,7 @@ impl Planner<'_> {
                     self.plan.gce.push(GceStep::InsertResizeRequest { request: id, mig: r.mig.clone() });
                 }
             }
-            RequestPhase::Active => self.active_request(&r, &wanted),
+            RequestPhase::Active | RequestPhase::Releasing => self.active_request(&r, &wanted),
             RequestPhase::Succeeded => {
                 if mig_seen == Some(false) && members.iter().all(|(_, s)| *s != NodeState::Up) {
                     self.update_request(id, |r| r.phase = RequestPhase::Done);
@@ -198,6 +198,9 @@ impl Planner<'_> {
                     format!("resize request {} in MIG {} SUCCEEDED: {} VMs", r.name, r.mig, r.nodes.len()),
                 );
             }
+            GceRequestState::Cancelled if r.phase == RequestPhase::Releasing && !self.timed_out(r) => {
+                self.release_and_request_again(r, wanted);
+            }
             state @ (GceRequestState::Failed | GceRequestState::Cancelled) => {
                 let cause = match (&rr.error, state, &r.last_error) {
                     (Some((code, msg)), _, _) => format!("{code}: {msg}"),
@@ -208,18 +211,27 @@ impl Planner<'_> {
                 self.fail_request(r, &why, rr.capacity_error);
             }
             _ => {
-                if rr.last_attempt.is_some() && rr.last_attempt != r.last_error {
+                // While Releasing, the error says why the request is being cancelled.
+                if rr.last_attempt.is_some()
+                    && rr.last_attempt != r.last_error
+                    && r.phase != RequestPhase::Releasing
+                {
                     let la = rr.last_attempt.clone();
                     self.update_request(r.id, |x| x.last_error = la);
                 }
-                let ns = self.cfg.nodesets.get(&r.nodeset);
-                let queue_timeout = ns.map_or(0, |n| n.queue_timeout) as i64;
+                let queue_timeout = self.queue_timeout(r);
+                let suspended: Vec<String> = self
+                    .members(r)
+                    .into_iter()
+                    .filter(|(_, s)| *s == NodeState::Suspending)
+                    .map(|(n, _)| n.to_string())
+                    .collect();
                 if wanted.is_empty() {
                     self.update_request(r.id, |x| {
                         x.last_error = Some("cancelled: every node of the request was suspended".into())
                     });
                     self.plan.gce.push(GceStep::CancelResizeRequest { request: r.id, mig: r.mig.clone() });
-                } else if queue_timeout > 0 && secs_since(self.now, r.created_at) > queue_timeout {
+                } else if self.timed_out(r) {
                     let why = format!(
                         "queued for longer than queue_timeout ({queue_timeout}s){}",
                         rr.last_attempt
@@ -236,9 +248,62 @@ impl Planner<'_> {
                     }
                     self.update_request(r.id, |x| x.last_error = Some(why));
                     self.plan.gce.push(GceStep::CancelResizeRequest { request: r.id, mig: r.mig.clone() });
+                } else if r.phase == RequestPhase::Releasing {
+                    // The cancel is under way (its outbox entry resends the same requestId).
+                    self.plan.gce.push(GceStep::CancelResizeRequest { request: r.id, mig: r.mig.clone() });
+                } else if !suspended.is_empty() {
+                    // Queued VMs have no URL, and a regional MIG's deleteInstances takes URLs only:
+                    // the one way to release them is to cancel their request (docs/gce-facts.md).
+                    let why = format!(
+                        "cancelled to release {} (suspended while queued); {} requested again in a new resize request",
+                        crate::hostlist::compress(&suspended),
+                        crate::hostlist::compress(wanted)
+                    );
+                    self.plan.event(
+                        EventKind::RequestReleasing,
+                        r.nodes.clone(),
+                        format!("resize request {} in MIG {}: {why}", r.name, r.mig),
+                    );
+                    self.update_request(r.id, |x| {
+                        x.phase = RequestPhase::Releasing;
+                        x.last_error = Some(why);
+                    });
+                    self.plan.gce.push(GceStep::CancelResizeRequest { request: r.id, mig: r.mig.clone() });
                 }
             }
         }
+    }
+
+    fn queue_timeout(&self, r: &Request) -> i64 {
+        self.cfg.nodesets.get(&r.nodeset).map_or(0, |n| n.queue_timeout) as i64
+    }
+
+    /// Queued past its nodeset's `queue_timeout`.
+    fn timed_out(&self, r: &Request) -> bool {
+        let queue_timeout = self.queue_timeout(r);
+        queue_timeout > 0 && secs_since(self.now, r.created_at) > queue_timeout
+    }
+
+    /// A request cancelled to release some of its queued nodes is CANCELLED: those nodes are powered
+    /// down, the ones still wanted go back to waiting for a VM (grouped into a new request in this
+    /// round, for the same job: Slurm is not told anything, the job keeps waiting), and the MIG goes.
+    fn release_and_request_again(&mut self, r: &Request, wanted: &[&str]) {
+        let why = r.last_error.clone().unwrap_or_else(|| "cancelled to release suspended nodes".into());
+        for n in wanted {
+            self.set_state(n, NodeState::ResumePending);
+            if let Some(node) = self.nodes.get_mut(*n) {
+                node.request_id = None;
+                node.mig = None;
+            }
+        }
+        self.release_members(r, None);
+        self.update_request(r.id, |x| x.phase = RequestPhase::Failed);
+        self.plan.event(
+            EventKind::RequestFailed,
+            r.nodes.clone(),
+            format!("resize request {} in MIG {} CANCELLED: {why}", r.name, r.mig),
+        );
+        self.delete_mig(&r.mig, &why);
     }
 
     fn fail_request(&mut self, r: &Request, why: &str, capacity: bool) {

@@ -438,6 +438,71 @@ fn suspend_of_queued_request_cancels_it() {
     assert!(node_after(&p, "hpc-a-1").is_none(), "the node waits, suspending, for the cancel");
 }
 
+/// Some nodes of a queued request are suspended while others are still wanted: a regional MIG's
+/// queued VMs have no URL for deleteInstances, so the request is cancelled; once CANCELLED the
+/// suspended node is powered down and the wanted one is requested again for the same job, with no
+/// word to Slurm and no backoff.
+#[test]
+fn suspending_part_of_a_queued_request_cancels_it_and_requests_the_rest_again() {
+    let mut gone = node("hpc-a-5", NodeState::Suspending);
+    gone.request_id = Some(1);
+    gone.job_id = Some(7);
+    let mut kept = node("hpc-a-4", NodeState::Requested);
+    kept.request_id = Some(1);
+    kept.job_id = Some(7);
+    kept.mig = Some("hpc-a-j7-t0000001".into());
+    let r = request(1, &["hpc-a-4", "hpc-a-5"], RequestPhase::Active);
+    let world = |r: &Request, state: &str| {
+        World::new()
+            .node(gone.clone())
+            .node(kept.clone())
+            .req(r.clone())
+            .mig(mig(&r.mig, MigState::Active), Some(2))
+            .rr(&r.mig, state, None, false)
+    };
+    let p = world(&r, "ACCEPTED").plan();
+    assert_eq!(p.gce, vec![GceStep::CancelResizeRequest { request: 1, mig: r.mig.clone() }]);
+    assert_eq!(p.requests[0].phase, RequestPhase::Releasing);
+    assert!(p.events.iter().any(|e| e.kind == EventKind::RequestReleasing), "{:?}", p.events);
+    assert!(p.nodes.is_empty(), "both nodes wait for the cancel: {:?}", p.nodes);
+    assert!(p.slurm.is_empty(), "{:?}", p.slurm);
+
+    // Still ACCEPTED next pass (the cancel's Operation was slow): the same cancel again, the reason
+    // kept over GCE's last attempt.
+    let mut releasing = p.requests[0].clone();
+    let mut w = world(&releasing, "ACCEPTED");
+    if let Some(PolledRequest::Found(rr)) = w.o.requests.get_mut(&r.mig) {
+        rr.last_attempt = Some("ZONE_RESOURCE_POOL_EXHAUSTED: waiting".into());
+    }
+    let p = w.plan();
+    assert_eq!(p.gce, vec![GceStep::CancelResizeRequest { request: 1, mig: r.mig.clone() }]);
+    assert!(p.requests.iter().all(|x| x.last_error == releasing.last_error), "{:?}", p.requests);
+
+    // CANCELLED: hpc-a-5 powered down, hpc-a-4 in a new group for job 7, the old MIG deleted.
+    releasing.gce_state = Some("ACCEPTED".into());
+    let p = world(&releasing, "CANCELLED").plan();
+    assert_eq!(node_after(&p, "hpc-a-5").unwrap().state, NodeState::PoweredDown);
+    let again = node_after(&p, "hpc-a-4").unwrap();
+    assert_eq!((again.state, again.request_id, again.mig.as_deref()), (NodeState::ResumePending, None, None));
+    assert_eq!(
+        p.new_groups,
+        vec![NewGroup {
+            nodeset: "a".into(),
+            job_id: Some(7),
+            nodes: vec!["hpc-a-4".into()],
+            run_duration: 604_800
+        }]
+    );
+    assert!(
+        p.gce.iter().any(|s| matches!(s, GceStep::DeleteMig { mig, .. } if *mig == r.mig)),
+        "{:?}",
+        p.gce
+    );
+    assert_eq!(p.requests[0].phase, RequestPhase::Failed);
+    assert!(p.slurm.is_empty(), "Slurm is told nothing: the job keeps waiting: {:?}", p.slurm);
+    assert!(p.backoffs_set.is_empty());
+}
+
 #[test]
 fn suspend_deletes_exactly_the_nodes_vms_batched_per_mig() {
     let mut w = World::new().mig(mig("hpc-a-j7-t0000001", MigState::Active), Some(3));

@@ -196,6 +196,10 @@ string_enum! {
         Done => "done",
         /// GCE refused it for good, or the intent became moot; an event says why.
         Abandoned => "abandoned",
+        /// GCE acted and the Operation ended DONE with an error (or answered a 4xx that may pass):
+        /// closed; the step's next attempt gets a new requestId after a backoff
+        /// (`reconcile::step_retry`).
+        Failed => "failed",
     }
 }
 
@@ -254,6 +258,12 @@ string_enum! {
         GceRefused => "gce_refused",
         /// A Slurm command failed (the next pass decides again).
         SlurmError => "slurm_error",
+        /// A GCE step failed (its Operation ended DONE with an error): its next attempt gets a new
+        /// requestId after a backoff.
+        GceStepFailed => "gce_step_failed",
+        /// A GCE step failed too many times in a row: slurm-dws does not send it again until a
+        /// restart or a reload.
+        GceStepGaveUp => "gce_step_gave_up",
         /// An outbox entry no longer needed was closed without being sent again.
         OutboxAbandoned => "outbox_abandoned",
         /// Reconcile passes became degraded (GCE or Slurm could not be read, or a step failed): why.
@@ -381,6 +391,18 @@ pub struct Mig {
     pub empty_since: Option<DateTime<Utc>>,
 }
 
+/// The consecutive failed attempts of one GCE step (outbox entries closed as `failed` since the
+/// step last succeeded or was abandoned), as `Store::step_failures` counts them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepFailures {
+    pub kind: MutationKind,
+    /// The outbox target: a MIG name, `mig/request`, or `mig:hostlist`.
+    pub target: String,
+    pub failed: u32,
+    pub last_at: DateTime<Utc>,
+    pub last_error: String,
+}
+
 /// One intended GCE mutation, recorded with its requestId before it is sent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutboxEntry {
@@ -462,6 +484,7 @@ mod tests {
                 "request_planned",
                 "request_succeeded",
                 "request_failed",
+                "request_releasing",
                 "queue_timeout",
                 "backoff",
                 "backoff_ended",
@@ -477,6 +500,8 @@ mod tests {
                 "mig_deleted",
                 "gce_refused",
                 "slurm_error",
+                "gce_step_failed",
+                "gce_step_gave_up",
                 "outbox_abandoned",
                 "degraded",
                 "recovered",

@@ -8,6 +8,7 @@ use super::CliError;
 use crate::config::Config;
 use crate::model::*;
 use crate::protocol::{self, Liveness, Request as Ask, Response};
+use crate::reconcile::step_retry::MAX_STEP_ATTEMPTS;
 use crate::reconcile::{GcItemKind, GcReport, PassReport};
 use crate::store::Store;
 use chrono::{DateTime, Utc};
@@ -307,6 +308,13 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<(String, Option<CliErro
     let nodes = store.nodes().await.map_err(rt)?;
     let requests = store.requests(true).await.map_err(rt)?;
     let outbox = store.pending_outbox().await.map_err(rt)?;
+    let given_up: Vec<StepFailures> = store
+        .step_failures()
+        .await
+        .map_err(rt)?
+        .into_iter()
+        .filter(|f| f.failed >= MAX_STEP_ATTEMPTS)
+        .collect();
     let inbox = store.inbox_depth().await.map_err(rt)?;
     let backoffs: Vec<Backoff> =
         store.backoffs().await.map_err(rt)?.into_iter().filter(|b| b.until > now).collect();
@@ -347,6 +355,7 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<(String, Option<CliErro
         "requests_queued": queued.len(),
         "oldest_queued_request": oldest.map(|r| json!({"name": r.name, "mig": r.mig, "created_at": r.created_at.to_rfc3339(), "age_seconds": (now - r.created_at).num_seconds()})),
         "pending_work": { "inbox": inbox, "outbox": outbox.len() },
+        "gce_steps_given_up": given_up.iter().map(|f| json!({"kind": f.kind.as_str(), "target": f.target, "failed": f.failed, "last_at": f.last_at.to_rfc3339(), "last_error": f.last_error})).collect::<Vec<_>>(),
         "backoffs": backoffs.iter().map(|b| json!({"nodeset": b.nodeset, "until": b.until.to_rfc3339(), "level": b.level, "reason": b.reason})).collect::<Vec<_>>(),
     });
     if l.json {
@@ -413,6 +422,16 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<(String, Option<CliErro
         inbox,
         outbox.len()
     ));
+    for f in &given_up {
+        s.push_str(&format!(
+            "GAVE UP:       {} {} after {} failed attempts, last {}: {} (a restart or reload retries it)\n",
+            f.kind.as_str(),
+            f.target,
+            f.failed,
+            when(Some(f.last_at), now),
+            f.last_error
+        ));
+    }
     if backoffs.is_empty() {
         s.push_str("backoffs:      none\n");
     }
@@ -491,6 +510,29 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool) -> Result<String,
     }
     if let Some(e) = &n.last_error {
         lines.push(format!("Last error: {e}"));
+    }
+    // GCE steps about the node's MIG (or its VM) that keep failing.
+    let mig = request.as_ref().map(|r| r.mig.clone()).or_else(|| n.mig.clone());
+    for f in store.step_failures().await.map_err(rt)? {
+        let about_node =
+            mig.as_deref().is_some_and(|m| f.target == m || f.target.starts_with(&format!("{m}/")))
+                || (f.kind == MutationKind::DeleteInstances
+                    && mig.as_deref().is_some_and(|m| f.target.starts_with(&format!("{m}:"))));
+        if about_node {
+            lines.push(format!(
+                "GCE step {} {} failed {} time(s) in a row, last {}: {}{}",
+                f.kind.as_str(),
+                f.target,
+                f.failed,
+                when(Some(f.last_at), now),
+                f.last_error,
+                if f.failed >= MAX_STEP_ATTEMPTS {
+                    "; slurm-dws GAVE UP on it (a restart or reload retries it)".to_string()
+                } else {
+                    "; retried with a new requestId after a backoff".to_string()
+                }
+            ));
+        }
     }
     let backoff = backoffs.iter().find(|b| b.nodeset == n.nodeset && b.until > now);
     lines.push(format!("Next: {}", next_step(cfg, n, request.as_ref(), backoff, now)));

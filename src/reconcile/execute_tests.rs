@@ -43,6 +43,12 @@ fn timeout() -> SendError {
     })
 }
 
+/// An Operation still RUNNING when the step's deadline passed.
+fn op_timeout() -> SendError {
+    let operation = serde_json::from_value(json!({"name": "operation-2", "status": "RUNNING"})).unwrap();
+    SendError::Gce(GceError::OperationTimeout(Box::new(operation)))
+}
+
 fn insert_mig() -> GceStep {
     GceStep::InsertMig { request: 1, mig: "hpc-a-j7-0a1b2c3d".into(), nodeset: "a".into() }
 }
@@ -68,6 +74,7 @@ enum Want {
     Retry,
     Moot,
     Refused(Option<String>, ErrorClass),
+    Failed(Option<String>),
 }
 
 fn kind(r: &StepResult) -> Want {
@@ -76,6 +83,7 @@ fn kind(r: &StepResult) -> Want {
         StepResult::Retry(_) => Want::Retry,
         StepResult::Moot(_) => Want::Moot,
         StepResult::Refused { code, class, .. } => Want::Refused(code.clone(), *class),
+        StepResult::Failed { code, .. } => Want::Failed(code.clone()),
     }
 }
 
@@ -135,9 +143,33 @@ fn answers_are_judged_per_step() {
             Want::Refused(Some("notFound".into()), ErrorClass::NotFound),
         ),
         (
-            "a bad delete is tried again",
+            "a bad delete is tried again, with a new requestId",
             delete_mig(),
             http(400, "INVALID_ARGUMENT", "invalid", "x"),
+            Want::Failed(Some("invalid".into())),
+        ),
+        (
+            "a delete refused during a transformation: a new requestId after a backoff",
+            delete_mig(),
+            http(400, "FAILED_PRECONDITION", "resourceNotReady", "busy"),
+            Want::Failed(Some("resourceNotReady".into())),
+        ),
+        (
+            "an Operation DONE with an error: the same requestId would replay it",
+            delete_vms(),
+            operation("RESOURCE_IN_USE_BY_ANOTHER_RESOURCE", "in use"),
+            Want::Failed(Some("RESOURCE_IN_USE_BY_ANOTHER_RESOURCE".into())),
+        ),
+        (
+            "a 403 rate limit is not acted on: the same requestId",
+            delete_mig(),
+            http(403, "PERMISSION_DENIED", "rateLimitExceeded", "Rate Limit Exceeded"),
+            Want::Retry,
+        ),
+        (
+            "an Operation still running at the deadline: the same requestId",
+            cancel(),
+            op_timeout(),
             Want::Retry,
         ),
         (

@@ -9,8 +9,10 @@ use sqlx::{Row, SqlitePool};
 use std::path::Path;
 
 /// (version, SQL): the files of `migrations/`, oldest first. `build.rs` reruns the build when they change.
-const MIGRATIONS: &[(i64, &str)] =
-    &[(20261123000000, include_str!("../../migrations/20261123000000_initial.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (20261123000000, include_str!("../../migrations/20261123000000_initial.sql")),
+    (20261124000000, include_str!("../../migrations/20261124000000_outbox_failed.sql")),
+];
 
 /// The newest schema version this build knows.
 pub const LATEST: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;

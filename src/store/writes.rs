@@ -270,6 +270,20 @@ impl StoreTx {
         Ok(())
     }
 
+    /// Gives every step that failed a fresh start (at daemon start and on reload): its `failed`
+    /// entries are closed as `abandoned`, so its attempts count from zero again. Returns how many.
+    pub async fn forgive_failed_steps(&mut self, now: DateTime<Utc>) -> Result<u64> {
+        Ok(sqlx::query(
+            "UPDATE outbox SET state = 'abandoned', updated_at = ?, \
+               last_error = coalesce(last_error, '') || ' (failed; given a fresh start at daemon start or reload)' \
+             WHERE state = 'failed'",
+        )
+        .bind(to_ms(now))
+        .execute(&mut *self.tx)
+        .await?
+        .rows_affected())
+    }
+
     /// Appends an event about `nodes` (node names; the event keeps them as a hostlist expression).
     pub async fn add_event(
         &mut self,

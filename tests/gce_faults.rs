@@ -408,3 +408,53 @@ async fn a_step_that_keeps_failing_is_given_up_visibly_and_a_restart_retries_it(
     let status = w.cli_json(&["status"]);
     assert_eq!(status["gce_steps_given_up"], json!([]), "{status}");
 }
+
+/// A create answered 409 "already exists" is checked against what GCE holds under that name: a
+/// resize request someone else made there, for other instances and another run duration, is not
+/// taken as ours. The group fails visibly with ALREADY_EXISTS_MISMATCH and its nodes are released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_409_on_create_for_something_that_is_not_what_we_meant_fails_visibly() {
+    let mut w = World::new(&[("a", 0, 8, "")], "").await;
+    // The first three resize-request inserts are refused (403, not retried with the same requestId),
+    // so the test has time to make a different request under the group's name.
+    w.sim_post(
+        "faults",
+        json!({"method": "regionInstanceGroupManagerResizeRequests.insert", "status": 403, "reason": "forbidden", "count": 3}),
+    )
+    .await;
+    w.start_daemon();
+    assert!(w
+        .hook("resume", "hpc-a-[0-1]", Some(&resume_file(&[(41, "hpc-a-[0-1]")], "hpc-a-[0-1]")))
+        .status
+        .success());
+    w.wait_for("the third refusal", 60, || {
+        w.cli_json(&["events"]).to_string().contains("attempt 3 of 5").then_some(())
+    });
+    let group = store_requests(&w).into_iter().next().expect("the group is recorded");
+    let (mig, name) =
+        (group["mig"].as_str().unwrap().to_string(), group["name"].as_str().unwrap().to_string());
+    let url = format!(
+        "{}projects/test-project/regions/us-central1/instanceGroupManagers/{mig}/resizeRequests",
+        w.sim_url
+    );
+    let body =
+        json!({"name": name, "instances": [{"name": "hpc-a-0"}], "requestedRunDuration": {"seconds": "600"}});
+    let r = reqwest::Client::new().post(&url).json(&body).send().await.unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+
+    w.wait_for("the group failed with the mismatch", 60, || {
+        let n = w.nodes();
+        n.iter()
+            .all(|n| {
+                n["state"] == "powered_down"
+                    && n["last_error"].as_str().is_some_and(|e| e.contains("ALREADY_EXISTS_MISMATCH"))
+            })
+            .then_some(())
+    });
+    let events = w.cli_json(&["events"]).to_string();
+    assert!(events.contains("already exists and is not the one slurm-dws meant to create"), "{events}");
+    assert!(events.contains("it asks for hpc-a-0, not hpc-a-[0-1]"), "{events}");
+    let explain = String::from_utf8_lossy(&w.cli(&["explain", "hpc-a-1"]).stdout).to_string();
+    assert!(explain.contains("ALREADY_EXISTS_MISMATCH"), "{explain}");
+    assert!(w.sim_vms().await.iter().all(|v| v != "hpc-a-1"), "no VM taken as ours for hpc-a-1");
+}

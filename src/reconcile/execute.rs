@@ -83,14 +83,22 @@ pub fn judge(step: &GceStep, e: &SendError) -> StepResult {
                 class: ErrorClass::Invalid,
             }
         }
+        SendError::Mismatch(m) => {
+            return StepResult::Refused {
+                code: Some("ALREADY_EXISTS_MISMATCH".into()),
+                message: m.clone(),
+                class: ErrorClass::AlreadyExists,
+            }
+        }
         SendError::Gce(e) => e,
     };
     let class = e.class();
     let refused = || StepResult::Refused { code: gce_code(e), message: e.to_string(), class };
     match (step, class) {
-        // The thing to create exists already: with our name it is ours (the name embeds our tag).
+        // `send` compares what exists under our name with what was meant (Done or Mismatch): a 409
+        // that reaches here could not be compared. The next pass tries again.
         (GceStep::InsertMig { .. } | GceStep::InsertResizeRequest { .. }, ErrorClass::AlreadyExists) => {
-            StepResult::Done
+            StepResult::Retry(format!("{e}; what exists could not be read to compare"))
         }
         // The thing to remove is gone already.
         (GceStep::DeleteMig { .. } | GceStep::DeleteInstances { .. }, ErrorClass::NotFound) => {

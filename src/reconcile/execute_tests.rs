@@ -92,16 +92,22 @@ fn answers_are_judged_per_step() {
     let stockout = || http(503, "UNAVAILABLE", "ZONE_RESOURCE_POOL_EXHAUSTED", "no a3u in us-central1-a");
     let cases: Vec<(&str, GceStep, SendError, Want)> = vec![
         (
-            "a create that exists is ours",
+            "a 409 on create that send could not compare: tried again",
             insert_mig(),
             http(409, "ALREADY_EXISTS", "alreadyExists", "exists"),
-            Want::Done,
+            Want::Retry,
         ),
         (
             "same for a resize request",
             insert_rr(),
             http(409, "ALREADY_EXISTS", "alreadyExists", "exists"),
-            Want::Done,
+            Want::Retry,
+        ),
+        (
+            "what exists under our name is not what we meant: refused, visibly",
+            insert_rr(),
+            SendError::Mismatch("resize request rr-x already exists and is not ...".into()),
+            Want::Refused(Some("ALREADY_EXISTS_MISMATCH".into()), ErrorClass::AlreadyExists),
         ),
         (
             "a delete of what is gone is done",

@@ -227,11 +227,7 @@ impl Metrics {
             "Nodesets in a capacity/quota backoff: no new resize request for them until it ends.",
         );
         w.sample("slurm_dws_backoffs_active", &[], active.len() as f64);
-        w.family(
-            "slurm_dws_backoff_remaining_seconds",
-            "gauge",
-            "Time left in a nodeset's capacity backoff.",
-        );
+        w.family("slurm_dws_backoff_remaining_seconds", "gauge", "Time left in a nodeset's backoff.");
         for b in &active {
             let left = (b.until - now).num_milliseconds() as f64 / 1000.0;
             w.sample("slurm_dws_backoff_remaining_seconds", &[("nodeset", &b.nodeset)], left);

@@ -230,11 +230,11 @@ string_enum! {
         RequestReleasing => "request_releasing",
         /// A resize request was queued past `queue_timeout`: cancelled.
         QueueTimeout => "queue_timeout",
-        /// A nodeset entered (or deepened) its capacity backoff.
+        /// A nodeset entered (or deepened) its backoff after a failed request.
         Backoff => "backoff",
-        /// A nodeset's capacity backoff ended.
+        /// A nodeset's backoff ended (its level stays until a success).
         BackoffEnded => "backoff_ended",
-        /// Nodes resumed during a capacity backoff were answered at once.
+        /// Nodes resumed during a nodeset backoff were answered at once.
         BackoffRefused => "backoff_refused",
         /// A run duration fell back to `max_run_duration` or was clamped.
         RunDuration => "run_duration",
@@ -445,7 +445,8 @@ pub struct InboxEntry {
     pub jobs: Vec<(u32, String)>,
 }
 
-/// A per-nodeset capacity backoff: no new requests until `until`.
+/// A per-nodeset backoff after a failed request (capacity, quota, or any other GCE error): no new
+/// requests until `until`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Backoff {
     pub nodeset: String,
@@ -453,6 +454,9 @@ pub struct Backoff {
     /// How many failures in a row led here (the exponent).
     pub level: u32,
     pub reason: String,
+    /// Its time is over and that was announced (`backoff_ended`). The record stays, for its level,
+    /// until a request of the nodeset succeeds: the next failure backs off twice as long.
+    pub ended: bool,
 }
 
 /// "1 node", "2 nodes": a count with its noun, for messages people read.

@@ -181,6 +181,7 @@ fn world() -> (Desired, Observed) {
             until: t0() + Duration::seconds(60),
             level: 0,
             reason: "stockout".into(),
+            ended: false,
         },
     );
     (d, o)

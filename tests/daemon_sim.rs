@@ -369,3 +369,48 @@ fn answers(w: &World) -> bool {
 fn futures_lite_block<F: std::future::Future>(f: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
 }
+
+/// A nodeset backs off after any failure GCE gives a reason for, not only stockouts, in words that
+/// say which; the level grows across failures, survives the end of a backoff and a daemon restart,
+/// and is forgotten only when a request of the nodeset succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backoff_levels_grow_across_failures_and_restarts_and_reset_on_success() {
+    let mut w = World::new(&[("a", 0, 16, "")], "backoff_initial = 1\nbackoff_max = 8").await;
+    let bad_image = json!({"match": "", "fail": {"code": "RESOURCE_NOT_FOUND",
+        "message": "The resource 'projects/test-project/global/images/bad' was not found"}});
+    w.capacity(bad_image.clone()).await;
+    w.start_daemon();
+    let kinds = |w: &World, kind: &str| {
+        w.cli_json(&["events"]).as_array().unwrap().iter().filter(|e| e["kind"] == kind).count()
+    };
+    // One failed resume; then the level the status shows once its backoff starts, and the wait for it to end.
+    let fail_once = |w: &World, node: &str, job: u32| {
+        let ended = kinds(w, "backoff_ended");
+        assert!(w.hook("resume", node, Some(&resume_file(&[(job, node)], node))).status.success());
+        let b = w.wait_for("a backoff", 30, || {
+            let s = w.cli_json(&["status"]);
+            s["backoffs"].as_array().and_then(|a| a.first().cloned())
+        });
+        w.wait_for("the backoff ended", 30, || (kinds(w, "backoff_ended") > ended).then_some(()));
+        b
+    };
+    let b = fail_once(&w, "hpc-a-0", 1);
+    assert_eq!(b["level"], 0, "{b}");
+    let reason = b["reason"].as_str().unwrap();
+    assert!(reason.starts_with("error backoff") && reason.contains("RESOURCE_NOT_FOUND"), "{reason}");
+
+    // The level survives the end of the backoff and a restart.
+    w.kill_daemon();
+    w.start_daemon();
+    assert_eq!(fail_once(&w, "hpc-a-1", 2)["level"], 1);
+    assert_eq!(fail_once(&w, "hpc-a-2", 3)["level"], 2);
+
+    // A success forgets it: the next failure starts again at level 0.
+    w.sim_delete("capacity").await;
+    assert!(w.hook("resume", "hpc-a-3", Some(&resume_file(&[(4, "hpc-a-3")], "hpc-a-3"))).status.success());
+    w.wait_for("hpc-a-3 up", 30, || {
+        (w.node_states().get("hpc-a-3").map(String::as_str) == Some("up")).then_some(())
+    });
+    w.capacity(bad_image).await;
+    assert_eq!(fail_once(&w, "hpc-a-4", 5)["level"], 0);
+}

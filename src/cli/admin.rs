@@ -559,12 +559,12 @@ fn next_step(
     let interval = cfg.reconcile.interval;
     match n.state {
         NodeState::PoweredDown if n.is_static => match backoff {
-            Some(b) => format!("a static node: re-provisioned when the capacity backoff of nodeset {} ends, {}.", b.nodeset, when(Some(b.until), now)),
+            Some(b) => format!("a static node: re-provisioned when the backoff of nodeset {} ends, {}.", b.nodeset, when(Some(b.until), now)),
             None => format!("a static node: re-provisioned by the next pass (within {interval}s)."),
         },
         NodeState::PoweredDown => "nothing until Slurm resumes it.".into(),
         NodeState::ResumePending => match backoff {
-            Some(b) => format!("nodeset {} is in capacity backoff until {}: the resume will be answered at once and the job requeued.", b.nodeset, when(Some(b.until), now)),
+            Some(b) => format!("nodeset {} is in backoff until {}: the resume will be answered at once and the job requeued.", b.nodeset, when(Some(b.until), now)),
             None => format!("the next pass (within {interval}s) makes its MIG and resize request."),
         },
         NodeState::Requested => {

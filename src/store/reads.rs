@@ -181,7 +181,7 @@ impl Store {
 
     /// Every per-nodeset backoff on record (expired ones included; the caller compares with `now`).
     pub async fn backoffs(&self) -> Result<Vec<Backoff>> {
-        let rows = sqlx::query("SELECT nodeset, until, level, reason FROM backoffs ORDER BY nodeset")
+        let rows = sqlx::query("SELECT nodeset, until, level, reason, ended FROM backoffs ORDER BY nodeset")
             .fetch_all(&self.pool)
             .await?;
         rows.iter()
@@ -191,6 +191,7 @@ impl Store {
                     until: from_ms(r.try_get("until")?),
                     level: r.try_get::<i64, _>("level")? as u32,
                     reason: r.try_get("reason")?,
+                    ended: r.try_get::<i64, _>("ended")? != 0,
                 })
             })
             .collect()

@@ -310,19 +310,22 @@ impl StoreTx {
         Ok(id)
     }
 
-    /// Starts or extends a nodeset's capacity backoff.
+    /// Starts, extends or ends (keeping its level) a nodeset's backoff.
     pub async fn set_backoff(&mut self, b: &Backoff) -> Result<()> {
-        sqlx::query("INSERT OR REPLACE INTO backoffs (nodeset, until, level, reason) VALUES (?, ?, ?, ?)")
-            .bind(&b.nodeset)
-            .bind(to_ms(b.until))
-            .bind(b.level as i64)
-            .bind(&b.reason)
-            .execute(&mut *self.tx)
-            .await?;
+        sqlx::query(
+            "INSERT OR REPLACE INTO backoffs (nodeset, until, level, reason, ended) VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(&b.nodeset)
+        .bind(to_ms(b.until))
+        .bind(b.level as i64)
+        .bind(&b.reason)
+        .bind(b.ended as i64)
+        .execute(&mut *self.tx)
+        .await?;
         Ok(())
     }
 
-    /// Ends a nodeset's backoff.
+    /// Forgets a nodeset's backoff and its level (a request of the nodeset succeeded).
     pub async fn clear_backoff(&mut self, nodeset: &str) -> Result<()> {
         sqlx::query("DELETE FROM backoffs WHERE nodeset = ?").bind(nodeset).execute(&mut *self.tx).await?;
         Ok(())

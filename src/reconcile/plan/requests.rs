@@ -1,4 +1,4 @@
-//! Rules 1 and 2: capacity backoffs that ran out end, and every open request group walks its
+//! Rules 1 and 2: nodeset backoffs that ran out end (keeping their level), and every open request group walks its
 //! lifecycle (planned → MIG → resize request → SUCCEEDED, or failed and released).
 
 use super::{secs_since, Planner};
@@ -6,7 +6,8 @@ use crate::model::*;
 use crate::reconcile::types::*;
 use chrono::{DateTime, Duration, Utc};
 
-/// The next backoff after a capacity or quota failure: `initial * 2^level`, at most `max`.
+/// The next backoff after a failed request: `initial * 2^level`, at most `max`, the level one above the
+/// nodeset's previous backoff (ended or not: levels decay only when a request succeeds).
 pub fn next_backoff(
     cfg: &PlanConfig,
     previous: Option<&Backoff>,
@@ -20,6 +21,28 @@ pub fn next_backoff(
         until: now + Duration::seconds(secs),
         level,
         reason: reason.to_string(),
+        ended: false,
+    }
+}
+
+/// What kind of failure backs a nodeset off: each says what it is and what to look at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BackoffClass {
+    /// A stockout or an exhausted quota: capacity may come back by itself.
+    Capacity,
+    /// Any other error GCE failed the request with (a bad image, template, subnetwork, permission):
+    /// retrying at once would fail the same way.
+    Error,
+}
+
+impl BackoffClass {
+    fn words(self) -> &'static str {
+        match self {
+            BackoffClass::Capacity => "capacity backoff after a stockout or quota error",
+            BackoffClass::Error => {
+                "error backoff after a GCE error that is not capacity (check the nodeset's template, image, network and permissions)"
+            }
+        }
     }
 }
 
@@ -28,27 +51,30 @@ impl Planner<'_> {
     pub(super) fn expire_backoffs(&mut self) {
         // No backoff is ever set longer than backoff_max: one that ends further away than that was
         // set before the wall clock went back, and would block the nodeset for the size of the jump.
-        let ended: Vec<(String, bool)> = self
-            .backoffs
-            .values()
-            .filter_map(|b| {
-                let clock_went_back = secs_since(b.until, self.now) > self.cfg.backoff_max;
-                (b.until <= self.now || clock_went_back).then(|| (b.nodeset.clone(), clock_went_back))
-            })
-            .collect();
-        for (ns, clock_went_back) in ended {
-            self.backoffs.remove(&ns);
-            self.plan.backoffs_cleared.push(ns.clone());
+        let now = self.now;
+        for b in self.backoffs.values_mut().filter(|b| !b.ended) {
+            let clock_went_back = secs_since(b.until, now) > self.cfg.backoff_max;
+            if b.until > now && !clock_went_back {
+                continue;
+            }
+            // Ended, but kept for its level: the next failure of the nodeset backs off longer.
+            b.ended = true;
+            if clock_went_back {
+                b.until = now;
+            }
             let why = if clock_went_back {
                 " (it ended further away than backoff_max: the clock went back)"
             } else {
                 ""
             };
-            self.plan.event(
-                EventKind::BackoffEnded,
-                vec![],
-                format!("nodeset {ns}: capacity backoff ended{why}"),
-            );
+            self.plan.events.push(NewEvent {
+                kind: EventKind::BackoffEnded,
+                nodes: vec![],
+                message: format!(
+                    "nodeset {}: backoff ended{why}; its level {} stays until a request of the nodeset succeeds",
+                    b.nodeset, b.level
+                ),
+            });
         }
     }
 
@@ -165,7 +191,7 @@ impl Planner<'_> {
             Some(PolledRequest::NotFound) => {
                 if self.o.migs.as_ref().is_some_and(|m| !m.contains_key(&r.mig)) {
                     let why = format!("MIG {} was deleted outside slurm-dws", r.mig);
-                    self.fail_request(r, &why, false);
+                    self.fail_request(r, &why, None);
                 } else {
                     // The insert never took effect (or GCE forgot it): send it again.
                     self.update_request(r.id, |r| r.phase = RequestPhase::MigReady);
@@ -189,9 +215,8 @@ impl Planner<'_> {
                         node.last_error = None;
                     }
                 }
-                if self.backoffs.remove(&r.nodeset).is_some() {
-                    self.plan.backoffs_cleared.push(r.nodeset.clone());
-                }
+                // A success: the nodeset's backoff level is forgotten.
+                self.backoffs.remove(&r.nodeset);
                 self.plan.event(
                     EventKind::RequestSucceeded,
                     r.nodes.clone(),
@@ -208,7 +233,14 @@ impl Planner<'_> {
                     (None, state, _) => format!("{state} without an error from GCE"),
                 };
                 let why = format!("resize request {} in MIG {} {}: {}", r.name, r.mig, state, cause);
-                self.fail_request(r, &why, rr.capacity_error);
+                // Every failure GCE gave a reason for backs the nodeset off, each class with its
+                // own words; a cancel slurm-dws made (suspend, queue_timeout) does not.
+                let class = match (&rr.error, state) {
+                    (Some(_), _) if rr.capacity_error => Some(BackoffClass::Capacity),
+                    (Some(_), GceRequestState::Failed) => Some(BackoffClass::Error),
+                    _ => None,
+                };
+                self.fail_request(r, &why, class);
             }
             _ => {
                 // While Releasing, the error says why the request is being cancelled.
@@ -306,27 +338,27 @@ impl Planner<'_> {
         self.delete_mig(&r.mig, &why);
     }
 
-    fn fail_request(&mut self, r: &Request, why: &str, capacity: bool) {
+    fn fail_request(&mut self, r: &Request, why: &str, backoff: Option<BackoffClass>) {
         self.update_request(r.id, |x| {
             x.phase = RequestPhase::Failed;
             x.last_error = Some(why.to_string());
         });
         self.plan.event(EventKind::RequestFailed, r.nodes.clone(), why.to_string());
-        if capacity {
-            let mut b = next_backoff(self.cfg, self.backoffs.get(&r.nodeset), why, self.now);
+        if let Some(class) = backoff {
+            let reason = format!("{}: {why}", class.words());
+            let mut b = next_backoff(self.cfg, self.backoffs.get(&r.nodeset), &reason, self.now);
             b.nodeset = r.nodeset.clone();
             self.plan.event(
                 EventKind::Backoff,
                 vec![],
                 format!(
-                    "nodeset {}: capacity backoff until {} (level {}) after: {why}",
+                    "nodeset {}: backoff until {} (level {}): {reason}",
                     r.nodeset,
                     b.until.to_rfc3339(),
                     b.level
                 ),
             );
-            self.backoffs.insert(r.nodeset.clone(), b.clone());
-            self.plan.backoffs_set.push(b);
+            self.backoffs.insert(r.nodeset.clone(), b);
         }
         // After the backoff is set: the requeued jobs may start again when it ends.
         self.release_members(r, Some(why));

@@ -378,6 +378,7 @@ fn nodes_in_backoff_are_answered_at_once() {
             until: t0() + Duration::minutes(5),
             level: 0,
             reason: "stockout".into(),
+            ended: false,
         },
     );
     let p = w.plan();
@@ -390,9 +391,86 @@ fn nodes_in_backoff_are_answered_at_once() {
     );
     // ...and the backoff ends by itself
     let mut w = World::new();
-    w.d.backoffs
-        .insert("a".into(), Backoff { nodeset: "a".into(), until: t0(), level: 3, reason: "x".into() });
+    w.d.backoffs.insert(
+        "a".into(),
+        Backoff { nodeset: "a".into(), until: t0(), level: 3, reason: "x".into(), ended: false },
+    );
+    let p = w.plan();
+    // ...kept, for its level, and announced once
+    assert!(p.backoffs_cleared.is_empty());
+    assert_eq!(p.backoffs_set, vec![Backoff { ended: true, ..w.d.backoffs["a"].clone() }]);
+    assert!(p.events.iter().any(|e| e.kind == EventKind::BackoffEnded && e.message.contains("level 3")));
+    w.d.backoffs.insert("a".into(), p.backoffs_set[0].clone());
+    let p = w.plan();
+    assert!(p.backoffs_set.is_empty() && p.events.is_empty(), "{:?}", p.events);
+}
+
+/// A failed request of a nodeset whose backoff ends in the same round: the new, deeper backoff is
+/// what the round records (it was listed as set and cleared, and lost). Then a success forgets it.
+#[test]
+fn a_backoff_that_ends_and_starts_again_in_one_round_is_kept_one_level_deeper() {
+    let mut n = node("hpc-a-1", NodeState::Requested);
+    n.request_id = Some(1);
+    let r = request(1, &["hpc-a-1"], RequestPhase::Active);
+    let ending = Backoff { nodeset: "a".into(), until: t0(), level: 2, reason: "x".into(), ended: false };
+    let mut w = World::new().node(n.clone()).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(0)).rr(
+        &r.mig,
+        "FAILED",
+        Some(("ZONE_RESOURCE_POOL_EXHAUSTED", "no a3u")),
+        true,
+    );
+    w.d.backoffs.insert("a".into(), ending.clone());
+    let p = w.plan();
+    assert!(p.backoffs_cleared.is_empty(), "{:?}", p.backoffs_cleared);
+    assert_eq!(p.backoffs_set.len(), 1, "{:?}", p.backoffs_set);
+    let b = &p.backoffs_set[0];
+    assert_eq!((b.level, b.ended, b.until), (3, false, t0() + Duration::seconds(480)));
+    assert!(b.reason.starts_with("capacity backoff") && b.reason.contains("ZONE_RESOURCE_POOL_EXHAUSTED"));
+    // The same when the backoff had ended in an earlier pass: the level stays until a success.
+    w.d.backoffs.insert("a".into(), Backoff { ended: true, ..ending.clone() });
+    assert_eq!(w.plan().backoffs_set[0].level, 3);
+    // A success forgets the level.
+    let mut w = World::new().node(n).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(1)).rr(
+        &r.mig,
+        "SUCCEEDED",
+        None,
+        false,
+    );
+    w.d.backoffs.insert("a".into(), Backoff { ended: true, ..ending });
     assert_eq!(w.plan().backoffs_cleared, vec!["a".to_string()]);
+}
+
+/// Every failure GCE gives a reason for backs the nodeset off, each class in its own words: a bad
+/// image is not a stockout. A cancel slurm-dws made does not back off.
+#[test]
+fn failures_that_are_not_capacity_back_off_with_their_own_message() {
+    let mut n = node("hpc-a-1", NodeState::Requested);
+    n.request_id = Some(1);
+    let r = request(1, &["hpc-a-1"], RequestPhase::Active);
+    let w = World::new().node(n.clone()).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(0)).rr(
+        &r.mig,
+        "FAILED",
+        Some(("RESOURCE_NOT_FOUND", "The resource 'projects/p/global/images/x' was not found")),
+        false,
+    );
+    let p = w.plan();
+    assert_eq!(p.backoffs_set.len(), 1);
+    let reason = &p.backoffs_set[0].reason;
+    assert!(
+        reason.starts_with("error backoff")
+            && reason.contains("image")
+            && reason.contains("RESOURCE_NOT_FOUND"),
+        "{reason}"
+    );
+    assert!(p.events.iter().any(|e| e.kind == EventKind::Backoff && e.message.contains("error backoff")));
+    // cancelled because its nodes were suspended: no backoff
+    let w = World::new().node(n).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(0)).rr(
+        &r.mig,
+        "CANCELLED",
+        None,
+        false,
+    );
+    assert!(w.plan().backoffs_set.is_empty());
 }
 
 #[test]

@@ -27,6 +27,7 @@ METHODS = {
     "regionInstanceGroupManagerResizeRequests": ["insert", "get", "list", "delete", "cancel"],
     "instanceGroupManagerResizeRequests": ["insert", "get", "list", "delete", "cancel"],
     "instances": ["get", "list", "aggregatedList"],
+    "machineTypes": ["get"],
     "instanceTemplates": ["get"],
     "regionInstanceTemplates": ["get"],
     "zoneOperations": ["get", "wait"],

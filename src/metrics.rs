@@ -130,6 +130,7 @@ impl Metrics {
     ) -> Result<String, crate::store::StoreError> {
         let counts = store.counts().await?;
         let backoffs = store.backoffs().await?;
+        let step_failures = store.step_failures().await?;
         let gce = self.gce_stats();
         let m = self.lock();
         let mut w = Writer::default();
@@ -204,6 +205,21 @@ impl Metrics {
         w.family("slurm_dws_inbox_pending", "gauge", "Hook calls recorded but not yet processed by a pass.");
         w.sample("slurm_dws_inbox_pending", &[], counts.inbox_pending as f64);
 
+        let max = crate::reconcile::step_retry::MAX_STEP_ATTEMPTS;
+        let given_up = step_failures.iter().filter(|f| f.failed >= max).count();
+        w.family(
+            "slurm_dws_gce_steps_failing",
+            "gauge",
+            "GCE steps whose last attempts failed (an Operation DONE with an error): each retried with a new requestId after a backoff.",
+        );
+        w.sample("slurm_dws_gce_steps_failing", &[], (step_failures.len() - given_up) as f64);
+        w.family(
+            "slurm_dws_gce_steps_given_up",
+            "gauge",
+            "GCE steps slurm-dws gave up on after failing too many times in a row; a restart or reload retries them.",
+        );
+        w.sample("slurm_dws_gce_steps_given_up", &[], given_up as f64);
+
         let active: Vec<_> = backoffs.iter().filter(|b| b.until > now).collect();
         w.family(
             "slurm_dws_backoffs_active",
@@ -211,11 +227,7 @@ impl Metrics {
             "Nodesets in a capacity/quota backoff: no new resize request for them until it ends.",
         );
         w.sample("slurm_dws_backoffs_active", &[], active.len() as f64);
-        w.family(
-            "slurm_dws_backoff_remaining_seconds",
-            "gauge",
-            "Time left in a nodeset's capacity backoff.",
-        );
+        w.family("slurm_dws_backoff_remaining_seconds", "gauge", "Time left in a nodeset's backoff.");
         for b in &active {
             let left = (b.until - now).num_milliseconds() as f64 / 1000.0;
             w.sample("slurm_dws_backoff_remaining_seconds", &[("nodeset", &b.nodeset)], left);

@@ -133,12 +133,32 @@ string_enum! {
         MigReady => "mig_ready",
         /// The resize request exists in GCE and is not final.
         Active => "active",
+        /// The resize request is queued and some of its nodes were suspended: it is being cancelled
+        /// (the only way to release a queued VM of a regional MIG), and its nodes still wanted are
+        /// requested again in a new group once it is CANCELLED.
+        Releasing => "releasing",
         /// The resize request SUCCEEDED: its VMs exist (or existed).
         Succeeded => "succeeded",
         /// FAILED, CANCELLED, queued past `queue_timeout`, or refused on insert.
         Failed => "failed",
         /// Every node of the group is gone and the MIG was deleted (or never made).
         Done => "done",
+    }
+}
+
+impl RequestPhase {
+    /// The group may still bring VMs: its MIG or resize request is being made, or the request is
+    /// not final.
+    pub fn is_open(&self) -> bool {
+        matches!(
+            self,
+            RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active | RequestPhase::Releasing
+        )
+    }
+
+    /// The group's resize request exists in GCE and is not final: it is polled every pass.
+    pub fn is_polled(&self) -> bool {
+        matches!(self, RequestPhase::Active | RequestPhase::Releasing)
     }
 }
 
@@ -176,6 +196,10 @@ string_enum! {
         Done => "done",
         /// GCE refused it for good, or the intent became moot; an event says why.
         Abandoned => "abandoned",
+        /// GCE acted and the Operation ended DONE with an error (or answered a 4xx that may pass):
+        /// closed; the step's next attempt gets a new requestId after a backoff
+        /// (`reconcile::step_retry`).
+        Failed => "failed",
     }
 }
 
@@ -201,13 +225,16 @@ string_enum! {
         RequestSucceeded => "request_succeeded",
         /// A resize request FAILED, was CANCELLED, or was refused: its nodes are released.
         RequestFailed => "request_failed",
+        /// Some nodes of a queued resize request were suspended: the request is cancelled to release
+        /// them, and its other nodes are requested again.
+        RequestReleasing => "request_releasing",
         /// A resize request was queued past `queue_timeout`: cancelled.
         QueueTimeout => "queue_timeout",
-        /// A nodeset entered (or deepened) its capacity backoff.
+        /// A nodeset entered (or deepened) its backoff after a failed request.
         Backoff => "backoff",
-        /// A nodeset's capacity backoff ended.
+        /// A nodeset's backoff ended (its level stays until a success).
         BackoffEnded => "backoff_ended",
-        /// Nodes resumed during a capacity backoff were answered at once.
+        /// Nodes resumed during a nodeset backoff were answered at once.
         BackoffRefused => "backoff_refused",
         /// A run duration fell back to `max_run_duration` or was clamped.
         RunDuration => "run_duration",
@@ -231,6 +258,12 @@ string_enum! {
         GceRefused => "gce_refused",
         /// A Slurm command failed (the next pass decides again).
         SlurmError => "slurm_error",
+        /// A GCE step failed (its Operation ended DONE with an error): its next attempt gets a new
+        /// requestId after a backoff.
+        GceStepFailed => "gce_step_failed",
+        /// A GCE step failed too many times in a row: slurm-dws does not send it again until a
+        /// restart or a reload.
+        GceStepGaveUp => "gce_step_gave_up",
         /// An outbox entry no longer needed was closed without being sent again.
         OutboxAbandoned => "outbox_abandoned",
         /// Reconcile passes became degraded (GCE or Slurm could not be read, or a step failed): why.
@@ -358,6 +391,18 @@ pub struct Mig {
     pub empty_since: Option<DateTime<Utc>>,
 }
 
+/// The consecutive failed attempts of one GCE step (outbox entries closed as `failed` since the
+/// step last succeeded or was abandoned), as `Store::step_failures` counts them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepFailures {
+    pub kind: MutationKind,
+    /// The outbox target: a MIG name, `mig/request`, or `mig:hostlist`.
+    pub target: String,
+    pub failed: u32,
+    pub last_at: DateTime<Utc>,
+    pub last_error: String,
+}
+
 /// One intended GCE mutation, recorded with its requestId before it is sent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutboxEntry {
@@ -402,7 +447,8 @@ pub struct InboxEntry {
     pub jobs: Vec<(u32, String)>,
 }
 
-/// A per-nodeset capacity backoff: no new requests until `until`.
+/// A per-nodeset backoff after a failed request (capacity, quota, or any other GCE error): no new
+/// requests until `until`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Backoff {
     pub nodeset: String,
@@ -410,6 +456,9 @@ pub struct Backoff {
     /// How many failures in a row led here (the exponent).
     pub level: u32,
     pub reason: String,
+    /// Its time is over and that was announced (`backoff_ended`). The record stays, for its level,
+    /// until a request of the nodeset succeeds: the next failure backs off twice as long.
+    pub ended: bool,
 }
 
 /// "1 node", "2 nodes": a count with its noun, for messages people read.
@@ -441,6 +490,7 @@ mod tests {
                 "request_planned",
                 "request_succeeded",
                 "request_failed",
+                "request_releasing",
                 "queue_timeout",
                 "backoff",
                 "backoff_ended",
@@ -456,6 +506,8 @@ mod tests {
                 "mig_deleted",
                 "gce_refused",
                 "slurm_error",
+                "gce_step_failed",
+                "gce_step_gave_up",
                 "outbox_abandoned",
                 "degraded",
                 "recovered",

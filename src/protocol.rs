@@ -73,6 +73,8 @@ pub enum Query {
     },
     /// How many GCE mutations wait in the outbox.
     OutboxDepth,
+    /// GCE steps that failed since they last succeeded (`Store::step_failures`).
+    StepFailures,
     InboxDepth,
 }
 

@@ -112,6 +112,7 @@ fn mig(name: &str, nodeset: &str, empty_since: Option<DateTime<Utc>>) -> (Mig, O
 fn vm(name: &str, mig: &str, created: DateTime<Utc>) -> ObservedVm {
     ObservedVm {
         name: name.into(),
+        zone: "us-central1-a".into(),
         status: "RUNNING".into(),
         mig: Some(mig.into()),
         created: Some(created),
@@ -180,6 +181,7 @@ fn world() -> (Desired, Observed) {
             until: t0() + Duration::seconds(60),
             level: 0,
             reason: "stockout".into(),
+            ended: false,
         },
     );
     (d, o)
@@ -191,7 +193,7 @@ fn destructive(p: &Plan) -> BTreeSet<String> {
     for s in &p.gce {
         match s {
             GceStep::DeleteInstances { instances, .. } => {
-                out.extend(instances.iter().map(|i| format!("delete VM {i}")))
+                out.extend(instances.iter().map(|i| format!("delete VM {}", i.name)))
             }
             GceStep::DeleteMig { mig, .. } => {
                 out.insert(format!("delete MIG {mig}"));

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -272,22 +272,47 @@ async fn suspend_deletes_exactly_the_suspended_nodes_vms() {
     assert_eq!(count(&calls, "regionInstanceGroupManagers.deleteInstances"), 1, "one batched call: {calls}");
 }
 
+/// Part of a queued request is suspended: its VMs have no URL yet and a regional MIG's
+/// deleteInstances takes URLs only, so the request is cancelled and the node still wanted is asked
+/// for again in a new request; the suspended node never gets a VM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_vm_that_appears_after_its_node_was_suspended_is_deleted() {
+async fn suspending_part_of_a_queued_request_cancels_it_and_requests_the_rest_again() {
     let mut w = World::new(&[("a", 0, 16, "")], "").await;
-    w.capacity(json!({"match": "", "delay_seconds": 4.0})).await;
+    w.capacity(json!({"match": "", "hold": true})).await;
     w.start_daemon();
     let rf = resume_file(&[(9, "hpc-a-[4-5]")], "hpc-a-[4-5]");
     assert!(w.hook("resume", "hpc-a-[4-5]", Some(&rf)).status.success());
     w.wait_for("request ACCEPTED", 30, || (requests_by_state(&w).get("ACCEPTED") == Some(&1)).then_some(()));
-    // Only one of the two is suspended: the request is not cancelled, and hpc-a-5's VM will appear.
     assert!(w.hook("suspend", "hpc-a-5", None).status.success());
-    w.wait_for("hpc-a-5's late VM deleted, hpc-a-4 up", 40, || {
-        let vms = futures_lite_block(w.sim_vms());
-        let s = w.node_states();
-        (vms == vec!["hpc-a-4".to_string()] && s["hpc-a-4"] == "up" && s["hpc-a-5"] == "powered_down")
-            .then_some(())
+    w.wait_for("first request CANCELLED, a second one ACCEPTED", 30, || {
+        let r = requests_by_state(&w);
+        (r.get("CANCELLED") == Some(&1) && r.get("ACCEPTED") == Some(&1)).then_some(())
     });
+    // GCE holds one queued request, for hpc-a-4 alone.
+    let queued: Vec<Value> = w
+        .sim_migs()
+        .await
+        .iter()
+        .flat_map(|m| m["resizeRequests"].as_array().cloned().unwrap_or_default())
+        .filter(|r| r["state"] == "ACCEPTED")
+        .collect();
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    assert_eq!(queued[0]["instances"], json!([{"name": "hpc-a-4"}]), "{:?}", queued[0]);
+    let events = w.cli_json(&["events", "--node", "hpc-a-5"]).to_string();
+    assert!(events.contains("request_releasing") && events.contains("suspended while queued"), "{events}");
+    assert_eq!(w.node_states()["hpc-a-5"], "powered_down");
+
+    w.sim_delete("capacity").await;
+    w.wait_for("hpc-a-4 up, the first MIG gone", 40, || {
+        let vms = futures_lite_block(w.sim_vms());
+        let migs = futures_lite_block(w.sim_migs());
+        let s = w.node_states();
+        (vms == vec!["hpc-a-4".to_string()] && s["hpc-a-4"] == "up" && migs.len() == 1).then_some(())
+    });
+    let calls = w.sim_calls().await;
+    assert_eq!(count(&calls, "regionInstanceGroupManagerResizeRequests.cancel"), 1, "{calls}");
+    assert_eq!(count(&calls, "regionInstanceGroupManagers.deleteInstances"), 0, "no VM to delete: {calls}");
+    assert_eq!(w.node_states()["hpc-a-5"], "powered_down");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -343,4 +368,49 @@ fn answers(w: &World) -> bool {
 /// Blocks on a future from inside a sync closure (the tests' wait loops are sync).
 fn futures_lite_block<F: std::future::Future>(f: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+}
+
+/// A nodeset backs off after any failure GCE gives a reason for, not only stockouts, in words that
+/// say which; the level grows across failures, survives the end of a backoff and a daemon restart,
+/// and is forgotten only when a request of the nodeset succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backoff_levels_grow_across_failures_and_restarts_and_reset_on_success() {
+    let mut w = World::new(&[("a", 0, 16, "")], "backoff_initial = 1\nbackoff_max = 8").await;
+    let bad_image = json!({"match": "", "fail": {"code": "RESOURCE_NOT_FOUND",
+        "message": "The resource 'projects/test-project/global/images/bad' was not found"}});
+    w.capacity(bad_image.clone()).await;
+    w.start_daemon();
+    let kinds = |w: &World, kind: &str| {
+        w.cli_json(&["events"]).as_array().unwrap().iter().filter(|e| e["kind"] == kind).count()
+    };
+    // One failed resume; then the level the status shows once its backoff starts, and the wait for it to end.
+    let fail_once = |w: &World, node: &str, job: u32| {
+        let ended = kinds(w, "backoff_ended");
+        assert!(w.hook("resume", node, Some(&resume_file(&[(job, node)], node))).status.success());
+        let b = w.wait_for("a backoff", 30, || {
+            let s = w.cli_json(&["status"]);
+            s["backoffs"].as_array().and_then(|a| a.first().cloned())
+        });
+        w.wait_for("the backoff ended", 30, || (kinds(w, "backoff_ended") > ended).then_some(()));
+        b
+    };
+    let b = fail_once(&w, "hpc-a-0", 1);
+    assert_eq!(b["level"], 0, "{b}");
+    let reason = b["reason"].as_str().unwrap();
+    assert!(reason.starts_with("error backoff") && reason.contains("RESOURCE_NOT_FOUND"), "{reason}");
+
+    // The level survives the end of the backoff and a restart.
+    w.kill_daemon();
+    w.start_daemon();
+    assert_eq!(fail_once(&w, "hpc-a-1", 2)["level"], 1);
+    assert_eq!(fail_once(&w, "hpc-a-2", 3)["level"], 2);
+
+    // A success forgets it: the next failure starts again at level 0.
+    w.sim_delete("capacity").await;
+    assert!(w.hook("resume", "hpc-a-3", Some(&resume_file(&[(4, "hpc-a-3")], "hpc-a-3"))).status.success());
+    w.wait_for("hpc-a-3 up", 30, || {
+        (w.node_states().get("hpc-a-3").map(String::as_str) == Some("up")).then_some(())
+    });
+    w.capacity(bad_image).await;
+    assert_eq!(fail_once(&w, "hpc-a-4", 5)["level"], 0);
 }

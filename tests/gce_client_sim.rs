@@ -195,8 +195,13 @@ async fn regional_lifecycle_through_every_endpoint() {
     assert_eq!(everywhere.len(), 1);
     assert_eq!(everywhere[0].name, "hpc-a3u-1");
 
-    // Delete one VM through its MIG; the target size follows.
-    let op = c.delete_instances(&loc, "hpc-a3u-g1", &["hpc-a3u-1".into()], &rid()).await.unwrap();
+    // Each VM of an aggregated list says its zone: a regional deleteInstances needs it.
+    assert!(everywhere[0].zone.ends_with(ZONE), "{:?}", everywhere[0].zone);
+
+    // Delete one VM through its MIG (a regional MIG takes instance URLs, never bare names); the
+    // target size follows.
+    let url = format!("zones/{ZONE}/instances/hpc-a3u-1");
+    let op = c.delete_instances(&loc, "hpc-a3u-g1", &[url], &rid()).await.unwrap();
     sim.done(op).await.unwrap();
     let end = Instant::now() + Duration::from_secs(10);
     loop {
@@ -215,7 +220,13 @@ async fn regional_lifecycle_through_every_endpoint() {
     assert_eq!(err.class(), ErrorClass::NotFound, "{err}");
     c.get_instance(ZONE, "hpc-a3u-0").await.unwrap();
 
-    // The template reference a nodeset carries resolves.
+    // The template reference a nodeset carries resolves, once the project has it (GCE answers 404
+    // for a template that does not exist).
+    let err = c.get_instance_template_ref(TEMPLATE).await.unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+    for name in ["a3u-flex", "x", "g"] {
+        sim.post("templates", devcluster::stack::flex_template(name)).await;
+    }
     let t = c.get_instance_template_ref(TEMPLATE).await.unwrap();
     assert_eq!(t.scheduling().unwrap().provisioning_model, "FLEX_START");
     let t = c.get_region_instance_template(REGION, "x").await.unwrap();

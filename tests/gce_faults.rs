@@ -303,3 +303,158 @@ async fn all_gce_faults_at_once_at_thirty_percent_a_hundred_node_workload_finish
         "only the stockout fails a request, never a transient error: {failures:?}"
     );
 }
+
+/// The requestIds of the `gce_step_failed` / `gce_step_gave_up` events, in order.
+fn failed_request_ids(w: &World) -> Vec<String> {
+    let events = w.cli_json(&["events"]);
+    events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "gce_step_failed" || e["kind"] == "gce_step_gave_up")
+        .filter_map(|e| {
+            let m = e["message"].as_str()?;
+            let rid = m.split("(requestId ").nth(1)?;
+            Some(rid.split([',', ')']).next()?.to_string())
+        })
+        .collect()
+}
+
+/// An Operation that ends DONE with an error closes its outbox entry: GCE replays a failed Operation
+/// for the same requestId, so the next attempt, after a backoff, carries a new one — and goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_operation_is_tried_again_with_a_new_request_id_after_a_backoff() {
+    let mut w = World::new(&[("a", 0, 8, "")], "backoff_initial = 1\nbackoff_max = 4\n").await;
+    w.start_daemon();
+    assert!(w.hook("resume", "hpc-a-[0-1]", None).status.success());
+    wait_converged(&w, &names(0..2), 60).await;
+    w.sim_post(
+        "operation-faults",
+        json!({"method": "regionInstanceGroupManagers.deleteInstances", "code": "RESOURCE_IN_USE_BY_ANOTHER_RESOURCE",
+               "message": "The instance is in use", "count": 2}),
+    )
+    .await;
+    assert!(w.hook("suspend", "hpc-a-0", None).status.success());
+    wait_converged(&w, &names(1..2), 60).await;
+    let calls = w.sim_calls().await;
+    assert_eq!(
+        count(&calls, "regionInstanceGroupManagers.deleteInstances"),
+        3,
+        "two failed, one went: {calls}"
+    );
+    let rids = failed_request_ids(&w);
+    assert_eq!(rids.len(), 2, "{}", events(&w));
+    assert_ne!(rids[0], rids[1], "each attempt after a failed Operation has its own requestId");
+    let story = String::from_utf8_lossy(&w.cli(&["events", "--node", "hpc-a-0"]).stdout).to_string();
+    assert!(
+        story.contains("gce_step_failed")
+            && story.contains("RESOURCE_IN_USE_BY_ANOTHER_RESOURCE: The instance is in use"),
+        "{story}"
+    );
+    no_duplicate_vms(&w).await;
+}
+
+/// A step that keeps failing is tried a bounded number of times, each with a new requestId after a
+/// growing backoff, then given up: status says so (and exits 1), explain names it, metrics count it.
+/// A restart gives it a fresh start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_that_keeps_failing_is_given_up_visibly_and_a_restart_retries_it() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let extra =
+        format!("backoff_initial = 1\nbackoff_max = 2\n[daemon]\nmetrics_listen = \"127.0.0.1:{port}\"\n");
+    let mut w = World::new(&[("a", 0, 8, "")], &extra).await;
+    w.start_daemon();
+    assert!(w.hook("resume", "hpc-a-[0-1]", None).status.success());
+    wait_converged(&w, &names(0..2), 60).await;
+    w.sim_post(
+        "operation-faults",
+        json!({"method": "regionInstanceGroupManagers.deleteInstances", "code": "RESOURCE_IN_USE_BY_ANOTHER_RESOURCE",
+               "message": "The instance is in use"}),
+    )
+    .await;
+    assert!(w.hook("suspend", "hpc-a-0", None).status.success());
+    w.wait_for("the step given up", 90, || {
+        w.cli_json(&["events"]).to_string().contains("gce_step_gave_up").then_some(())
+    });
+    let rids = failed_request_ids(&w);
+    assert_eq!(rids.len(), 5, "{}", events(&w));
+    assert_eq!(rids.iter().collect::<BTreeSet<_>>().len(), 5, "a new requestId each time: {rids:?}");
+    // No sixth attempt.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let calls = w.sim_calls().await;
+    assert_eq!(count(&calls, "regionInstanceGroupManagers.deleteInstances"), 5, "{calls}");
+
+    let out = w.cli(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("DEGRADED") && text.contains("GAVE UP:       delete_instances"), "{text}");
+    let status = w.cli_json(&["status"]);
+    assert_eq!(status["gce_steps_given_up"][0]["failed"], 5, "{status}");
+    let explain = String::from_utf8_lossy(&w.cli(&["explain", "hpc-a-0"]).stdout).to_string();
+    assert!(
+        explain.contains("GAVE UP") && explain.contains("RESOURCE_IN_USE_BY_ANOTHER_RESOURCE"),
+        "{explain}"
+    );
+    let metrics =
+        reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await.unwrap().text().await.unwrap();
+    assert!(metrics.lines().any(|l| l == "slurm_dws_gce_steps_given_up 1"), "{metrics}");
+    assert_eq!(w.sim_vms().await, vec!["hpc-a-0".to_string(), "hpc-a-1".to_string()]);
+
+    // The cause goes away; a restart gives the step a fresh start.
+    w.sim_delete("operation-faults").await;
+    w.kill_daemon();
+    w.start_daemon();
+    wait_converged(&w, &names(1..2), 60).await;
+    let status = w.cli_json(&["status"]);
+    assert_eq!(status["gce_steps_given_up"], json!([]), "{status}");
+}
+
+/// A create answered 409 "already exists" is checked against what GCE holds under that name: a
+/// resize request someone else made there, for other instances and another run duration, is not
+/// taken as ours. The group fails visibly with ALREADY_EXISTS_MISMATCH and its nodes are released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_409_on_create_for_something_that_is_not_what_we_meant_fails_visibly() {
+    let mut w = World::new(&[("a", 0, 8, "")], "").await;
+    // The first three resize-request inserts are refused (403, not retried with the same requestId),
+    // so the test has time to make a different request under the group's name.
+    w.sim_post(
+        "faults",
+        json!({"method": "regionInstanceGroupManagerResizeRequests.insert", "status": 403, "reason": "forbidden", "count": 3}),
+    )
+    .await;
+    w.start_daemon();
+    assert!(w
+        .hook("resume", "hpc-a-[0-1]", Some(&resume_file(&[(41, "hpc-a-[0-1]")], "hpc-a-[0-1]")))
+        .status
+        .success());
+    w.wait_for("the third refusal", 60, || {
+        w.cli_json(&["events"]).to_string().contains("attempt 3 of 5").then_some(())
+    });
+    let group = store_requests(&w).into_iter().next().expect("the group is recorded");
+    let (mig, name) =
+        (group["mig"].as_str().unwrap().to_string(), group["name"].as_str().unwrap().to_string());
+    let url = format!(
+        "{}projects/test-project/regions/us-central1/instanceGroupManagers/{mig}/resizeRequests",
+        w.sim_url
+    );
+    let body =
+        json!({"name": name, "instances": [{"name": "hpc-a-0"}], "requestedRunDuration": {"seconds": "600"}});
+    let r = reqwest::Client::new().post(&url).json(&body).send().await.unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+
+    w.wait_for("the group failed with the mismatch", 60, || {
+        let n = w.nodes();
+        n.iter()
+            .all(|n| {
+                n["state"] == "powered_down"
+                    && n["last_error"].as_str().is_some_and(|e| e.contains("ALREADY_EXISTS_MISMATCH"))
+            })
+            .then_some(())
+    });
+    let events = w.cli_json(&["events"]).to_string();
+    assert!(events.contains("already exists and is not the one slurm-dws meant to create"), "{events}");
+    assert!(events.contains("it asks for hpc-a-0, not hpc-a-[0-1]"), "{events}");
+    let explain = String::from_utf8_lossy(&w.cli(&["explain", "hpc-a-1"]).stdout).to_string();
+    assert!(explain.contains("ALREADY_EXISTS_MISMATCH"), "{explain}");
+    assert!(w.sim_vms().await.iter().all(|v| v != "hpc-a-1"), "no VM taken as ours for hpc-a-1");
+}

@@ -781,6 +781,7 @@ async fn backoffs_and_meta() {
         until: at(until),
         level,
         reason: format!("ZONE_RESOURCE_POOL_EXHAUSTED in {nodeset}"),
+        ended: false,
     };
     let mut tx = store.begin().await.unwrap();
     tx.set_backoff(&b("gpu", 1, 60)).await.unwrap();
@@ -844,9 +845,15 @@ async fn a_transaction_dropped_without_commit_leaves_nothing() {
                 tx.outbox_intent(MutationKind::MigInsert, "c-gpu-deadbeef", &json!({}), at(1)).await.unwrap();
             tx.outbox_update(o.id, OutboxState::Done, None, at(1)).await.unwrap();
             tx.add_event(at(1), "resume", &names(&["c-gpu-1"]), "x").await.unwrap();
-            tx.set_backoff(&Backoff { nodeset: "gpu".into(), until: at(9), level: 1, reason: "r".into() })
-                .await
-                .unwrap();
+            tx.set_backoff(&Backoff {
+                nodeset: "gpu".into(),
+                until: at(9),
+                level: 1,
+                reason: "r".into(),
+                ended: false,
+            })
+            .await
+            .unwrap();
             tx.set_meta("k", "v").await.unwrap();
             // Dropped here, uncommitted.
         }

@@ -12,6 +12,7 @@ use super::CliError;
 use crate::config::Config;
 use crate::model::*;
 use crate::protocol::{self, Liveness, Request as Ask, Response};
+use crate::reconcile::step_retry::MAX_STEP_ATTEMPTS;
 use crate::reconcile::{GcItemKind, GcReport, PassReport};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -194,10 +195,7 @@ pub async fn requests(cfg: &Config, active: bool, l: &Listing) -> Result<String,
         .requests(false)
         .await?
         .into_iter()
-        .filter(|r| {
-            !active
-                || matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
-        })
+        .filter(|r| !active || r.phase.is_open())
         .collect();
     let records: Vec<Value> = rs
         .iter()
@@ -308,6 +306,8 @@ pub async fn status(
     let nodes = store.nodes().await?;
     let requests = store.requests(true).await?;
     let outbox = store.outbox_depth().await?;
+    let given_up: Vec<StepFailures> =
+        store.step_failures().await?.into_iter().filter(|f| f.failed >= MAX_STEP_ATTEMPTS).collect();
     let inbox = store.inbox_depth().await?;
     let backoffs: Vec<Backoff> = store.backoffs().await?.into_iter().filter(|b| b.until > now).collect();
     let last_pass: Option<PassReport> = match live.as_ref().and_then(|l| l.last_pass.clone()) {
@@ -347,6 +347,7 @@ pub async fn status(
         "requests_queued": queued.len(),
         "oldest_queued_request": oldest.map(|r| json!({"name": r.name, "mig": r.mig, "created_at": rfc3339(r.created_at), "age_seconds": (now - r.created_at).num_seconds()})),
         "pending_work": { "inbox": inbox, "outbox": outbox },
+        "gce_steps_given_up": given_up.iter().map(|f| json!({"kind": f.kind.as_str(), "target": f.target, "failed": f.failed, "last_at": rfc3339(f.last_at), "last_error": f.last_error})).collect::<Vec<_>>(),
         "backoffs": backoffs.iter().map(|b| json!({"nodeset": b.nodeset, "until": rfc3339(b.until), "level": b.level, "reason": b.reason})).collect::<Vec<_>>(),
     });
     if json_out {
@@ -417,6 +418,19 @@ pub async fn status(
         "pending work:",
         vec![format!("{inbox} hook calls in the inbox, {} GCE mutations in the outbox", outbox)],
     ));
+    for f in &given_up {
+        rows.push((
+            "GAVE UP:",
+            vec![format!(
+                "{} {} after {} failed attempts, last {}: {} (a restart or reload retries it)",
+                f.kind.as_str(),
+                f.target,
+                f.failed,
+                when(Some(f.last_at), now),
+                f.last_error
+            )],
+        ));
+    }
     if backoffs.is_empty() {
         rows.push(("backoffs:", vec!["none".to_string()]));
     }
@@ -517,6 +531,29 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
     if let Some(e) = &n.last_error {
         lines.push(format!("Last error: {e}"));
     }
+    // GCE steps about the node's MIG (or its VM) that keep failing.
+    let mig = request.as_ref().map(|r| r.mig.clone()).or_else(|| n.mig.clone());
+    for f in store.step_failures().await.map_err(rt)? {
+        let about_node =
+            mig.as_deref().is_some_and(|m| f.target == m || f.target.starts_with(&format!("{m}/")))
+                || (f.kind == MutationKind::DeleteInstances
+                    && mig.as_deref().is_some_and(|m| f.target.starts_with(&format!("{m}:"))));
+        if about_node {
+            lines.push(format!(
+                "GCE step {} {} failed {} time(s) in a row, last {}: {}{}",
+                f.kind.as_str(),
+                f.target,
+                f.failed,
+                when(Some(f.last_at), now),
+                f.last_error,
+                if f.failed >= MAX_STEP_ATTEMPTS {
+                    "; slurm-dws GAVE UP on it (a restart or reload retries it)".to_string()
+                } else {
+                    "; retried with a new requestId after a backoff".to_string()
+                }
+            ));
+        }
+    }
     let backoff = backoffs.iter().find(|b| b.nodeset == n.nodeset && b.until > now);
     lines.push(format!("Next: {}", next_step(cfg, n, request.as_ref(), backoff, now)));
     Ok(render_story(name, &lines, &events, &slurm, json_out, now, width))
@@ -609,12 +646,12 @@ fn next_step(
     let interval = cfg.reconcile.interval;
     match n.state {
         NodeState::PoweredDown if n.is_static => match backoff {
-            Some(b) => format!("a static node: re-provisioned when the capacity backoff of nodeset {} ends, {}.", b.nodeset, when(Some(b.until), now)),
+            Some(b) => format!("a static node: re-provisioned when the backoff of nodeset {} ends, {}.", b.nodeset, when(Some(b.until), now)),
             None => format!("a static node: re-provisioned by the next pass (within {interval}s)."),
         },
         NodeState::PoweredDown => "nothing until Slurm resumes it.".into(),
         NodeState::ResumePending => match backoff {
-            Some(b) => format!("nodeset {} is in capacity backoff until {}: the resume will be answered at once and the job requeued.", b.nodeset, when(Some(b.until), now)),
+            Some(b) => format!("nodeset {} is in backoff until {}: the resume will be answered at once and the job requeued.", b.nodeset, when(Some(b.until), now)),
             None => format!("the next pass (within {interval}s) makes its MIG and resize request."),
         },
         NodeState::Requested => {

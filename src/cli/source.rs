@@ -137,6 +137,14 @@ impl Source {
         }
     }
 
+    /// GCE steps that failed since they last succeeded.
+    pub async fn step_failures(&self) -> Result<Vec<StepFailures>, CliError> {
+        match self {
+            Source::Store(s) => s.step_failures().await.map_err(rt),
+            _ => self.ask(Query::StepFailures).await,
+        }
+    }
+
     /// Hook calls not yet processed.
     pub async fn inbox_depth(&self) -> Result<i64, CliError> {
         match self {

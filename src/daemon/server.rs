@@ -214,6 +214,7 @@ async fn read_state(store: &Store, query: Query) -> Response {
         Query::Meta { key } => rows(store.meta(&key).await),
         Query::OutboxDepth => rows(store.pending_outbox().await.map(|o| o.len())),
         Query::InboxDepth => rows(store.inbox_depth().await),
+        Query::StepFailures => rows(store.step_failures().await),
     };
     match result {
         Ok(rows) => Response::Rows { rows },

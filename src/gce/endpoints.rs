@@ -193,9 +193,11 @@ impl Client {
         self.execute(&call).await
     }
 
-    /// Deletes VMs of a MIG (names of queued instances, or URLs: do not mix) and lowers its
-    /// target size. At most [`MAX_DELETE_INSTANCES`] per call; the caller batches, each batch
-    /// with its own request id. Names GCE does not know are skipped, not an error.
+    /// Deletes VMs of a MIG and lowers its target size. A regional MIG takes instance URLs only
+    /// (`zones/{zone}/instances/{name}`: a bare name fails the whole Operation); a zonal one also
+    /// takes names, the only way to name a queued instance (never mixed with URLs in one call).
+    /// At most [`MAX_DELETE_INSTANCES`] per call; the caller batches, each batch with its own
+    /// request id. Instances GCE does not know are skipped, not an error.
     pub async fn delete_instances(
         &self,
         loc: &Location,
@@ -373,7 +375,17 @@ impl Client {
                 call.query.push(("pageToken", token.clone()));
             }
             let page: InstanceAggregatedPage = self.execute(&call).await?;
-            page.items.into_values().flat_map(|s| s.instances).for_each(&mut each);
+            for (scope, list) in page.items {
+                for mut i in list.instances {
+                    // A partial response (`fields=`) may leave `zone` out; the scope key says it.
+                    if i.zone.is_empty() {
+                        if let Some(zone) = scope.strip_prefix("zones/") {
+                            i.zone = zone.to_string();
+                        }
+                    }
+                    each(i);
+                }
+            }
             if page.next_page_token.is_empty() {
                 return Ok(());
             }

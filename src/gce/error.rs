@@ -290,6 +290,11 @@ impl ApiError {
     }
 }
 
+/// A rate-limit reason (403 `rateLimitExceeded` / `userRateLimitExceeded`): the call was not acted on.
+fn is_rate_limit(reason: &str) -> bool {
+    matches!(reason, "rateLimitExceeded" | "userRateLimitExceeded" | "RATE_LIMIT_EXCEEDED")
+}
+
 /// Classifies an HTTP error answer.
 ///
 /// 1. A stockout code anywhere (reason, details, or a 503 saying "does not have enough
@@ -424,6 +429,25 @@ impl GceError {
         match self {
             Self::Api(e) => e.retry_after,
             _ => None,
+        }
+    }
+
+    /// Whether sending the same `requestId` again is right: the call may not have been acted on
+    /// (no answer, a 408/429/5xx or rate-limit answer, never sent: credentials, a bad argument, an
+    /// answer that did not decode) or may still be running (its Operation outlived the deadline).
+    /// Not for an Operation that ended DONE with an error, nor for another 4xx: GCE decided, and
+    /// the same `requestId` would only return the same failure (docs/gce-facts.md).
+    pub fn reuses_request_id(&self) -> bool {
+        match self {
+            Self::Transport { .. }
+            | Self::OperationTimeout(_)
+            | Self::Auth(_)
+            | Self::Decode { .. }
+            | Self::InvalidArgument(_) => true,
+            Self::Api(e) => {
+                matches!(e.http_status, 408 | 429) || e.http_status >= 500 || e.reasons().any(is_rate_limit)
+            }
+            Self::Operation(_) => false,
         }
     }
 

@@ -684,7 +684,8 @@ impl InstanceTemplate {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct DeleteInstancesRequest {
-    /// Names of queued instances, or URLs of created ones; never both in one call.
+    /// Instance URLs (`zones/{zone}/instances/{name}`; the only form a regional MIG takes), or, for a
+    /// zonal MIG, names (the only way to name a queued instance); never both in one call.
     pub instances: Vec<String>,
     pub skip_instances_on_validation_error: bool,
 }

@@ -69,9 +69,15 @@ async fn seeded(store: &Store) -> Desired {
     }
     tx.upsert_nodes(&up).await.unwrap();
     tx.upsert_mig(&mig("hpc-a-j7-0a1b2c3d", MigState::Active)).await.unwrap();
-    tx.set_backoff(&Backoff { nodeset: "a".into(), until: t0(), level: 0, reason: "stockout".into() })
-        .await
-        .unwrap();
+    tx.set_backoff(&Backoff {
+        nodeset: "a".into(),
+        until: t0(),
+        level: 0,
+        reason: "stockout".into(),
+        ended: false,
+    })
+    .await
+    .unwrap();
     tx.commit().await.unwrap();
     read_desired(store).await.unwrap()
 }
@@ -96,7 +102,13 @@ async fn a_committed_change_set_is_what_the_store_holds() {
         nodes: vec![gone, node("hpc-a-5", 5, NodeState::ResumePending)],
         requests: vec![done],
         migs: vec![mig("hpc-a-j7-0a1b2c3d", MigState::Deleted), mig("hpc-a-cafe0001", MigState::Creating)],
-        backoffs_set: vec![Backoff { nodeset: "b".into(), until: t0(), level: 1, reason: "quota".into() }],
+        backoffs_set: vec![Backoff {
+            nodeset: "b".into(),
+            until: t0(),
+            level: 1,
+            reason: "quota".into(),
+            ended: false,
+        }],
         backoffs_cleared: vec!["a".into()],
         events: vec![NewEvent {
             kind: EventKind::Expired,

@@ -11,6 +11,7 @@ use super::error::ReconcileError;
 use super::gce_edge::{self, SendError};
 use super::plan::REASON_PREFIX;
 use super::report::{PassReport, StepReport};
+use super::step_retry::{FailureMap, MAX_STEP_ATTEMPTS};
 use super::types::*;
 use crate::config::Config;
 use crate::gce::{self, ErrorClass, GceError};
@@ -37,6 +38,10 @@ pub enum StepResult {
     /// Nothing left to do, but nothing learned either (cancel of a request that is final already: the
     /// next poll says how it ended).
     Moot(String),
+    /// GCE acted and failed (an Operation DONE with an error, or a 4xx that may pass): the same
+    /// requestId would only return the same failure, so the outbox entry is closed and the step's
+    /// next attempt, after a backoff, gets a new one (`step_retry`).
+    Failed { code: Option<String>, message: String },
 }
 
 impl StepResult {
@@ -57,7 +62,10 @@ impl StepResult {
             StepResult::Done => None,
             StepResult::Moot(e) | StepResult::Retry(e) => Some(e.clone()),
             StepResult::Refused { code: Some(code), message, .. } => Some(format!("{code}: {message}")),
-            StepResult::Refused { code: None, message, .. } => Some(message.clone()),
+            StepResult::Refused { code: None, message, .. } | StepResult::Failed { code: None, message } => {
+                Some(message.clone())
+            }
+            StepResult::Failed { code: Some(code), message } => Some(format!("{code}: {message}")),
         }
     }
 }
@@ -75,14 +83,22 @@ pub fn judge(step: &GceStep, e: &SendError) -> StepResult {
                 class: ErrorClass::Invalid,
             }
         }
+        SendError::Mismatch(m) => {
+            return StepResult::Refused {
+                code: Some("ALREADY_EXISTS_MISMATCH".into()),
+                message: m.clone(),
+                class: ErrorClass::AlreadyExists,
+            }
+        }
         SendError::Gce(e) => e,
     };
     let class = e.class();
     let refused = || StepResult::Refused { code: gce_code(e), message: e.to_string(), class };
     match (step, class) {
-        // The thing to create exists already: with our name it is ours (the name embeds our tag).
+        // `send` compares what exists under our name with what was meant (Done or Mismatch): a 409
+        // that reaches here could not be compared. The next pass tries again.
         (GceStep::InsertMig { .. } | GceStep::InsertResizeRequest { .. }, ErrorClass::AlreadyExists) => {
-            StepResult::Done
+            StepResult::Retry(format!("{e}; what exists could not be read to compare"))
         }
         // The thing to remove is gone already.
         (GceStep::DeleteMig { .. } | GceStep::DeleteInstances { .. }, ErrorClass::NotFound) => {
@@ -97,7 +113,9 @@ pub fn judge(step: &GceStep, e: &SendError) -> StepResult {
             GceStep::InsertMig { .. } | GceStep::InsertResizeRequest { .. },
             ErrorClass::Invalid | ErrorClass::NotFound,
         ) => refused(),
-        _ => StepResult::Retry(e.to_string()),
+        // Not acted on, or maybe still running: the same requestId again.
+        _ if e.reuses_request_id() => StepResult::Retry(e.to_string()),
+        _ => StepResult::Failed { code: gce_code(e), message: e.to_string() },
     }
 }
 
@@ -151,6 +169,8 @@ pub(super) fn settle(
             (OutboxState::Done, Some(e.clone()))
         }
         StepResult::Retry(e) => (OutboxState::Pending, Some(e.clone())),
+        // The executor records the event: it knows the requestId and how many attempts failed.
+        StepResult::Failed { .. } => (OutboxState::Failed, result.error()),
         StepResult::Refused { code, message, .. } => {
             let error = result.error().unwrap_or_default();
             // A refused insert fails its request group through the usual path: the next round sees
@@ -220,7 +240,7 @@ pub(super) fn learn(step: &GceStep, observed: &mut Observed, desired: &Desired) 
         GceStep::DeleteInstances { instances, .. } => {
             if let Some(vms) = observed.vms.as_mut() {
                 for i in instances {
-                    vms.remove(i);
+                    vms.remove(&i.name);
                 }
             }
         }
@@ -235,11 +255,52 @@ pub(super) fn learn(step: &GceStep, observed: &mut Observed, desired: &Desired) 
     }
 }
 
+/// The event of a step whose attempt number `failed` (counted since it last succeeded) failed:
+/// `gce_step_failed` with GCE's code and message and the requestId used, or `gce_step_gave_up` at
+/// [`MAX_STEP_ATTEMPTS`].
+fn failed_event(
+    step: &GceStep,
+    target: &str,
+    result: &StepResult,
+    entry: &OutboxEntry,
+    failed: u32,
+) -> NewEvent {
+    let error = result.error().unwrap_or_default();
+    let nodes = match step {
+        GceStep::DeleteInstances { instances, .. } => instances.iter().map(|i| i.name.clone()).collect(),
+        _ => vec![],
+    };
+    if failed >= MAX_STEP_ATTEMPTS {
+        NewEvent {
+            kind: EventKind::GceStepGaveUp,
+            nodes,
+            message: format!(
+                "{} {target}: {error} (requestId {}); failed {failed} times in a row: not sent again until the daemon restarts or reloads",
+                step.kind(),
+                entry.request_id
+            ),
+        }
+    } else {
+        NewEvent {
+            kind: EventKind::GceStepFailed,
+            nodes,
+            message: format!(
+                "{} {target}: {error} (requestId {}, attempt {failed} of {MAX_STEP_ATTEMPTS}); the next attempt uses a new requestId after a backoff",
+                step.kind(),
+                entry.request_id
+            ),
+        }
+    }
+}
+
 /// What a step is about, for the pass report and the log.
 fn step_target(s: &GceStep) -> String {
     match s {
         GceStep::DeleteInstances { mig, instances } => {
-            format!("{mig}: {}", crate::hostlist::compress(instances))
+            format!(
+                "{mig}: {}",
+                crate::hostlist::compress(&instances.iter().map(|i| i.name.as_str()).collect::<Vec<_>>())
+            )
         }
         _ => s.mig().to_string(),
     }
@@ -252,6 +313,8 @@ pub(super) struct Executor<'a> {
     pub store: &'a Store,
     pub gce: &'a gce::Client,
     pub slurm: &'a Slurm,
+    /// Each GCE step's failed attempts as the pass began (`step_retry`).
+    pub failures: &'a FailureMap,
 }
 
 impl Executor<'_> {
@@ -299,11 +362,25 @@ impl Executor<'_> {
         let mut tx = self.store.begin().await?;
         let mut changes = ChangeSet::default();
         for (_, step, entry, result) in results {
-            let settled = settle(&step, &result, desired, observed, now);
+            let mut settled = settle(&step, &result, desired, observed, now);
+            if matches!(result, StepResult::Failed { .. }) {
+                let failed =
+                    self.failures.get(&(entry.kind, entry.target.clone())).map_or(0, |f| f.failed) + 1;
+                settled.changes.events.push(failed_event(
+                    &step,
+                    &settled.report.target,
+                    &result,
+                    &entry,
+                    failed,
+                ));
+            }
             let (state, error) = &settled.outbox;
             match &result {
                 StepResult::Retry(e) => {
                     tracing::warn!(step = %step.kind(), target = %settled.report.target, request_id = %entry.request_id, error = %e, "GCE step failed; the next pass retries it")
+                }
+                StepResult::Failed { .. } => {
+                    tracing::warn!(step = %step.kind(), target = %settled.report.target, request_id = %entry.request_id, error = %error.as_deref().unwrap_or_default(), "GCE step failed; its next attempt gets a new requestId after a backoff")
                 }
                 StepResult::Refused { .. } => {
                     tracing::warn!(step = %step.kind(), target = %settled.report.target, request_id = %entry.request_id, error = %error.as_deref().unwrap_or_default(), "GCE refused the step")

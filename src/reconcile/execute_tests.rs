@@ -43,6 +43,12 @@ fn timeout() -> SendError {
     })
 }
 
+/// An Operation still RUNNING when the step's deadline passed.
+fn op_timeout() -> SendError {
+    let operation = serde_json::from_value(json!({"name": "operation-2", "status": "RUNNING"})).unwrap();
+    SendError::Gce(GceError::OperationTimeout(Box::new(operation)))
+}
+
 fn insert_mig() -> GceStep {
     GceStep::InsertMig { request: 1, mig: "hpc-a-j7-0a1b2c3d".into(), nodeset: "a".into() }
 }
@@ -56,7 +62,10 @@ fn delete_mig() -> GceStep {
     GceStep::DeleteMig { mig: "hpc-a-j7-0a1b2c3d".into(), reason: "empty".into() }
 }
 fn delete_vms() -> GceStep {
-    GceStep::DeleteInstances { mig: "hpc-a-j7-0a1b2c3d".into(), instances: vec!["hpc-a-1".into()] }
+    GceStep::DeleteInstances {
+        mig: "hpc-a-j7-0a1b2c3d".into(),
+        instances: vec![VmRef { name: "hpc-a-1".into(), zone: "us-central1-a".into() }],
+    }
 }
 
 #[derive(Debug, PartialEq)]
@@ -65,6 +74,7 @@ enum Want {
     Retry,
     Moot,
     Refused(Option<String>, ErrorClass),
+    Failed(Option<String>),
 }
 
 fn kind(r: &StepResult) -> Want {
@@ -73,6 +83,7 @@ fn kind(r: &StepResult) -> Want {
         StepResult::Retry(_) => Want::Retry,
         StepResult::Moot(_) => Want::Moot,
         StepResult::Refused { code, class, .. } => Want::Refused(code.clone(), *class),
+        StepResult::Failed { code, .. } => Want::Failed(code.clone()),
     }
 }
 
@@ -81,16 +92,22 @@ fn answers_are_judged_per_step() {
     let stockout = || http(503, "UNAVAILABLE", "ZONE_RESOURCE_POOL_EXHAUSTED", "no a3u in us-central1-a");
     let cases: Vec<(&str, GceStep, SendError, Want)> = vec![
         (
-            "a create that exists is ours",
+            "a 409 on create that send could not compare: tried again",
             insert_mig(),
             http(409, "ALREADY_EXISTS", "alreadyExists", "exists"),
-            Want::Done,
+            Want::Retry,
         ),
         (
             "same for a resize request",
             insert_rr(),
             http(409, "ALREADY_EXISTS", "alreadyExists", "exists"),
-            Want::Done,
+            Want::Retry,
+        ),
+        (
+            "what exists under our name is not what we meant: refused, visibly",
+            insert_rr(),
+            SendError::Mismatch("resize request rr-x already exists and is not ...".into()),
+            Want::Refused(Some("ALREADY_EXISTS_MISMATCH".into()), ErrorClass::AlreadyExists),
         ),
         (
             "a delete of what is gone is done",
@@ -132,9 +149,33 @@ fn answers_are_judged_per_step() {
             Want::Refused(Some("notFound".into()), ErrorClass::NotFound),
         ),
         (
-            "a bad delete is tried again",
+            "a bad delete is tried again, with a new requestId",
             delete_mig(),
             http(400, "INVALID_ARGUMENT", "invalid", "x"),
+            Want::Failed(Some("invalid".into())),
+        ),
+        (
+            "a delete refused during a transformation: a new requestId after a backoff",
+            delete_mig(),
+            http(400, "FAILED_PRECONDITION", "resourceNotReady", "busy"),
+            Want::Failed(Some("resourceNotReady".into())),
+        ),
+        (
+            "an Operation DONE with an error: the same requestId would replay it",
+            delete_vms(),
+            operation("RESOURCE_IN_USE_BY_ANOTHER_RESOURCE", "in use"),
+            Want::Failed(Some("RESOURCE_IN_USE_BY_ANOTHER_RESOURCE".into())),
+        ),
+        (
+            "a 403 rate limit is not acted on: the same requestId",
+            delete_mig(),
+            http(403, "PERMISSION_DENIED", "rateLimitExceeded", "Rate Limit Exceeded"),
+            Want::Retry,
+        ),
+        (
+            "an Operation still running at the deadline: the same requestId",
+            cancel(),
+            op_timeout(),
             Want::Retry,
         ),
         (
@@ -299,6 +340,7 @@ fn learning_never_undoes_a_final_state() {
     );
     let vm = |name: &str, mig: &str| ObservedVm {
         name: name.into(),
+        zone: "us-central1-a".into(),
         status: VmStatus::Running,
         mig: Some(mig.into()),
         created: None,

@@ -35,6 +35,10 @@ pub enum SendError {
     /// GCE refused it, did not answer, or its Operation failed or outlived the deadline.
     #[error(transparent)]
     Gce(#[from] GceError),
+    /// A create answered "already exists", and what GCE has under that name is not what slurm-dws
+    /// meant to create: the differences.
+    #[error("{0}")]
+    Mismatch(String),
 }
 
 /// The client for the configured endpoint and credentials.
@@ -69,6 +73,7 @@ pub async fn observe_vms(
                     created: i.created_at(),
                     termination: i.termination_time(),
                     network_ip: i.internal_ip().map(str::to_string),
+                    zone: gce::last_segment(&i.zone).to_string(),
                     name: i.name.clone(),
                     status: VmStatus::from(i.status),
                 };
@@ -176,8 +181,11 @@ pub fn intent(
         }
         GceStep::DeleteInstances { mig, instances } => (
             MutationKind::DeleteInstances,
-            format!("{mig}:{}", crate::hostlist::compress(instances)),
-            serde_json::json!({ "instances": instances }),
+            format!(
+                "{mig}:{}",
+                crate::hostlist::compress(&instances.iter().map(|i| i.name.as_str()).collect::<Vec<_>>())
+            ),
+            serde_json::json!({ "instances": instances.iter().map(VmRef::url).collect::<Vec<_>>() }),
         ),
         GceStep::DeleteMig { mig, reason } => {
             (MutationKind::MigDelete, mig.clone(), serde_json::json!({ "reason": reason }))
@@ -222,6 +230,72 @@ pub fn mig_body(
     })
 }
 
+/// What differs between the MIG GCE holds under our name and the one slurm-dws meant to create
+/// (`None`: it is ours, as meant). A create answered 409 "already exists" is Done only when this is
+/// `None`: the ownership line (cluster, nodeset, tag, job) and the template must be ours.
+pub fn mig_mismatch(meant: &gce::InstanceGroupManager, found: &gce::InstanceGroupManager) -> Option<String> {
+    let mut diffs = Vec::new();
+    if found.description != meant.description {
+        diffs.push(format!("description is '{}', not '{}'", found.description, meant.description));
+    }
+    let template = |m: &gce::InstanceGroupManager| {
+        m.versions.first().map(|v| template_key(&v.instance_template)).unwrap_or_default()
+    };
+    if template(found) != template(meant) {
+        diffs.push(format!("its template is '{}', not '{}'", template(found), template(meant)));
+    }
+    (!diffs.is_empty()).then(|| {
+        format!(
+            "MIG {} already exists and is not the one slurm-dws meant to create: {}",
+            meant.name,
+            diffs.join("; ")
+        )
+    })
+}
+
+/// A template reference without its scheme and host, so that a full URL and a partial one compare
+/// equal: `projects/p/regions/r/instanceTemplates/t` (or `global/...`).
+fn template_key(t: &str) -> String {
+    match t.find("projects/") {
+        Some(i) => t[i..].to_string(),
+        None => t.to_string(),
+    }
+}
+
+/// What differs between the resize request GCE holds under our name and the one slurm-dws meant to
+/// create (`None`: the same instances and run duration). A create answered 409 is Done only then.
+pub fn rr_mismatch(
+    meant: &gce::InstanceGroupManagerResizeRequest,
+    found: &gce::InstanceGroupManagerResizeRequest,
+) -> Option<String> {
+    let names = |r: &gce::InstanceGroupManagerResizeRequest| {
+        let mut v: Vec<String> = r.instances.iter().map(|i| i.name.clone()).collect();
+        v.sort();
+        v
+    };
+    let seconds =
+        |r: &gce::InstanceGroupManagerResizeRequest| r.requested_run_duration.as_ref().map(|d| d.seconds);
+    let mut diffs = Vec::new();
+    if names(found) != names(meant) {
+        diffs.push(format!(
+            "it asks for {}, not {}",
+            crate::hostlist::compress(&names(found)),
+            crate::hostlist::compress(&names(meant))
+        ));
+    }
+    if seconds(found) != seconds(meant) {
+        let s = |v: Option<i64>| v.map_or("none".to_string(), |s| format!("{s}s"));
+        diffs.push(format!("its run duration is {}, not {}", s(seconds(found)), s(seconds(meant))));
+    }
+    (!diffs.is_empty()).then(|| {
+        format!(
+            "resize request {} already exists and is not the one slurm-dws meant to create: {}",
+            meant.name,
+            diffs.join("; ")
+        )
+    })
+}
+
 /// The resize request of a group: exactly its node names, for its run duration.
 pub fn rr_body(r: &Request) -> gce::InstanceGroupManagerResizeRequest {
     gce::InstanceGroupManagerResizeRequest::for_instances(
@@ -252,11 +326,32 @@ pub async fn send(
         GceStep::InsertMig { .. } => {
             let r = request.ok_or(SendError::RequestVanished)?;
             let body = mig_body(cfg, naming, r).map_err(SendError::Config)?;
-            client.insert_mig(&loc, &body, rid).await?
+            let sent = match client.insert_mig(&loc, &body, rid).await {
+                Ok(op) => client.wait_done(&op, Instant::now() + OPERATION_DEADLINE).await?.into_result(),
+                Err(e) => Err(e),
+            };
+            return match sent {
+                Err(e) if e.class() == ErrorClass::AlreadyExists => {
+                    let found = client.get_mig(&loc, &body.name).await?;
+                    mig_mismatch(&body, &found).map_or(Ok(()), |d| Err(SendError::Mismatch(d)))
+                }
+                other => other.map(|_| ()).map_err(SendError::from),
+            };
         }
         GceStep::InsertResizeRequest { mig, .. } => {
             let r = request.ok_or(SendError::RequestVanished)?;
-            client.insert_resize_request(&loc, mig, &rr_body(r), rid).await?
+            let body = rr_body(r);
+            let sent = match client.insert_resize_request(&loc, mig, &body, rid).await {
+                Ok(op) => client.wait_done(&op, Instant::now() + OPERATION_DEADLINE).await?.into_result(),
+                Err(e) => Err(e),
+            };
+            return match sent {
+                Err(e) if e.class() == ErrorClass::AlreadyExists => {
+                    let found = client.get_resize_request(&loc, mig, &body.name).await?;
+                    rr_mismatch(&body, &found).map_or(Ok(()), |d| Err(SendError::Mismatch(d)))
+                }
+                other => other.map(|_| ()).map_err(SendError::from),
+            };
         }
         GceStep::CancelResizeRequest { mig, .. } => {
             // No request on record: nothing of ours to cancel.
@@ -264,10 +359,52 @@ pub async fn send(
             client.cancel_resize_request(&loc, mig, &r.name, rid).await?
         }
         GceStep::DeleteInstances { mig, instances } => {
-            client.delete_instances(&loc, mig, instances, rid).await?
+            // A regional MIG takes instance URLs only: a bare name fails the whole Operation.
+            let urls: Vec<String> = instances.iter().map(VmRef::url).collect();
+            client.delete_instances(&loc, mig, &urls, rid).await?
         }
         GceStep::DeleteMig { mig, .. } => client.delete_mig(&loc, mig, rid).await?,
     };
     client.wait_done(&op, Instant::now() + OPERATION_DEADLINE).await?.into_result()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rr(names: &[&str], seconds: i64) -> gce::InstanceGroupManagerResizeRequest {
+        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        gce::InstanceGroupManagerResizeRequest::for_instances("rr-1", "d", names, seconds)
+    }
+
+    #[test]
+    fn what_exists_under_our_name_is_compared_with_what_was_meant() {
+        assert_eq!(rr_mismatch(&rr(&["a-0", "a-1"], 600), &rr(&["a-1", "a-0"], 600)), None);
+        let d = rr_mismatch(&rr(&["a-0", "a-1"], 600), &rr(&["a-0"], 3600)).unwrap();
+        assert!(
+            d.contains("it asks for a-0, not a-[0-1]") && d.contains("run duration is 3600s, not 600s"),
+            "{d}"
+        );
+
+        let mig = |description: &str, template: &str| gce::InstanceGroupManager {
+            name: "hpc-a-j1-t".into(),
+            description: description.into(),
+            versions: vec![gce::InstanceGroupManagerVersion {
+                instance_template: template.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let ours =
+            mig("slurm-dws/v1 cluster=hpc nodeset=a tag=t job=1", "projects/p/regions/r/instanceTemplates/t");
+        let full = mig(
+            "slurm-dws/v1 cluster=hpc nodeset=a tag=t job=1",
+            "https://www.googleapis.com/compute/v1/projects/p/regions/r/instanceTemplates/t",
+        );
+        assert_eq!(mig_mismatch(&ours, &full), None, "a full URL names the same template");
+        let other = mig("someone else's", "projects/p/regions/r/instanceTemplates/u");
+        let d = mig_mismatch(&ours, &other).unwrap();
+        assert!(d.contains("description is 'someone else's'") && d.contains("instanceTemplates/u"), "{d}");
+    }
 }

@@ -23,6 +23,7 @@
 //! | `commit.rs`     | [`ChangeSet`]s: written to the store and applied to the kept state          |
 //! | `execute.rs`    | GCE steps sent and judged (Done / Retry / Refused / Moot), Slurm steps run  |
 //! | `report.rs`     | the pass report and the gc report                                           |
+//! | `step_retry.rs` | when a failed GCE step may be sent again, with a new requestId (pure)      |
 //! | `gce_edge.rs`   | GCE's answers → observations, steps → request bodies and calls              |
 //! | `types.rs`      | the planner's inputs and outputs                                            |
 //! | `error.rs`      | [`ReconcileError`]                                                          |
@@ -36,6 +37,7 @@ mod observe;
 pub mod plan;
 mod reconciler;
 mod report;
+pub mod step_retry;
 pub mod types;
 
 pub use commit::ChangeSet;

@@ -10,7 +10,7 @@ use super::plan::EOL_PREFIX;
 use super::types::*;
 use crate::config::Config;
 use crate::gce;
-use crate::model::{HookKind, InboxEntry, NodeState, RequestPhase};
+use crate::model::{HookKind, InboxEntry, NodeState};
 use crate::naming::{self, Naming};
 use crate::slurm::{self, NodeInfo, Slurm};
 use chrono::{DateTime, Utc};
@@ -136,11 +136,8 @@ pub(super) fn requests_to_poll(
     desired: &Desired,
     migs: Option<&BTreeMap<String, ObservedMig>>,
 ) -> Vec<(String, String)> {
-    let active = desired
-        .requests
-        .values()
-        .filter(|r| r.phase == RequestPhase::Active)
-        .map(|r| (r.mig.clone(), r.name.clone()));
+    let active =
+        desired.requests.values().filter(|r| r.phase.is_polled()).map(|r| (r.mig.clone(), r.name.clone()));
     let unrecorded = migs
         .into_iter()
         .flat_map(|m| m.values())

@@ -20,6 +20,7 @@ use super::ingest::ingest;
 use super::observe::{self, Observation, Sources};
 use super::plan::plan;
 use super::report::{gc_items, next_pass_in, GcReport, PassOutcome, PassReport, Trigger};
+use super::step_retry;
 use super::types::*;
 use crate::config::Config;
 use crate::gce;
@@ -74,6 +75,13 @@ impl Reconciler {
             std::time::Duration::from_secs(cfg.slurm.command_timeout),
         );
         let iteration = store.meta("iteration").await?.and_then(|s| s.parse().ok()).unwrap_or(0);
+        // A start or a reload (the admin may have fixed the cause) gives every failed step a fresh start.
+        let mut tx = store.begin().await?;
+        let forgiven = tx.forgive_failed_steps(pass_clock()).await?;
+        tx.commit().await?;
+        if forgiven > 0 {
+            tracing::info!(forgiven, "failed GCE steps get a fresh start");
+        }
         Ok(Reconciler {
             plan_cfg: PlanConfig::new(&cfg),
             cfg: Arc::new(cfg),
@@ -267,12 +275,14 @@ impl Reconciler {
         let Observation { started_at: now, inbox, mut observed, errors, .. } = observation;
         report.errors.extend(errors);
         let mut desired = self.take_desired().await?;
+        let failures = step_retry::failure_map(self.store.step_failures().await?);
         let exec = Executor {
             cfg: &self.cfg,
             naming: &self.plan_cfg.naming,
             store: &self.store,
             gce: &self.gce,
             slurm: &self.slurm,
+            failures: &failures,
         };
 
         // Ingest the hooks' calls.
@@ -291,11 +301,43 @@ impl Reconciler {
         let mut outbox_used: HashSet<i64> = HashSet::new();
         for round in 0..MAX_ROUNDS {
             let mut p = plan(&self.plan_cfg, &desired, &observed, now);
-            // The steps this pass has not done yet, taken from the plan (not copied).
-            let fresh_gce: Vec<GceStep> = std::mem::take(&mut p.gce)
+            // The steps this pass has not done yet, taken from the plan (not copied), and of them the
+            // ones that failed recently wait for their backoff, or were given up on.
+            let mut fresh_gce: Vec<GceStep> = std::mem::take(&mut p.gce)
                 .into_iter()
                 .filter(|s| !attempted.contains(&step_key(s)))
                 .collect();
+            fresh_gce.retain(|s| {
+                let Ok((kind, target, _)) = gce_edge::intent(s, &desired, &self.cfg, &self.plan_cfg.naming)
+                else {
+                    return true; // the commit reports it
+                };
+                let f = failures.get(&(kind, target));
+                let (interval, max) = (self.cfg.reconcile.interval as i64, self.cfg.reconcile.backoff_max as i64);
+                let gate = step_retry::gate(f, interval, max, now);
+                if gate != step_retry::Gate::Send {
+                    attempted.insert(step_key(s)); // decided for this pass
+                }
+                match gate {
+                    step_retry::Gate::Send => true,
+                    step_retry::Gate::Wait(until) => {
+                        tracing::debug!(step = %s.kind(), until = %until, "a failed GCE step waits for its backoff");
+                        false
+                    }
+                    step_retry::Gate::GaveUp => {
+                        if let Some(f) = f {
+                            report.errors.push(format!(
+                                "gave up on {} {} after {} failed attempts (last: {}); a restart or reload retries it",
+                                s.kind(),
+                                f.target,
+                                f.failed,
+                                f.last_error
+                            ));
+                        }
+                        false
+                    }
+                }
+            });
             let fresh_slurm: Vec<SlurmStep> = std::mem::take(&mut p.slurm)
                 .into_iter()
                 .filter(|s| !slurm_done.contains(&step_key(s)))

@@ -254,9 +254,9 @@ pub fn gc_items(p: &Plan) -> Vec<GcItem> {
                 .iter()
                 .map(|i| GcItem {
                     kind: GcItemKind::Vm,
-                    name: i.clone(),
+                    name: i.name.clone(),
                     mig: Some(mig.clone()),
-                    reason: reason_for(i),
+                    reason: reason_for(&i.name),
                 })
                 .collect(),
             _ => vec![],
@@ -267,10 +267,7 @@ pub fn gc_items(p: &Plan) -> Vec<GcItem> {
 /// When the next pass should run: soon while requests are young or work is in flight, else `interval`.
 pub fn next_pass_in(interval: u64, d: &Desired, now: DateTime<Utc>) -> u64 {
     let interval = interval.max(1);
-    let young = d.requests.values().any(|r| {
-        matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
-            && (now - r.created_at).num_seconds() < 120
-    });
+    let young = d.requests.values().any(|r| r.phase.is_open() && (now - r.created_at).num_seconds() < 120);
     let busy = d.nodes.values().any(|n| matches!(n.state, NodeState::Suspending | NodeState::ResumePending))
         || d.requests.values().any(|r| r.phase != RequestPhase::Succeeded);
     if young {

@@ -67,7 +67,9 @@ fn plan_with_deletions() -> Plan {
     p.gce.push(GceStep::DeleteMig { mig: "m2".into(), reason: "empty since noon".into() });
     p.gce.push(GceStep::DeleteInstances {
         mig: "m1".into(),
-        instances: vec!["hpc-a-7".into(), "hpc-a-8".into()],
+        instances: ["hpc-a-7", "hpc-a-8"]
+            .map(|n| VmRef { name: n.into(), zone: "us-central1-a".into() })
+            .to_vec(),
     });
     p.gce.push(GceStep::InsertMig { request: 1, mig: "m3".into(), nodeset: "a".into() });
     p

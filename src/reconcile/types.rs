@@ -58,6 +58,8 @@ pub struct Desired {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObservedVm {
     pub name: String,
+    /// The zone it runs in (from the aggregated list's scope `zones/{zone}` or the VM's `zone`).
+    pub zone: String,
     pub status: VmStatus,
     /// The MIG that created it (from the `created-by` metadata), by name.
     pub mig: Option<String>,
@@ -218,6 +220,26 @@ pub struct Observed {
     pub reservations: Option<BTreeSet<String>>,
 }
 
+/// A VM to delete from its MIG: its name and the zone the pass saw it in. A regional MIG's
+/// `deleteInstances` takes instance URLs only, never bare names (docs/gce-facts.md, "MIGs").
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct VmRef {
+    pub name: String,
+    pub zone: String,
+}
+
+impl VmRef {
+    /// The VM of an observation.
+    pub fn of(vm: &ObservedVm) -> VmRef {
+        VmRef { name: vm.name.clone(), zone: vm.zone.clone() }
+    }
+
+    /// The partial URL `zones/{zone}/instances/{name}` a regional `deleteInstances` takes.
+    pub fn url(&self) -> String {
+        format!("zones/{}/instances/{}", self.zone, self.name)
+    }
+}
+
 /// A GCE mutation to make. The executor finds or writes its outbox entry first.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "step", rename_all = "snake_case")]
@@ -225,7 +247,7 @@ pub enum GceStep {
     InsertMig { request: i64, mig: String, nodeset: String },
     InsertResizeRequest { request: i64, mig: String },
     CancelResizeRequest { request: i64, mig: String },
-    DeleteInstances { mig: String, instances: Vec<String> },
+    DeleteInstances { mig: String, instances: Vec<VmRef> },
     DeleteMig { mig: String, reason: String },
 }
 

@@ -19,6 +19,8 @@ use std::path::Path;
 const MIGRATIONS: &[(i64, &str)] = &[
     (20261123000000, include_str!("../../migrations/20261123000000_initial.sql")),
     (20261124000000, include_str!("../../migrations/20261124000000_event_count_history.sql")),
+    (20261124000001, include_str!("../../migrations/20261124000001_outbox_failed.sql")),
+    (20261124000002, include_str!("../../migrations/20261124000002_backoff_level_kept.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -96,6 +96,32 @@ impl Store {
 
     // ---- outbox ---------------------------------------------------------------------------------------
 
+    /// Each GCE step's consecutive failed attempts (outbox entries closed as `failed` since the step's
+    /// last entry that was done or abandoned), by (kind, target), with the last one's time and error.
+    pub async fn step_failures(&self) -> Result<Vec<StepFailures>> {
+        let rows = sqlx::query(
+            "SELECT f.kind, f.target, count(*), max(f.updated_at), \
+               (SELECT x.last_error FROM outbox x WHERE x.kind = f.kind AND x.target = f.target \
+                  AND x.state = 'failed' ORDER BY x.id DESC LIMIT 1) \
+             FROM outbox f WHERE f.state = 'failed' AND f.id > coalesce((SELECT max(d.id) FROM outbox d \
+               WHERE d.kind = f.kind AND d.target = f.target AND d.state IN ('done', 'abandoned')), 0) \
+             GROUP BY f.kind, f.target ORDER BY f.kind, f.target",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(StepFailures {
+                    kind: r.try_get::<String, _>(0)?.parse()?,
+                    target: r.try_get(1)?,
+                    failed: r.try_get::<i64, _>(2)? as u32,
+                    last_at: from_ms(r.try_get(3)?),
+                    last_error: r.try_get::<Option<String>, _>(4)?.unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+
     /// Outbox entries still pending, oldest first.
     pub async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>> {
         let rows =
@@ -153,7 +179,7 @@ impl Store {
 
     /// Every per-nodeset backoff on record (expired ones included; the caller compares with `now`).
     pub async fn backoffs(&self) -> Result<Vec<Backoff>> {
-        let rows = sqlx::query("SELECT nodeset, until, level, reason FROM backoffs ORDER BY nodeset")
+        let rows = sqlx::query("SELECT nodeset, until, level, reason, ended FROM backoffs ORDER BY nodeset")
             .fetch_all(&self.pool)
             .await?;
         rows.iter()
@@ -163,6 +189,7 @@ impl Store {
                     until: from_ms(r.try_get("until")?),
                     level: r.try_get::<i64, _>("level")? as u32,
                     reason: r.try_get("reason")?,
+                    ended: r.try_get::<i64, _>("ended")? != 0,
                 })
             })
             .collect()

@@ -354,6 +354,20 @@ impl StoreTx {
         Ok(())
     }
 
+    /// Gives every step that failed a fresh start (at daemon start and on reload): its `failed`
+    /// entries are closed as `abandoned`, so its attempts count from zero again. Returns how many.
+    pub async fn forgive_failed_steps(&mut self, now: DateTime<Utc>) -> Result<u64> {
+        Ok(sqlx::query(
+            "UPDATE outbox SET state = 'abandoned', updated_at = ?, \
+               last_error = coalesce(last_error, '') || ' (failed; given a fresh start at daemon start or reload)' \
+             WHERE state = 'failed'",
+        )
+        .bind(to_ms(now))
+        .execute(&mut *self.tx)
+        .await?
+        .rows_affected())
+    }
+
     /// Appends an event about `nodes` (node names; the event keeps them as a hostlist expression).
     /// An event identical to one already recorded at the same instant counts once more instead: a
     /// pass stamps all its events with its one clock read, so a pass that notices the same thing in
@@ -401,19 +415,22 @@ impl StoreTx {
         Ok(id)
     }
 
-    /// Starts or extends a nodeset's capacity backoff.
+    /// Starts, extends or ends (keeping its level) a nodeset's backoff.
     pub async fn set_backoff(&mut self, b: &Backoff) -> Result<()> {
-        sqlx::query("INSERT OR REPLACE INTO backoffs (nodeset, until, level, reason) VALUES (?, ?, ?, ?)")
-            .bind(&b.nodeset)
-            .bind(to_ms(b.until))
-            .bind(b.level as i64)
-            .bind(&b.reason)
-            .execute(&mut *self.tx)
-            .await?;
+        sqlx::query(
+            "INSERT OR REPLACE INTO backoffs (nodeset, until, level, reason, ended) VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(&b.nodeset)
+        .bind(to_ms(b.until))
+        .bind(b.level as i64)
+        .bind(&b.reason)
+        .bind(b.ended as i64)
+        .execute(&mut *self.tx)
+        .await?;
         Ok(())
     }
 
-    /// Ends a nodeset's backoff.
+    /// Forgets a nodeset's backoff and its level (a request of the nodeset succeeded).
     pub async fn clear_backoff(&mut self, nodeset: &str) -> Result<()> {
         sqlx::query("DELETE FROM backoffs WHERE nodeset = ?").bind(nodeset).execute(&mut *self.tx).await?;
         Ok(())

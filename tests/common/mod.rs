@@ -46,6 +46,11 @@ impl World {
         let sim_url = sim.base_url();
         let mut w = World::with_endpoint(&sim_url, nodesets, extra);
         w.sim = Some(sim);
+        // The project has each nodeset's template, as a real one must (GCE answers 404 for a
+        // template that does not exist).
+        for (name, ..) in nodesets {
+            w.sim_post("templates", devcluster::stack::flex_template(&format!("{name}-flex"))).await;
+        }
         w
     }
 

@@ -152,6 +152,17 @@ impl Stack {
             .map_err(|e| err("simulator", e))?;
         let addr = first.trim().rsplit(' ').next().unwrap_or_default().to_string();
         let sim_url = format!("http://{addr}/compute/v1/");
+        // The project has each nodeset's template, as a real one must: GCE answers 404 for a
+        // template that does not exist.
+        for ns in &spec.nodesets {
+            let url = format!("http://{addr}/_sim/templates");
+            let name = format!("{}-flex", ns.name);
+            if !http(&url, "POST", Some(&flex_template(&name))).is_object() {
+                let _ = sim.kill();
+                let _ = sim.wait();
+                return Err(err("simulator", format!("could not load the instance template {name}")));
+            }
+        }
 
         // The hooks find their config beside $SLURM_CONF (slurmctld passes nothing else).
         let text =
@@ -286,6 +297,25 @@ impl Drop for Stack {
 
 /// A tiny blocking HTTP/1.1 client for the simulator's control API on loopback (no async runtime needed
 /// in a synchronous test or the demo).
+/// A DWS Flex Start instance template as an admin makes one for a nodeset (docs/gce-facts.md,
+/// "Instance templates"), to load into the simulator (`POST /_sim/templates`).
+pub fn flex_template(name: &str) -> Value {
+    serde_json::json!({
+        "name": name,
+        "description": "DWS Flex Start template of a test nodeset",
+        "properties": {
+            "machineType": "n2-standard-4",
+            "scheduling": {
+                "provisioningModel": "FLEX_START",
+                "instanceTerminationAction": "DELETE",
+                "onHostMaintenance": "TERMINATE",
+                "automaticRestart": false
+            },
+            "reservationAffinity": {"consumeReservationType": "NO_RESERVATION"}
+        }
+    })
+}
+
 fn http(url: &str, method: &str, body: Option<&Value>) -> Value {
     use std::io::{Read, Write};
     let Some(rest) = url.strip_prefix("http://") else { return Value::Null };

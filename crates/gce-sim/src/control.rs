@@ -4,20 +4,29 @@
 //!
 //! | call | body | effect |
 //! |---|---|---|
-//! | `GET /_sim/state` | | everything: `migs` (each with `resizeRequests` and `managedInstances`), `instances`, `operations`, `capacity`, `faults`, `templates`, `calls`, `time`, `time_scale` |
-//! | `GET /_sim/calls` | | `{"total": N, "by_method": {"regionInstanceGroupManagers.insert": 3, ...}}`: GCE API calls (faulted ones included) by discovery method id |
+//! | `GET /_sim/state` | | everything: `migs` (each with `resizeRequests` and `managedInstances`), `instances`, `operations`, `capacity`, `faults`, `operation_faults`, `templates`, `serve_default_templates`, `unreachable`, `lifecycle`, `quotas`, `request_id_retention_seconds`, `calls`, `rate_limited`, `time`, `time_scale` |
+//! | `GET /_sim/calls` | | `{"total": N, "by_method": {"regionInstanceGroupManagers.insert": 3, ...}, "rate_limited": {"total": N, "by_method": {...}}}`: GCE API calls (faulted and rate-limited ones included) by discovery method id, and those refused by a rate quota |
 //! | `POST /_sim/calls/reset` | | zero the counts |
 //! | `POST /_sim/capacity` | `{"match": "hpc-a3u-", "delay_seconds": 5.0, "fail": {"code", "message", "errorDetails"?} \| null, "hold": false}` | a rule for MIGs whose name starts with `match` ("" = all; the latest matching rule wins, and applies to requests already queued); no rule = capacity at once |
 //! | `DELETE /_sim/capacity` | | clear the rules (held requests then get capacity) |
 //! | `POST /_sim/faults` | `{"method": "regionInstanceGroupManagers.insert" \| "*", "status": 503, "reason"?, "probability": 1.0, "count"?, "delay_ms"?, "after"?}` | HTTP fault injection; status 200 with `delay_ms` = slowness only; `after: true` carries the call out, then answers the error (a lost response) |
 //! | `DELETE /_sim/faults` | | clear the fault rules |
+//! | `POST /_sim/operation-faults` | `{"method": "regionInstanceGroupManagers.deleteInstances" \| "*", "code": "RESOURCE_NOT_READY", "message"?, "http_status"?, "errorDetails"?, "probability"?: 1.0, "count"?}` | the next matching mutations do not act: each returns an Operation that ends DONE with `error.errors[0] = {code, message}` and `httpErrorStatusCode`; a retry with the same `requestId` gets that failed Operation back |
+//! | `DELETE /_sim/operation-faults` | | clear them |
+//! | `GET`/`POST /_sim/request-ids` | `{"retention_seconds": 3600}` | how long a `requestId` is remembered (default 3600 s); after that the same requestId acts again |
+//! | `POST /_sim/zones/{zone}/unreachable` | `{"aggregated": "partial" \| "error"}` (optional, default partial) | the zone is unreachable: zonal calls into it answer 503, `listManagedInstances` and `deleteInstances` of a regional MIG whose VMs are there answer 503, and `instances.aggregatedList` shows its scope as `{"warning": {"code": "UNREACHABLE", ...}}` and lists it in `unreachables` (partial) or fails with 503 (error) |
+//! | `DELETE /_sim/zones/{zone}/unreachable` | | reachable again |
 //! | `POST /_sim/instances/{name}/expire` | | GCE deletes the VM now, as at the end of its run duration |
-//! | `POST /_sim/templates` | an InstanceTemplate (`name` required) | `instanceTemplates.get` / `regionInstanceTemplates.get` of that name returns it |
+//! | `POST /_sim/instances/{name}/fail` | | the VM's host fails: it goes TERMINATED (stop command runs); a MIG with `defaultActionOnFailure: DO_NOTHING` leaves it so, any other recreates it |
+//! | `GET`/`POST /_sim/lifecycle` | `{"provisioning_ms": 50, "staging_ms": 50}` | how long new VMs stay PROVISIONING and STAGING before RUNNING (the boot command runs at RUNNING) |
+//! | `POST /_sim/templates` | an InstanceTemplate (`name` required) | `instanceTemplates.get` / `regionInstanceTemplates.get` of that name (any project, scope) returns it; MIGs using it give their VMs its `machineType`, `labels` and `scheduling` |
+//! | `POST /_sim/templates/defaults` | `{"serve": true}` | `instanceTemplates.get` of a template never loaded returns a FLEX_START template instead of 404 (MIGs always treat an unloaded template as one) |
+//! | `GET`/`POST /_sim/quotas` | `{"read_per_minute": N \| null, "write_per_minute": N \| null, "window_seconds"?: 60}` | rate quotas per project (default unlimited): over one, a call answers 403 `rateLimitExceeded`; `GET` shows `{"config", "usage"}`; `DELETE` makes them unlimited |
 //! | `POST /_sim/migs/{name}/busy` | `{"seconds": N}` | deletes of that MIG fail (400 `resourceNotReady`, "active transformation") for N seconds |
 //! | `POST /_sim/latency` | `{"operation_ms": N}` | slow operations: new Operations stay RUNNING N ms (default 100) |
 
 use super::error::ApiError;
-use super::state::{CapacityRule, FaultRule};
+use super::state::{CapacityRule, FaultRule, Lifecycle, OpFaultRule, QuotaConfig, Unreachable};
 use super::Shared;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -38,8 +47,15 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/_sim/calls/reset", post(reset_calls))
         .route("/_sim/capacity", post(add_capacity).delete(clear_capacity))
         .route("/_sim/faults", post(add_fault).delete(clear_faults))
+        .route("/_sim/operation-faults", post(add_op_fault).delete(clear_op_faults))
+        .route("/_sim/request-ids", get(request_ids).post(set_request_ids))
+        .route("/_sim/zones/{zone}/unreachable", post(set_unreachable).delete(clear_unreachable))
         .route("/_sim/instances/{name}/expire", post(expire))
+        .route("/_sim/instances/{name}/fail", post(fail))
+        .route("/_sim/lifecycle", get(lifecycle).post(set_lifecycle))
         .route("/_sim/templates", post(load_template))
+        .route("/_sim/templates/defaults", post(template_defaults))
+        .route("/_sim/quotas", get(quotas).post(set_quotas).delete(clear_quotas))
         .route("/_sim/migs/{name}/busy", post(busy))
         .route("/_sim/latency", post(latency))
 }
@@ -59,11 +75,14 @@ async fn state(State(sim): State<Arc<Shared>>) -> Json<Value> {
 
 async fn calls(State(sim): State<Arc<Shared>>) -> Json<Value> {
     let st = sim.lock();
-    Json(json!({"total": st.calls.values().sum::<u64>(), "by_method": st.calls}))
+    Json(json!({"total": st.calls.values().sum::<u64>(), "by_method": st.calls,
+                "rate_limited": {"total": st.rate_limited.values().sum::<u64>(), "by_method": st.rate_limited}}))
 }
 
 async fn reset_calls(State(sim): State<Arc<Shared>>) -> Json<Value> {
-    sim.lock().calls.clear();
+    let mut st = sim.lock();
+    st.calls.clear();
+    st.rate_limited.clear();
     Json(json!({}))
 }
 
@@ -117,12 +136,157 @@ async fn clear_faults(State(sim): State<Arc<Shared>>) -> Json<Value> {
 }
 
 async fn expire(State(sim): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
-    let effects = sim.lock().expire(&name);
-    if effects.is_empty() {
+    let Some(effects) = sim.lock().expire(&name, Utc::now()) else {
         return bad(StatusCode::NOT_FOUND, format!("no instance named {name}"));
-    }
+    };
     sim.run_effects(effects);
     Json(json!({})).into_response()
+}
+
+async fn fail(State(sim): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
+    let Some(effects) = sim.lock().fail(&name, Utc::now()) else {
+        return bad(StatusCode::NOT_FOUND, format!("no instance named {name}"));
+    };
+    sim.run_effects(effects);
+    Json(json!({})).into_response()
+}
+
+async fn add_op_fault(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
+    let rule: OpFaultRule = match parse(&body) {
+        Ok(r) => r,
+        Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    let mutation = |m: &str| {
+        let id = m.strip_prefix("compute.").unwrap_or(m);
+        super::schema::method(id).is_some()
+            && super::state::QuotaGroup::of(id) == super::state::QuotaGroup::Write
+    };
+    if rule.method != "*" && !mutation(&rule.method) {
+        return bad(
+            StatusCode::BAD_REQUEST,
+            format!("{:?} is not the method id of a simulated mutation", rule.method),
+        );
+    }
+    if rule.code.is_empty() || !(0.0..=1.0).contains(&rule.probability) {
+        return bad(StatusCode::BAD_REQUEST, "code must be set and probability be 0..1");
+    }
+    if rule.http_status.is_some_and(|s| !(400..=599).contains(&s)) {
+        return bad(StatusCode::BAD_REQUEST, "http_status must be 400..599");
+    }
+    let fits = super::schema::validate_value(
+        "Operation",
+        &json!({"error": rule.error()}),
+        super::schema::Direction::Response,
+    );
+    if let Err(errs) = fits {
+        return bad(StatusCode::BAD_REQUEST, errs.join("; "));
+    }
+    sim.lock().op_faults.push(rule);
+    Json(json!({})).into_response()
+}
+
+async fn clear_op_faults(State(sim): State<Arc<Shared>>) -> Json<Value> {
+    sim.lock().op_faults.clear();
+    Json(json!({}))
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestIds {
+    retention_seconds: f64,
+}
+
+async fn request_ids(State(sim): State<Arc<Shared>>) -> Json<Value> {
+    Json(json!({"retention_seconds": sim.lock().request_id_retention_ms as f64 / 1000.0}))
+}
+
+async fn set_request_ids(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
+    let r: RequestIds = match parse(&body) {
+        Ok(r) => r,
+        Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    if !(r.retention_seconds.is_finite() && r.retention_seconds >= 0.0) {
+        return bad(StatusCode::BAD_REQUEST, "retention_seconds must be a finite number >= 0");
+    }
+    sim.lock().request_id_retention_ms = (r.retention_seconds * 1000.0).min(1e15) as i64;
+    Json(json!({})).into_response()
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct UnreachableBody {
+    #[serde(default)]
+    aggregated: Option<Unreachable>,
+}
+
+async fn set_unreachable(State(sim): State<Arc<Shared>>, Path(zone): Path<String>, body: Bytes) -> Response {
+    let b: UnreachableBody = if body.iter().all(u8::is_ascii_whitespace) {
+        UnreachableBody::default()
+    } else {
+        match parse(&body) {
+            Ok(b) => b,
+            Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+        }
+    };
+    sim.lock().unreachable.insert(zone, b.aggregated.unwrap_or(Unreachable::Partial));
+    Json(json!({})).into_response()
+}
+
+async fn clear_unreachable(State(sim): State<Arc<Shared>>, Path(zone): Path<String>) -> Json<Value> {
+    sim.lock().unreachable.remove(&zone);
+    Json(json!({}))
+}
+
+async fn lifecycle(State(sim): State<Arc<Shared>>) -> Json<Value> {
+    Json(json!(sim.lock().lifecycle))
+}
+
+async fn set_lifecycle(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
+    let l: Lifecycle = match parse(&body) {
+        Ok(l) => l,
+        Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    if !(0..=3_600_000).contains(&l.provisioning_ms) || !(0..=3_600_000).contains(&l.staging_ms) {
+        return bad(StatusCode::BAD_REQUEST, "provisioning_ms and staging_ms must be 0..3600000");
+    }
+    sim.lock().lifecycle = l;
+    Json(json!({})).into_response()
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TemplateDefaults {
+    serve: bool,
+}
+
+async fn template_defaults(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
+    let d: TemplateDefaults = match parse(&body) {
+        Ok(d) => d,
+        Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    sim.lock().serve_default_templates = d.serve;
+    Json(json!({})).into_response()
+}
+
+async fn quotas(State(sim): State<Arc<Shared>>) -> Json<Value> {
+    Json(sim.lock().quotas.to_json(Utc::now()))
+}
+
+async fn set_quotas(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
+    let c: QuotaConfig = match parse(&body) {
+        Ok(c) => c,
+        Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    if !(c.window_seconds.is_finite() && c.window_seconds > 0.0 && c.window_seconds <= 86_400.0) {
+        return bad(StatusCode::BAD_REQUEST, "window_seconds must be in (0, 86400]");
+    }
+    sim.lock().quotas.set(c);
+    Json(json!({})).into_response()
+}
+
+async fn clear_quotas(State(sim): State<Arc<Shared>>) -> Json<Value> {
+    sim.lock().quotas.set(QuotaConfig::default());
+    Json(json!({}))
 }
 
 async fn load_template(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {

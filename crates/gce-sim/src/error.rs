@@ -11,6 +11,8 @@ pub struct ApiError {
     pub reason: String,
     pub domain: String,
     pub messages: Vec<String>,
+    /// `(location, locationType)` of each error, e.g. `("fields", "parameter")`.
+    pub location: Option<Box<(String, String)>>,
 }
 
 impl ApiError {
@@ -24,12 +26,13 @@ impl ApiError {
             reason: reason.to_string(),
             domain: domain.to_string(),
             messages: vec![message.into()],
+            location: None,
         }
     }
 
     /// 400 `badRequest` listing every problem found while validating a request.
     pub fn bad_request(messages: Vec<String>) -> Self {
-        ApiError { code: 400, reason: "badRequest".into(), domain: "global".into(), messages }
+        ApiError { code: 400, reason: "badRequest".into(), domain: "global".into(), messages, location: None }
     }
 
     /// 400 `invalid`: a request that is well formed but not acceptable (a value out of range, ...).
@@ -71,7 +74,14 @@ impl ApiError {
         let errors: Vec<Value> = self
             .messages
             .iter()
-            .map(|m| json!({"message": m, "domain": self.domain, "reason": self.reason}))
+            .map(|m| {
+                let mut e = json!({"message": m, "domain": self.domain, "reason": self.reason});
+                if let Some((location, kind)) = self.location.as_deref() {
+                    e["location"] = json!(location);
+                    e["locationType"] = json!(kind);
+                }
+                e
+            })
             .collect();
         json!({"error": {
             "code": self.code,

@@ -6,19 +6,97 @@
 //! behind a matching simulator bug.
 //!
 //! * [`state`]: the world (MIGs, resize requests, VMs, operations) and its transitions, given `now`;
-//! * [`server`]: GCE paths → method ids, call counts, fault injection, validation, lists and pages;
-//! * [`control`]: the `/_sim/` control API tests use (capacity rules, faults, expiry, templates);
-//! * [`schema`] and [`filter`]: the discovery document and the `filter` parameter;
-//! * [`process`]: boot and stop commands run when a VM starts or is deleted.
+//! * [`server`]: GCE paths → method ids, call counts, rate quotas, fault injection, validation,
+//!   lists, pages and partial responses;
+//! * [`control`]: the `/_sim/` control API tests use (capacity rules, faults, expiry, templates, ...);
+//! * [`schema`], [`filter`] and [`fields`]: the discovery document, the `filter` and `fields` parameters;
+//! * [`process`]: boot and stop commands run when a VM starts or goes away.
 //!
 //! A ticker advances the world every [`TICK`]; it and the request handlers are the only places
 //! that read the clock.
+//!
+//! # GCE as it really behaves
+//!
+//! What the simulator models beyond the happy path, and where Google's documentation is silent,
+//! the choice it makes (each has a black-box test in `tests/real_gce.rs`):
+//!
+//! * **deleteInstances.** The discovery document describes the regional request's `instances` as
+//!   URLs only ("a full URL or a partial URL, such as `zones/[ZONE]/instances/[INSTANCE_NAME]`") and
+//!   the zonal one as URLs or, for queued instances, names. Accepted URLs:
+//!   `https://www.googleapis.com/compute/v1/projects/P/zones/Z/instances/N` (or
+//!   `https://compute.googleapis.com/...`, `beta`, `alpha`), `projects/P/zones/Z/instances/N`,
+//!   `zones/Z/instances/N`. "The operation always fails if the request contains a malformed
+//!   instance URL or a reference to an instance that exists in a zone or region other than the
+//!   group's": the call answers 200 and its Operation ends DONE with
+//!   `INVALID_FIELD_VALUE` (`Invalid value for field 'instances[i]': '...'. The URL is malformed.`,
+//!   the wording GCE uses for malformed instance URLs elsewhere; HTTP 400) for a malformed URL, a
+//!   bare name given to a regional MIG, a zone not in the group's distribution, another project;
+//!   `skipInstancesOnValidationError` does not help. A well-formed URL of an instance that does
+//!   not exist fails it with `RESOURCE_NOT_FOUND` (404), one of another group or already being
+//!   deleted with `CONDITION_NOT_MET` (412), unless `skipInstancesOnValidationError` (then they are
+//!   skipped). The exact codes of these Operation errors are not documented; they are assumptions.
+//!   More than 1000 entries, and names mixed with URLs (zonal), are synchronous 400s.
+//! * **Queued instances.** A queued instance has no VM and no URL (`listManagedInstances` shows it
+//!   PENDING without `instance`). Zonal MIGs release it by name (the request shrinks; emptied, it
+//!   ends CANCELLED). A regional MIG cannot name it: the route is to cancel its ACCEPTED resize
+//!   request ("Cancelled resize request no longer waits for the resources to be provisioned"),
+//!   which drops all its queued instances and lowers targetSize; the members still wanted are asked
+//!   for again in a new request (requests are all-or-nothing, none of it was created). Cancel is
+//!   refused (`CONDITION_NOT_MET`) once the request's VMs are being created.
+//! * **Failed Operations and requestId.** An operation fault rule makes a mutation's Operation end
+//!   DONE with `error.errors[]` and `httpErrorStatusCode` without acting. A repeated `requestId`
+//!   returns the original Operation as it is now, failed ones included, and never acts twice, for
+//!   the retention window: Compute's reference gives no figure; Google's APIs that document the
+//!   same field say "at least 60 minutes after the first request", so the default is 3600 s.
+//! * **Unreachable zones.** `instances.aggregatedList` answers a partial success: the zone's scope
+//!   is `{"warning": {"code": "UNREACHABLE", "message", "data": [{"key": "scope", "value":
+//!   "zones/Z"}]}}` with no instances, and `unreachables` lists `zones/Z` (on every page; the entry
+//!   format of `unreachables` is undocumented, `zones/Z` is an assumption). The v1 document of
+//!   revision 20261106 still recommends `returnPartialSuccess` in its descriptions but declares no
+//!   such parameter on any method, so it is refused like any unknown parameter (400); a control
+//!   option makes the whole list fail with 503 instead, the other shape a client must survive.
+//!   Zonal calls into the zone answer 503. What GCE answers for `listManagedInstances` of a
+//!   regional MIG whose VMs are in that zone is not documented: the simulator fails it (503), the
+//!   conservative choice, and `deleteInstances` of such a MIG too.
+//! * **VM lifecycle.** VMs are created together when their request gets capacity, PROVISIONING,
+//!   then STAGING, then RUNNING (control API durations); the boot command runs at RUNNING and the
+//!   request turns SUCCEEDED when all its VMs are RUNNING. A host failure puts a VM in TERMINATED
+//!   and runs the stop command; `instanceLifecyclePolicy.defaultActionOnFailure: DO_NOTHING` means
+//!   "MIG does not repair a failed VM" (discovery document), so it stays TERMINATED (shown so by
+//!   `instances.*` and `listManagedInstances`, currentAction NONE) until deleted; any other policy
+//!   (REPAIR is GCE's default) recreates it. At the end of the run duration a VM is deleted, or
+//!   TERMINATED if its template says `instanceTerminationAction: STOP`.
+//! * **Templates.** VMs take `machineType`, `labels` and `scheduling` from their MIG's template
+//!   (loaded through the control API; an unloaded URL stands for a FLEX_START template).
+//!   `instanceTemplates.get` / `regionInstanceTemplates.get` of a template never loaded is a 404
+//!   unless the control API says to serve defaults. A template without `provisioningModel` or
+//!   with STANDARD gives STANDARD VMs (reference/GCE.md: "must be explicit, or VMs come up
+//!   STANDARD"); SPOT and RESERVATION_BOUND templates make a resize request insert fail with a 400
+//!   naming `scheduling.provisioningModel` (an assumption: Google's pages say resize requests use
+//!   flex-start or reservation-bound VMs and no spot, but give no error; reservations are not
+//!   simulated).
+//! * **machineTypes.get** serves a3-ultragpu-8g, a3-highgpu-8g, a2-highgpu-1g, g2-standard-4 and
+//!   n2-standard-4 with their published vCPUs, memory and GPUs; others are 404.
+//! * **Rate quotas.** Per project, GCE's "read requests" (get, list, aggregatedList,
+//!   listManagedInstances, operation waits) and "write requests" (mutations) groups, counted in
+//!   synchronized windows (a minute by default: GCE refills "at the start of the next synchronized
+//!   interval"); over a quota a call answers 403 `rateLimitExceeded`, domain `usageLimits`, status
+//!   PERMISSION_DENIED. Unlimited unless the control API sets them.
+//! * **Partial responses.** `fields` (Google's syntax: `a,b`, `a/b`, `a(b,c)`, `*`) is honoured on
+//!   every method and checked against the response schema: an unknown field or a map key named
+//!   literally is a 400 `invalidParameter` ("Invalid field selection ..."). A client that selects
+//!   `items/*/instances(...)` must also select `items/*/warning` and `unreachables` to see a
+//!   partial answer.
+//! * **Scale.** Lists page by key and render only the page, gets touch only their resource, and
+//!   the ticker looks at VMs only when one has something due: `tests/scale.rs` runs 10,000 VMs in
+//!   1,000 MIGs with 2,000 queued requests.
 
 // Test rig: the simulator's ticker and handlers play GCE's own clock, in real time.
 #![allow(clippy::disallowed_methods)]
 
 pub mod control;
 pub mod error;
+pub mod fields;
 pub mod filter;
 pub mod process;
 pub mod schema;
@@ -44,10 +122,12 @@ pub struct SimOptions {
     pub listen: SocketAddr,
     /// Run when a VM becomes RUNNING; `{name}` is replaced by the VM name.
     pub boot_cmd: Option<String>,
-    /// Run when a VM is deleted (by `deleteInstances`, a MIG delete, or the end of its run duration).
+    /// Run when a VM that had booted goes away: deleted (by `deleteInstances`, a MIG delete, the
+    /// end of its run duration) or TERMINATED (a host failure).
     pub stop_cmd: Option<String>,
     /// Run durations pass this many times faster: a VM's termination time is creation +
-    /// run duration / time_scale, in real time. Capacity delays and operation latencies are not scaled.
+    /// run duration / time_scale, in real time. Capacity delays, operation latencies and the VM
+    /// lifecycle (PROVISIONING, STAGING) are not scaled.
     pub time_scale: f64,
 }
 

@@ -13,7 +13,7 @@ struct Args {
     /// Command run when a VM becomes RUNNING; `{name}` is the VM name.
     #[arg(long)]
     boot_cmd: Option<String>,
-    /// Command run when a VM is deleted; `{name}` is the VM name.
+    /// Command run when a VM that had booted is deleted or fails (TERMINATED); `{name}` is the VM name.
     #[arg(long)]
     stop_cmd: Option<String>,
     /// Run durations pass this many times faster than real time.

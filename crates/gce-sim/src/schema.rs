@@ -152,6 +152,11 @@ fn unknown_name(name: &str, at: &str) -> String {
     format!("Invalid JSON payload received. Unknown name \"{name}\" at '{at}': Cannot find field.")
 }
 
+/// A property spec with its `$ref` (if any) resolved to the named schema.
+pub fn resolve_spec(spec: &Value) -> &Value {
+    resolve(spec)
+}
+
 fn resolve(spec: &Value) -> &Value {
     match spec.get("$ref").and_then(Value::as_str) {
         Some(name) => doc().get("schemas").and_then(|s| s.get(name)).unwrap_or(&Value::Null),

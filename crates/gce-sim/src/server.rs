@@ -2,13 +2,14 @@
 //! validates against the discovery document, and renders lists with filters and pages.
 
 use super::error::ApiError;
+use super::fields::Fields;
 use super::filter::Filter;
 use super::schema;
-use super::state::{MigKey, Scope};
+use super::state::{machine_type_json, MigKey, Mutation, QuotaGroup, Scope, Unreachable, GCE_BASE};
 use super::Shared;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
-use axum::http::{Method, StatusCode, Uri};
+use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::Utc;
@@ -138,6 +139,7 @@ fn route(method: &Method, path: &str) -> Option<Call> {
         ),
         ("GET", ["instances"]) if zone => ("instances.list", None, None),
         ("GET", ["instances", vm]) if zone => ("instances.get", Some(*vm), None),
+        ("GET", ["machineTypes", m]) if zone => ("machineTypes.get", Some(*m), None),
         ("GET", ["instanceTemplates", t]) if region => ("regionInstanceTemplates.get", Some(*t), None),
         ("GET", ["instanceTemplates", t]) if !zone => ("instanceTemplates.get", Some(*t), None),
         ("GET", ["operations", op]) => (
@@ -174,6 +176,9 @@ fn route(method: &Method, path: &str) -> Option<Call> {
 }
 
 /// The handler for every path under [`PREFIX`].
+///
+/// In order: route (404 for a path GCE does not have here), count the call, rate quotas (403
+/// `rateLimitExceeded`), injected HTTP faults, then `handle`.
 pub async fn api(State(sim): State<Arc<Shared>>, method: Method, uri: Uri, body: Bytes) -> Response {
     let path = uri.path().strip_prefix(PREFIX).unwrap_or_default();
     let Some(call) = route(&method, path) else {
@@ -184,11 +189,21 @@ pub async fn api(State(sim): State<Arc<Shared>>, method: Method, uri: Uri, body:
         )
         .into_response();
     };
-    let fault = {
+    let group = QuotaGroup::of(call.method_id);
+    let (fault, limited) = {
         let mut st = sim.lock();
         *st.calls.entry(call.method_id.to_string()).or_default() += 1;
-        super::control::pick_fault(&mut st.faults, call.method_id)
+        match st.quotas.admit(&call.project, group, Utc::now()) {
+            Err(limit) => {
+                *st.rate_limited.entry(call.method_id.to_string()).or_default() += 1;
+                (None, Some(limit))
+            }
+            Ok(()) => (super::control::pick_fault(&mut st.faults, call.method_id), None),
+        }
     };
+    if let Some(limit) = limited {
+        return rate_limit_error(group, &call.project, limit).into_response();
+    }
     if let Some(fault) = fault {
         if fault.delay_ms > 0 {
             tokio::time::sleep(Duration::from_millis(fault.delay_ms)).await;
@@ -201,34 +216,47 @@ pub async fn api(State(sim): State<Arc<Shared>>, method: Method, uri: Uri, body:
         }
     }
     match handle(&sim, &call, &uri, &body).await {
-        Ok(v) => respond(&call, v),
+        Ok(v) => Json(v).into_response(),
         Err(e) => e.into_response(),
     }
 }
 
-/// Debug builds check their own responses against the discovery document: a response that does not
-/// fit is a simulator bug and is reported as a 500 instead of being passed on to the client.
-fn respond(call: &Call, v: Value) -> Response {
-    if cfg!(debug_assertions) {
-        if let Some(schema_name) = schema::response_schema(call.method_id) {
-            if let Err(errs) = schema::validate_value(schema_name, &v, schema::Direction::Response) {
-                return (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    Json(json!({"error": {"code": 500, "message": format!("simulator bug: response does not fit {schema_name}: {errs:?}"),
-                                          "errors": [], "status": "INTERNAL"}})),
-                )
-                    .into_response();
-            }
-        }
-    }
-    Json(v).into_response()
+/// 403 `rateLimitExceeded`, as GCE answers a call over a rate quota.
+fn rate_limit_error(group: QuotaGroup, project: &str, limit: u64) -> ApiError {
+    let (metric, limit_name) = group.names();
+    ApiError::new(
+        403,
+        "rateLimitExceeded",
+        format!(
+            "Quota exceeded for quota metric '{metric}' and limit '{limit_name}' of service 'compute.googleapis.com' for consumer 'project_number:{}' (limit {limit}).",
+            super::state::project_number(project)
+        ),
+    )
 }
 
+/// 503 for a call into a zone the control API marked unreachable.
+fn unreachable(project: &str, zone: &str) -> ApiError {
+    ApiError::new(
+        503,
+        "backendError",
+        format!(
+            "The zone 'projects/{project}/zones/{zone}' is currently unreachable. Please try again later."
+        ),
+    )
+}
+
+/// Validates the query and body, runs the call, then checks the response against the discovery
+/// document (debug builds: a response that does not fit is a simulator bug, answered as a 500
+/// instead of being passed on) and applies `fields`.
 async fn handle(sim: &Shared, call: &Call, uri: &Uri, body: &Bytes) -> Result<Value, ApiError> {
     let query: Vec<(String, String)> = Query::try_from_uri(uri)
         .map(|Query(q)| q)
         .map_err(|e| ApiError::bad_request(vec![format!("Invalid query string: {e}")]))?;
     schema::validate_query(call.method_id, &query).map_err(ApiError::bad_request)?;
+    let fields = match query.iter().find(|(k, _)| k == "fields") {
+        Some((_, text)) => Some(Fields::parse(text, call.method_id)?),
+        None => None,
+    };
     let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
         Value::Null
     } else {
@@ -236,39 +264,103 @@ async fn handle(sim: &Shared, call: &Call, uri: &Uri, body: &Bytes) -> Result<Va
             .map_err(|e| ApiError::bad_request(vec![format!("Invalid JSON payload received. {e}")]))?
     };
     schema::validate_request_body(call.method_id, &body).map_err(ApiError::bad_request)?;
+    let v = run(sim, call, &query, &body).await?;
+    if cfg!(debug_assertions) {
+        if let Some(schema_name) = schema::response_schema(call.method_id) {
+            if let Err(errs) = schema::validate_value(schema_name, &v, schema::Direction::Response) {
+                return Err(ApiError::new(
+                    500,
+                    "backendError",
+                    format!("simulator bug: response does not fit {schema_name}: {errs:?}"),
+                ));
+            }
+        }
+    }
+    Ok(match fields {
+        Some(f) => f.apply(v),
+        None => v,
+    })
+}
+
+/// What a mutation's Operation says it acts on (for an Operation failed by a fault rule).
+fn mutation<'a>(call: &'a Call, request_id: Option<&'a str>, body: &Value) -> Mutation<'a> {
+    let key = call.mig_key();
+    let (_, op) = call.method_id.split_once('.').expect("ids have a dot");
+    let named = body.get("name").and_then(Value::as_str).unwrap_or_default();
+    let is_rr = call.method_id.contains("ResizeRequests");
+    let (op_type, target_link) = match (is_rr, op) {
+        (false, "insert") => (
+            "insert",
+            format!(
+                "{GCE_BASE}projects/{}/{}/instanceGroupManagers/{named}",
+                call.project,
+                call.scope.path()
+            ),
+        ),
+        (false, "delete") => ("delete", key.url()),
+        (false, _) => ("compute.instanceGroupManagers.deleteInstances", key.url()),
+        (true, "insert") => ("insert", format!("{}/resizeRequests/{named}", key.url())),
+        (true, other) => (
+            if other == "cancel" { "cancel" } else { "delete" },
+            format!("{}/resizeRequests/{}", key.url(), call.sub.as_deref().unwrap_or_default()),
+        ),
+    };
+    Mutation {
+        project: &call.project,
+        scope: call.scope.clone(),
+        method_id: call.method_id,
+        request_id,
+        op_type,
+        target_link,
+    }
+}
+
+async fn run(sim: &Shared, call: &Call, query: &[(String, String)], body: &Value) -> Result<Value, ApiError> {
     let q = |k: &str| query.iter().find(|(name, _)| name == k).map(|(_, v)| v.as_str());
     let request_id = q("requestId");
     let project = call.project.as_str();
     let name = call.name.as_deref().unwrap_or_default();
     let sub = call.sub.as_deref().unwrap_or_default();
-    let list = |items: Vec<Value>, kind_schema: &str| page(items, &query, kind_schema);
     let (_, op) = call.method_id.split_once('.').expect("ids have a dot");
     let resource = call.method_id.split('.').next().unwrap_or_default();
     let now = Utc::now();
+    let filter = parse_filter(q("filter"))?;
+    if let Scope::Zone(z) = &call.scope {
+        if sim.lock().unreachable_zone(z) {
+            return Err(unreachable(project, z));
+        }
+    }
+    let m = || mutation(call, request_id, body);
     match (resource, op) {
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "insert") => {
             let scope = call.scope.clone();
-            sim.lock().mutate(project, request_id, now, |s| s.insert_mig(project, scope, &body, now))
+            sim.lock().mutate(m(), now, |s| s.insert_mig(project, scope, body, now))
         }
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "get") => {
             sim.lock().mig_json(&call.mig_key(), now)
         }
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "list") => {
-            let items = sim.lock().list_migs(project, &call.scope, now);
+            let st = sim.lock();
+            let items = st.migs_of(project, &call.scope).map(|m| (m.name().to_string(), m));
+            let (items, next) = page_keyed(items, query, filter.as_ref(), |m| st.render_mig(m, now))?;
             let kind = if resource == "regionInstanceGroupManagers" {
                 "RegionInstanceGroupManagerList"
             } else {
                 "InstanceGroupManagerList"
             };
-            list(items, kind)
+            Ok(list_json(items, next, kind))
         }
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "delete") => {
             let key = call.mig_key();
-            sim.lock().mutate(project, request_id, now, |s| s.delete_mig(&key, now))
+            sim.lock().mutate(m(), now, |s| s.delete_mig(&key, now))
         }
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "deleteInstances") => {
             let key = call.mig_key();
-            sim.lock().mutate(project, request_id, now, |s| s.delete_instances(&key, &body, now))
+            let mut st = sim.lock();
+            if let Some(z) = st.mig_zone(&key).filter(|z| st.unreachable_zone(z)) {
+                return Err(unreachable(project, z));
+            }
+            st.mutate(m(), now, |s| s.delete_instances(&key, body, now))
         }
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "listManagedInstances") => {
             if q("orderBy").is_some() {
@@ -276,18 +368,29 @@ async fn handle(sim: &Shared, call: &Call, uri: &Uri, body: &Bytes) -> Result<Va
                     "Invalid value for field 'orderBy': listManagedInstances does not support orderBy.",
                 ));
             }
-            let (items, paginated) = sim.lock().managed_instances(&call.mig_key())?;
-            let items = filter(items, q("filter"))?;
-            if paginated {
-                let (items, next) = slice(items, &query)?;
-                Ok(with_next(items_or_nothing("managedInstances", items), next))
+            let key = call.mig_key();
+            let (items, paginated) = {
+                let st = sim.lock();
+                // A regional MIG whose VMs live in an unreachable zone: what GCE answers is not
+                // documented; the simulator takes the conservative view and fails the call.
+                if let Some(z) = st.mig_zone(&key).filter(|z| st.unreachable_zone(z)) {
+                    return Err(unreachable(project, z));
+                }
+                st.managed_instances(&key)?
+            };
+            let keyed = items.into_iter().map(|v| (v["name"].as_str().unwrap_or_default().to_string(), v));
+            let (items, next) = if paginated {
+                page_keyed(keyed, query, filter.as_ref(), |v| v)?
             } else {
-                Ok(items_or_nothing("managedInstances", items))
-            }
+                let all = keyed.filter(|(_, v)| filter.as_ref().is_none_or(|f| f.matches(v))).collect();
+                (all, None)
+            };
+            let items = items.into_iter().map(|(_, v)| v).collect();
+            Ok(with_next(items_or_nothing("managedInstances", items), next))
         }
         (_, "insert") => {
             let key = call.mig_key();
-            sim.lock().mutate(project, request_id, now, |s| s.insert_resize_request(&key, &body, now))
+            sim.lock().mutate(m(), now, |s| s.insert_resize_request(&key, body, now))
         }
         ("instances", "get") => {
             let Scope::Zone(zone) = &call.scope else { unreachable!("routed as zonal") };
@@ -295,23 +398,53 @@ async fn handle(sim: &Shared, call: &Call, uri: &Uri, body: &Bytes) -> Result<Va
         }
         ("instances", "list") => {
             let Scope::Zone(zone) = &call.scope else { unreachable!("routed as zonal") };
-            let items = sim.lock().list_instances(project, Some(zone)).into_iter().map(|(_, v)| v).collect();
-            list(items, "InstanceList")
+            let st = sim.lock();
+            let items = st.instances_of(project, Some(zone)).map(|vm| (vm.name.clone(), vm));
+            let (items, next) = page_keyed(items, query, filter.as_ref(), |vm| st.render_instance(vm))?;
+            Ok(list_json(items, next, "InstanceList"))
         }
         ("instances", "aggregatedList") => {
-            let all = sim.lock().list_instances(project, None);
-            let all = filter_pairs(all, q("filter"))?;
-            let (pairs, next) = slice(all, &query)?;
+            let st = sim.lock();
+            if let Some((z, _)) = st.unreachable.iter().find(|(_, mode)| **mode == Unreachable::Error) {
+                return Err(unreachable(project, z));
+            }
+            let items = st
+                .instances_of(project, None)
+                .filter(|vm| !st.unreachable.contains_key(&vm.zone))
+                .map(|vm| (format!("{} {}", vm.zone, vm.name), vm));
+            let (pairs, next) = page_keyed(items, query, filter.as_ref(), |vm| st.render_instance(vm))?;
             let mut items = serde_json::Map::new();
-            for (zone, vm) in pairs {
+            for (key, vm) in pairs {
+                let zone = key.split(' ').next().unwrap_or_default();
                 let scoped = items.entry(format!("zones/{zone}")).or_insert_with(|| json!({"instances": []}));
                 scoped["instances"].as_array_mut().expect("array").push(vm);
             }
-            let out = json!({"kind": "compute#instanceAggregatedList", "id": format!("projects/{project}/aggregated/instances"), "items": items});
+            let mut out = json!({"kind": "compute#instanceAggregatedList",
+                                 "id": format!("projects/{project}/aggregated/instances"),
+                                 "selfLink": format!("{GCE_BASE}projects/{project}/aggregated/instances")});
+            // Partial success: every unreachable zone is a scope with a warning instead of instances,
+            // and is listed in `unreachables`, on every page.
+            if !st.unreachable.is_empty() {
+                let scopes: Vec<String> = st.unreachable.keys().map(|z| format!("zones/{z}")).collect();
+                for scope in &scopes {
+                    items.insert(
+                        scope.clone(),
+                        json!({"warning": {"code": "UNREACHABLE",
+                                           "message": format!("Scope '{scope}' is unreachable: its instances are missing from this list."),
+                                           "data": [{"key": "scope", "value": scope}]}}),
+                    );
+                }
+                out["unreachables"] = json!(scopes);
+            }
+            out["items"] = Value::Object(items);
             Ok(with_next(out, next))
         }
+        ("machineTypes", "get") => {
+            let Scope::Zone(zone) = &call.scope else { unreachable!("routed as zonal") };
+            machine_type_json(project, zone, name)
+        }
         ("instanceTemplates" | "regionInstanceTemplates", "get") => {
-            Ok(sim.lock().template_json(project, &call.scope, name))
+            sim.lock().template_json(project, &call.scope, name)
         }
         (_, "get") if resource.ends_with("Operations") => {
             sim.lock().operation(project, &call.scope, name).map(|o| o.to_json(now))
@@ -334,54 +467,39 @@ async fn handle(sim: &Shared, call: &Call, uri: &Uri, body: &Bytes) -> Result<Va
         (_, "get") => sim.lock().resize_request_json(&call.mig_key(), sub),
         (_, "list") => {
             let items = sim.lock().list_resize_requests(&call.mig_key())?;
+            let keyed = items.into_iter().map(|v| (v["name"].as_str().unwrap_or_default().to_string(), v));
+            let (items, next) = page_keyed(keyed, query, filter.as_ref(), |v| v)?;
             let kind = if resource.starts_with("region") {
                 "RegionInstanceGroupManagerResizeRequestsListResponse"
             } else {
                 "InstanceGroupManagerResizeRequestsListResponse"
             };
-            list(items, kind)
+            Ok(list_json(items, next, kind))
         }
         (_, "cancel") => {
             let key = call.mig_key();
-            sim.lock().mutate(project, request_id, now, |s| s.cancel_resize_request(&key, sub, now))
+            sim.lock().mutate(m(), now, |s| s.cancel_resize_request(&key, sub, now))
         }
         (_, "delete") => {
             let key = call.mig_key();
-            sim.lock().mutate(project, request_id, now, |s| s.delete_resize_request(&key, sub, now))
+            sim.lock().mutate(m(), now, |s| s.delete_resize_request(&key, sub, now))
         }
         _ => Err(ApiError::new(501, "notImplemented", format!("{} is not simulated", call.method_id))),
     }
 }
 
-fn filter(items: Vec<Value>, text: Option<&str>) -> Result<Vec<Value>, ApiError> {
+fn parse_filter(text: Option<&str>) -> Result<Option<Filter>, ApiError> {
     match text.filter(|t| !t.trim().is_empty()) {
-        None => Ok(items),
-        Some(t) => {
-            let f = Filter::parse(t).map_err(ApiError::invalid)?;
-            Ok(items.into_iter().filter(|v| f.matches(v)).collect())
-        }
+        None => Ok(None),
+        Some(t) => Filter::parse(t).map(Some).map_err(ApiError::invalid),
     }
 }
 
-fn filter_pairs(items: Vec<(String, Value)>, text: Option<&str>) -> Result<Vec<(String, Value)>, ApiError> {
-    match text.filter(|t| !t.trim().is_empty()) {
-        None => Ok(items),
-        Some(t) => {
-            let f = Filter::parse(t).map_err(ApiError::invalid)?;
-            Ok(items.into_iter().filter(|(_, v)| f.matches(v)).collect())
-        }
-    }
-}
-
-/// Filters and pages a list, wrapping it in the list schema's `kind` and `items`.
-fn page(items: Vec<Value>, query: &[(String, String)], list_schema: &str) -> Result<Value, ApiError> {
-    let q = |k: &str| query.iter().find(|(name, _)| name == k).map(|(_, v)| v.as_str());
-    let items = filter(items, q("filter"))?;
-    let (items, next) = slice(items, query)?;
-    let kind = schema::kind_of(list_schema).unwrap_or_default();
-    let mut out = items_or_nothing("items", items);
-    out["kind"] = json!(kind);
-    Ok(with_next(out, next))
+/// A list response: `kind`, `items` (left out when empty) and `nextPageToken`.
+fn list_json(items: Vec<(String, Value)>, next: Option<String>, list_schema: &str) -> Value {
+    let mut out = items_or_nothing("items", items.into_iter().map(|(_, v)| v).collect());
+    out["kind"] = json!(schema::kind_of(list_schema).unwrap_or_default());
+    with_next(out, next)
 }
 
 /// GCE leaves an empty list out of the response altogether (`{}` rather than `{"items": []}`), so a
@@ -401,8 +519,19 @@ fn with_next(mut v: Value, next: Option<String>) -> Value {
     v
 }
 
-/// One page of `items` for `maxResults` (≤ 500) and `pageToken`; returns the next token if any.
-fn slice<T>(items: Vec<T>, query: &[(String, String)]) -> Result<(Vec<T>, Option<String>), ApiError> {
+/// A page of keyed, rendered items and the token of the next page.
+type Page = (Vec<(String, Value)>, Option<String>);
+
+/// One page of a list whose items come in increasing `key` order: the first `maxResults` (≤ 500)
+/// items after the page token's key that pass the filter, rendered, and the next token if more
+/// follow. Only the items of the page (and those the filter looks at) are rendered, so a page
+/// costs the same at 10,000 VMs as at 10.
+fn page_keyed<T>(
+    items: impl Iterator<Item = (String, T)>,
+    query: &[(String, String)],
+    filter: Option<&Filter>,
+    mut render: impl FnMut(T) -> Value,
+) -> Result<Page, ApiError> {
     let q = |k: &str| query.iter().find(|(name, _)| name == k).map(|(_, v)| v.as_str());
     let max = match q("maxResults").map(str::parse::<usize>) {
         None | Some(Ok(0)) => MAX_RESULTS,
@@ -414,24 +543,45 @@ fn slice<T>(items: Vec<T>, query: &[(String, String)]) -> Result<(Vec<T>, Option
             )))
         }
     };
-    let start = match q("pageToken").filter(|t| !t.is_empty()) {
-        None => 0,
-        Some(t) => decode_token(t)
-            .filter(|s| *s <= items.len())
-            .ok_or_else(|| ApiError::invalid(format!("Invalid value for field 'pageToken': '{t}'")))?,
+    let after = match q("pageToken").filter(|t| !t.is_empty()) {
+        None => None,
+        Some(t) => Some(
+            decode_token(t)
+                .ok_or_else(|| ApiError::invalid(format!("Invalid value for field 'pageToken': '{t}'")))?,
+        ),
     };
-    let end = (start + max).min(items.len());
-    let next = (end < items.len()).then(|| encode_token(end));
-    Ok((items.into_iter().skip(start).take(end - start).collect(), next))
+    let mut page = Vec::new();
+    for (key, item) in items {
+        if after.as_ref().is_some_and(|a| key.as_str() <= a.as_str()) {
+            continue;
+        }
+        let v = render(item);
+        if filter.is_some_and(|f| !f.matches(&v)) {
+            continue;
+        }
+        if page.len() == max {
+            let next = page.last().map(|(k, _): &(String, Value)| encode_token(k));
+            return Ok((page, next));
+        }
+        page.push((key, v));
+    }
+    Ok((page, None))
 }
 
-/// Page tokens are opaque to clients; here they carry the offset of the next item.
-fn encode_token(offset: usize) -> String {
-    format!("sim1.{offset:x}")
+/// Page tokens are opaque to clients; here they carry the key of the last item of the page.
+fn encode_token(key: &str) -> String {
+    let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("sim2.{hex}")
 }
 
-fn decode_token(token: &str) -> Option<usize> {
-    usize::from_str_radix(token.strip_prefix("sim1.")?, 16).ok()
+fn decode_token(token: &str) -> Option<String> {
+    let hex = token.strip_prefix("sim2.")?;
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> =
+        (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok()).collect();
+    String::from_utf8(bytes?).ok()
 }
 
 #[cfg(test)]
@@ -459,6 +609,7 @@ mod tests {
             ),
             ("GET", "projects/p/aggregated/instances", "instances.aggregatedList"),
             ("GET", "projects/p/global/instanceTemplates/t", "instanceTemplates.get"),
+            ("GET", "projects/p/zones/z/machineTypes/a3-ultragpu-8g", "machineTypes.get"),
             ("GET", "projects/p/regions/r/instanceTemplates/t", "regionInstanceTemplates.get"),
             ("POST", "projects/p/zones/z/operations/o/wait", "zoneOperations.wait"),
             ("GET", "projects/p/global/operations/o", "globalOperations.get"),
@@ -474,12 +625,14 @@ mod tests {
 
     #[test]
     fn pages_cover_everything_once() {
-        let items: Vec<u32> = (0..7).collect();
+        let items: Vec<String> = (0..7).map(|i| format!("n-{i}")).collect();
         let mut q = vec![("maxResults".to_string(), "3".to_string())];
         let mut seen = Vec::new();
         loop {
-            let (page, next) = slice(items.clone(), &q).unwrap();
-            seen.extend(page);
+            let keyed = items.iter().map(|k| (k.clone(), json!(k)));
+            let (page, next) = page_keyed(keyed, &q, None, |v| v).unwrap();
+            assert!(page.len() <= 3);
+            seen.extend(page.into_iter().map(|(k, _)| k));
             match next {
                 Some(t) => {
                     q.retain(|(k, _)| k != "pageToken");
@@ -489,6 +642,11 @@ mod tests {
             }
         }
         assert_eq!(seen, items);
-        assert!(slice(items, &[("pageToken".into(), "bogus".into())]).is_err());
+        let bogus = [("pageToken".to_string(), "bogus".to_string())];
+        assert!(page_keyed(items.iter().map(|k| (k.clone(), ())), &bogus, None, |_| json!(1)).is_err());
+        assert_eq!(
+            decode_token(&encode_token("us-central1-a hpc-0")).as_deref(),
+            Some("us-central1-a hpc-0")
+        );
     }
 }

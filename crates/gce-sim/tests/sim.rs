@@ -3,153 +3,11 @@
 // Test rig: these drive a real simulator server and wait for its ticker in real time.
 #![allow(clippy::disallowed_methods)]
 
-use gce_sim::{self as sim, SimHandle, SimOptions};
-use serde_json::{json, Value};
+mod common;
+
+use common::*;
+use gce_sim as sim;
 use std::time::{Duration, Instant};
-
-const REGION: &str = "projects/p/regions/us-central1";
-const ZONE: &str = "projects/p/zones/us-central1-a";
-
-struct Api {
-    http: reqwest::Client,
-    /// `http://ADDR/compute/v1/`
-    base: String,
-    /// `http://ADDR/`
-    root: String,
-}
-
-impl Api {
-    async fn call(&self, method: reqwest::Method, url: String, body: Option<Value>) -> (u16, Value) {
-        let mut req = self.http.request(method, url).bearer_auth("any-token");
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.expect("request sent");
-        let status = resp.status().as_u16();
-        let text = resp.text().await.expect("body");
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-    }
-    async fn get(&self, path: &str) -> (u16, Value) {
-        self.call(reqwest::Method::GET, format!("{}{path}", self.base), None).await
-    }
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        self.call(reqwest::Method::POST, format!("{}{path}", self.base), Some(body)).await
-    }
-    async fn post_empty(&self, path: &str) -> (u16, Value) {
-        self.call(reqwest::Method::POST, format!("{}{path}", self.base), None).await
-    }
-    async fn delete(&self, path: &str) -> (u16, Value) {
-        self.call(reqwest::Method::DELETE, format!("{}{path}", self.base), None).await
-    }
-    async fn control(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let (status, v) = self.call(method, format!("{}_sim/{path}", self.root), body).await;
-        assert_eq!(status, 200, "control {path}: {v}");
-        v
-    }
-
-    /// Waits for an operation (regional unless it carries a zone) until DONE.
-    async fn wait(&self, op: &Value) -> Value {
-        let name = op["name"].as_str().expect("operation name");
-        let scope = match op.get("zone").and_then(Value::as_str) {
-            Some(z) => format!("projects/p/zones/{}", z.rsplit('/').next().unwrap()),
-            None => REGION.to_string(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let (status, v) = self.post_empty(&format!("{scope}/operations/{name}/wait")).await;
-            assert_eq!(status, 200, "{v}");
-            if v["status"] == "DONE" {
-                return v;
-            }
-            assert!(Instant::now() < deadline, "operation never finished: {v}");
-        }
-    }
-
-    async fn insert_mig(&self, name: &str) {
-        let (status, op) = self.post(&format!("{REGION}/instanceGroupManagers"), mig_body(name)).await;
-        assert_eq!(status, 200, "{op}");
-        let done = self.wait(&op).await;
-        assert!(done.get("error").is_none(), "{done}");
-    }
-
-    async fn insert_request(&self, mig: &str, rr: &str, names: &[&str], seconds: &str) -> Value {
-        let body = json!({"name": rr, "instances": names.iter().map(|n| json!({"name": n})).collect::<Vec<_>>(),
-                          "requestedRunDuration": {"seconds": seconds}});
-        let (status, op) =
-            self.post(&format!("{REGION}/instanceGroupManagers/{mig}/resizeRequests"), body).await;
-        assert_eq!(status, 200, "{op}");
-        op
-    }
-
-    async fn request(&self, mig: &str, rr: &str) -> Value {
-        let (status, v) =
-            self.get(&format!("{REGION}/instanceGroupManagers/{mig}/resizeRequests/{rr}")).await;
-        assert_eq!(status, 200, "{v}");
-        v
-    }
-
-    async fn target_size(&self, mig: &str) -> i64 {
-        let (status, v) = self.get(&format!("{REGION}/instanceGroupManagers/{mig}")).await;
-        assert_eq!(status, 200, "{v}");
-        v["targetSize"].as_i64().expect("targetSize")
-    }
-
-    async fn managed(&self, mig: &str) -> Vec<Value> {
-        let (status, v) =
-            self.post_empty(&format!("{REGION}/instanceGroupManagers/{mig}/listManagedInstances")).await;
-        assert_eq!(status, 200, "{v}");
-        v["managedInstances"].as_array().cloned().unwrap_or_default()
-    }
-
-    /// Polls a resize request until it reaches `state`.
-    async fn until_state(&self, mig: &str, rr: &str, state: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let v = self.request(mig, rr).await;
-            if v["state"] == state {
-                return v;
-            }
-            assert!(Instant::now() < deadline, "never reached {state}: {v}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    async fn instances(&self) -> Vec<Value> {
-        let (status, v) = self.get(&format!("{ZONE}/instances")).await;
-        assert_eq!(status, 200, "{v}");
-        v["items"].as_array().cloned().unwrap_or_default()
-    }
-}
-
-fn mig_body(name: &str) -> Value {
-    json!({
-        "name": name,
-        "description": "slurm-dws/v1 cluster=hpc nodeset=a3u",
-        "targetSize": 0,
-        "versions": [{"instanceTemplate": "projects/p/regions/us-central1/instanceTemplates/a3u-flex"}],
-        "instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"},
-        "distributionPolicy": {"zones": [{"zone": "zones/us-central1-a"}], "targetShape": "ANY_SINGLE_ZONE"},
-        "updatePolicy": {"instanceRedistributionType": "NONE"},
-    })
-}
-
-async fn start(time_scale: f64) -> (SimHandle, Api) {
-    let handle =
-        sim::start(SimOptions { time_scale, ..SimOptions::default() }).await.expect("simulator starts");
-    let base = handle.base_url();
-    assert_eq!(base, format!("http://{}/compute/v1/", handle.addr()));
-    let root = format!("http://{}/", handle.addr());
-    (handle, Api { http: reqwest::Client::new(), base, root })
-}
-
-fn assert_google_error(v: &Value, code: u64, reason: &str, mentions: &str) {
-    let e = &v["error"];
-    assert_eq!(e["code"], code, "{v}");
-    assert_eq!(e["errors"][0]["reason"], reason, "{v}");
-    assert!(e["errors"][0]["domain"].is_string(), "{v}");
-    assert!(e["status"].is_string(), "{v}");
-    assert!(e["message"].as_str().unwrap().contains(mentions), "message should mention {mentions}: {v}");
-}
 
 #[tokio::test]
 async fn bad_requests_get_google_style_400s_naming_the_field() {
@@ -588,43 +446,53 @@ async fn mig_delete_cascades_to_requests_and_vms() {
     sim.shutdown().await;
 }
 
+/// Zonal MIGs take bare names for queued instances (the discovery document: "Queued instances do
+/// not have URL and can be deleted only by name"); the request shrinks.
 #[tokio::test]
-async fn delete_instances_by_name_removes_queued_instances() {
+async fn zonal_delete_instances_by_name_removes_queued_instances() {
     let (sim, api) = start(1.0).await;
     api.control(reqwest::Method::POST, "capacity", Some(json!({"match": "", "hold": true}))).await;
-    api.insert_mig("hpc-a3u-g1").await;
-    api.insert_request("hpc-a3u-g1", "rr1", &["hpc-a3u-0", "hpc-a3u-1", "hpc-a3u-2"], "3600").await;
-    let path = format!("{REGION}/instanceGroupManagers/hpc-a3u-g1/deleteInstances");
+    api.insert_zonal_mig("hpc-z1").await;
+    let mig = format!("{ZONE}/instanceGroupManagers/hpc-z1");
+    api.insert_request_at(&mig, "rr1", &["hpc-a3u-0", "hpc-a3u-1", "hpc-a3u-2"], "3600").await;
+    let path = format!("{mig}/deleteInstances");
+    let target = || async { api.get(&mig).await.1["targetSize"].as_i64().unwrap() };
 
-    // Names and URLs are not mixed; an unknown name fails validation unless skipped.
+    // Names and URLs are not mixed (a synchronous 400).
     let mixed = json!({"instances": ["hpc-a3u-0", "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a/instances/hpc-a3u-1"]});
     let (status, v) = api.post(&path, mixed).await;
     assert_eq!(status, 400, "{v}");
-    let (status, v) = api.post(&path, json!({"instances": ["hpc-a3u-0", "nope"]})).await;
-    assert_eq!(status, 400, "{v}");
-    assert_google_error(&v, 400, "invalid", "nope");
-    assert_eq!(api.target_size("hpc-a3u-g1").await, 3);
+    assert_google_error(&v, 400, "invalid", "mixed");
+    // An unknown name fails the Operation unless skipped.
+    let (status, op) = api.post(&path, json!({"instances": ["hpc-a3u-0", "nope"]})).await;
+    assert_eq!(status, 200, "{op}");
+    let done = api.wait(&op).await;
+    assert_eq!(done["error"]["errors"][0]["code"], "RESOURCE_NOT_FOUND", "{done}");
+    assert!(done["error"]["errors"][0]["message"].as_str().unwrap().contains("instances/nope"), "{done}");
+    assert_eq!(done["httpErrorStatusCode"], 404, "{done}");
+    assert_eq!(target().await, 3, "a failed deleteInstances deletes nothing");
 
     let (status, op) = api
         .post(&path, json!({"instances": ["hpc-a3u-1", "nope"], "skipInstancesOnValidationError": true}))
         .await;
     assert_eq!(status, 200, "{op}");
-    api.wait(&op).await;
-    assert_eq!(api.target_size("hpc-a3u-g1").await, 2);
-    let names: Vec<Value> = api.managed("hpc-a3u-g1").await.iter().map(|m| m["name"].clone()).collect();
+    let done = api.wait(&op).await;
+    assert!(done.get("error").is_none(), "{done}");
+    assert_eq!(target().await, 2);
+    let names: Vec<Value> = api.managed_at(&mig).await.iter().map(|m| m["name"].clone()).collect();
     assert_eq!(names, vec![json!("hpc-a3u-0"), json!("hpc-a3u-2")]);
 
     // Capacity arrives: only the remaining names are created.
     api.control(reqwest::Method::DELETE, "capacity", None).await;
-    api.until_state("hpc-a3u-g1", "rr1", "SUCCEEDED").await;
+    api.until_state_at(&mig, "rr1", "SUCCEEDED").await;
     let vms: Vec<Value> = api.instances().await.iter().map(|v| v["name"].clone()).collect();
     assert_eq!(vms, vec![json!("hpc-a3u-0"), json!("hpc-a3u-2")]);
 
     // A created VM by URL: DELETING for a moment, then gone.
-    let url = api.managed("hpc-a3u-g1").await[0]["instance"].as_str().unwrap().to_string();
+    let url = api.managed_at(&mig).await[0]["instance"].as_str().unwrap().to_string();
     let (status, op) = api.post(&path, json!({"instances": [url]})).await;
     assert_eq!(status, 200, "{op}");
-    assert_eq!(api.target_size("hpc-a3u-g1").await, 1);
+    assert_eq!(target().await, 1);
     let deadline = Instant::now() + Duration::from_secs(5);
     while api.instances().await.len() != 1 {
         assert!(Instant::now() < deadline);
@@ -699,6 +567,11 @@ async fn faults_are_injected_and_calls_are_counted() {
 #[tokio::test]
 async fn templates_zonal_migs_operations_and_state() {
     let (sim, api) = start(1.0).await;
+    // A template that was never loaded is not found, unless the simulator is told to serve defaults.
+    let (status, v) = api.get("projects/p/regions/us-central1/instanceTemplates/anything").await;
+    assert_eq!(status, 404, "{v}");
+    assert_google_error(&v, 404, "notFound", "projects/p/regions/us-central1/instanceTemplates/anything");
+    api.control(reqwest::Method::POST, "templates/defaults", Some(json!({"serve": true}))).await;
     let (status, t) = api.get("projects/p/regions/us-central1/instanceTemplates/anything").await;
     assert_eq!(status, 200, "{t}");
     let s = &t["properties"]["scheduling"];
@@ -714,11 +587,13 @@ async fn templates_zonal_migs_operations_and_state() {
     api.control(reqwest::Method::POST, "templates", Some(spot)).await;
     let (_, t) = api.get("projects/p/global/instanceTemplates/spot").await;
     assert_eq!(t["properties"]["scheduling"]["provisioningModel"], "SPOT");
+    let labelled = json!({"name": "labelled", "properties": {"scheduling": {"provisioningModel": "FLEX_START"}, "labels": {"env": "test"}}});
+    api.control(reqwest::Method::POST, "templates", Some(labelled)).await;
 
     // A zonal MIG and zonal resize request, with zonal operations.
     let mut body = mig_body("hpc-z");
     body.as_object_mut().unwrap().remove("distributionPolicy");
-    body["versions"][0]["instanceTemplate"] = json!("projects/p/global/instanceTemplates/spot");
+    body["versions"][0]["instanceTemplate"] = json!("projects/p/global/instanceTemplates/labelled");
     let (status, op) = api.post(&format!("{ZONE}/instanceGroupManagers"), body).await;
     assert_eq!(status, 200, "{op}");
     assert!(op["zone"].as_str().unwrap().ends_with("/zones/us-central1-a"));

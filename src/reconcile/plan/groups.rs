@@ -77,7 +77,7 @@ impl Planner<'_> {
             if let Some(b) = self.in_backoff(&n.nodeset).cloned() {
                 if !n.is_static {
                     let why = format!(
-                        "nodeset {} is in capacity backoff until {}: {}",
+                        "nodeset {} is in backoff until {}: {}",
                         n.nodeset,
                         b.until.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
                         b.reason
@@ -89,7 +89,7 @@ impl Planner<'_> {
                     self.power_down_force(
                         &n.name,
                         &format!(
-                            "capacity backoff until {}",
+                            "nodeset backoff until {}",
                             b.until.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
                         ),
                     );

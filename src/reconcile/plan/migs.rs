@@ -10,9 +10,7 @@ impl Planner<'_> {
         let Some(observed) = self.o.migs.as_ref() else { return };
         // Each MIG name once (10,000 up nodes share 1,000 MIGs: no copy per node).
         let mut busy: HashSet<String> = HashSet::new();
-        let open_requests = self.requests.values().filter(|r| {
-            matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
-        });
+        let open_requests = self.requests.values().filter(|r| r.phase.is_open());
         let holding_nodes = self
             .nodes
             .values()

@@ -2,12 +2,12 @@
 //! (`tests.rs`).
 //!
 //! The rules, in the order they are applied, one file per family (docs/architecture.md explains each):
-//! 1. Backoffs that ran out end (`requests.rs`).
+//! 1. Backoffs that ran out end, keeping their level until a success (`requests.rs`).
 //! 2. Every open request group walks its lifecycle (`requests.rs`): planned → MIG → resize request →
 //!    SUCCEEDED, or FAILED / CANCELLED / queued past `queue_timeout` → nodes back to powered-down and
 //!    usable, job requeued through Slurm (and allowed to start again when the nodeset may ask GCE
-//!    again, not after Slurm's two-minute requeue hold), MIG deleted, cause recorded, capacity
-//!    backoff started.
+//!    again, not after Slurm's two-minute requeue hold), MIG deleted, cause recorded, nodeset
+//!    backoff started (capacity or error, one level deeper than the last).
 //! 3. Every node is compared with its VM and with Slurm (`nodes.rs`): expiry, vanished VMs, suspends
 //!    to carry out, VMs that must not exist, static nodes to keep provisioned, drift between Slurm
 //!    and the store.
@@ -80,6 +80,7 @@ pub fn plan(cfg: &PlanConfig, d: &Desired, o: &Observed, now: DateTime<Utc>) -> 
         nodes: Overlay::new(&d.nodes),
         requests: Overlay::new(&d.requests),
         migs: Overlay::new(&d.migs),
+        backoffs_before: &d.backoffs,
         backoffs: d.backoffs.clone(),
         plan: Plan::default(),
         delete_instances: BTreeMap::new(),
@@ -107,10 +108,13 @@ struct Planner<'a> {
     nodes: Overlay<'a, String, Node>,
     requests: Overlay<'a, i64, Request>,
     migs: Overlay<'a, String, Mig>,
+    /// The backoffs as the round began, and as the rules leave them: [`Planner::finish`] lists the
+    /// difference (a backoff that ended and one that started again in the same round is one change).
+    backoffs_before: &'a BTreeMap<String, Backoff>,
     backoffs: BTreeMap<String, Backoff>,
     plan: Plan,
     /// MIG → instances to delete (batched at the end).
-    delete_instances: BTreeMap<String, BTreeSet<String>>,
+    delete_instances: BTreeMap<String, BTreeSet<VmRef>>,
     /// (state, reason) → nodes (batched at the end).
     slurm_updates: BTreeMap<(NodeStateChange, Option<String>), BTreeSet<String>>,
     /// Begin time → jobs whose nodes were released before they got a VM (after the node updates).
@@ -127,7 +131,7 @@ impl Planner<'_> {
     }
 
     fn in_backoff(&self, nodeset: &str) -> Option<&Backoff> {
-        self.backoffs.get(nodeset).filter(|b| b.until > self.now)
+        self.backoffs.get(nodeset).filter(|b| !b.ended && b.until > self.now)
     }
 
     fn owned_mig(&self, mig: &str) -> bool {
@@ -174,13 +178,18 @@ impl Planner<'_> {
     }
 
     /// The job that was waiting for `node` was requeued by slurm-dws before the node got a VM: let it start
-    /// again as soon as its nodeset may ask GCE again (now, or when the capacity backoff ends), not after
+    /// again as soon as its nodeset may ask GCE again (now, or when its backoff ends), not after
     /// Slurm's requeue hold.
     fn job_may_start_again(&mut self, node: &str) {
         let Some(n) = self.nodes.get(node) else { return };
         let Some(job) = n.job_id else { return };
         let begin = self.in_backoff(&n.nodeset).map_or(self.now, |b| b.until);
         self.job_begins.entry(begin).or_default().insert(job);
+    }
+
+    /// Deletes an observed VM from its MIG (batched per MIG in [`Planner::finish`]).
+    fn delete_vm(&mut self, mig: &str, vm: &ObservedVm) {
+        self.delete_instances.entry(mig.to_string()).or_default().insert(VmRef::of(vm));
     }
 
     fn drop_reservation(&mut self, name: &str) {
@@ -215,7 +224,7 @@ impl Planner<'_> {
     /// Batches the steps the rules collected and returns the round's plan: only records that changed.
     fn finish(mut self) -> Plan {
         for (mig, names) in std::mem::take(&mut self.delete_instances) {
-            let names: Vec<String> = names.into_iter().collect();
+            let names: Vec<VmRef> = names.into_iter().collect();
             for chunk in names.chunks(MAX_GROUP) {
                 self.plan.gce.push(GceStep::DeleteInstances { mig: mig.clone(), instances: chunk.to_vec() });
             }
@@ -229,6 +238,14 @@ impl Planner<'_> {
         }
         for (begin, jobs) in std::mem::take(&mut self.job_begins) {
             self.plan.slurm.push(SlurmStep::SetJobsBegin { jobs: jobs.into_iter().collect(), begin });
+        }
+        for (ns, b) in &self.backoffs {
+            if self.backoffs_before.get(ns) != Some(b) {
+                self.plan.backoffs_set.push(b.clone());
+            }
+        }
+        for ns in self.backoffs_before.keys().filter(|ns| !self.backoffs.contains_key(*ns)) {
+            self.plan.backoffs_cleared.push(ns.clone());
         }
         self.plan.nodes = self.nodes.into_changes();
         self.plan.requests = self.requests.into_changes();

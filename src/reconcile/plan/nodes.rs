@@ -42,12 +42,7 @@ impl Planner<'_> {
                 NodeState::Suspending => self.suspending_node(name),
                 NodeState::PoweredDown => self.powered_down_node(name),
                 NodeState::Requested => {
-                    let open = rid.and_then(|id| self.requests.get(&id)).is_some_and(|r| {
-                        matches!(
-                            r.phase,
-                            RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active
-                        )
-                    });
+                    let open = rid.and_then(|id| self.requests.get(&id)).is_some_and(|r| r.phase.is_open());
                     if !open {
                         // Its request group is gone (it can only be a bug or a hand-edited database).
                         self.set_state(name, NodeState::ResumePending);
@@ -191,7 +186,7 @@ impl Planner<'_> {
             Some(vm) if being_deleted(vm) => {}
             Some(vm) => match vm.mig.clone().or(node.mig.clone()) {
                 Some(mig) if self.owned_mig(&mig) => {
-                    self.delete_instances.entry(mig).or_default().insert(name.to_string());
+                    self.delete_vm(&mig, vm);
                 }
                 _ => {
                     if node.last_error.as_deref()
@@ -209,9 +204,8 @@ impl Planner<'_> {
                 }
             },
             None => {
-                let request_open = node.request_id.and_then(|id| self.requests.get(&id)).is_some_and(|r| {
-                    matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
-                });
+                let request_open =
+                    node.request_id.and_then(|id| self.requests.get(&id)).is_some_and(|r| r.phase.is_open());
                 if !request_open {
                     self.set_state(name, NodeState::PoweredDown);
                     self.clear_vm(name);
@@ -251,7 +245,7 @@ impl Planner<'_> {
                         || vm.created.is_some_and(|c| secs_since(self.now, c) > self.cfg.orphan_grace)
                     {
                         // Known to be suspended (or an orphan past its grace): the VM must not exist.
-                        self.delete_instances.entry(m).or_default().insert(name.to_string());
+                        self.delete_vm(&m, vm);
                     }
                 }
                 _ => {}

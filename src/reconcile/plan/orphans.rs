@@ -23,7 +23,7 @@ impl Planner<'_> {
                     vec![name.clone()],
                     format!("VM {name} in MIG {mig} backs no node of this cluster: deleting it"),
                 );
-                self.delete_instances.entry(mig.clone()).or_default().insert(name.clone());
+                self.delete_vm(mig, vm);
             }
         }
     }

@@ -1,4 +1,4 @@
-//! Rules 1 and 2: capacity backoffs that ran out end, and every open request group walks its
+//! Rules 1 and 2: nodeset backoffs that ran out end (keeping their level), and every open request group walks its
 //! lifecycle (planned → MIG → resize request → SUCCEEDED, or failed and released).
 
 use super::{secs_since, Planner};
@@ -6,7 +6,8 @@ use crate::model::*;
 use crate::reconcile::types::*;
 use chrono::{DateTime, Duration, Utc};
 
-/// The next backoff after a capacity or quota failure: `initial * 2^level`, at most `max`.
+/// The next backoff after a failed request: `initial * 2^level`, at most `max`, the level one above the
+/// nodeset's previous backoff (ended or not: levels decay only when a request succeeds).
 pub fn next_backoff(
     cfg: &PlanConfig,
     previous: Option<&Backoff>,
@@ -20,6 +21,28 @@ pub fn next_backoff(
         until: now + Duration::seconds(secs),
         level,
         reason: reason.to_string(),
+        ended: false,
+    }
+}
+
+/// What kind of failure backs a nodeset off: each says what it is and what to look at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BackoffClass {
+    /// A stockout or an exhausted quota: capacity may come back by itself.
+    Capacity,
+    /// Any other error GCE failed the request with (a bad image, template, subnetwork, permission):
+    /// retrying at once would fail the same way.
+    Error,
+}
+
+impl BackoffClass {
+    fn words(self) -> &'static str {
+        match self {
+            BackoffClass::Capacity => "capacity backoff after a stockout or quota error",
+            BackoffClass::Error => {
+                "error backoff after a GCE error that is not capacity (check the nodeset's template, image, network and permissions)"
+            }
+        }
     }
 }
 
@@ -28,27 +51,30 @@ impl Planner<'_> {
     pub(super) fn expire_backoffs(&mut self) {
         // No backoff is ever set longer than backoff_max: one that ends further away than that was
         // set before the wall clock went back, and would block the nodeset for the size of the jump.
-        let ended: Vec<(String, bool)> = self
-            .backoffs
-            .values()
-            .filter_map(|b| {
-                let clock_went_back = secs_since(b.until, self.now) > self.cfg.backoff_max;
-                (b.until <= self.now || clock_went_back).then(|| (b.nodeset.clone(), clock_went_back))
-            })
-            .collect();
-        for (ns, clock_went_back) in ended {
-            self.backoffs.remove(&ns);
-            self.plan.backoffs_cleared.push(ns.clone());
+        let now = self.now;
+        for b in self.backoffs.values_mut().filter(|b| !b.ended) {
+            let clock_went_back = secs_since(b.until, now) > self.cfg.backoff_max;
+            if b.until > now && !clock_went_back {
+                continue;
+            }
+            // Ended, but kept for its level: the next failure of the nodeset backs off longer.
+            b.ended = true;
+            if clock_went_back {
+                b.until = now;
+            }
             let why = if clock_went_back {
                 " (it ended further away than backoff_max: the clock went back)"
             } else {
                 ""
             };
-            self.plan.event(
-                EventKind::BackoffEnded,
-                vec![],
-                format!("nodeset {ns}: capacity backoff ended{why}"),
-            );
+            self.plan.events.push(NewEvent {
+                kind: EventKind::BackoffEnded,
+                nodes: vec![],
+                message: format!(
+                    "nodeset {}: backoff ended{why}; its level {} stays until a request of the nodeset succeeds",
+                    b.nodeset, b.level
+                ),
+            });
         }
     }
 
@@ -107,7 +133,7 @@ impl Planner<'_> {
                     self.plan.gce.push(GceStep::InsertResizeRequest { request: id, mig: r.mig.clone() });
                 }
             }
-            RequestPhase::Active => self.active_request(&r, &wanted),
+            RequestPhase::Active | RequestPhase::Releasing => self.active_request(&r, &wanted),
             RequestPhase::Succeeded => {
                 if mig_seen == Some(false) && members.iter().all(|(_, s)| *s != NodeState::Up) {
                     self.update_request(id, |r| r.phase = RequestPhase::Done);
@@ -165,7 +191,7 @@ impl Planner<'_> {
             Some(PolledRequest::NotFound) => {
                 if self.o.migs.as_ref().is_some_and(|m| !m.contains_key(&r.mig)) {
                     let why = format!("MIG {} was deleted outside slurm-dws", r.mig);
-                    self.fail_request(r, &why, false);
+                    self.fail_request(r, &why, None);
                 } else {
                     // The insert never took effect (or GCE forgot it): send it again.
                     self.update_request(r.id, |r| r.phase = RequestPhase::MigReady);
@@ -189,14 +215,16 @@ impl Planner<'_> {
                         node.last_error = None;
                     }
                 }
-                if self.backoffs.remove(&r.nodeset).is_some() {
-                    self.plan.backoffs_cleared.push(r.nodeset.clone());
-                }
+                // A success: the nodeset's backoff level is forgotten.
+                self.backoffs.remove(&r.nodeset);
                 self.plan.event(
                     EventKind::RequestSucceeded,
                     r.nodes.clone(),
                     format!("resize request {} in MIG {} SUCCEEDED: {} VMs", r.name, r.mig, r.nodes.len()),
                 );
+            }
+            GceRequestState::Cancelled if r.phase == RequestPhase::Releasing && !self.timed_out(r) => {
+                self.release_and_request_again(r, wanted);
             }
             state @ (GceRequestState::Failed | GceRequestState::Cancelled) => {
                 let cause = match (&rr.error, state, &r.last_error) {
@@ -205,21 +233,37 @@ impl Planner<'_> {
                     (None, state, _) => format!("{state} without an error from GCE"),
                 };
                 let why = format!("resize request {} in MIG {} {}: {}", r.name, r.mig, state, cause);
-                self.fail_request(r, &why, rr.capacity_error);
+                // Every failure GCE gave a reason for backs the nodeset off, each class with its
+                // own words; a cancel slurm-dws made (suspend, queue_timeout) does not.
+                let class = match (&rr.error, state) {
+                    (Some(_), _) if rr.capacity_error => Some(BackoffClass::Capacity),
+                    (Some(_), GceRequestState::Failed) => Some(BackoffClass::Error),
+                    _ => None,
+                };
+                self.fail_request(r, &why, class);
             }
             _ => {
-                if rr.last_attempt.is_some() && rr.last_attempt != r.last_error {
+                // While Releasing, the error says why the request is being cancelled.
+                if rr.last_attempt.is_some()
+                    && rr.last_attempt != r.last_error
+                    && r.phase != RequestPhase::Releasing
+                {
                     let la = rr.last_attempt.clone();
                     self.update_request(r.id, |x| x.last_error = la);
                 }
-                let ns = self.cfg.nodesets.get(&r.nodeset);
-                let queue_timeout = ns.map_or(0, |n| n.queue_timeout) as i64;
+                let queue_timeout = self.queue_timeout(r);
+                let suspended: Vec<String> = self
+                    .members(r)
+                    .into_iter()
+                    .filter(|(_, s)| *s == NodeState::Suspending)
+                    .map(|(n, _)| n.to_string())
+                    .collect();
                 if wanted.is_empty() {
                     self.update_request(r.id, |x| {
                         x.last_error = Some("cancelled: every node of the request was suspended".into())
                     });
                     self.plan.gce.push(GceStep::CancelResizeRequest { request: r.id, mig: r.mig.clone() });
-                } else if queue_timeout > 0 && secs_since(self.now, r.created_at) > queue_timeout {
+                } else if self.timed_out(r) {
                     let why = format!(
                         "queued for longer than queue_timeout ({queue_timeout}s){}",
                         rr.last_attempt
@@ -236,32 +280,85 @@ impl Planner<'_> {
                     }
                     self.update_request(r.id, |x| x.last_error = Some(why));
                     self.plan.gce.push(GceStep::CancelResizeRequest { request: r.id, mig: r.mig.clone() });
+                } else if r.phase == RequestPhase::Releasing {
+                    // The cancel is under way (its outbox entry resends the same requestId).
+                    self.plan.gce.push(GceStep::CancelResizeRequest { request: r.id, mig: r.mig.clone() });
+                } else if !suspended.is_empty() {
+                    // Queued VMs have no URL, and a regional MIG's deleteInstances takes URLs only:
+                    // the one way to release them is to cancel their request (docs/gce-facts.md).
+                    let why = format!(
+                        "cancelled to release {} (suspended while queued); {} requested again in a new resize request",
+                        crate::hostlist::compress(&suspended),
+                        crate::hostlist::compress(wanted)
+                    );
+                    self.plan.event(
+                        EventKind::RequestReleasing,
+                        r.nodes.clone(),
+                        format!("resize request {} in MIG {}: {why}", r.name, r.mig),
+                    );
+                    self.update_request(r.id, |x| {
+                        x.phase = RequestPhase::Releasing;
+                        x.last_error = Some(why);
+                    });
+                    self.plan.gce.push(GceStep::CancelResizeRequest { request: r.id, mig: r.mig.clone() });
                 }
             }
         }
     }
 
-    fn fail_request(&mut self, r: &Request, why: &str, capacity: bool) {
+    fn queue_timeout(&self, r: &Request) -> i64 {
+        self.cfg.nodesets.get(&r.nodeset).map_or(0, |n| n.queue_timeout) as i64
+    }
+
+    /// Queued past its nodeset's `queue_timeout`.
+    fn timed_out(&self, r: &Request) -> bool {
+        let queue_timeout = self.queue_timeout(r);
+        queue_timeout > 0 && secs_since(self.now, r.created_at) > queue_timeout
+    }
+
+    /// A request cancelled to release some of its queued nodes is CANCELLED: those nodes are powered
+    /// down, the ones still wanted go back to waiting for a VM (grouped into a new request in this
+    /// round, for the same job: Slurm is not told anything, the job keeps waiting), and the MIG goes.
+    fn release_and_request_again(&mut self, r: &Request, wanted: &[&str]) {
+        let why = r.last_error.clone().unwrap_or_else(|| "cancelled to release suspended nodes".into());
+        for n in wanted {
+            self.set_state(n, NodeState::ResumePending);
+            if let Some(node) = self.nodes.get_mut(*n) {
+                node.request_id = None;
+                node.mig = None;
+            }
+        }
+        self.release_members(r, None);
+        self.update_request(r.id, |x| x.phase = RequestPhase::Failed);
+        self.plan.event(
+            EventKind::RequestFailed,
+            r.nodes.clone(),
+            format!("resize request {} in MIG {} CANCELLED: {why}", r.name, r.mig),
+        );
+        self.delete_mig(&r.mig, &why);
+    }
+
+    fn fail_request(&mut self, r: &Request, why: &str, backoff: Option<BackoffClass>) {
         self.update_request(r.id, |x| {
             x.phase = RequestPhase::Failed;
             x.last_error = Some(why.to_string());
         });
         self.plan.event(EventKind::RequestFailed, r.nodes.clone(), why.to_string());
-        if capacity {
-            let mut b = next_backoff(self.cfg, self.backoffs.get(&r.nodeset), why, self.now);
+        if let Some(class) = backoff {
+            let reason = format!("{}: {why}", class.words());
+            let mut b = next_backoff(self.cfg, self.backoffs.get(&r.nodeset), &reason, self.now);
             b.nodeset = r.nodeset.clone();
             self.plan.event(
                 EventKind::Backoff,
                 vec![],
                 format!(
-                    "nodeset {}: capacity backoff until {} (level {}) after: {why}",
+                    "nodeset {}: backoff until {} (level {}): {reason}",
                     r.nodeset,
                     b.until.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
                     b.level
                 ),
             );
-            self.backoffs.insert(r.nodeset.clone(), b.clone());
-            self.plan.backoffs_set.push(b);
+            self.backoffs.insert(r.nodeset.clone(), b);
         }
         // After the backoff is set: the requeued jobs may start again when it ends.
         self.release_members(r, Some(why));

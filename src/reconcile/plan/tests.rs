@@ -86,12 +86,18 @@ fn mig(name: &str, state: MigState) -> Mig {
 fn vm(name: &str, mig: &str) -> ObservedVm {
     ObservedVm {
         name: name.into(),
+        zone: "us-central1-a".into(),
         status: "RUNNING".into(),
         mig: Some(mig.into()),
         created: Some(t0() - Duration::minutes(30)),
         termination: Some(t0() + Duration::hours(2)),
         network_ip: Some("10.0.0.2".into()),
     }
+}
+
+/// A VM of [`vm`] to delete.
+fn vm_ref(name: &str) -> VmRef {
+    VmRef { name: name.into(), zone: "us-central1-a".into() }
 }
 
 fn slurm(state: &str, flags: &[&str], reason: &str) -> SlurmNode {
@@ -372,6 +378,7 @@ fn nodes_in_backoff_are_answered_at_once() {
             until: t0() + Duration::minutes(5),
             level: 0,
             reason: "stockout".into(),
+            ended: false,
         },
     );
     let p = w.plan();
@@ -384,9 +391,86 @@ fn nodes_in_backoff_are_answered_at_once() {
     );
     // ...and the backoff ends by itself
     let mut w = World::new();
-    w.d.backoffs
-        .insert("a".into(), Backoff { nodeset: "a".into(), until: t0(), level: 3, reason: "x".into() });
+    w.d.backoffs.insert(
+        "a".into(),
+        Backoff { nodeset: "a".into(), until: t0(), level: 3, reason: "x".into(), ended: false },
+    );
+    let p = w.plan();
+    // ...kept, for its level, and announced once
+    assert!(p.backoffs_cleared.is_empty());
+    assert_eq!(p.backoffs_set, vec![Backoff { ended: true, ..w.d.backoffs["a"].clone() }]);
+    assert!(p.events.iter().any(|e| e.kind == EventKind::BackoffEnded && e.message.contains("level 3")));
+    w.d.backoffs.insert("a".into(), p.backoffs_set[0].clone());
+    let p = w.plan();
+    assert!(p.backoffs_set.is_empty() && p.events.is_empty(), "{:?}", p.events);
+}
+
+/// A failed request of a nodeset whose backoff ends in the same round: the new, deeper backoff is
+/// what the round records (it was listed as set and cleared, and lost). Then a success forgets it.
+#[test]
+fn a_backoff_that_ends_and_starts_again_in_one_round_is_kept_one_level_deeper() {
+    let mut n = node("hpc-a-1", NodeState::Requested);
+    n.request_id = Some(1);
+    let r = request(1, &["hpc-a-1"], RequestPhase::Active);
+    let ending = Backoff { nodeset: "a".into(), until: t0(), level: 2, reason: "x".into(), ended: false };
+    let mut w = World::new().node(n.clone()).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(0)).rr(
+        &r.mig,
+        "FAILED",
+        Some(("ZONE_RESOURCE_POOL_EXHAUSTED", "no a3u")),
+        true,
+    );
+    w.d.backoffs.insert("a".into(), ending.clone());
+    let p = w.plan();
+    assert!(p.backoffs_cleared.is_empty(), "{:?}", p.backoffs_cleared);
+    assert_eq!(p.backoffs_set.len(), 1, "{:?}", p.backoffs_set);
+    let b = &p.backoffs_set[0];
+    assert_eq!((b.level, b.ended, b.until), (3, false, t0() + Duration::seconds(480)));
+    assert!(b.reason.starts_with("capacity backoff") && b.reason.contains("ZONE_RESOURCE_POOL_EXHAUSTED"));
+    // The same when the backoff had ended in an earlier pass: the level stays until a success.
+    w.d.backoffs.insert("a".into(), Backoff { ended: true, ..ending.clone() });
+    assert_eq!(w.plan().backoffs_set[0].level, 3);
+    // A success forgets the level.
+    let mut w = World::new().node(n).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(1)).rr(
+        &r.mig,
+        "SUCCEEDED",
+        None,
+        false,
+    );
+    w.d.backoffs.insert("a".into(), Backoff { ended: true, ..ending });
     assert_eq!(w.plan().backoffs_cleared, vec!["a".to_string()]);
+}
+
+/// Every failure GCE gives a reason for backs the nodeset off, each class in its own words: a bad
+/// image is not a stockout. A cancel slurm-dws made does not back off.
+#[test]
+fn failures_that_are_not_capacity_back_off_with_their_own_message() {
+    let mut n = node("hpc-a-1", NodeState::Requested);
+    n.request_id = Some(1);
+    let r = request(1, &["hpc-a-1"], RequestPhase::Active);
+    let w = World::new().node(n.clone()).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(0)).rr(
+        &r.mig,
+        "FAILED",
+        Some(("RESOURCE_NOT_FOUND", "The resource 'projects/p/global/images/x' was not found")),
+        false,
+    );
+    let p = w.plan();
+    assert_eq!(p.backoffs_set.len(), 1);
+    let reason = &p.backoffs_set[0].reason;
+    assert!(
+        reason.starts_with("error backoff")
+            && reason.contains("image")
+            && reason.contains("RESOURCE_NOT_FOUND"),
+        "{reason}"
+    );
+    assert!(p.events.iter().any(|e| e.kind == EventKind::Backoff && e.message.contains("error backoff")));
+    // cancelled because its nodes were suspended: no backoff
+    let w = World::new().node(n).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(0)).rr(
+        &r.mig,
+        "CANCELLED",
+        None,
+        false,
+    );
+    assert!(w.plan().backoffs_set.is_empty());
 }
 
 #[test]
@@ -432,6 +516,71 @@ fn suspend_of_queued_request_cancels_it() {
     assert!(node_after(&p, "hpc-a-1").is_none(), "the node waits, suspending, for the cancel");
 }
 
+/// Some nodes of a queued request are suspended while others are still wanted: a regional MIG's
+/// queued VMs have no URL for deleteInstances, so the request is cancelled; once CANCELLED the
+/// suspended node is powered down and the wanted one is requested again for the same job, with no
+/// word to Slurm and no backoff.
+#[test]
+fn suspending_part_of_a_queued_request_cancels_it_and_requests_the_rest_again() {
+    let mut gone = node("hpc-a-5", NodeState::Suspending);
+    gone.request_id = Some(1);
+    gone.job_id = Some(7);
+    let mut kept = node("hpc-a-4", NodeState::Requested);
+    kept.request_id = Some(1);
+    kept.job_id = Some(7);
+    kept.mig = Some("hpc-a-j7-t0000001".into());
+    let r = request(1, &["hpc-a-4", "hpc-a-5"], RequestPhase::Active);
+    let world = |r: &Request, state: &str| {
+        World::new()
+            .node(gone.clone())
+            .node(kept.clone())
+            .req(r.clone())
+            .mig(mig(&r.mig, MigState::Active), Some(2))
+            .rr(&r.mig, state, None, false)
+    };
+    let p = world(&r, "ACCEPTED").plan();
+    assert_eq!(p.gce, vec![GceStep::CancelResizeRequest { request: 1, mig: r.mig.clone() }]);
+    assert_eq!(p.requests[0].phase, RequestPhase::Releasing);
+    assert!(p.events.iter().any(|e| e.kind == EventKind::RequestReleasing), "{:?}", p.events);
+    assert!(p.nodes.is_empty(), "both nodes wait for the cancel: {:?}", p.nodes);
+    assert!(p.slurm.is_empty(), "{:?}", p.slurm);
+
+    // Still ACCEPTED next pass (the cancel's Operation was slow): the same cancel again, the reason
+    // kept over GCE's last attempt.
+    let mut releasing = p.requests[0].clone();
+    let mut w = world(&releasing, "ACCEPTED");
+    if let Some(PolledRequest::Found(rr)) = w.o.requests.get_mut(&r.mig) {
+        rr.last_attempt = Some("ZONE_RESOURCE_POOL_EXHAUSTED: waiting".into());
+    }
+    let p = w.plan();
+    assert_eq!(p.gce, vec![GceStep::CancelResizeRequest { request: 1, mig: r.mig.clone() }]);
+    assert!(p.requests.iter().all(|x| x.last_error == releasing.last_error), "{:?}", p.requests);
+
+    // CANCELLED: hpc-a-5 powered down, hpc-a-4 in a new group for job 7, the old MIG deleted.
+    releasing.gce_state = Some("ACCEPTED".into());
+    let p = world(&releasing, "CANCELLED").plan();
+    assert_eq!(node_after(&p, "hpc-a-5").unwrap().state, NodeState::PoweredDown);
+    let again = node_after(&p, "hpc-a-4").unwrap();
+    assert_eq!((again.state, again.request_id, again.mig.as_deref()), (NodeState::ResumePending, None, None));
+    assert_eq!(
+        p.new_groups,
+        vec![NewGroup {
+            nodeset: "a".into(),
+            job_id: Some(7),
+            nodes: vec!["hpc-a-4".into()],
+            run_duration: 604_800
+        }]
+    );
+    assert!(
+        p.gce.iter().any(|s| matches!(s, GceStep::DeleteMig { mig, .. } if *mig == r.mig)),
+        "{:?}",
+        p.gce
+    );
+    assert_eq!(p.requests[0].phase, RequestPhase::Failed);
+    assert!(p.slurm.is_empty(), "Slurm is told nothing: the job keeps waiting: {:?}", p.slurm);
+    assert!(p.backoffs_set.is_empty());
+}
+
 #[test]
 fn suspend_deletes_exactly_the_nodes_vms_batched_per_mig() {
     let mut w = World::new().mig(mig("hpc-a-j7-t0000001", MigState::Active), Some(3));
@@ -445,7 +594,7 @@ fn suspend_deletes_exactly_the_nodes_vms_batched_per_mig() {
         p.gce,
         vec![GceStep::DeleteInstances {
             mig: "hpc-a-j7-t0000001".into(),
-            instances: vec!["hpc-a-0".into(), "hpc-a-1".into()]
+            instances: vec![vm_ref("hpc-a-0"), vm_ref("hpc-a-1")]
         }]
     );
     // once the VM is gone the node is powered down
@@ -463,7 +612,9 @@ fn a_vm_that_appears_for_a_suspended_node_is_deleted() {
         .vm(vm("hpc-a-1", "hpc-a-j7-t0000001"))
         .slurm("hpc-a-1", slurm("idle", &["CLOUD", "POWERED_DOWN"], ""));
     let p = w.plan();
-    assert!(p.gce.iter().any(|s| matches!(s, GceStep::DeleteInstances { instances, .. } if instances == &vec!["hpc-a-1".to_string()])));
+    assert!(p.gce.iter().any(
+        |s| matches!(s, GceStep::DeleteInstances { instances, .. } if instances == &vec![vm_ref("hpc-a-1")])
+    ));
 }
 
 /// A VM GCE is already deleting (STOPPING) is left to go: not deleted again, whether its node is
@@ -599,7 +750,7 @@ fn orphans_are_deleted_only_after_grace_and_only_in_owned_migs() {
     let p = w.plan();
     assert_eq!(
         p.gce,
-        vec![GceStep::DeleteInstances { mig: "hpc-a-t1".into(), instances: vec!["hpc-a-9".into()] }]
+        vec![GceStep::DeleteInstances { mig: "hpc-a-t1".into(), instances: vec![vm_ref("hpc-a-9")] }]
     );
 }
 
@@ -736,4 +887,21 @@ fn a_request_in_flight_in_an_unrecorded_mig_is_adopted_not_collected() {
         .into(),
     );
     assert!(w2.plan().adopted_requests.is_empty());
+}
+
+/// A regional `deleteInstances` takes `zones/{zone}/instances/{name}` only: each deleted VM is named
+/// by the zone the pass listed it in, whatever zone that is.
+#[test]
+fn deleted_vms_are_named_by_the_zone_they_were_listed_in() {
+    let mut a = vm("hpc-a-8", "hpc-a-t1");
+    let mut b = vm("hpc-a-9", "hpc-a-t1");
+    b.zone = "us-central1-b".into();
+    for v in [&mut a, &mut b] {
+        v.created = Some(t0() - Duration::days(1));
+    }
+    let p = World::new().mig(mig("hpc-a-t1", MigState::Active), Some(2)).vm(a).vm(b).plan();
+    let [GceStep::DeleteInstances { mig, instances }] = p.gce.as_slice() else { panic!("{:?}", p.gce) };
+    assert_eq!(mig, "hpc-a-t1");
+    let urls: Vec<String> = instances.iter().map(VmRef::url).collect();
+    assert_eq!(urls, ["zones/us-central1-a/instances/hpc-a-8", "zones/us-central1-b/instances/hpc-a-9"]);
 }

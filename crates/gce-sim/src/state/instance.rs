@@ -1,6 +1,29 @@
-//! VMs and instance templates: get, list, rendering, and deletion at the end of the run duration.
+//! VMs and instance templates: the VM lifecycle (PROVISIONING → STAGING → RUNNING, TERMINATED on a
+//! host failure), get, list, rendering, and deletion at the end of the run duration.
 
 use super::*;
+
+/// The `status` of a VM that is not being deleted (a VM being deleted shows STOPPING).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VmStatus {
+    Provisioning,
+    Staging,
+    Running,
+    /// Down after a host failure (or stopped at the end of its run duration when its template says
+    /// `instanceTerminationAction: STOP`); stays until deleted or repaired.
+    Terminated,
+}
+
+impl VmStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            VmStatus::Provisioning => "PROVISIONING",
+            VmStatus::Staging => "STAGING",
+            VmStatus::Running => "RUNNING",
+            VmStatus::Terminated => "TERMINATED",
+        }
+    }
+}
 
 /// A VM created by a resize request.
 #[derive(Clone, Debug)]
@@ -15,6 +38,18 @@ pub struct Instance {
     pub(super) run_seconds: i64,
     pub termination: DateTime<Utc>,
     pub(super) network_ip: String,
+    /// Copied from the template when the VM was created.
+    pub(super) machine_type: String,
+    pub(super) scheduling: Value,
+    pub(super) labels: Option<Value>,
+    pub status: VmStatus,
+    /// When the next lifecycle step happens (PROVISIONING → STAGING → RUNNING, or a repair starts).
+    pub(super) next_at: Option<DateTime<Utc>>,
+    /// The boot command ran and the stop command has not.
+    pub(super) booted: bool,
+    pub(super) last_start: Option<DateTime<Utc>>,
+    /// The MIG is recreating it after a failure (policy REPAIR).
+    pub(super) repairing: bool,
     /// Set by `deleteInstances`: the VM is STOPPING and disappears at that time.
     pub(super) deleting_at: Option<DateTime<Utc>>,
 }
@@ -23,6 +58,40 @@ impl Instance {
     pub fn url(&self) -> String {
         format!("{GCE_BASE}projects/{}/zones/{}/instances/{}", self.project, self.zone, self.name)
     }
+
+    /// `status` as GCE shows it.
+    pub fn status_name(&self) -> &'static str {
+        if self.deleting_at.is_some() {
+            "STOPPING"
+        } else {
+            self.status.name()
+        }
+    }
+
+    /// Still coming up (or being recreated): the MIG's action on it is CREATING / RECREATING.
+    pub(super) fn is_coming_up(&self) -> bool {
+        matches!(self.status, VmStatus::Provisioning | VmStatus::Staging) || self.repairing
+    }
+
+    fn termination_action(&self) -> &str {
+        self.scheduling.get("instanceTerminationAction").and_then(Value::as_str).unwrap_or("DELETE")
+    }
+}
+
+/// The properties of the template a MIG or VM uses when it was never loaded: a FLEX_START template
+/// as slurm-dws wants them (see reference/GCE.md).
+pub(super) fn default_template_properties(project: &str) -> Value {
+    json!({
+        "machineType": "a3-ultragpu-8g",
+        "scheduling": {
+            "provisioningModel": "FLEX_START",
+            "instanceTerminationAction": "DELETE",
+            "onHostMaintenance": "TERMINATE",
+            "automaticRestart": false,
+        },
+        "reservationAffinity": {"consumeReservationType": "NO_RESERVATION"},
+        "networkInterfaces": [{"network": format!("{GCE_BASE}projects/{project}/global/networks/default")}],
+    })
 }
 
 impl State {
@@ -35,21 +104,17 @@ impl State {
             .ok_or_else(|| ApiError::not_found(&format!("projects/{project}/zones/{zone}/instances/{name}")))
     }
 
-    /// VMs of a project, optionally of one zone, by zone then name.
-    pub fn list_instances(&self, project: &str, zone: Option<&str>) -> Vec<(String, Value)> {
-        self.instances
-            .values()
-            .filter(|vm| vm.project == project && zone.is_none_or(|z| z == vm.zone))
-            .map(|vm| (vm.zone.clone(), self.render_instance(vm)))
-            .collect()
+    /// VMs of a project, optionally of one zone, in key order (zone, then name), not rendered.
+    pub fn instances_of<'a>(
+        &'a self,
+        project: &'a str,
+        zone: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Instance> + 'a {
+        self.instances.values().filter(move |vm| vm.project == project && zone.is_none_or(|z| z == vm.zone))
     }
 
-    pub(super) fn render_instance(&self, vm: &Instance) -> Value {
-        let template = self.template_json(&vm.project, &Scope::Global, last_segment(&vm.template));
-        let props = template.get("properties").cloned().unwrap_or_else(|| json!({}));
-        let machine = props.get("machineType").and_then(Value::as_str).unwrap_or("a3-ultragpu-8g");
-        let mut scheduling = props.get("scheduling").cloned().unwrap_or_else(|| json!({}));
-        scheduling["provisioningModel"] = json!("FLEX_START");
+    pub fn render_instance(&self, vm: &Instance) -> Value {
+        let mut scheduling = vm.scheduling.clone();
         scheduling["maxRunDuration"] = json!({"seconds": vm.run_seconds.to_string()});
         let creator = format!(
             "projects/{}/{}/instanceGroupManagers/{}",
@@ -61,10 +126,9 @@ impl State {
             "kind": "compute#instance",
             "id": vm.id.to_string(),
             "creationTimestamp": ts(vm.created),
-            "lastStartTimestamp": ts(vm.created),
             "name": vm.name,
-            "machineType": format!("{GCE_BASE}projects/{}/zones/{}/machineTypes/{}", vm.project, vm.zone, last_segment(machine)),
-            "status": if vm.deleting_at.is_some() { "STOPPING" } else { "RUNNING" },
+            "machineType": format!("{GCE_BASE}projects/{}/zones/{}/machineTypes/{}", vm.project, vm.zone, last_segment(&vm.machine_type)),
+            "status": vm.status_name(),
             "zone": format!("{GCE_BASE}projects/{}/zones/{}", vm.project, vm.zone),
             "networkInterfaces": [{
                 "kind": "compute#networkInterface",
@@ -85,57 +149,187 @@ impl State {
             "resourceStatus": {"scheduling": {"terminationTimestamp": ts(vm.termination)}},
             "selfLink": vm.url(),
         });
-        if let Some(labels) = props.get("labels") {
+        if let Some(t) = vm.last_start {
+            o["lastStartTimestamp"] = json!(ts(t));
+        }
+        if let Some(labels) = &vm.labels {
             o["labels"] = labels.clone();
         }
         o
     }
 
-    /// A loaded template, or a FLEX_START template of that name.
-    pub fn template_json(&self, project: &str, scope: &Scope, name: &str) -> Value {
-        let mut t = self.templates.get(name).cloned().unwrap_or_else(|| {
-            json!({
-                "name": name,
-                "properties": {
-                    "machineType": "a3-ultragpu-8g",
-                    "scheduling": {
-                        "provisioningModel": "FLEX_START",
-                        "instanceTerminationAction": "DELETE",
-                        "onHostMaintenance": "TERMINATE",
-                        "automaticRestart": false,
-                    },
-                    "reservationAffinity": {"consumeReservationType": "NO_RESERVATION"},
-                    "networkInterfaces": [{"network": format!("{GCE_BASE}projects/{project}/global/networks/default")}],
-                },
-            })
-        });
+    /// The properties of the template a URL names: the loaded one, else the FLEX_START default.
+    pub(super) fn template_properties(&self, project: &str, url: &str) -> Value {
+        self.templates
+            .get(last_segment(url))
+            .and_then(|t| t.get("properties"))
+            .cloned()
+            .unwrap_or_else(|| default_template_properties(project))
+    }
+
+    /// `instanceTemplates.get` / `regionInstanceTemplates.get`: a loaded template (by name, whatever
+    /// the project or scope); one never loaded is a 404 unless the control API says to serve defaults.
+    pub fn template_json(&self, project: &str, scope: &Scope, name: &str) -> Result<Value, ApiError> {
+        let path = format!("projects/{project}/{}/instanceTemplates/{name}", scope.path());
+        let mut t = match self.templates.get(name) {
+            Some(t) => t.clone(),
+            None if self.serve_default_templates => {
+                json!({"name": name, "properties": default_template_properties(project)})
+            }
+            None => return Err(ApiError::not_found(&path)),
+        };
         let obj = t.as_object_mut().expect("templates are objects");
         obj.insert("kind".into(), json!("compute#instanceTemplate"));
         obj.entry("id").or_insert_with(|| json!(project_number(name).to_string()));
         obj.entry("creationTimestamp").or_insert_with(|| json!("2026-01-01T00:00:00.000+00:00"));
-        obj.insert(
-            "selfLink".into(),
-            json!(format!("{GCE_BASE}projects/{project}/{}/instanceTemplates/{name}", scope.path())),
-        );
+        obj.insert("selfLink".into(), json!(format!("{GCE_BASE}{path}")));
         if let Scope::Region(_) = scope {
             scope.annotate(project, obj);
         }
-        t
+        Ok(t)
+    }
+
+    /// Makes a VM for a MIG from its template, PROVISIONING from `now`.
+    pub(super) fn create_vm(&mut self, mig: &MigKey, name: &str, run_seconds: i64, now: DateTime<Utc>) {
+        let Some(m) = self.migs.get(mig) else { return };
+        let (zone, template) = (m.zone.clone(), m.template.clone());
+        let props = self.template_properties(&mig.project, &template);
+        let real_ms = (run_seconds as f64 * 1000.0 / self.time_scale).round() as i64;
+        let n = self.next_ip;
+        self.next_ip += 1;
+        let mut scheduling = props.get("scheduling").cloned().unwrap_or_else(|| json!({}));
+        if scheduling.get("provisioningModel").is_none() {
+            // GCE: a template that does not name the model gets STANDARD VMs (reference/GCE.md).
+            scheduling["provisioningModel"] = json!("STANDARD");
+        }
+        let vm = Instance {
+            project: mig.project.clone(),
+            zone: zone.clone(),
+            name: name.to_string(),
+            id: new_id(),
+            mig: mig.clone(),
+            template,
+            created: now,
+            run_seconds,
+            termination: later(now, real_ms),
+            network_ip: format!("10.{}.{}.{}", (n >> 16) & 255, (n >> 8) & 255, n & 255),
+            machine_type: props
+                .get("machineType")
+                .and_then(Value::as_str)
+                .unwrap_or("a3-ultragpu-8g")
+                .to_string(),
+            scheduling,
+            labels: props.get("labels").cloned(),
+            status: VmStatus::Provisioning,
+            next_at: Some(now + ms(self.lifecycle.provisioning_ms)),
+            booted: false,
+            last_start: None,
+            repairing: false,
+            deleting_at: None,
+        };
+        self.wake(vm.next_at.unwrap_or(now).min(vm.termination));
+        self.instances.insert((vm.project.clone(), zone, name.to_string()), vm);
+        if let Some(m) = self.migs.get_mut(mig) {
+            m.vms.insert(name.to_string());
+        }
+    }
+
+    /// Lifecycle steps that are due: PROVISIONING → STAGING → RUNNING (the boot command runs), and
+    /// repairs that start (TERMINATED → PROVISIONING, as a new VM of the same name).
+    pub(super) fn advance_vms(&mut self, now: DateTime<Utc>, effects: &mut Vec<Effect>) {
+        let Lifecycle { provisioning_ms, staging_ms } = self.lifecycle;
+        for vm in self.instances.values_mut().filter(|vm| vm.deleting_at.is_none()) {
+            while let Some(at) = vm.next_at.filter(|t| now >= *t) {
+                match vm.status {
+                    VmStatus::Provisioning => {
+                        vm.status = VmStatus::Staging;
+                        vm.next_at = Some(at + ms(staging_ms));
+                    }
+                    VmStatus::Staging => {
+                        vm.status = VmStatus::Running;
+                        vm.next_at = None;
+                        vm.repairing = false;
+                        vm.booted = true;
+                        vm.last_start = Some(now);
+                        effects.push(Effect::Boot(vm.name.clone()));
+                    }
+                    VmStatus::Terminated if vm.repairing => {
+                        vm.status = VmStatus::Provisioning;
+                        vm.id = new_id();
+                        vm.next_at = Some(at + ms(provisioning_ms));
+                    }
+                    VmStatus::Running | VmStatus::Terminated => vm.next_at = None,
+                }
+            }
+        }
+    }
+
+    /// Control API: the host of this VM fails. The VM goes TERMINATED (the stop command runs if it
+    /// had booted); a MIG with `defaultActionOnFailure: DO_NOTHING` leaves it so, any other MIG
+    /// recreates it (REPAIR, GCE's default). `None` if there is no such VM.
+    pub fn fail(&mut self, name: &str, now: DateTime<Utc>) -> Option<Vec<Effect>> {
+        let keys: Vec<InstanceKey> = self.instances.keys().filter(|k| k.2 == name).cloned().collect();
+        if keys.is_empty() {
+            return None;
+        }
+        let mut effects = Vec::new();
+        for k in keys {
+            let repair = {
+                let vm = &self.instances[&k];
+                self.migs.get(&vm.mig).is_some_and(|m| !m.do_nothing_on_failure())
+            };
+            let vm = self.instances.get_mut(&k).expect("listed above");
+            if vm.deleting_at.is_some() || vm.status == VmStatus::Terminated {
+                continue;
+            }
+            vm.status = VmStatus::Terminated;
+            vm.repairing = repair;
+            vm.next_at = repair.then(|| now + ms(DELETE_MS));
+            if std::mem::take(&mut vm.booted) {
+                effects.push(Effect::Stop(vm.name.clone()));
+            }
+            if repair {
+                self.wake(now + ms(DELETE_MS));
+            }
+        }
+        Some(effects)
     }
 
     /// Control API: GCE deletes the VM now, as at the end of its run duration.
-    pub fn expire(&mut self, name: &str) -> Vec<Effect> {
+    pub fn expire(&mut self, name: &str, now: DateTime<Utc>) -> Option<Vec<Effect>> {
         let keys: Vec<InstanceKey> = self.instances.keys().filter(|k| k.2 == name).cloned().collect();
-        keys.into_iter().filter_map(|k| self.expire_key(&k)).collect()
+        if keys.is_empty() {
+            return None;
+        }
+        let mut effects = Vec::new();
+        for k in keys {
+            if let Some(vm) = self.instances.get_mut(&k) {
+                vm.termination = now;
+            }
+            effects.extend(self.end_of_vm(&k, now));
+        }
+        Some(effects)
     }
 
-    pub(super) fn expire_key(&mut self, key: &InstanceKey) -> Option<Effect> {
+    /// A VM whose deletion finished or whose run duration ended: gone (or TERMINATED, if its
+    /// template's `instanceTerminationAction` is STOP and nobody is deleting it).
+    pub(super) fn end_of_vm(&mut self, key: &InstanceKey, now: DateTime<Utc>) -> Option<Effect> {
+        let vm = self.instances.get_mut(key)?;
+        if vm.deleting_at.is_none() && vm.termination_action() == "STOP" {
+            vm.status = VmStatus::Terminated;
+            vm.next_at = None;
+            vm.repairing = false;
+            vm.termination = DateTime::<Utc>::MAX_UTC;
+            let _ = now;
+            return std::mem::take(&mut vm.booted).then(|| Effect::Stop(vm.name.clone()));
+        }
         let vm = self.instances.remove(key)?;
-        if vm.deleting_at.is_none() {
-            if let Some(mig) = self.migs.get_mut(&vm.mig) {
+        if let Some(mig) = self.migs.get_mut(&vm.mig) {
+            mig.vms.remove(&vm.name);
+            if vm.deleting_at.is_none() {
                 mig.target_size -= 1;
             }
         }
-        Some(Effect::Stop(vm.name))
+        vm.booted.then_some(Effect::Stop(vm.name))
     }
 }

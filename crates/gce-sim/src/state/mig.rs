@@ -12,8 +12,14 @@ pub struct Mig {
     pub target_size: i64,
     /// The zone its VMs are created in (a regional MIG's single zone).
     pub(super) zone: String,
+    /// Every zone of the MIG: a regional MIG's distribution policy, or a zonal MIG's zone.
+    pub(super) zones: Vec<String>,
     pub(super) template: String,
     pub(super) requests: BTreeMap<String, ResizeRequest>,
+    /// Names of its VMs (in `zone`).
+    pub(super) vms: BTreeSet<String>,
+    /// Names queued in its requests that are still waiting (not yet VMs) → the request's name.
+    pub(super) queued: BTreeMap<String, String>,
     /// Delete operations waiting for a provisioning request to finish.
     pub(super) deleting: Vec<String>,
     pub(super) busy_until: Option<DateTime<Utc>>,
@@ -27,6 +33,61 @@ impl Mig {
             1000
         }
     }
+
+    /// `instanceLifecyclePolicy.defaultActionOnFailure: DO_NOTHING` (GCE's default is REPAIR).
+    pub(super) fn do_nothing_on_failure(&self) -> bool {
+        self.body.pointer("/instanceLifecyclePolicy/defaultActionOnFailure").and_then(Value::as_str)
+            == Some("DO_NOTHING")
+    }
+
+    pub fn zone(&self) -> &str {
+        &self.zone
+    }
+
+    pub fn name(&self) -> &str {
+        &self.key.name
+    }
+}
+
+/// One entry of a `deleteInstances` request, as understood.
+#[derive(Debug, PartialEq)]
+enum InstanceRef<'a> {
+    /// A bare name (only for queued instances of a zonal MIG).
+    Name(&'a str),
+    /// `https://www.googleapis.com/compute/v1/projects/P/zones/Z/instances/N` (or
+    /// `https://compute.googleapis.com/...`, or `beta`/`alpha`), `projects/P/zones/Z/instances/N`,
+    /// `zones/Z/instances/N`.
+    Url {
+        project: Option<&'a str>,
+        zone: &'a str,
+        name: &'a str,
+    },
+    Malformed,
+}
+
+fn parse_instance_ref(s: &str) -> InstanceRef<'_> {
+    if !s.contains('/') {
+        return InstanceRef::Name(s);
+    }
+    let rest = ["https://www.googleapis.com/compute/", "https://compute.googleapis.com/compute/"]
+        .iter()
+        .find_map(|p| s.strip_prefix(p))
+        .map(|r| ["v1/", "beta/", "alpha/"].iter().find_map(|v| r.strip_prefix(v)))
+        .unwrap_or(Some(s));
+    let Some(rest) = rest else { return InstanceRef::Malformed };
+    let segs: Vec<&str> = rest.split('/').collect();
+    let zone_ok = |z: &str| {
+        !z.is_empty() && z.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+    };
+    match segs.as_slice() {
+        ["projects", p, "zones", z, "instances", n] if !p.is_empty() && zone_ok(z) && is_rfc1035(n) => {
+            InstanceRef::Url { project: Some(p), zone: z, name: n }
+        }
+        ["zones", z, "instances", n] if zone_ok(z) && is_rfc1035(n) && !s.starts_with("http") => {
+            InstanceRef::Url { project: None, zone: z, name: n }
+        }
+        _ => InstanceRef::Malformed,
+    }
 }
 
 impl State {
@@ -38,6 +99,11 @@ impl State {
 
     pub(super) fn mig_mut(&mut self, key: &MigKey) -> Result<&mut Mig, ApiError> {
         self.migs.get_mut(key).ok_or_else(|| ApiError::not_found(&key.path()))
+    }
+
+    /// The zone a MIG's VMs live in (for the edge's unreachable-zone check).
+    pub fn mig_zone(&self, key: &MigKey) -> Option<&str> {
+        self.migs.get(key).map(|m| m.zone.as_str())
     }
 
     /// `instanceGroupManagers.insert` / `regionInstanceGroupManagers.insert`.
@@ -74,8 +140,8 @@ impl State {
         }
         let key = MigKey { project: project.to_string(), scope: scope.clone(), name: name.to_string() };
         let mut body = body.clone();
-        let zone = match &scope {
-            Scope::Zone(z) => z.clone(),
+        let zones = match &scope {
+            Scope::Zone(z) => vec![z.clone()],
             Scope::Region(r) => {
                 let zones: Vec<String> = body
                     .pointer("/distributionPolicy/zones")
@@ -111,7 +177,7 @@ impl State {
                     "targetShape": shape.unwrap_or("EVEN"),
                 });
                 body["distributionPolicy"] = dp;
-                zones[0].clone()
+                zones
             }
             Scope::Global => return Err(ApiError::invalid("MIGs are zonal or regional")),
         };
@@ -128,9 +194,12 @@ impl State {
                 created: now,
                 body,
                 target_size: 0,
-                zone,
+                zone: zones[0].clone(),
+                zones,
                 template,
                 requests: BTreeMap::new(),
+                vms: BTreeSet::new(),
+                queued: BTreeMap::new(),
                 deleting: Vec::new(),
                 busy_until: None,
             },
@@ -139,40 +208,28 @@ impl State {
     }
 
     pub fn mig_json(&self, key: &MigKey, now: DateTime<Utc>) -> Result<Value, ApiError> {
-        let mig = self.mig(key)?;
-        Ok(self.render_mig(mig, self.vm_counts(Some(key)).get(key).copied().unwrap_or_default(), now))
+        Ok(self.render_mig(self.mig(key)?, now))
     }
 
-    /// (deleting, running) VMs per MIG, of one MIG or of all, in one walk over the VMs (a list of
-    /// 1,000 MIGs over 10,000 VMs must not walk them once per MIG).
-    pub(super) fn vm_counts(
-        &self,
-        only: Option<&MigKey>,
-    ) -> std::collections::HashMap<&MigKey, (usize, usize)> {
-        let mut counts: std::collections::HashMap<&MigKey, (usize, usize)> = std::collections::HashMap::new();
-        for vm in self.instances.values().filter(|i| only.is_none_or(|k| &i.mig == k)) {
-            let c = counts.entry(&vm.mig).or_default();
-            if vm.deleting_at.is_some() {
-                c.0 += 1;
-            } else {
-                c.1 += 1;
-            }
-        }
-        counts
-    }
-
-    /// A MIG as GCE shows it; `(deleting, none)` counts its VMs (see [`State::vm_counts`]).
-    pub(super) fn render_mig(
-        &self,
-        mig: &Mig,
-        (deleting, none): (usize, usize),
-        now: DateTime<Utc>,
-    ) -> Value {
+    /// A MIG as GCE shows it.
+    pub fn render_mig(&self, mig: &Mig, now: DateTime<Utc>) -> Value {
         let mut o = mig.body.clone();
         let obj = o.as_object_mut().expect("validated object");
-        let mut creating = 0;
-        for rr in mig.requests.values().filter(|r| r.is_queued()) {
-            creating += rr.remaining().count();
+        let (mut creating, mut deleting, mut recreating, mut none) = (mig.queued.len(), 0, 0, 0);
+        for name in &mig.vms {
+            let Some(vm) = self.instances.get(&(mig.key.project.clone(), mig.zone.clone(), name.clone()))
+            else {
+                continue;
+            };
+            if vm.deleting_at.is_some() {
+                deleting += 1;
+            } else if vm.repairing {
+                recreating += 1;
+            } else if vm.is_coming_up() {
+                creating += 1;
+            } else {
+                none += 1;
+            }
         }
         let template = &mig.template;
         obj.insert("kind".into(), json!("compute#instanceGroupManager"));
@@ -197,24 +254,19 @@ impl State {
         obj.insert(
             "currentActions".into(),
             json!({"abandoning": 0, "creating": creating, "creatingWithoutRetries": 0, "deleting": deleting,
-                   "none": none, "recreating": 0, "refreshing": 0, "restarting": 0, "resuming": 0,
+                   "none": none, "recreating": recreating, "refreshing": 0, "restarting": 0, "resuming": 0,
                    "starting": 0, "stopping": 0, "suspending": 0, "verifying": 0}),
         );
-        let stable = creating == 0 && deleting == 0 && mig.deleting.is_empty();
+        let stable = creating == 0 && deleting == 0 && recreating == 0 && mig.deleting.is_empty();
         obj.insert("status".into(), json!({"isStable": stable}));
         mig.key.scope.annotate(&mig.key.project, obj);
         let _ = now;
         o
     }
 
-    /// All MIGs of a project in one zone or region, by name.
-    pub fn list_migs(&self, project: &str, scope: &Scope, now: DateTime<Utc>) -> Vec<Value> {
-        let counts = self.vm_counts(None);
-        self.migs
-            .values()
-            .filter(|m| m.key.project == project && &m.key.scope == scope)
-            .map(|m| self.render_mig(m, counts.get(&m.key).copied().unwrap_or_default(), now))
-            .collect()
+    /// All MIGs of a project in one zone or region, by name (not rendered).
+    pub fn migs_of<'a>(&'a self, project: &'a str, scope: &'a Scope) -> impl Iterator<Item = &'a Mig> + 'a {
+        self.migs.values().filter(move |m| m.key.project == project && &m.key.scope == scope)
     }
 
     /// Deletes a MIG with its resize requests and VMs; waits while a request is provisioning.
@@ -242,7 +294,21 @@ impl State {
         found
     }
 
-    /// `deleteInstances`: by names (queued or created) or by instance URLs (created only).
+    /// `deleteInstances`.
+    ///
+    /// * Regional MIGs take instance URLs only (full, `projects/P/zones/Z/instances/N` or
+    ///   `zones/Z/instances/N`), as the discovery document describes; zonal MIGs also take bare
+    ///   names, which is the only way to name a queued instance ("Queued instances do not have URL
+    ///   and can be deleted only by name"). A queued instance of a regional MIG cannot be deleted:
+    ///   it is released by cancelling its resize request.
+    /// * Synchronous 400s: more than 1000 entries; names mixed with URLs (zonal).
+    /// * The Operation fails (DONE with `error`, nothing deleted), whatever
+    ///   `skipInstancesOnValidationError` says, for a malformed URL (a bare name given to a regional
+    ///   MIG included: `INVALID_FIELD_VALUE`) or a URL in another project or in a zone that is not
+    ///   one of the group's (`INVALID_FIELD_VALUE`).
+    /// * It fails too, unless `skipInstancesOnValidationError`, for an instance that does not exist
+    ///   (`RESOURCE_NOT_FOUND`), belongs to another group or is already being deleted
+    ///   (`CONDITION_NOT_MET`); with the flag those entries are skipped.
     pub fn delete_instances(
         &mut self,
         key: &MigKey,
@@ -262,126 +328,214 @@ impl State {
                 entries.len()
             )));
         }
-        let urls = entries.iter().filter(|e| e.contains('/')).count();
-        if urls != 0 && urls != entries.len() {
+        let regional = key.scope.is_regional();
+        let refs: Vec<InstanceRef> = entries.iter().map(|e| parse_instance_ref(e)).collect();
+        let names = refs.iter().filter(|r| matches!(r, InstanceRef::Name(_))).count();
+        if !regional && names != 0 && names != refs.len() {
             return Err(ApiError::invalid(
                 "Invalid value for field 'resource.instances': instance names and instance URLs cannot be mixed in one request.",
             ));
         }
-        // Resolve every entry first, so a validation error changes nothing.
-        let mut vms = Vec::new();
-        let mut queued = Vec::new();
-        let mut invalid = Vec::new();
-        for e in &entries {
-            let (zone, name) = if e.contains('/') {
-                let parts: Vec<&str> = e.trim_end_matches('/').rsplit('/').take(4).collect();
-                match parts.as_slice() {
-                    [name, "instances", zone, "zones"] => (Some(*zone), *name),
-                    _ => {
-                        invalid.push(*e);
+        // Resolve every entry first, so a failure changes nothing.
+        let mut always: Vec<(&str, String)> = Vec::new();
+        let mut invalid: Vec<(&str, String)> = Vec::new();
+        let mut vms: Vec<InstanceKey> = Vec::new();
+        let mut queued: Vec<(String, String)> = Vec::new();
+        let field = |i: usize, e: &str| format!("Invalid value for field 'instances[{i}]': '{e}'.");
+        for (i, (e, r)) in entries.iter().zip(&refs).enumerate() {
+            let (zone, name) = match r {
+                InstanceRef::Malformed => {
+                    always.push(("INVALID_FIELD_VALUE", format!("{} The URL is malformed.", field(i, e))));
+                    continue;
+                }
+                InstanceRef::Name(_) if regional => {
+                    always.push((
+                        "INVALID_FIELD_VALUE",
+                        format!(
+                            "{} The URL is malformed: a regional managed instance group takes instance URLs such as zones/[ZONE]/instances/[INSTANCE_NAME], not names.",
+                            field(i, e)
+                        ),
+                    ));
+                    continue;
+                }
+                InstanceRef::Name(n) => (mig.zone.as_str(), *n),
+                InstanceRef::Url { project, zone, name } => {
+                    if project.is_some_and(|p| p != key.project) {
+                        always.push((
+                            "INVALID_FIELD_VALUE",
+                            format!("{} The instance is not in project '{}'.", field(i, e), key.project),
+                        ));
                         continue;
                     }
+                    if !mig.zones.iter().any(|z| z == zone) {
+                        always.push((
+                            "INVALID_FIELD_VALUE",
+                            format!(
+                                "{} The instance is in zone '{zone}', which is not a zone of the instance group manager '{}'.",
+                                field(i, e),
+                                key.name
+                            ),
+                        ));
+                        continue;
+                    }
+                    (*zone, *name)
                 }
-            } else {
-                (None, *e)
             };
-            let vm_key = (key.project.clone(), zone.unwrap_or(&mig.zone).to_string(), name.to_string());
+            let vm_key = (key.project.clone(), zone.to_string(), name.to_string());
             match self.instances.get(&vm_key) {
-                // Already being deleted: a validation error, as for a non-member.
-                Some(vm) if vm.mig == *key && vm.deleting_at.is_some() => invalid.push(*e),
+                Some(vm) if vm.mig == *key && vm.deleting_at.is_some() => invalid.push((
+                    "CONDITION_NOT_MET",
+                    format!("Instance '{}' is already being deleted.", vm.url()),
+                )),
                 Some(vm) if vm.mig == *key => {
                     if !vms.contains(&vm_key) {
                         vms.push(vm_key);
                     }
                 }
-                _ if zone.is_none() => {
-                    match mig.requests.values().find(|r| r.is_queued() && r.remaining().any(|n| n == name)) {
-                        Some(rr) => {
-                            let pair = (rr.name.clone(), name.to_string());
-                            if !queued.contains(&pair) {
-                                queued.push(pair);
-                            }
+                Some(vm) => invalid.push((
+                    "CONDITION_NOT_MET",
+                    format!(
+                        "Instance '{}' is not a member of the instance group manager '{}'.",
+                        vm.url(),
+                        key.name
+                    ),
+                )),
+                None => match (r, mig.queued.get(name)) {
+                    (InstanceRef::Name(_), Some(rr)) => {
+                        let pair = (rr.clone(), name.to_string());
+                        if !queued.contains(&pair) {
+                            queued.push(pair);
                         }
-                        None => invalid.push(*e),
                     }
-                }
-                _ => invalid.push(*e),
+                    _ => invalid.push((
+                        "RESOURCE_NOT_FOUND",
+                        format!(
+                            "The resource 'projects/{}/zones/{zone}/instances/{name}' was not found",
+                            key.project
+                        ),
+                    )),
+                },
             }
         }
-        if !invalid.is_empty() && !skip {
-            return Err(ApiError::invalid(format!(
-                "Invalid value for field 'resource.instances': {}. Not a member of the instance group manager {}, or already being deleted.",
-                invalid.join(", "),
-                key.name
-            )));
+        let (id, url) = (mig.id, key.url());
+        let op_type = "compute.instanceGroupManagers.deleteInstances";
+        if !always.is_empty() || (!invalid.is_empty() && !skip) {
+            let mut errors = always;
+            if !skip {
+                errors.extend(invalid);
+            }
+            let http = match errors[0].0 {
+                "RESOURCE_NOT_FOUND" => 404,
+                "CONDITION_NOT_MET" => 412,
+                _ => 400,
+            };
+            return Ok(self.failed_op(&key.project, key.scope.clone(), op_type, url, id, now, &errors, http));
         }
-        let id = mig.id;
         let lowered = (vms.len() + queued.len()) as i64;
         for vm_key in vms {
             if let Some(vm) = self.instances.get_mut(&vm_key) {
                 vm.deleting_at = Some(now + ms(DELETE_MS));
             }
         }
+        self.wake(now + ms(DELETE_MS));
         let mig = self.mig_mut(key)?;
         mig.target_size -= lowered;
         for (rr_name, vm) in queued {
+            mig.queued.remove(&vm);
             if let Some(rr) = mig.requests.get_mut(&rr_name) {
                 rr.removed.insert(vm);
                 if rr.remaining().next().is_none() {
                     // Nothing left to create: the request ends as if cancelled.
                     rr.state = RrState::Cancelled;
                     rr.last_attempt = None;
-                    rr.provisioning_until = None;
                 }
             }
         }
         Ok(self.new_op(
             &key.project,
             key.scope.clone(),
-            "compute.instanceGroupManagers.deleteInstances",
-            key.url(),
+            op_type,
+            url,
             id,
             now,
             Some(now + ms(self.op_latency_ms)),
         ))
     }
 
-    /// `listManagedInstances`: queued names, provisioning VMs and VMs, by name.
+    /// `listManagedInstances`: queued names and VMs, by name; and whether the MIG pages them.
     pub fn managed_instances(&self, key: &MigKey) -> Result<(Vec<Value>, bool), ApiError> {
         let mig = self.mig(key)?;
-        let mut items: Vec<Value> = Vec::new();
+        let mut items: Vec<(&str, Value)> = Vec::new();
         let version = json!({"instanceTemplate": mig.template});
-        for rr in mig.requests.values().filter(|r| r.is_queued()) {
-            for name in rr.remaining() {
-                let mut mi = json!({"name": name, "currentAction": "CREATING", "targetStatus": "RUNNING",
-                                    "version": version});
-                if rr.provisioning_until.is_some() {
-                    mi["instanceStatus"] = json!("PROVISIONING");
-                    mi["instance"] = json!(format!(
-                        "{GCE_BASE}projects/{}/zones/{}/instances/{name}",
-                        key.project, mig.zone
-                    ));
-                } else {
-                    mi["instanceStatus"] = json!("PENDING");
-                }
-                if let Some(err) = &rr.last_attempt {
-                    mi["lastAttempt"] = json!({"errors": err});
-                }
-                items.push(mi);
+        for (name, rr_name) in &mig.queued {
+            let mut mi = json!({"name": name, "currentAction": "CREATING", "targetStatus": "RUNNING",
+                                "instanceStatus": "PENDING", "version": version});
+            if let Some(err) = mig.requests.get(rr_name).and_then(|rr| rr.last_attempt.as_ref()) {
+                mi["lastAttempt"] = json!({"errors": err});
             }
+            items.push((name, mi));
         }
-        for vm in self.instances.values().filter(|i| i.mig == *key) {
-            let (status, action) =
-                if vm.deleting_at.is_some() { ("STOPPING", "DELETING") } else { ("RUNNING", "NONE") };
-            items.push(json!({
-                "name": vm.name, "id": vm.id.to_string(), "instance": vm.url(), "instanceStatus": status,
-                "currentAction": action, "targetStatus": "RUNNING", "version": version,
-                "scheduling": {"terminationTimestamp": ts(vm.termination)},
-            }));
+        for name in &mig.vms {
+            let Some(vm) = self.instances.get(&(key.project.clone(), mig.zone.clone(), name.clone())) else {
+                continue;
+            };
+            let action = if vm.deleting_at.is_some() {
+                "DELETING"
+            } else if vm.repairing {
+                "RECREATING"
+            } else if vm.is_coming_up() {
+                "CREATING"
+            } else {
+                "NONE"
+            };
+            items.push((
+                name,
+                json!({
+                    "name": vm.name, "id": vm.id.to_string(), "instance": vm.url(),
+                    "instanceStatus": vm.status_name(), "currentAction": action, "targetStatus": "RUNNING",
+                    "version": version, "scheduling": {"terminationTimestamp": ts(vm.termination)},
+                }),
+            ));
         }
-        items.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        items.sort_by(|a, b| a.0.cmp(b.0));
         let paginated =
             mig.body.get("listManagedInstancesResults").and_then(Value::as_str) == Some("PAGINATED");
-        Ok((items, paginated))
+        Ok((items.into_iter().map(|(_, v)| v).collect(), paginated))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instance_references() {
+        let url = |p, z, n| InstanceRef::Url { project: p, zone: z, name: n };
+        let cases = [
+            ("hpc-a3u-0", InstanceRef::Name("hpc-a3u-0")),
+            ("zones/us-central1-a/instances/n-1", url(None, "us-central1-a", "n-1")),
+            ("projects/p/zones/us-central1-a/instances/n-1", url(Some("p"), "us-central1-a", "n-1")),
+            (
+                "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a/instances/n-1",
+                url(Some("p"), "us-central1-a", "n-1"),
+            ),
+            (
+                "https://compute.googleapis.com/compute/v1/projects/p/zones/us-central1-a/instances/n-1",
+                url(Some("p"), "us-central1-a", "n-1"),
+            ),
+            (
+                "https://compute.googleapis.com/compute/v2/projects/p/zones/z/instances/n",
+                InstanceRef::Malformed,
+            ),
+            ("https://example.com/projects/p/zones/z/instances/n", InstanceRef::Malformed),
+            ("us-central1-a/n-1", InstanceRef::Malformed),
+            ("zones/us-central1-a/instances/N_1", InstanceRef::Malformed),
+            ("regions/us-central1/instances/n-1", InstanceRef::Malformed),
+            ("zones/us-central1-a/instances/n-1/", InstanceRef::Malformed),
+            ("/zones/us-central1-a/instances/n-1", InstanceRef::Malformed),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_instance_ref(text), want, "{text}");
+        }
     }
 }

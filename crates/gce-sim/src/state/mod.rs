@@ -3,12 +3,17 @@
 //! Everything here is synchronous and takes `now` as an argument: the server and the ticker (the edges)
 //! read the clock, lock the one [`State`], call a method, and carry out the returned [`Effect`]s (boot
 //! and stop commands) after unlocking. Mutations apply at once and return an [`Operation`] that reports
-//! RUNNING for [`OP_LATENCY_MS`] and then DONE; resize requests advance in [`State::tick`].
+//! RUNNING for [`OP_LATENCY_MS`] and then DONE; resize requests and VMs advance in [`State::tick`].
 //!
-//! One file per kind of resource: `mig`, `resize_request`, `instance`, plus `operation` and
-//! the control API's `rules`; this file holds the world ([`State`]), idempotency and the clock step.
+//! One file per kind of resource: `mig`, `resize_request`, `instance`, `machine_type`, plus
+//! `operation` and the control API's `rules` (capacity, HTTP faults, operation faults, rate quotas);
+//! this file holds the world ([`State`]), idempotency (`requestId`) and the clock step.
+//!
+//! What the simulator models, and where GCE's documentation was silent, what it assumes, is listed in
+//! the crate's documentation (`lib.rs`).
 
 mod instance;
+mod machine_type;
 mod mig;
 mod operation;
 mod resize_request;
@@ -16,12 +21,15 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
-pub use instance::Instance;
+pub use instance::{Instance, VmStatus};
+pub use machine_type::machine_type_json;
 pub use mig::Mig;
 pub use operation::Operation;
-use resize_request::{advance_request, render_request};
+use resize_request::render_request;
 pub use resize_request::{ResizeRequest, RrState};
-pub use rules::{capacity_error, CapacityFailure, CapacityRule, FaultRule};
+pub use rules::{
+    capacity_error, CapacityFailure, CapacityRule, FaultRule, OpFaultRule, QuotaConfig, QuotaGroup, Quotas,
+};
 
 use super::error::{status_error, ApiError};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
@@ -32,15 +40,21 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 pub const GCE_BASE: &str = "https://www.googleapis.com/compute/v1/";
 /// How long an Operation stays RUNNING (and a resize request CREATING) unless the control API changes it.
 pub const OP_LATENCY_MS: i64 = 100;
-/// How long a resize request with capacity spends creating its VMs (PROVISIONING) before SUCCEEDED.
-pub const PROVISION_MS: i64 = 150;
-/// How long a VM removed with `deleteInstances` shows STOPPING / DELETING before it is gone.
+/// How long a new VM shows PROVISIONING, then STAGING, before RUNNING (control API: `/_sim/lifecycle`).
+pub const PROVISIONING_MS: i64 = 50;
+pub const STAGING_MS: i64 = 50;
+/// How long a VM removed with `deleteInstances` shows STOPPING / DELETING before it is gone; also how
+/// long a MIG that repairs failed VMs waits before recreating one.
 pub const DELETE_MS: i64 = 100;
 /// `requestedRunDuration.seconds` bounds (10 minutes .. 7 days).
 pub const MIN_RUN_SECONDS: i64 = 600;
 pub const MAX_RUN_SECONDS: i64 = 604_800;
 /// At most this many instances per resize request and per `deleteInstances` call.
 pub const MAX_PER_CALL: usize = 1000;
+/// How long a `requestId` is remembered (control API: `/_sim/request-ids`). Compute's own reference
+/// gives no figure; Google's other Cloud APIs document the same `requestId` text with "the server will
+/// guarantee that for at least 60 minutes since the first request", which the simulator takes.
+pub const REQUEST_ID_RETENTION_SECONDS: i64 = 3600;
 
 /// Where a resource lives: a zone, a region, or global.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -102,11 +116,48 @@ impl MigKey {
 pub enum Effect {
     /// A VM became RUNNING: run the boot command.
     Boot(String),
-    /// A VM was deleted: run the stop command.
+    /// A VM that had booted was deleted or went down (TERMINATED): run the stop command.
     Stop(String),
 }
 
-type InstanceKey = (String, String, String);
+/// (project, zone, VM name).
+pub type InstanceKey = (String, String, String);
+
+/// How a zone marked unreachable shows in `instances.aggregatedList` (control API).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unreachable {
+    /// The zone's scope carries `warning.code = UNREACHABLE`, no instances, and is listed in
+    /// `unreachables` (a partial success).
+    Partial,
+    /// The whole aggregated list fails with 503.
+    Error,
+}
+
+/// How long new VMs stay PROVISIONING and STAGING (control API: `/_sim/lifecycle`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lifecycle {
+    pub provisioning_ms: i64,
+    pub staging_ms: i64,
+}
+
+impl Default for Lifecycle {
+    fn default() -> Self {
+        Lifecycle { provisioning_ms: PROVISIONING_MS, staging_ms: STAGING_MS }
+    }
+}
+
+/// What a mutation is, for its Operation when a fault rule fails it before it acts.
+pub struct Mutation<'a> {
+    pub project: &'a str,
+    pub scope: Scope,
+    /// Discovery method id without `compute.`.
+    pub method_id: &'a str,
+    pub request_id: Option<&'a str>,
+    pub op_type: &'static str,
+    pub target_link: String,
+}
 
 /// The whole simulated world, behind one mutex.
 pub struct State {
@@ -114,16 +165,32 @@ pub struct State {
     migs: BTreeMap<MigKey, Mig>,
     instances: BTreeMap<InstanceKey, Instance>,
     operations: HashMap<String, Operation>,
-    /// (project, requestId) → operation name, for idempotent retries.
-    request_ids: HashMap<(String, String), String>,
+    /// (project, requestId) → (operation name, when the request was first seen), for idempotent retries.
+    request_ids: HashMap<(String, String), (String, DateTime<Utc>)>,
+    /// How long a requestId is remembered (control API: `POST /_sim/request-ids`).
+    pub request_id_retention_ms: i64,
     pub capacity: Vec<CapacityRule>,
     pub faults: Vec<FaultRule>,
+    pub op_faults: Vec<OpFaultRule>,
     pub templates: BTreeMap<String, Value>,
-    /// API calls by method id.
+    /// `instanceTemplates.get` of a template that was never loaded answers a FLEX_START template
+    /// instead of 404 (control API: `POST /_sim/templates/defaults`).
+    pub serve_default_templates: bool,
+    /// API calls by method id (refused ones included).
     pub calls: BTreeMap<String, u64>,
+    /// API calls refused by a rate quota (403 `rateLimitExceeded`), by method id.
+    pub rate_limited: BTreeMap<String, u64>,
+    pub quotas: Quotas,
+    /// Zones marked unreachable (control API: `/_sim/zones/{zone}/unreachable`).
+    pub unreachable: BTreeMap<String, Unreachable>,
+    pub lifecycle: Lifecycle,
     next_ip: u32,
     /// How long Operations stay RUNNING (control API: `POST /_sim/latency`).
     pub op_latency_ms: i64,
+    last_prune: DateTime<Utc>,
+    /// The earliest time any VM has something due (a lifecycle step, the end of a deletion or of its
+    /// run duration): the ticker looks at the VMs only then, not 20 times a second.
+    vm_wakeup: DateTime<Utc>,
 }
 
 pub fn ts(t: DateTime<Utc>) -> String {
@@ -157,6 +224,21 @@ pub fn project_number(project: &str) -> u64 {
     100_000_000_000 + h % 900_000_000_000
 }
 
+/// The reason phrase GCE puts in `httpErrorMessage` beside `httpErrorStatusCode`.
+pub fn http_reason(code: u16) -> &'static str {
+    match code {
+        400 => "BAD REQUEST",
+        403 => "FORBIDDEN",
+        404 => "NOT FOUND",
+        409 => "CONFLICT",
+        412 => "PRECONDITION FAILED",
+        429 => "TOO MANY REQUESTS",
+        500 => "INTERNAL SERVER ERROR",
+        503 => "SERVICE UNAVAILABLE",
+        _ => "ERROR",
+    }
+}
+
 impl State {
     pub fn new(time_scale: f64) -> State {
         State {
@@ -165,36 +247,63 @@ impl State {
             instances: BTreeMap::new(),
             operations: HashMap::new(),
             request_ids: HashMap::new(),
+            request_id_retention_ms: REQUEST_ID_RETENTION_SECONDS * 1000,
             capacity: Vec::new(),
             faults: Vec::new(),
+            op_faults: Vec::new(),
             templates: BTreeMap::new(),
+            serve_default_templates: false,
             calls: BTreeMap::new(),
+            rate_limited: BTreeMap::new(),
+            quotas: Quotas::default(),
+            unreachable: BTreeMap::new(),
+            lifecycle: Lifecycle::default(),
             next_ip: 2,
             op_latency_ms: OP_LATENCY_MS,
+            last_prune: DateTime::<Utc>::MIN_UTC,
+            vm_wakeup: DateTime::<Utc>::MAX_UTC,
         }
     }
 
     // ----- operations and idempotency -------------------------------------------------------
 
-    /// Runs a mutation once per `(project, requestId)`: a retry returns the original Operation.
+    /// Runs a mutation once per `(project, requestId)`: a retry within the retention window returns
+    /// the original Operation as it is now (a failed one stays failed), and never acts again.
+    ///
+    /// An operation-fault rule (`/_sim/operation-faults`) that fires makes the Operation end DONE
+    /// with its error instead of acting; that failed Operation is what a retry with the same
+    /// requestId gets back.
     pub fn mutate(
         &mut self,
-        project: &str,
-        request_id: Option<&str>,
+        m: Mutation<'_>,
         now: DateTime<Utc>,
         act: impl FnOnce(&mut State) -> Result<String, ApiError>,
     ) -> Result<Value, ApiError> {
-        if let Some(rid) = request_id {
+        let key = m.request_id.map(|rid| (m.project.to_string(), rid.to_string()));
+        if let (Some(rid), Some(key)) = (m.request_id, &key) {
             check_request_id(rid)?;
-            if let Some(op) = self.request_ids.get(&(project.to_string(), rid.to_string())) {
-                if let Some(op) = self.operations.get(op) {
-                    return Ok(op.to_json(now));
+            if let Some((op, first)) = self.request_ids.get(key) {
+                if now < later(*first, self.request_id_retention_ms) {
+                    if let Some(op) = self.operations.get(op) {
+                        return Ok(op.to_json(now));
+                    }
                 }
+                self.request_ids.remove(key);
             }
         }
-        let op = act(self)?;
-        if let Some(rid) = request_id {
-            self.request_ids.insert((project.to_string(), rid.to_string()), op.clone());
+        let op = match rules::pick_op_fault(&mut self.op_faults, m.method_id) {
+            Some(rule) => {
+                let done = now + ms(self.op_latency_ms);
+                let op = self.new_op(m.project, m.scope, m.op_type, m.target_link, 0, now, Some(done));
+                let o = self.operations.get_mut(&op).expect("just inserted");
+                o.error = Some(rule.error());
+                o.http_error = Some(rule.http_status());
+                op
+            }
+            None => act(self)?,
+        };
+        if let Some(key) = key {
+            self.request_ids.insert(key, (op.clone(), now));
         }
         Ok(self.operations[&op].to_json(now))
     }
@@ -230,57 +339,78 @@ impl State {
         name
     }
 
+    /// An Operation that ends DONE with these errors (`[(code, message)]`) and HTTP status.
+    #[allow(clippy::too_many_arguments)]
+    fn failed_op(
+        &mut self,
+        project: &str,
+        scope: Scope,
+        op_type: &str,
+        target_link: String,
+        target_id: u64,
+        now: DateTime<Utc>,
+        errors: &[(&str, String)],
+        http: u16,
+    ) -> String {
+        let done = now + ms(self.op_latency_ms);
+        let op = self.new_op(project, scope, op_type, target_link, target_id, now, Some(done));
+        let o = self.operations.get_mut(&op).expect("just inserted");
+        o.error = Some(
+            json!({"errors": errors.iter().map(|(c, m)| json!({"code": c, "message": m})).collect::<Vec<_>>()}),
+        );
+        o.http_error = Some((http, http_reason(http)));
+        op
+    }
+
     pub fn operation(&self, project: &str, scope: &Scope, name: &str) -> Result<&Operation, ApiError> {
         self.operations.get(name).filter(|o| o.project == project && &o.scope == scope).ok_or_else(|| {
             ApiError::not_found(&format!("projects/{project}/{}/operations/{name}", scope.path()))
         })
     }
 
+    /// Something about a VM is due at `t`: make sure the ticker looks then.
+    pub(super) fn wake(&mut self, t: DateTime<Utc>) {
+        self.vm_wakeup = self.vm_wakeup.min(t);
+    }
+
+    /// The unreachable zone a call into `scope` (or a regional MIG's zone) would touch, if any.
+    pub fn unreachable_zone(&self, zone: &str) -> bool {
+        self.unreachable.contains_key(zone)
+    }
+
     // ----- time ------------------------------------------------------------------------------
 
-    /// Advances everything to `now`: requests through their states, deletions, expiries, MIG deletes.
+    /// Advances everything to `now`: requests through their states, VMs through their lifecycle,
+    /// deletions, expiries, MIG deletes.
     pub fn tick(&mut self, now: DateTime<Utc>) -> Vec<Effect> {
         let mut effects = Vec::new();
-        let mut created = Vec::new();
-        let State { migs, capacity, .. } = self;
-        for mig in migs.values_mut() {
-            let rule = capacity.iter().rev().find(|r| mig.key.name.starts_with(&r.prefix)).cloned();
-            for rr in mig.requests.values_mut() {
-                if let Some(vms) = advance_request(rr, rule.as_ref(), &mut mig.target_size, now) {
-                    created.extend(vms.into_iter().map(|n| {
-                        (mig.key.clone(), mig.zone.clone(), mig.template.clone(), n, rr.run_seconds)
-                    }));
-                }
+        self.advance_requests(now);
+        if now >= self.vm_wakeup {
+            self.advance_vms(now, &mut effects);
+            let gone: Vec<InstanceKey> = self
+                .instances
+                .iter()
+                .filter(|(_, vm)| vm.deleting_at.is_some_and(|t| now >= t) || now >= vm.termination)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in gone {
+                effects.extend(self.end_of_vm(&k, now));
             }
+            self.vm_wakeup = self
+                .instances
+                .values()
+                .flat_map(|vm| [vm.next_at, vm.deleting_at, Some(vm.termination)])
+                .flatten()
+                .min()
+                .unwrap_or(DateTime::<Utc>::MAX_UTC);
         }
-        for (mig, zone, template, name, run_seconds) in created {
-            let real_ms = (run_seconds as f64 * 1000.0 / self.time_scale).round() as i64;
-            let n = self.next_ip;
-            self.next_ip += 1;
-            let vm = Instance {
-                project: mig.project.clone(),
-                zone: zone.clone(),
-                name: name.clone(),
-                id: new_id(),
-                mig,
-                template,
-                created: now,
-                run_seconds,
-                termination: later(now, real_ms),
-                network_ip: format!("10.{}.{}.{}", (n >> 16) & 255, (n >> 8) & 255, n & 255),
-                deleting_at: None,
-            };
-            self.instances.insert((vm.project.clone(), zone, name.clone()), vm);
-            effects.push(Effect::Boot(name));
-        }
-        let gone: Vec<InstanceKey> = self
-            .instances
-            .iter()
-            .filter(|(_, vm)| vm.deleting_at.is_some_and(|t| now >= t) || now >= vm.termination)
-            .map(|(k, _)| k.clone())
-            .collect();
-        effects.extend(gone.iter().filter_map(|k| self.expire_key(k)));
+        self.finish_provisioning(now);
         effects.extend(self.finish_mig_deletes(now));
+        if now >= later(self.last_prune, 1000) {
+            self.last_prune = now;
+            let keep = self.request_id_retention_ms;
+            self.request_ids.retain(|_, (_, first)| now < later(*first, keep));
+        }
         effects
     }
 
@@ -289,7 +419,7 @@ impl State {
         let ready: Vec<MigKey> = self
             .migs
             .values()
-            .filter(|m| !m.deleting.is_empty() && m.requests.values().all(|r| r.provisioning_until.is_none()))
+            .filter(|m| !m.deleting.is_empty() && m.requests.values().all(|r| !r.provisioning))
             .map(|m| m.key.clone())
             .collect();
         let mut effects = Vec::new();
@@ -300,11 +430,12 @@ impl State {
                     op.done_at = Some(now);
                 }
             }
-            let vms: Vec<InstanceKey> =
-                self.instances.iter().filter(|(_, vm)| vm.mig == key).map(|(k, _)| k.clone()).collect();
-            for k in vms {
+            for name in &mig.vms {
+                let k = (key.project.clone(), mig.zone.clone(), name.clone());
                 if let Some(vm) = self.instances.remove(&k) {
-                    effects.push(Effect::Stop(vm.name));
+                    if vm.booted {
+                        effects.push(Effect::Stop(vm.name));
+                    }
                 }
             }
         }
@@ -313,12 +444,11 @@ impl State {
 
     /// Everything, for `GET /_sim/state`.
     pub fn dump(&self, now: DateTime<Utc>) -> Value {
-        let counts = self.vm_counts(None);
         let migs: Vec<Value> = self
             .migs
             .values()
             .map(|m| {
-                let mut v = self.render_mig(m, counts.get(&m.key).copied().unwrap_or_default(), now);
+                let mut v = self.render_mig(m, now);
                 v["resizeRequests"] =
                     json!(m.requests.values().map(|r| render_request(&m.key, r)).collect::<Vec<_>>());
                 v["managedInstances"] =
@@ -337,8 +467,15 @@ impl State {
             "operations": ops.iter().map(|o| o.to_json(now)).collect::<Vec<_>>(),
             "capacity": self.capacity,
             "faults": self.faults,
+            "operation_faults": self.op_faults,
             "templates": self.templates.keys().collect::<Vec<_>>(),
+            "serve_default_templates": self.serve_default_templates,
+            "unreachable": self.unreachable,
+            "lifecycle": self.lifecycle,
+            "quotas": self.quotas.config,
+            "request_id_retention_seconds": self.request_id_retention_ms as f64 / 1000.0,
             "calls": self.calls,
+            "rate_limited": self.rate_limited,
         })
     }
 }

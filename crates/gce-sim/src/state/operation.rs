@@ -32,7 +32,6 @@ impl Operation {
             "name": self.name,
             "operationType": self.op_type,
             "targetLink": self.target_link,
-            "targetId": self.target_id.to_string(),
             "status": if done { "DONE" } else { "RUNNING" },
             "user": "slurm-dws-sim@example.iam.gserviceaccount.com",
             "progress": if done { 100 } else { 0 },
@@ -41,6 +40,9 @@ impl Operation {
             "selfLink": format!("{GCE_BASE}projects/{}/{}/operations/{}", self.project, self.scope.path(), self.name),
         });
         let obj = o.as_object_mut().expect("object");
+        if self.target_id != 0 {
+            obj.insert("targetId".into(), json!(self.target_id.to_string()));
+        }
         self.scope.annotate(&self.project, obj);
         if done {
             obj.insert("endTime".into(), json!(ts(self.done_at.unwrap_or(now))));

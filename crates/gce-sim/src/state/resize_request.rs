@@ -46,8 +46,11 @@ pub struct ResizeRequest {
     /// When CREATING turns ACCEPTED (when the insert Operation is DONE).
     pub(super) accept_at: DateTime<Utc>,
     pub(super) accepted_at: Option<DateTime<Utc>>,
-    /// Capacity was found: the VMs are being created until then.
-    pub(super) provisioning_until: Option<DateTime<Utc>>,
+    /// Capacity was found and its VMs exist, but not all are RUNNING yet (the request is still
+    /// ACCEPTED; it turns SUCCEEDED when they are).
+    pub(super) provisioning: bool,
+    /// The VMs it created.
+    pub(super) created_vms: Vec<String>,
     pub(super) error: Option<Value>,
     pub(super) last_attempt: Option<Value>,
 }
@@ -55,10 +58,6 @@ pub struct ResizeRequest {
 impl ResizeRequest {
     pub(super) fn remaining(&self) -> impl Iterator<Item = &String> {
         self.names.iter().filter(|n| !self.removed.contains(*n))
-    }
-
-    pub(super) fn is_queued(&self) -> bool {
-        matches!(self.state, RrState::Creating | RrState::Accepted)
     }
 }
 
@@ -152,6 +151,11 @@ impl State {
                 "Invalid value for field 'resource.requestedRunDuration.nanos': must be 0.",
             ));
         }
+        check_template_for_resize(
+            &key.name,
+            &mig.template,
+            &self.template_properties(&key.project, &mig.template),
+        )?;
         if key.scope.is_regional() {
             let shape = mig.body.pointer("/distributionPolicy/targetShape").and_then(Value::as_str);
             if shape != Some("ANY_SINGLE_ZONE") {
@@ -185,6 +189,9 @@ impl State {
         let latency = self.op_latency_ms;
         let mig = self.mig_mut(key)?;
         mig.target_size += names.len() as i64;
+        for n in &names {
+            mig.queued.insert(n.clone(), name.to_string());
+        }
         mig.requests.insert(
             name.to_string(),
             ResizeRequest {
@@ -198,7 +205,8 @@ impl State {
                 run_seconds: seconds,
                 accept_at: now + ms(latency),
                 accepted_at: None,
-                provisioning_until: None,
+                provisioning: false,
+                created_vms: Vec::new(),
                 error: None,
                 last_attempt: None,
             },
@@ -217,11 +225,10 @@ impl State {
     /// Whether a VM name is taken in a zone: by a VM or by a queued request of any MIG there.
     pub(super) fn name_in_use(&self, project: &str, zone: &str, name: &str) -> bool {
         self.instances.contains_key(&(project.to_string(), zone.to_string(), name.to_string()))
-            || self.migs.values().any(|m| {
-                m.key.project == project
-                    && m.zone == zone
-                    && m.requests.values().any(|r| r.is_queued() && r.remaining().any(|n| n == name))
-            })
+            || self
+                .migs
+                .values()
+                .any(|m| m.key.project == project && m.zone == zone && m.queued.contains_key(name))
     }
 
     pub(super) fn request(&self, key: &MigKey, name: &str) -> Result<&ResizeRequest, ApiError> {
@@ -239,7 +246,8 @@ impl State {
         Ok(self.mig(key)?.requests.values().map(|r| render_request(key, r)).collect())
     }
 
-    /// Cancel: ACCEPTED → CANCELLED with targetSize lowered; otherwise the Operation fails.
+    /// Cancel: ACCEPTED (still waiting) → CANCELLED with targetSize lowered; otherwise the Operation
+    /// fails with CONDITION_NOT_MET (also while the request's VMs are being created).
     pub fn cancel_resize_request(
         &mut self,
         key: &MigKey,
@@ -247,7 +255,7 @@ impl State {
         now: DateTime<Utc>,
     ) -> Result<String, ApiError> {
         let rr = self.request(key, name)?;
-        let (id, state) = (rr.id, rr.state);
+        let (id, state, provisioning) = (rr.id, rr.state, rr.provisioning);
         let url = format!("{}/resizeRequests/{name}", key.url());
         let op = self.new_op(
             &key.project,
@@ -258,22 +266,30 @@ impl State {
             now,
             Some(now + ms(self.op_latency_ms)),
         );
-        if state == RrState::Accepted {
+        if state == RrState::Accepted && !provisioning {
             let mig = self.mig_mut(key)?;
             let rr = mig.requests.get_mut(name).expect("checked above");
-            let n = rr.remaining().count() as i64;
+            let names: Vec<String> = rr.remaining().cloned().collect();
             rr.state = RrState::Cancelled;
             rr.last_attempt = None;
-            rr.provisioning_until = None;
-            mig.target_size -= n;
+            mig.target_size -= names.len() as i64;
+            for n in names {
+                mig.queued.remove(&n);
+            }
         } else {
             let o = self.operations.get_mut(&op).expect("just inserted");
             o.error = Some(status_error(
                 "CONDITION_NOT_MET",
-                &format!(
-                    "Resize request '{name}' is {}; only an ACCEPTED resize request can be cancelled.",
-                    state.name()
-                ),
+                &if provisioning {
+                    format!(
+                        "Resize request '{name}' is creating its instances; it can no longer be cancelled."
+                    )
+                } else {
+                    format!(
+                        "Resize request '{name}' is {}; only an ACCEPTED resize request can be cancelled.",
+                        state.name()
+                    )
+                },
             ));
             o.http_error = Some((412, "PRECONDITION FAILED"));
         }
@@ -288,7 +304,7 @@ impl State {
         now: DateTime<Utc>,
     ) -> Result<String, ApiError> {
         let rr = self.request(key, name)?;
-        if !rr.state.is_final() {
+        if !rr.state.is_final() || rr.provisioning {
             return Err(ApiError::invalid(format!(
                 "Resize request '{name}' is {}; only a SUCCEEDED, FAILED or CANCELLED resize request can be deleted. Cancel it first.",
                 rr.state.name()
@@ -309,50 +325,109 @@ impl State {
     }
 }
 
-/// One step of a resize request's state machine; returns the VM names to create when it succeeds.
-pub(super) fn advance_request(
-    rr: &mut ResizeRequest,
-    rule: Option<&CapacityRule>,
-    target_size: &mut i64,
-    now: DateTime<Utc>,
-) -> Option<Vec<String>> {
-    if rr.state == RrState::Creating && now >= rr.accept_at {
-        rr.state = RrState::Accepted;
-        rr.accepted_at = Some(now);
-    }
-    if rr.state != RrState::Accepted {
-        return None;
-    }
-    if let Some(until) = rr.provisioning_until {
-        if now >= until {
-            rr.state = RrState::Succeeded;
-            rr.provisioning_until = None;
-            rr.last_attempt = None;
-            return Some(rr.remaining().cloned().collect());
+impl State {
+    /// Moves resize requests on: CREATING → ACCEPTED; then, by the capacity rule of their MIG, stay
+    /// waiting (with a `lastAttempt` error), fail (rolling back their share of targetSize), or get
+    /// capacity: all their VMs are created at once (PROVISIONING) and the request stays ACCEPTED
+    /// until they are all RUNNING ([`State::finish_provisioning`]).
+    pub(super) fn advance_requests(&mut self, now: DateTime<Utc>) {
+        let mut created: Vec<(MigKey, String, i64)> = Vec::new();
+        let State { migs, capacity, .. } = self;
+        // What a waiting request's lastAttempt says under each rule: built once a tick, not once
+        // per request (2,000 queued requests are the benchmark's steady state).
+        let waiting = CapacityFailure {
+            code: "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS".into(),
+            message: "Waiting for resources: the zone does not have enough resources available to fulfill the request. The request stays queued.".into(),
+            error_details: None,
+        };
+        let waiting: Vec<Value> =
+            capacity.iter().map(|r| capacity_error(r.fail.as_ref().unwrap_or(&waiting))).collect();
+        for mig in migs.values_mut() {
+            if mig.requests.is_empty() {
+                continue;
+            }
+            let rule_index = capacity.iter().rposition(|r| mig.key.name.starts_with(&r.prefix));
+            let rule = rule_index.map(|i| &capacity[i]);
+            let Mig { requests, queued, target_size, key, .. } = mig;
+            for rr in requests.values_mut() {
+                if rr.state == RrState::Creating && now >= rr.accept_at {
+                    rr.state = RrState::Accepted;
+                    rr.accepted_at = Some(now);
+                }
+                if rr.state != RrState::Accepted || rr.provisioning {
+                    continue;
+                }
+                let accepted = rr.accepted_at.unwrap_or(now);
+                let delay = rule.map_or(0.0, |r| r.delay_seconds.max(0.0));
+                let ready = now >= later(accepted, (delay * 1000.0) as i64);
+                match rule {
+                    Some(r) if r.hold || !ready => {
+                        let err = &waiting[rule_index.expect("a rule")];
+                        if rr.last_attempt.as_ref() != Some(err) {
+                            rr.last_attempt = Some(err.clone());
+                        }
+                    }
+                    Some(CapacityRule { fail: Some(f), .. }) => {
+                        let names: Vec<String> = rr.remaining().cloned().collect();
+                        *target_size -= names.len() as i64;
+                        for n in &names {
+                            queued.remove(n);
+                        }
+                        rr.state = RrState::Failed;
+                        rr.last_attempt = None;
+                        rr.error = Some(capacity_error(f));
+                    }
+                    _ => {
+                        let names: Vec<String> = rr.remaining().cloned().collect();
+                        for n in &names {
+                            queued.remove(n);
+                            created.push((key.clone(), n.clone(), rr.run_seconds));
+                        }
+                        rr.provisioning = true;
+                        rr.last_attempt = None;
+                        rr.created_vms = names;
+                    }
+                }
+            }
         }
-        return None;
-    }
-    let accepted = rr.accepted_at.unwrap_or(now);
-    let delay = rule.map_or(0.0, |r| r.delay_seconds.max(0.0));
-    let ready = now >= later(accepted, (delay * 1000.0) as i64);
-    match rule {
-        Some(r) if r.hold || !ready => {
-            let waiting = CapacityFailure {
-                code: "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS".into(),
-                message: "Waiting for resources: the zone does not have enough resources available to fulfill the request. The request stays queued.".into(),
-                error_details: None,
-            };
-            rr.last_attempt = Some(capacity_error(r.fail.as_ref().unwrap_or(&waiting)));
+        for (mig, name, run_seconds) in created {
+            self.create_vm(&mig, &name, run_seconds, now);
         }
-        Some(CapacityRule { fail: Some(f), .. }) => {
-            *target_size -= rr.remaining().count() as i64;
-            rr.state = RrState::Failed;
-            rr.last_attempt = None;
-            rr.error = Some(capacity_error(f));
-        }
-        _ => rr.provisioning_until = Some(now + ms(PROVISION_MS)),
     }
-    None
+
+    /// A provisioning request whose VMs are all up (or gone) is SUCCEEDED.
+    pub(super) fn finish_provisioning(&mut self, _now: DateTime<Utc>) {
+        let State { migs, instances, .. } = self;
+        for mig in migs.values_mut() {
+            for rr in mig.requests.values_mut().filter(|r| r.provisioning) {
+                let up = rr.created_vms.iter().all(|n| {
+                    instances
+                        .get(&(mig.key.project.clone(), mig.zone.clone(), n.clone()))
+                        .is_none_or(|vm| vm.mig != mig.key || !vm.is_coming_up())
+                });
+                if up {
+                    rr.provisioning = false;
+                    rr.state = RrState::Succeeded;
+                }
+            }
+        }
+    }
+}
+
+/// Which templates a resize request can use. FLEX_START is what DWS Flex Start is for. A template
+/// without `scheduling.provisioningModel`, or with STANDARD, is accepted and gives STANDARD VMs
+/// (reference/GCE.md: the model "must be explicit, or VMs come up STANDARD"). SPOT and
+/// RESERVATION_BOUND templates are refused at insert: GCE's documentation says resize requests use
+/// the flex-start or reservation-bound models and no spot; reservations are not simulated, so the
+/// simulator refuses both, naming the field (an assumption: GCE's exact error is not documented).
+fn check_template_for_resize(mig: &str, template: &str, props: &Value) -> Result<(), ApiError> {
+    let model = props.pointer("/scheduling/provisioningModel").and_then(Value::as_str).unwrap_or("STANDARD");
+    match model {
+        "FLEX_START" | "STANDARD" => Ok(()),
+        other => Err(ApiError::invalid(format!(
+            "Invalid value for field 'resource': the instance template '{template}' of instance group manager '{mig}' has scheduling.provisioningModel {other}; resize requests need FLEX_START (the simulator does not model {other} resize requests)."
+        ))),
+    }
 }
 
 pub(super) fn render_request(key: &MigKey, rr: &ResizeRequest) -> Value {

@@ -191,12 +191,8 @@ fn summary(nodes: &[Node]) -> Vec<Value> {
 pub async fn requests(cfg: &Config, active: bool, l: &Listing) -> Result<String, CliError> {
     check("requests", REQUEST_FIELDS, l)?;
     let store = open(cfg).await?;
-    let rs: Vec<Request> = store
-        .requests(false)
-        .await?
-        .into_iter()
-        .filter(|r| !active || r.phase.is_open())
-        .collect();
+    let rs: Vec<Request> =
+        store.requests(false).await?.into_iter().filter(|r| !active || r.phase.is_open()).collect();
     let records: Vec<Value> = rs
         .iter()
         .map(|r| {

@@ -344,6 +344,7 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<(String, Option<CliErro
         "version": env!("CARGO_PKG_VERSION"),
         "config": cfg.source.display().to_string(),
         "state_dir": cfg.state_dir.display().to_string(),
+        "unreachable_zones": last_pass.as_ref().map(|p| p.unreachable_zones.clone()).unwrap_or_default(),
         "last_pass": last_pass,
         "nodes": counts,
         "requests_open": requests.len(),
@@ -397,6 +398,12 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<(String, Option<CliErro
             ));
         }
         None => s.push_str("last pass:     none yet\n"),
+    }
+    if let Some(p) = last_pass.as_ref().filter(|p| !p.unreachable_zones.is_empty()) {
+        s.push_str(&format!(
+            "unreachable:   zone {} (GCE did not list its VMs: nothing there is judged gone until it answers)\n",
+            p.unreachable_zones.join(", ")
+        ));
     }
     s.push_str(&format!(
         "nodes:         {}\n",

@@ -264,6 +264,7 @@ impl Reconciler {
     ) -> Result<Desired, ReconcileError> {
         let Observation { started_at: now, inbox, mut observed, errors, .. } = observation;
         report.errors.extend(errors);
+        report.unreachable_zones = observed.unreachable_zones.iter().cloned().collect();
         let mut desired = self.take_desired().await?;
         let exec = Executor {
             cfg: &self.cfg,
@@ -313,8 +314,9 @@ impl Reconciler {
             exec.slurm_steps(&fresh_slurm, report, &mut desired, now).await;
         }
 
-        // Close the outbox entries this pass neither sent nor resent, only when both GCE lists answered.
-        if observed.vms.is_some() && observed.migs.is_some() {
+        // Close the outbox entries this pass neither sent nor resent, only when both GCE lists answered
+        // in full.
+        if observed.vms.is_some() && observed.unreachable_zones.is_empty() && observed.migs.is_some() {
             report.events +=
                 commit::abandon_unused_outbox(&self.store, &outbox_used, &mut desired, now).await?;
         }

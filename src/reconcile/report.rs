@@ -73,6 +73,10 @@ pub struct PassReport {
     /// when this pass was ok). `status` shows it and exits 1 while it is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded_since: Option<DateTime<Utc>>,
+    /// Zones GCE's VM list left out this pass (a partial answer): nothing in them was judged gone,
+    /// expired or orphaned. The pass is degraded while there are any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreachable_zones: Vec<String>,
 }
 
 impl PassReport {
@@ -93,6 +97,7 @@ impl PassReport {
             errors: Vec::new(),
             next_pass_in_secs,
             degraded_since: None,
+            unreachable_zones: Vec::new(),
         }
     }
 

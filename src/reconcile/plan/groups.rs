@@ -58,6 +58,11 @@ impl Planner<'_> {
             self.nodes.values().filter(|n| n.state == NodeState::ResumePending).cloned().collect();
         let mut groups: BTreeMap<(String, Option<u32>), Vec<Node>> = BTreeMap::new();
         for n in pending {
+            if let Sight::Unknown = self.sight(&n.name) {
+                // A zone its VM could be in did not answer: a VM may exist there under this name,
+                // and a request for the name would meet it. Wait for a complete answer.
+                continue;
+            }
             if let Some(vm) = self.vm(&n.name).cloned() {
                 // A VM already exists (a resume raced a suspend, or the VM was never deleted): use it
                 // when it is ours, else wait for it to go.

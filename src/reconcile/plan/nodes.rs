@@ -62,10 +62,11 @@ impl Planner<'_> {
         // Observations are borrowed, not cloned, and fields are written only when they change: this runs
         // for every up node on every pass (`make bench`, the reconcile pass row).
         let o = self.o;
-        let Some(vms) = o.vms.as_ref() else { return };
         let Some(node) = self.nodes.current(name) else { return };
-        match vms.get(name) {
-            Some(vm) => {
+        match self.sight(name) {
+            // The list failed or left out the VM's zone: the node keeps its state.
+            Sight::Unknown => {}
+            Sight::Seen(vm) => {
                 let became_running =
                     vm.status == VmStatus::Running && node.vm_status != Some(VmStatus::Running);
                 let status_changed = node.vm_status.as_ref() != Some(&vm.status);
@@ -133,7 +134,7 @@ impl Planner<'_> {
                     }
                 }
             }
-            None => {
+            Sight::Gone => {
                 if secs_since(self.now, node.state_since) < LIST_LAG_SECS && node.vm_status.is_none() {
                     return; // just SUCCEEDED: the list may lag behind
                 }
@@ -182,11 +183,11 @@ impl Planner<'_> {
     }
 
     pub(super) fn suspending_node(&mut self, name: &str) {
-        let Some(vms) = self.o.vms.as_ref() else { return };
         let Some(node) = self.nodes.current(name) else { return };
-        match vms.get(name) {
-            Some(vm) if being_deleted(vm) => {}
-            Some(vm) => match vm.mig.clone().or(node.mig.clone()) {
+        match self.sight(name) {
+            Sight::Unknown => {}
+            Sight::Seen(vm) if being_deleted(vm) => {}
+            Sight::Seen(vm) => match vm.mig.clone().or(node.mig.clone()) {
                 Some(mig) if self.owned_mig(&mig) => {
                     self.delete_vm(&mig, vm);
                 }
@@ -205,7 +206,7 @@ impl Planner<'_> {
                     }
                 }
             },
-            None => {
+            Sight::Gone => {
                 let request_open = node.request_id.and_then(|id| self.requests.get(&id)).is_some_and(|r| {
                     matches!(r.phase, RequestPhase::Planned | RequestPhase::MigReady | RequestPhase::Active)
                 });
@@ -225,7 +226,8 @@ impl Planner<'_> {
         let Some(node) = self.nodes.current(name) else { return };
         let o = self.o;
         let slurm = o.slurm.as_ref().and_then(|s| s.get(name));
-        if let Some(vm) = o.vms.as_ref().and_then(|v| v.get(name)) {
+        let sight = self.sight(name);
+        if let Sight::Seen(vm) = sight {
             if being_deleted(vm) {
                 return; // neither adopted nor deleted again: it is going
             }
@@ -255,8 +257,8 @@ impl Planner<'_> {
             }
             return;
         }
-        if self.o.vms.is_none() {
-            return;
+        if let Sight::Unknown = sight {
+            return; // its VM may exist where GCE did not answer: nothing is concluded
         }
         if node.is_static {
             if self.in_backoff(&node.nodeset).is_none() {

@@ -25,6 +25,7 @@ fn node_ref(c: &PlanConfig, name: &str) -> Option<(String, u32, bool)> {
 fn cfg() -> PlanConfig {
     let ns = |name: &str, qt: u64| NodesetPlan {
         name: name.into(),
+        zones: vec!["us-central1-a".into()],
         max_run_duration: 604_800,
         use_job_duration: true,
         boot_allowance: 600,
@@ -761,4 +762,78 @@ fn deleted_vms_are_named_by_the_zone_they_were_listed_in() {
     assert_eq!(mig, "hpc-a-t1");
     let urls: Vec<String> = instances.iter().map(VmRef::url).collect();
     assert_eq!(urls, ["zones/us-central1-a/instances/hpc-a-8", "zones/us-central1-b/instances/hpc-a-9"]);
+}
+
+/// A node whose VM is up (RUNNING, recorded), in nodeset `name`'s MIG.
+fn up_node(name: &str, mig: &str) -> Node {
+    let mut n = node(name, NodeState::Up);
+    n.vm_status = Some(VmStatus::Running);
+    n.mig = Some(mig.into());
+    n.job_id = Some(7);
+    n
+}
+
+/// A partial VM list (zone us-central1-a unreachable) is a failed list for every node whose VM could
+/// be there: nothing is judged gone, expired or orphaned, nothing is requested; nodesets in zones that
+/// answered go on as usual.
+#[test]
+fn a_partial_vm_list_judges_nothing_gone_in_the_zones_it_left_out() {
+    let mut pending = node("hpc-a-5", NodeState::ResumePending);
+    pending.job_id = Some(8);
+    let mut expired = up_node("hpc-a-6", "m1");
+    expired.termination_time = Some(t0() - Duration::minutes(5));
+    let mut suspending = node("hpc-a-7", NodeState::Suspending);
+    suspending.mig = Some("m1".into());
+    let mut w = World::new()
+        .with_static()
+        .node(up_node("hpc-a-1", "m1"))
+        .node(expired)
+        .node(pending)
+        .node(suspending)
+        .node(up_node("hpc-b-0", "m2")) // static
+        .node(node("hpc-a-9", NodeState::PoweredDown))
+        .node(up_node("hpc-gpu-1", "m3"))
+        .mig(mig("m1", MigState::Active), Some(3))
+        .slurm("hpc-a-1", slurm("allocated", &["CLOUD"], ""))
+        .slurm("hpc-a-9", slurm("idle", &["CLOUD"], ""))
+        .slurm("hpc-gpu-1", slurm("allocated", &["CLOUD"], ""));
+    w.c.nodesets.get_mut("gpu").unwrap().zones = vec!["us-central1-b".into()];
+    w.o.unreachable_zones.insert("us-central1-a".into());
+    let p = w.plan();
+    for n in ["hpc-a-1", "hpc-a-5", "hpc-a-6", "hpc-a-7", "hpc-b-0", "hpc-a-9"] {
+        assert!(node_after(&p, n).is_none(), "{n} keeps its state: {:?}", node_after(&p, n));
+        assert!(!p.events.iter().any(|e| e.nodes.iter().any(|x| x == n)), "{n}: {:?}", p.events);
+        for st in ["down", "power_down_force", "power_up"] {
+            assert!(!has_update(&p, n, st), "{n} {st}: {:?}", p.slurm);
+        }
+    }
+    assert!(p.new_groups.is_empty(), "no VM is requested while its name may exist: {:?}", p.new_groups);
+    assert!(p.gce.is_empty(), "{:?}", p.gce);
+    // gpu's zone answered: its node whose VM is missing is judged as always.
+    assert_eq!(node_after(&p, "hpc-gpu-1").unwrap().state, NodeState::PoweredDown);
+    assert!(has_update(&p, "hpc-gpu-1", "down"));
+    assert!(p.events.iter().any(|e| e.kind == EventKind::VmLost && e.nodes == ["hpc-gpu-1"]));
+
+    // A zone no nodeset names (a reload removed it) may hold any node's VM: nothing is judged.
+    let mut w = World::new().node(up_node("hpc-gpu-1", "m3"));
+    w.o.unreachable_zones.insert("us-central1-z".into());
+    let p = w.plan();
+    assert!(node_after(&p, "hpc-gpu-1").is_none() && p.events.is_empty(), "{:?}", p.events);
+
+    // The zone answers again and the VM is not there: now it is gone.
+    let w = World::new().node(up_node("hpc-a-1", "m1")).slurm("hpc-a-1", slurm("allocated", &["CLOUD"], ""));
+    let p = w.plan();
+    assert_eq!(node_after(&p, "hpc-a-1").unwrap().state, NodeState::PoweredDown);
+    assert!(p.events.iter().any(|e| e.kind == EventKind::VmLost));
+}
+
+/// A failed MIG list decides nothing about MIGs: none is marked gone or collected.
+#[test]
+fn a_failed_mig_list_collects_nothing() {
+    let mut m = mig("hpc-a-j1-t0000001", MigState::Active);
+    m.empty_since = Some(t0() - Duration::hours(1));
+    let mut w = World::new().mig(m, None);
+    w.o.migs = None;
+    let p = w.plan();
+    assert!(p.gce.is_empty() && p.migs.is_empty() && p.events.is_empty(), "{:?} {:?}", p.gce, p.migs);
 }

@@ -27,6 +27,11 @@ pub struct Args {
     #[arg(long, value_name = "VERSION", requires = "print_slurm_conf")]
     pub slurm_version: Option<SlurmVersion>,
 
+    /// Also read each nodeset's instance template from GCE (read-only) and check that it can work
+    /// for DWS Flex Start; exit 2 naming the nodeset, the field and the value it needs.
+    #[arg(long)]
+    pub online: bool,
+
     /// Config file to check (the same as --config).
     #[arg(value_name = "PATH")]
     pub path: Option<PathBuf>,
@@ -56,6 +61,18 @@ pub fn run(config: Option<&Path>, args: &Args, out: &mut impl Write) -> Result<(
             return Err(e.into());
         }
     };
+    if args.online {
+        let problems = super::check_online::template_problems(&config)?;
+        if let Some(first) = problems.first() {
+            write_out(out, &format!("{}\n", problems.join("\n")))?;
+            let more = problems.len() - 1;
+            return Err(CliError::usage(if more > 0 {
+                format!("{first} (and {more} more)")
+            } else {
+                first.clone()
+            }));
+        }
+    }
     if args.print_slurm_conf {
         let hook_dir = match &args.hook_dir {
             Some(dir) if dir.is_absolute() => dir.clone(),

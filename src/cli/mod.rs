@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod check_config;
+pub mod check_online;
 pub mod table;
 
 use std::io::Write;

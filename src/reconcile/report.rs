@@ -77,6 +77,10 @@ pub struct PassReport {
     /// expired or orphaned. The pass is degraded while there are any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreachable_zones: Vec<String>,
+    /// Nodesets refused because their instance template cannot work for DWS Flex Start, with why
+    /// (the field and the value it needs). Their nodes get no VM; the pass is degraded.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub refused_nodesets: std::collections::BTreeMap<String, String>,
 }
 
 impl PassReport {
@@ -98,6 +102,7 @@ impl PassReport {
             next_pass_in_secs,
             degraded_since: None,
             unreachable_zones: Vec::new(),
+            refused_nodesets: Default::default(),
         }
     }
 

@@ -211,6 +211,12 @@ pub struct Observed {
     /// Zones the VM list left out this pass (GCE's partial success: `UNREACHABLE`). A VM there is
     /// unknown, not gone: nothing is decided from its absence ([`Observed::vm_zone_unknown`]).
     pub unreachable_zones: BTreeSet<String>,
+    /// VMs this pass had GCE delete (learnt from the steps done, not listed): their names stay taken
+    /// until a list no longer shows them, so none is requested again in the same pass.
+    pub deleting: BTreeSet<String>,
+    /// Nodesets whose instance template cannot work for DWS Flex Start, with why
+    /// (`gce::flex_template_problems`): nothing is requested for their nodes.
+    pub refused_nodesets: BTreeMap<String, String>,
     /// Owned MIGs by name; `None` when the list failed this pass.
     pub migs: Option<BTreeMap<String, ObservedMig>>,
     /// Resize requests polled this pass, by MIG name: the active request of each recorded group, and

@@ -263,11 +263,16 @@ node_count_dynamic_max = {dy}
         }
     }
 
-    /// What the fake Slurm of [`World::recording_slurm`] shows from now on.
+    /// What the fake Slurm of [`World::recording_slurm`] shows from now on (a node "down" has a
+    /// `slurm-dws:` reason).
     pub fn set_slurm_nodes(&self, nodes: &[(&str, &str, &[&str])]) {
         let nodes: Vec<Value> = nodes
             .iter()
-            .map(|(name, state, flags)| json!({"name": name, "state": state, "state_flags": flags, "reason": ""}))
+            .map(|(name, state, flags)| {
+                // A DOWN node carries a reason as slurm-dws sets it.
+                let reason = if *state == "down" { "slurm-dws: set by the test" } else { "" };
+                json!({"name": name, "state": state, "state_flags": flags, "reason": reason})
+            })
             .collect();
         let p = self.path().join("slurm-bin").join("sinfo.json");
         let tmp = p.with_extension("tmp");

@@ -277,10 +277,11 @@ enum Sight<'a> {
 }
 
 /// GCE shows a VM whose deletion is under way as STOPPING until it is gone: asking again would only
-/// repeat the call every pass (and a dying VM must not be adopted). A VM that stops and stays stopped
-/// (TERMINATED) is handled as any other.
+/// repeat the call every pass (and a dying VM must not be adopted). PENDING_STOP and DEPROVISIONING
+/// are on the same way out. A VM that stops and stays stopped (TERMINATED) has failed
+/// ([`VmStatus::stays_down`]): it is deleted.
 fn being_deleted(vm: &ObservedVm) -> bool {
-    vm.status == VmStatus::Stopping
+    vm.status.going_away()
 }
 
 /// A fresh record for a node slurm-dws has not tracked before.

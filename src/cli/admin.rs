@@ -345,6 +345,7 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<(String, Option<CliErro
         "config": cfg.source.display().to_string(),
         "state_dir": cfg.state_dir.display().to_string(),
         "unreachable_zones": last_pass.as_ref().map(|p| p.unreachable_zones.clone()).unwrap_or_default(),
+        "refused_nodesets": last_pass.as_ref().map(|p| p.refused_nodesets.clone()).unwrap_or_default(),
         "last_pass": last_pass,
         "nodes": counts,
         "requests_open": requests.len(),
@@ -404,6 +405,9 @@ pub async fn status(cfg: &Config, l: &Listing) -> Result<(String, Option<CliErro
             "unreachable:   zone {} (GCE did not list its VMs: nothing there is judged gone until it answers)\n",
             p.unreachable_zones.join(", ")
         ));
+    }
+    for (ns, why) in last_pass.iter().flat_map(|p| &p.refused_nodesets) {
+        s.push_str(&format!("refused:       nodeset {ns}: {why}; its nodes get no VM\n"));
     }
     s.push_str(&format!(
         "nodes:         {}\n",

@@ -130,7 +130,11 @@ impl Reconciler {
         let sources =
             Sources { cfg: &self.cfg, naming: &self.plan_cfg.naming, gce: &self.gce, slurm: &self.slurm };
         o.observed = observe::gce_and_slurm(&sources, &desired, &inbox, &mut o.errors).await;
-        self.check_templates(&mut o.errors).await;
+        if o.observed.vms.is_some() || o.observed.migs.is_some() {
+            // GCE answers: read the templates not read yet (with GCE down they would only add
+            // their retry deadline to this pass).
+            self.check_templates(&mut o.errors).await;
+        }
         o.observed.refused_nodesets =
             self.templates.iter().filter_map(|(ns, why)| Some((ns.clone(), why.clone()?))).collect();
         for (ns, why) in &o.observed.refused_nodesets {
@@ -164,18 +168,30 @@ impl Reconciler {
     }
 
     /// Reads the instance template of each flex nodeset not read yet this run and judges it
-    /// (`gce::check_flex_template`). A refusal is logged and recorded as a `nodeset_refused` event
+    /// (`gce::check_flex_template`), all at once: a template that does not answer delays the pass
+    /// by one client deadline at most. A refusal is logged and recorded as a `nodeset_refused` event
     /// once; a template GCE did not answer for is an error of this pass and is read again next pass.
     async fn check_templates(&mut self, errors: &mut Vec<String>) {
-        let unread: Vec<(String, String)> = self
-            .cfg
-            .nodesets
-            .iter()
-            .filter(|n| n.dws_flex.enabled && !self.templates.contains_key(&n.name))
-            .map(|n| (n.name.clone(), n.instance_template.clone()))
-            .collect();
-        for (ns, template) in unread {
-            match gce::check_flex_template(&self.gce, &template).await {
+        let mut reads = tokio::task::JoinSet::new();
+        for n in
+            self.cfg.nodesets.iter().filter(|n| n.dws_flex.enabled && !self.templates.contains_key(&n.name))
+        {
+            let (gce, ns, template) = (self.gce.clone(), n.name.clone(), n.instance_template.clone());
+            reads.spawn(async move {
+                let checked = gce::check_flex_template(&gce, &template).await;
+                (ns, template, checked)
+            });
+        }
+        let mut checked = Vec::new();
+        while let Some(joined) = reads.join_next().await {
+            match joined {
+                Ok(c) => checked.push(c),
+                Err(e) => errors.push(format!("reading an instance template: {e}")),
+            }
+        }
+        checked.sort_by(|a, b| a.0.cmp(&b.0));
+        for (ns, template, result) in checked {
+            match result {
                 Ok(problems) if problems.is_empty() => {
                     tracing::info!(nodeset = %ns, %template, "instance template fits DWS Flex Start");
                     self.templates.insert(ns, None);

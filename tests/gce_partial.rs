@@ -188,10 +188,7 @@ async fn a_nodeset_with_a_template_that_cannot_work_is_refused_and_the_other_wor
     assert!(status["degraded"]["reasons"].to_string().contains("nodeset b refused"), "{status}");
     assert!(status["refused_nodesets"]["b"].as_str().unwrap().contains(need), "{status}");
     let text = String::from_utf8_lossy(&w.cli(&["status"]).stdout).to_string();
-    assert!(
-        text.contains(&format!("refused:       nodeset b: instance template")) && text.contains(need),
-        "{text}"
-    );
+    assert!(text.contains("refused:       nodeset b: instance template") && text.contains(need), "{text}");
     let events = w.cli_json(&["events"]);
     let refused: Vec<&serde_json::Value> =
         events.as_array().unwrap().iter().filter(|e| e["kind"] == json!("nodeset_refused")).collect();

@@ -3,7 +3,9 @@
 //!
 //! Nothing here changes anything. What could not be read is an error in the [`Observation`]
 //! (and so in the pass report), and the part it would have shown is `None` in [`Observed`], so the
-//! planner concludes nothing from its absence.
+//! planner concludes nothing from its absence. A VM list GCE answered only in part (a zone that
+//! did not answer) names those zones in [`Observed::unreachable_zones`], with an error: the planner
+//! concludes nothing about VMs that could be there.
 
 use super::gce_edge;
 use super::plan::EOL_PREFIX;

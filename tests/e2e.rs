@@ -36,6 +36,7 @@ on_both_slurms!(
     e2e_6_slurmctld_restart_while_powering_up_converges,
     e2e_run_durations_follow_real_time_limits,
     e2e_7_host_failure_requeues_the_job_and_replaces_the_static_node,
+    e2e_8_an_unreachable_zone_leaves_running_jobs_alone,
 );
 
 fn slurm_available(slurm: SlurmGeneration) -> bool {
@@ -361,6 +362,48 @@ fn e2e_7_host_failure_requeues_the_job_and_replaces_the_static_node(slurm: Slurm
         (sacct_like_state(&s, j2) == "COMPLETED").then_some(())
     });
     assert_eq!(ran_on(&out2), vec!["hpc-s-0"]);
+}
+
+/// Scenario 8: GCE cannot reach the zone of a running job's node (its aggregated list answers a
+/// partial success) for several passes: the node stays in service and the job runs to its end, never
+/// requeued; the static node is not re-provisioned. Then the zone answers and nothing happens.
+fn e2e_8_an_unreachable_zone_leaves_running_jobs_alone(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    let s = Stack::start(spec(slurm, vec![StackNodeset::new("s", 1, 2)], "")).unwrap();
+    wait(&s, "the static node provisioned and idle", 60, || {
+        (node_state(&s, "hpc-s-0") == "idle").then_some(())
+    });
+    let (job, out) = sbatch(
+        &s,
+        "outage",
+        &["-N1", "--time=10", "-p", "s", "-x", "hpc-s-0", "--requeue"],
+        "srun printenv SLURMD_NODENAME; sleep 15",
+    );
+    let node = wait(&s, "job RUNNING", 60, || {
+        let j = s.cluster.job_info(job)?;
+        (j.get("JobState")? == "RUNNING").then(|| j.get("NodeList").cloned().unwrap_or_default())
+    });
+    s.sim_post("zones/us-central1-a/unreachable", &json!({"aggregated": "partial"}));
+    wait(&s, "a pass that saw the zone unreachable", 30, || {
+        (s.cli_json(&["status"])["unreachable_zones"] == json!(["us-central1-a"])).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(restarts(&s, job), 0, "the job was not requeued");
+    assert_eq!(node_state(&s, "hpc-s-0"), "idle");
+    let states = s.cli_json(&["nodes"]);
+    assert!(
+        states.as_array().unwrap().iter().all(|n| n["name"] != json!(node) || n["state"] == json!("up")),
+        "{states}"
+    );
+    s.sim_delete("zones/us-central1-a/unreachable");
+    wait(&s, "the job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    assert_eq!(restarts(&s, job), 0, "never requeued");
+    assert_eq!(ran_on(&out), vec![node.clone()]);
+    let events = s.cli(&["events", "--node", &node]);
+    assert!(!events.contains("vm_lost") && !events.contains("drift"), "{events}");
+    assert_eq!(s.cli_json(&["status"])["unreachable_zones"], json!([]));
 }
 
 /// Scenario 5: the daemon is SIGKILLed right after a resume hook returns; restarted, the job still runs,

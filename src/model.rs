@@ -518,12 +518,45 @@ mod tests {
             "SUSPENDED",
             "REPAIRING",
             "TERMINATED",
+            "PENDING",
+            "PENDING_STOP",
+            "DEPROVISIONING",
+            "STOPPED",
         ] {
             let v = VmStatus::from(s);
             assert!(!matches!(v, VmStatus::Other(_)), "{s}");
             assert_eq!(v.as_str(), s);
         }
-        assert_eq!(VmStatus::from("PENDING_STOP"), VmStatus::Other("PENDING_STOP".into()));
+        // Each known status is in exactly one class, or none (RUNNING, REPAIRING).
+        for (s, class) in [
+            ("PENDING", "coming up"),
+            ("PROVISIONING", "coming up"),
+            ("STAGING", "coming up"),
+            ("RUNNING", ""),
+            ("REPAIRING", ""),
+            ("PENDING_STOP", "going away"),
+            ("STOPPING", "going away"),
+            ("DEPROVISIONING", "going away"),
+            ("TERMINATED", "stays down"),
+            ("STOPPED", "stays down"),
+            ("SUSPENDING", "stays down"),
+            ("SUSPENDED", "stays down"),
+            ("SOMETHING_NEW", ""),
+        ] {
+            let v = VmStatus::from(s);
+            let got = [
+                (v.coming_up(), "coming up"),
+                (v.going_away(), "going away"),
+                (v.stays_down(), "stays down"),
+            ]
+            .iter()
+            .filter(|(yes, _)| *yes)
+            .map(|(_, c)| *c)
+            .collect::<Vec<_>>()
+            .join(",");
+            assert_eq!(got, class, "{s}");
+        }
+        assert_eq!(VmStatus::from("HIBERNATED"), VmStatus::Other("HIBERNATED".into()));
         assert_eq!(VmStatus::from("RUNNING".to_string()), VmStatus::Running);
         let unknown: GceRequestState = serde_json::from_str("\"PROVISIONING\"").unwrap();
         assert_eq!(unknown, GceRequestState::Other("PROVISIONING".into()));

@@ -139,8 +139,11 @@ impl<'a> Planner<'a> {
         if let Some(vm) = vms.get(name) {
             return Sight::Seen(vm);
         }
-        let nodeset = self.nodes.get(name).map(|n| n.nodeset.clone());
-        let zones = nodeset.as_ref().and_then(|ns| self.cfg.nodesets.get(ns)).map(|n| n.zones.as_slice());
+        if o.unreachable_zones.is_empty() {
+            return Sight::Gone; // every zone answered (this runs for every node, every pass)
+        }
+        let nodeset = self.nodes.get(name).map(|n| n.nodeset.as_str());
+        let zones = nodeset.and_then(|ns| self.cfg.nodesets.get(ns)).map(|n| n.zones.as_slice());
         if o.vm_zone_unknown(zones, &self.cfg.nodesets) {
             Sight::Unknown
         } else {

@@ -236,6 +236,9 @@ string_enum! {
         BackoffEnded => "backoff_ended",
         /// Nodes resumed during a nodeset backoff were answered at once.
         BackoffRefused => "backoff_refused",
+        /// A nodeset's instance template cannot work for DWS Flex Start: the nodeset is refused (its
+        /// nodes get no VM; resumes are answered at once), naming the field and the value it needs.
+        NodesetRefused => "nodeset_refused",
         /// A run duration fell back to `max_run_duration` or was clamped.
         RunDuration => "run_duration",
         /// A VM, MIG or resize request found in GCE but not on record was taken over.
@@ -248,6 +251,9 @@ string_enum! {
         Expired => "expired",
         /// A node's VM vanished before the end of its run duration.
         VmLost => "vm_lost",
+        /// A node's VM stopped and will not run again (TERMINATED after a host failure, STOPPED,
+        /// SUSPENDED): the node left service and the VM is deleted.
+        VmFailed => "vm_failed",
         /// A node's VM is not in a MIG slurm-dws owns: slurm-dws leaves it alone.
         NotOwned => "not_owned",
         /// A VM in an owned MIG backed no node: deleted.
@@ -284,22 +290,52 @@ impl From<HookKind> for EventKind {
 }
 
 open_enum! {
-    /// GCE's status of a VM (an instance's `status`), as last observed.
+    /// GCE's status of a VM (an instance's `status`), as last observed: every value of the v1
+    /// discovery document's `Instance.status` enum (docs/gce-facts.md, "Instances").
     VmStatus {
+        /// Flex Start: waiting for capacity from DWS.
+        Pending => "PENDING",
         /// Resources are being allocated.
         Provisioning => "PROVISIONING",
         /// Resources are acquired; the VM is booting.
         Staging => "STAGING",
         Running => "RUNNING",
+        /// Shutting down gracefully (on its way to STOPPING).
+        PendingStop => "PENDING_STOP",
         /// Stopping, or being deleted: a VM under deletion shows STOPPING until it is gone
         /// (docs/gce-facts.md, "Instances").
         Stopping => "STOPPING",
+        /// Halted; GCE is tearing it down (network, quota, disks).
+        Deprovisioning => "DEPROVISIONING",
+        /// Stopped successfully; stays so until someone starts it.
+        Stopped => "STOPPED",
         Suspending => "SUSPENDING",
         Suspended => "SUSPENDED",
-        /// Being repaired by GCE (host error).
+        /// Being repaired by GCE (host error); it may run again.
         Repairing => "REPAIRING",
-        /// Stopped, and staying stopped.
+        /// Stopped (by an action or a failure of its host), and staying stopped.
         Terminated => "TERMINATED",
+    }
+}
+
+impl VmStatus {
+    /// PENDING, PROVISIONING or STAGING: the VM is coming up and becomes RUNNING by itself. Its node
+    /// is neither lost nor ready.
+    pub fn coming_up(&self) -> bool {
+        matches!(self, VmStatus::Pending | VmStatus::Provisioning | VmStatus::Staging)
+    }
+
+    /// PENDING_STOP, STOPPING or DEPROVISIONING: on its way out (a deletion under way shows
+    /// STOPPING); neither to be adopted nor to be deleted again.
+    pub fn going_away(&self) -> bool {
+        matches!(self, VmStatus::PendingStop | VmStatus::Stopping | VmStatus::Deprovisioning)
+    }
+
+    /// TERMINATED, STOPPED, SUSPENDING or SUSPENDED: the VM will not be RUNNING again unless someone
+    /// starts or resumes it, and nobody does for a Flex Start VM (its MIG does nothing on failure:
+    /// `defaultActionOnFailure: DO_NOTHING`). Its node has failed.
+    pub fn stays_down(&self) -> bool {
+        matches!(self, VmStatus::Terminated | VmStatus::Stopped | VmStatus::Suspending | VmStatus::Suspended)
     }
 }
 
@@ -495,12 +531,14 @@ mod tests {
                 "backoff",
                 "backoff_ended",
                 "backoff_refused",
+                "nodeset_refused",
                 "run_duration",
                 "adopted",
                 "drift",
                 "returned",
                 "expired",
                 "vm_lost",
+                "vm_failed",
                 "not_owned",
                 "orphan",
                 "mig_deleted",
@@ -534,12 +572,45 @@ mod tests {
             "SUSPENDED",
             "REPAIRING",
             "TERMINATED",
+            "PENDING",
+            "PENDING_STOP",
+            "DEPROVISIONING",
+            "STOPPED",
         ] {
             let v = VmStatus::from(s);
             assert!(!matches!(v, VmStatus::Other(_)), "{s}");
             assert_eq!(v.as_str(), s);
         }
-        assert_eq!(VmStatus::from("PENDING_STOP"), VmStatus::Other("PENDING_STOP".into()));
+        // Each known status is in exactly one class, or none (RUNNING, REPAIRING).
+        for (s, class) in [
+            ("PENDING", "coming up"),
+            ("PROVISIONING", "coming up"),
+            ("STAGING", "coming up"),
+            ("RUNNING", ""),
+            ("REPAIRING", ""),
+            ("PENDING_STOP", "going away"),
+            ("STOPPING", "going away"),
+            ("DEPROVISIONING", "going away"),
+            ("TERMINATED", "stays down"),
+            ("STOPPED", "stays down"),
+            ("SUSPENDING", "stays down"),
+            ("SUSPENDED", "stays down"),
+            ("SOMETHING_NEW", ""),
+        ] {
+            let v = VmStatus::from(s);
+            let got = [
+                (v.coming_up(), "coming up"),
+                (v.going_away(), "going away"),
+                (v.stays_down(), "stays down"),
+            ]
+            .iter()
+            .filter(|(yes, _)| *yes)
+            .map(|(_, c)| *c)
+            .collect::<Vec<_>>()
+            .join(",");
+            assert_eq!(got, class, "{s}");
+        }
+        assert_eq!(VmStatus::from("HIBERNATED"), VmStatus::Other("HIBERNATED".into()));
         assert_eq!(VmStatus::from("RUNNING".to_string()), VmStatus::Running);
         let unknown: GceRequestState = serde_json::from_str("\"PROVISIONING\"").unwrap();
         assert_eq!(unknown, GceRequestState::Other("PROVISIONING".into()));

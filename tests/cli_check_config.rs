@@ -304,3 +304,86 @@ fn the_key_file_must_be_readable_by_the_service_user() {
         assert!(out.contains("mode 600"), "{out}");
     }
 }
+
+/// `check-config --online` against the simulator: it reads each nodeset's instance template (global
+/// or regional, as the config names it) and exits 2 naming the nodeset, the field and the value DWS
+/// Flex Start needs; a config whose templates fit passes; GCE not answering is exit 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_check_reads_each_template_and_names_what_does_not_fit() {
+    let sim = gce_sim::start(gce_sim::SimOptions::default()).await.unwrap();
+    let http = reqwest::Client::new();
+    let control = format!("http://{}/_sim/templates", sim.addr());
+    let good = devcluster::stack::flex_template("good-flex");
+    let mut bad = devcluster::stack::flex_template("bad-std");
+    bad["properties"]["scheduling"]["provisioningModel"] = serde_json::json!("STANDARD");
+    bad["properties"]["reservationAffinity"]["consumeReservationType"] = serde_json::json!("ANY_RESERVATION");
+    for t in [&good, &bad] {
+        let r = http.post(&control).json(t).send().await.unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = |templates: &[(&str, &str)], endpoint: &str| {
+        let mut text = format!(
+            "cluster_name = \"hpc\"\nstate_dir = \"{}\"\n[gcp]\nproject = \"p\"\nregion = \"us-central1\"\n\
+             endpoint = \"{endpoint}\"\ncredentials = \"none\"\nrequest_timeout = 2\nretry_deadline = 3\n",
+            dir.path().join("state").display()
+        );
+        for (ns, t) in templates {
+            text.push_str(&format!(
+                "[[nodeset]]\nname = \"{ns}\"\ninstance_template = \"{t}\"\nzones = [\"us-central1-a\"]\nnode_count_dynamic_max = 2\n"
+            ));
+        }
+        let path = dir.path().join(format!("c{}.toml", templates.len()));
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let run = |path: String| {
+        tokio::task::spawn_blocking(move || slurm_dws(&["check-config", "--config-only", "--online", &path]))
+    };
+    let url = sim.base_url();
+
+    let fits = config(&[("a", "projects/p/global/instanceTemplates/good-flex")], &url);
+    let o = run(fits).await.unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("is valid"), "{}", stdout(&o));
+
+    let mixed = config(
+        &[
+            ("a", "projects/p/global/instanceTemplates/good-flex"),
+            ("b", "projects/p/regions/us-central1/instanceTemplates/bad-std"),
+            ("c", "projects/p/global/instanceTemplates/missing"),
+        ],
+        &url,
+    );
+    let o = run(mixed).await.unwrap();
+    let err = assert_rejected(&o, "nodeset b");
+    assert!(
+        err.contains("properties.scheduling.provisioningModel is STANDARD, DWS Flex Start needs FLEX_START"),
+        "{err}"
+    );
+    assert!(err.contains("(and 2 more problems)"), "{err}");
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[1].starts_with("nodeset b: instance template projects/p/regions/us-central1/instanceTemplates/bad-std: properties.reservationAffinity.consumeReservationType is ANY_RESERVATION, DWS Flex Start needs NO_RESERVATION"), "{out}");
+    assert!(
+        lines[2].starts_with(
+            "nodeset c: instance template projects/p/global/instanceTemplates/missing: instance_template is"
+        ),
+        "{out}"
+    );
+    assert!(
+        lines[2].contains("which GCE does not have (404)")
+            && lines[2].contains("needs an existing instance template"),
+        "{out}"
+    );
+    assert!(!out.contains("nodeset a"), "{out}");
+
+    // GCE does not answer: nothing can be said, exit 1.
+    let down =
+        config(&[("a", "projects/p/global/instanceTemplates/good-flex")], "http://127.0.0.1:9/compute/v1/");
+    let o = run(down).await.unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("reading the instance template"), "{}", stderr(&o));
+    sim.shutdown().await;
+}

@@ -35,6 +35,8 @@ on_both_slurms!(
     e2e_5_daemon_killed_after_the_resume_hook_recovers_without_duplicates,
     e2e_6_slurmctld_restart_while_powering_up_converges,
     e2e_run_durations_follow_real_time_limits,
+    e2e_7_host_failure_requeues_the_job_and_replaces_the_static_node,
+    e2e_8_an_unreachable_zone_leaves_running_jobs_alone,
 );
 
 fn slurm_available(slurm: SlurmGeneration) -> bool {
@@ -312,6 +314,99 @@ fn e2e_4_expiry_requeues_the_job_and_reprovisions_the_static_node(slurm: SlurmGe
         (sacct_like_state(&s, j2) == "COMPLETED").then_some(())
     });
     assert_eq!(ran_on(&out2), vec!["hpc-s-0"]);
+}
+
+/// Scenario 7: a VM fails on its host mid-job and stays TERMINATED (its MIG does nothing on failure):
+/// the job is requeued and completes, the failed VM is deleted; a static node whose VM fails is
+/// replaced and idle again with no admin action.
+fn e2e_7_host_failure_requeues_the_job_and_replaces_the_static_node(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    let s = Stack::start(spec(slurm, vec![StackNodeset::new("s", 1, 2)], "")).unwrap();
+    wait(&s, "the static node provisioned and idle", 60, || {
+        (node_state(&s, "hpc-s-0") == "idle").then_some(())
+    });
+    let (job, out) = sbatch(
+        &s,
+        "hostfail",
+        &["-N1", "--time=10", "-p", "s", "-x", "hpc-s-0", "--requeue"],
+        "srun printenv SLURMD_NODENAME; sleep 20",
+    );
+    let node = wait(&s, "job RUNNING", 60, || {
+        let j = s.cluster.job_info(job)?;
+        (j.get("JobState")? == "RUNNING").then(|| j.get("NodeList").cloned().unwrap_or_default())
+    });
+    let t0 = Instant::now();
+    s.sim_post(&format!("instances/{node}/fail"), &json!({}));
+    wait(&s, "the job requeued after the host failure", 30, || (restarts(&s, job) >= 1).then_some(()));
+    eprintln!("[e2e-7] VM failed -> job requeued in {:?}", t0.elapsed());
+    wait(&s, "the failed VM deleted", 30, || (!s.vms().contains(&node)).then_some(()));
+    let events = s.cli(&["events", "--node", &node]);
+    assert!(events.contains("vm_failed") && events.contains("TERMINATED"), "{events}");
+    wait(&s, "the requeued job COMPLETED", 120, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    assert!(!ran_on(&out).is_empty());
+
+    // The static node's VM fails: replaced, back in service with no admin action.
+    let t0 = Instant::now();
+    s.sim_post("instances/hpc-s-0/fail", &json!({}));
+    wait(&s, "the static node out of service", 30, || (node_state(&s, "hpc-s-0") != "idle").then_some(()));
+    wait(&s, "the static node replaced and idle", 90, || {
+        (node_state(&s, "hpc-s-0") == "idle" && s.vms().contains(&"hpc-s-0".to_string())).then_some(())
+    });
+    eprintln!("[e2e-7] static node failed -> idle again in {:?}", t0.elapsed());
+    let (j2, out2) = sbatch(
+        &s,
+        "static",
+        &["-N1", "--time=10", "-p", "s", "-w", "hpc-s-0"],
+        "hostname >/dev/null; srun printenv SLURMD_NODENAME",
+    );
+    wait(&s, "a job on the replaced static node", 60, || {
+        (sacct_like_state(&s, j2) == "COMPLETED").then_some(())
+    });
+    assert_eq!(ran_on(&out2), vec!["hpc-s-0"]);
+}
+
+/// Scenario 8: GCE cannot reach the zone of a running job's node (its aggregated list answers a
+/// partial success) for several passes: the node stays in service and the job runs to its end, never
+/// requeued; the static node is not re-provisioned. Then the zone answers and nothing happens.
+fn e2e_8_an_unreachable_zone_leaves_running_jobs_alone(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    let s = Stack::start(spec(slurm, vec![StackNodeset::new("s", 1, 2)], "")).unwrap();
+    wait(&s, "the static node provisioned and idle", 60, || {
+        (node_state(&s, "hpc-s-0") == "idle").then_some(())
+    });
+    let (job, out) = sbatch(
+        &s,
+        "outage",
+        &["-N1", "--time=10", "-p", "s", "-x", "hpc-s-0", "--requeue"],
+        "srun printenv SLURMD_NODENAME; sleep 15",
+    );
+    let node = wait(&s, "job RUNNING", 60, || {
+        let j = s.cluster.job_info(job)?;
+        (j.get("JobState")? == "RUNNING").then(|| j.get("NodeList").cloned().unwrap_or_default())
+    });
+    s.sim_post("zones/us-central1-a/unreachable", &json!({"aggregated": "partial"}));
+    wait(&s, "a pass that saw the zone unreachable", 30, || {
+        (s.cli_json(&["status"])["unreachable_zones"] == json!(["us-central1-a"])).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(restarts(&s, job), 0, "the job was not requeued");
+    assert_eq!(node_state(&s, "hpc-s-0"), "idle");
+    let states = s.cli_json(&["nodes"]);
+    assert!(
+        states.as_array().unwrap().iter().all(|n| n["name"] != json!(node) || n["state"] == json!("up")),
+        "{states}"
+    );
+    s.sim_delete("zones/us-central1-a/unreachable");
+    wait(&s, "the job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    assert_eq!(restarts(&s, job), 0, "never requeued");
+    assert_eq!(ran_on(&out), vec![node.clone()]);
+    let events = s.cli(&["events", "--node", &node]);
+    assert!(!events.contains("vm_lost") && !events.contains("drift"), "{events}");
+    assert_eq!(s.cli_json(&["status"])["unreachable_zones"], json!([]));
 }
 
 /// Scenario 5: the daemon is SIGKILLed right after a resume hook returns; restarted, the job still runs,

@@ -538,8 +538,39 @@ async fn lists_follow_every_page_with_the_filter() {
             ok(json!({"items": {"zones/b": {"instances": [{"name": "y", "zone": "zones/b"}]}}})),
         ],
     );
-    let all = c.aggregated_list_instances(None).await.unwrap();
+    let (all, unreachable) = c.aggregated_list_instances(None).await.unwrap();
     assert_eq!(all.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(), ["x", "y"]);
+    assert!(unreachable.is_empty(), "NO_RESULTS_ON_PAGE is an empty zone, not a missing one");
+
+    // A partial success: the zones that did not answer are said, whichever way GCE says it.
+    fake.script(
+        "aggregated/instances",
+        vec![
+            ok(json!({"items": {"zones/a": {"instances": [{"name": "x", "zone": "zones/a"}]},
+                                 "zones/b": {"warning": {"code": "UNREACHABLE", "message": "down",
+                                             "data": [{"key": "scope", "value": "zones/b"}]}}},
+                      "unreachables": ["zones/b", "projects/p/zones/c"],
+                      "nextPageToken": "p2"})),
+            ok(json!({"items": {}, "warning": {"code": "PARTIAL_SUCCESS", "message": "some",
+                                                "data": [{"key": "scope", "value": "zones/d"}]}})),
+        ],
+    );
+    let (all, unreachable) = c.aggregated_list_instances(None).await.unwrap();
+    assert_eq!(all.len(), 1);
+    assert_eq!(unreachable.zones.iter().map(String::as_str).collect::<Vec<_>>(), ["b", "c", "d"]);
+    assert_eq!(unreachable.unscoped, None);
+    // A partial answer that names no zone: nothing of it can be trusted for absence.
+    fake.script(
+        "aggregated/instances",
+        vec![ok(
+            json!({"items": {}, "warning": {"code": "PARTIAL_SUCCESS", "message": "some scopes failed"}}),
+        )],
+    );
+    let (_, unreachable) = c.aggregated_list_instances(None).await.unwrap();
+    assert!(
+        unreachable.unscoped.as_deref().is_some_and(|w| w.contains("some scopes failed")),
+        "{unreachable:?}"
+    );
 
     // A server that repeats its token is reported, not followed for ever.
     fake.script(

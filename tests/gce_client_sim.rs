@@ -191,7 +191,7 @@ async fn regional_lifecycle_through_every_endpoint() {
     assert!(vm.created_by().unwrap_or_default().ends_with("hpc-a3u-g1"), "{vm:?}");
     let in_zone = c.list_instances(ZONE, None).await.unwrap();
     assert_eq!(in_zone.len(), 2);
-    let everywhere = c.aggregated_list_instances(Some("name eq 'hpc-a3u-1'")).await.unwrap();
+    let everywhere = c.aggregated_list_instances(Some("name eq 'hpc-a3u-1'")).await.unwrap().0;
     assert_eq!(everywhere.len(), 1);
     assert_eq!(everywhere[0].name, "hpc-a3u-1");
 
@@ -485,7 +485,7 @@ async fn lists_page_through_more_than_a_thousand_vms() {
     let vms = c.list_instances(ZONE, None).await.unwrap();
     assert_eq!(vms.len(), 1050);
     assert_eq!(sim.calls("instances.list").await, 3);
-    let all = c.aggregated_list_instances(None).await.unwrap();
+    let all = c.aggregated_list_instances(None).await.unwrap().0;
     assert_eq!(all.len(), 1050);
     assert_eq!(sim.calls("instances.aggregatedList").await, 3);
     let mis = c.list_managed_instances(&loc, "big", None).await.unwrap();

@@ -241,7 +241,9 @@ async fn sighup_reloads_the_config_without_dropping_work() {
             .map(|r| r["name"].as_str().unwrap().to_string())
     });
 
-    // 1. A nodeset added: its static node is provisioned by the same process, at once.
+    // 1. A nodeset added: its static node is provisioned by the same process, at once. (Its template
+    // exists in the project: the daemon reads it on reload and would refuse the nodeset on a 404.)
+    w.sim_post("templates", devcluster::stack::flex_template("c-flex")).await;
     write_config(&w, |t| t + NODESET_C);
     sighup(&w);
     w.wait_for("the reload logged", 20, || w.daemon_log().contains("config reloaded (SIGHUP)").then_some(()));

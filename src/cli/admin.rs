@@ -337,6 +337,8 @@ pub async fn status(
         "version": env!("CARGO_PKG_VERSION"),
         "config": cfg.source.display().to_string(),
         "state_dir": cfg.state_dir.display().to_string(),
+        "unreachable_zones": last_pass.as_ref().map(|p| p.unreachable_zones.clone()).unwrap_or_default(),
+        "refused_nodesets": last_pass.as_ref().map(|p| p.refused_nodesets.clone()).unwrap_or_default(),
         "last_pass": last_pass,
         "nodes": counts,
         "requests_open": requests.len(),
@@ -402,6 +404,18 @@ pub async fn status(
             None => vec!["none yet".to_string()],
         },
     ));
+    if let Some(p) = last_pass.as_ref().filter(|p| !p.unreachable_zones.is_empty()) {
+        rows.push((
+            "unreachable:",
+            vec![format!(
+                "zone {} (GCE did not list its VMs: nothing there is judged gone until it answers)",
+                p.unreachable_zones.join(", ")
+            )],
+        ));
+    }
+    for (ns, why) in last_pass.iter().flat_map(|p| &p.refused_nodesets) {
+        rows.push(("refused:", vec![format!("nodeset {ns}: {why}; its nodes get no VM")]));
+    }
     rows.push(("nodes:", vec![counts.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")]));
     rows.push(("requests:", vec![format!("{} open, {} queued in GCE", requests.len(), queued.len())]));
     if let Some(r) = oldest {

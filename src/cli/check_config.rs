@@ -34,6 +34,11 @@ pub struct Args {
     #[arg(long, value_name = "VERSION", requires = "print_slurm_conf")]
     pub slurm_version: Option<SlurmVersion>,
 
+    /// Also read each nodeset's instance template from GCE (read-only) and check that it can work
+    /// for DWS Flex Start; exit 2 naming the nodeset, the field and the value it needs.
+    #[arg(long)]
+    pub online: bool,
+
     /// Config file to check (the same as --config).
     #[arg(value_name = "PATH")]
     pub path: Option<PathBuf>,
@@ -79,6 +84,10 @@ pub fn run(config: Option<&Path>, args: &Args, out: &mut impl Write) -> Result<(
     };
     if !args.config_only {
         problems.check_machine(&hook_dir);
+    }
+    if let (true, Some(config)) = (args.online, loaded.as_ref()) {
+        // Template problems are listed with the others; a GCE that does not answer is exit 1.
+        problems.lines.extend(super::check_online::template_problems(config)?);
     }
     if !problems.lines.is_empty() {
         // stderr gets the first problem as one line (via main); stdout lists them all, so one run

@@ -11,6 +11,7 @@
 pub mod admin;
 pub mod check_config;
 pub mod check_machine;
+pub mod check_online;
 pub mod completion;
 pub mod import_slurm_gcp;
 pub mod logging;

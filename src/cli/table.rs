@@ -296,7 +296,13 @@ fn cut(s: &str, width: usize) -> String {
     t
 }
 
-/// The terminal's width: `$COLUMNS`, else the width of the terminal on stdout, else 80.
+/// The width output is fitted to when stdout is not a terminal and `$COLUMNS` is unset: none to
+/// speak of, so that `slurm-dws events | grep ...` and scripts see whole lines, as `ps` and
+/// `sinfo` give them.
+pub const UNLIMITED_WIDTH: usize = 65_536;
+
+/// The terminal's width: `$COLUMNS`, else the width of the terminal on stdout, else (a pipe or a
+/// file) [`UNLIMITED_WIDTH`]: nothing is cut.
 pub fn terminal_width() -> usize {
     if let Some(w) = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()) {
         if w > 0 {
@@ -308,8 +314,10 @@ pub fn terminal_width() -> usize {
     let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
     if r == 0 && ws.ws_col > 0 {
         usize::from(ws.ws_col)
+    } else if r == 0 {
+        80 // a terminal that does not say its width
     } else {
-        80
+        UNLIMITED_WIDTH
     }
 }
 

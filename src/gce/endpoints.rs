@@ -16,7 +16,7 @@ use super::client::{Call, Client, Location};
 use super::error::{GceError, OperationFailed};
 use super::types::{
     last_segment, DeleteInstancesRequest, Instance, InstanceAggregatedPage, InstanceGroupManager,
-    InstanceGroupManagerResizeRequest, InstanceTemplate, ManagedInstance, Operation, Page,
+    InstanceGroupManagerResizeRequest, InstanceTemplate, ManagedInstance, Operation, Page, Unreachable,
 };
 
 /// Items per page asked of list calls (GCE's maximum).
@@ -347,24 +347,31 @@ impl Client {
         .await
     }
 
-    /// Lists every VM of the project in every zone (all pages), optionally filtered. Each
-    /// VM's `zone` says where it is.
-    pub async fn aggregated_list_instances(&self, filter: Option<&str>) -> Result<Vec<Instance>, GceError> {
+    /// Lists every VM of the project in every zone that answered (all pages), optionally
+    /// filtered, and the zones that did not: GCE answers an aggregated list with a partial success
+    /// when a zone is unreachable, and a VM missing from such an answer may well exist. Each VM's
+    /// `zone` says where it is.
+    pub async fn aggregated_list_instances(
+        &self,
+        filter: Option<&str>,
+    ) -> Result<(Vec<Instance>, Unreachable), GceError> {
         let mut out = Vec::new();
-        self.aggregated_list_instances_each(filter, |i| out.push(i)).await?;
-        Ok(out)
+        let unreachable = self.aggregated_list_instances_each(filter, |i| out.push(i)).await?;
+        Ok((out, unreachable))
     }
 
     /// [`Client::aggregated_list_instances`], handing each VM to `each` as its page arrives: a caller
-    /// that keeps a few fields of 10,000 VMs never holds 10,000 full `Instance`s at once.
+    /// that keeps a few fields of 10,000 VMs never holds 10,000 full `Instance`s at once. Returns
+    /// what the answer left out.
     pub async fn aggregated_list_instances_each(
         &self,
         filter: Option<&str>,
         mut each: impl FnMut(Instance),
-    ) -> Result<(), GceError> {
+    ) -> Result<Unreachable, GceError> {
         let method = "instances.aggregatedList".to_string();
         let path = format!("{}/aggregated/instances", self.project_path());
         let mut token = String::new();
+        let mut unreachable = Unreachable::default();
         loop {
             let mut call = Call::new(method.clone(), Method::GET, path.clone());
             call.query.push(("maxResults", PAGE_SIZE.to_string()));
@@ -375,6 +382,7 @@ impl Client {
                 call.query.push(("pageToken", token.clone()));
             }
             let page: InstanceAggregatedPage = self.execute(&call).await?;
+            unreachable.add_page(&page);
             for (scope, list) in page.items {
                 for mut i in list.instances {
                     // A partial response (`fields=`) may leave `zone` out; the scope key says it.
@@ -387,7 +395,7 @@ impl Client {
                 }
             }
             if page.next_page_token.is_empty() {
-                return Ok(());
+                return Ok(unreachable);
             }
             if page.next_page_token == token {
                 return Err(GceError::Decode {

@@ -11,6 +11,7 @@
 //! | `ratelimit.rs` | the token bucket shared by all calls of a [`Client`]                 |
 //! | `client.rs`    | [`Client`]: send, authenticate, retry, classify, count               |
 //! | `endpoints.rs` | one method per API call; pagination; [`Client::wait_done`]           |
+//! | `template_check.rs` | whether an instance template can work for DWS Flex Start        |
 //!
 //! Callers branch on [`GceError::class`], never on message text. A mutation's `request_id` is
 //! chosen and persisted by the caller first, so a retry — by this client after a timeout, or
@@ -22,6 +23,7 @@ pub mod endpoints;
 pub mod error;
 pub mod ratelimit;
 pub mod retry;
+pub mod template_check;
 pub mod types;
 
 pub use auth::{AccessToken, Credentials, MetadataServer, StaticToken, TokenFuture, TokenSource};
@@ -32,4 +34,5 @@ pub use error::{
     GceError, OperationFailed,
 };
 pub use retry::Backoff;
+pub use template_check::{check_flex_template, flex_template_problems, TemplateProblem};
 pub use types::*;

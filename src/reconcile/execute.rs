@@ -243,13 +243,21 @@ pub(super) fn learn(step: &GceStep, observed: &mut Observed, desired: &Desired) 
                     vms.remove(&i.name);
                 }
             }
+            observed.deleting.extend(instances.iter().map(|i| i.name.clone()));
         }
         GceStep::DeleteMig { mig, .. } => {
             if let Some(m) = observed.migs.as_mut() {
                 m.remove(mig);
             }
             if let Some(vms) = observed.vms.as_mut() {
-                vms.retain(|_, v| v.mig.as_deref() != Some(mig.as_str()));
+                let deleting = &mut observed.deleting;
+                vms.retain(|name, v| {
+                    let kept = v.mig.as_deref() != Some(mig.as_str());
+                    if !kept {
+                        deleting.insert(name.clone());
+                    }
+                    kept
+                });
             }
         }
     }

@@ -57,15 +57,16 @@ fn region(cfg: &Config) -> Location {
     Location::Region(cfg.gcp.region.clone())
 }
 
-/// Every VM whose name starts with `{cluster}-`, in one paginated aggregated list.
+/// Every VM whose name starts with `{cluster}-`, in one paginated aggregated list, and the zones
+/// the answer left out (a partial success: their VMs are unknown, not gone).
 pub async fn observe_vms(
     client: &gce::Client,
     cfg: &Config,
-) -> Result<BTreeMap<String, ObservedVm>, GceError> {
+) -> Result<(BTreeMap<String, ObservedVm>, gce::Unreachable), GceError> {
     let filter = format!("name eq '{}-.*'", cfg.cluster_name);
     let prefix = format!("{}-", cfg.cluster_name);
     let mut vms = BTreeMap::new();
-    client
+    let unreachable = client
         .aggregated_list_instances_each(Some(&filter), |i| {
             if i.name.starts_with(&prefix) {
                 let vm = ObservedVm {
@@ -81,7 +82,7 @@ pub async fn observe_vms(
             }
         })
         .await?;
-    Ok(vms)
+    Ok((vms, unreachable))
 }
 
 /// The region's MIGs that are provably ours (name prefix AND ownership description).

@@ -3,7 +3,9 @@
 //!
 //! Nothing here changes anything. What could not be read is an error in the [`Observation`]
 //! (and so in the pass report), and the part it would have shown is `None` in [`Observed`], so the
-//! planner concludes nothing from its absence.
+//! planner concludes nothing from its absence. A VM list GCE answered only in part (a zone that
+//! did not answer) names those zones in [`Observed::unreachable_zones`], with an error: the planner
+//! concludes nothing about VMs that could be there.
 
 use super::gce_edge;
 use super::plan::EOL_PREFIX;
@@ -72,7 +74,23 @@ pub(super) async fn gce_and_slurm(
         src.slurm.reservations(),
     );
     match vms {
-        Ok(v) => o.vms = Some(v),
+        Ok((v, unreachable)) => {
+            if let Some(why) = unreachable.unscoped {
+                // Partial, and GCE does not say where: no absence in it can be believed.
+                errors.push(format!(
+                    "listing VMs: a partial answer that names no zone ({why}): no VM is judged gone this pass"
+                ));
+            } else {
+                if !unreachable.zones.is_empty() {
+                    errors.push(format!(
+                        "listing VMs: zone {} unreachable: its VMs are unknown this pass, nothing there is judged gone",
+                        unreachable.zones.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ));
+                }
+                o.unreachable_zones = unreachable.zones;
+                o.vms = Some(v);
+            }
+        }
         Err(e) => errors.push(format!("listing VMs: {e}")),
     }
     match migs {

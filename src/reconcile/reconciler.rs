@@ -29,7 +29,7 @@ use crate::slurm::Slurm;
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, SubsecRound, Utc};
 use serde::Serialize;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 /// The most planning rounds in one pass (each round acts on what the previous one achieved).
@@ -57,6 +57,13 @@ pub struct Reconciler {
     /// While passes are degraded: when the first degraded pass of this run started, and the reasons
     /// last logged (the log and the event log say it once per change, not once per pass).
     degraded: Option<(DateTime<Utc>, Vec<String>)>,
+    /// Each flex nodeset's instance template, once read this run (start-up, and again after a
+    /// reload, which builds a new `Reconciler`): `None` when it fits DWS Flex Start, else why the
+    /// nodeset is refused. A nodeset missing here was not read yet (or GCE did not answer): the
+    /// next pass reads it.
+    templates: BTreeMap<String, Option<String>>,
+    /// Events to record with the next pass report (a nodeset refused).
+    pending_events: Vec<NewEvent>,
 }
 
 /// The time a pass starts at, in milliseconds as the store keeps time: the state kept between
@@ -92,6 +99,8 @@ impl Reconciler {
             desired: None,
             desired_loaded_at: 0,
             degraded: None,
+            templates: BTreeMap::new(),
+            pending_events: Vec::new(),
         })
     }
 
@@ -129,6 +138,16 @@ impl Reconciler {
         let sources =
             Sources { cfg: &self.cfg, naming: &self.plan_cfg.naming, gce: &self.gce, slurm: &self.slurm };
         o.observed = observe::gce_and_slurm(&sources, &desired, &inbox, &mut o.errors).await;
+        if o.observed.vms.is_some() || o.observed.migs.is_some() {
+            // GCE answers: read the templates not read yet (with GCE down they would only add
+            // their retry deadline to this pass).
+            self.check_templates(&mut o.errors).await;
+        }
+        o.observed.refused_nodesets =
+            self.templates.iter().filter_map(|(ns, why)| Some((ns.clone(), why.clone()?))).collect();
+        for (ns, why) in &o.observed.refused_nodesets {
+            o.errors.push(format!("nodeset {ns} refused: {why}"));
+        }
         o.inbox = inbox;
         self.desired = Some(desired);
         Ok(o)
@@ -156,6 +175,59 @@ impl Reconciler {
         self.finish(report, started).await
     }
 
+    /// Reads the instance template of each flex nodeset not read yet this run and judges it
+    /// (`gce::check_flex_template`), all at once: a template that does not answer delays the pass
+    /// by one client deadline at most. A refusal is logged and recorded as a `nodeset_refused` event
+    /// once; a template GCE did not answer for is an error of this pass and is read again next pass.
+    async fn check_templates(&mut self, errors: &mut Vec<String>) {
+        let mut reads = tokio::task::JoinSet::new();
+        for n in
+            self.cfg.nodesets.iter().filter(|n| n.dws_flex.enabled && !self.templates.contains_key(&n.name))
+        {
+            let (gce, ns, template) = (self.gce.clone(), n.name.clone(), n.instance_template.clone());
+            reads.spawn(async move {
+                let checked = gce::check_flex_template(&gce, &template).await;
+                (ns, template, checked)
+            });
+        }
+        let mut checked = Vec::new();
+        while let Some(joined) = reads.join_next().await {
+            match joined {
+                Ok(c) => checked.push(c),
+                Err(e) => errors.push(format!("reading an instance template: {e}")),
+            }
+        }
+        checked.sort_by(|a, b| a.0.cmp(&b.0));
+        for (ns, template, result) in checked {
+            match result {
+                Ok(problems) if problems.is_empty() => {
+                    tracing::info!(nodeset = %ns, %template, "instance template fits DWS Flex Start");
+                    self.templates.insert(ns, None);
+                }
+                Ok(problems) => {
+                    let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
+                    let why = format!("instance template {template}: {}", list.join("; "));
+                    tracing::error!(
+                        nodeset = %ns,
+                        reason = %why,
+                        "nodeset refused: its instance template cannot work for DWS Flex Start; its nodes get no VM                          until the config names one that does (then reload)"
+                    );
+                    self.pending_events.push(NewEvent {
+                        kind: EventKind::NodesetRefused,
+                        nodes: vec![],
+                        message: format!(
+                            "nodeset {ns} refused: {why}; its nodes get no VM until it is fixed"
+                        ),
+                    });
+                    self.templates.insert(ns, Some(why));
+                }
+                Err(e) => {
+                    errors.push(format!("reading the instance template {template} of nodeset {ns}: {e}"))
+                }
+            }
+        }
+    }
+
     fn begin_report(&mut self, trigger: Trigger, now: DateTime<Utc>) -> PassReport {
         self.iteration += 1;
         PassReport::new(self.iteration, trigger, now, self.cfg.reconcile.interval)
@@ -165,10 +237,11 @@ impl Reconciler {
     async fn finish(&mut self, mut report: PassReport, started: tokio::time::Instant) -> PassReport {
         report.judge();
         report.duration_ms = started.elapsed().as_millis() as u64;
-        let health_event = self.note_health(&mut report);
+        let mut events = std::mem::take(&mut self.pending_events);
+        events.extend(self.note_health(&mut report));
         match serde_json::to_string(&report) {
             Ok(json) => {
-                if let Err(e) = self.save_report(&json, health_event.as_ref(), report.started_at).await {
+                if let Err(e) = self.save_report(&json, &events, report.started_at).await {
                     tracing::warn!(error = %e, "could not record the pass report");
                 }
             }
@@ -227,11 +300,11 @@ impl Reconciler {
     async fn save_report(
         &self,
         json: &str,
-        event: Option<&NewEvent>,
+        events: &[NewEvent],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let mut tx = self.store.begin().await?;
-        if let Some(e) = event {
+        for e in events {
             tx.add_event(now, e.kind.as_str(), &e.nodes, &e.message).await?;
         }
         tx.set_meta("last_pass", json).await?;
@@ -274,6 +347,8 @@ impl Reconciler {
     ) -> Result<Desired, ReconcileError> {
         let Observation { started_at: now, inbox, mut observed, errors, .. } = observation;
         report.errors.extend(errors);
+        report.unreachable_zones = observed.unreachable_zones.iter().cloned().collect();
+        report.refused_nodesets = observed.refused_nodesets.clone();
         let mut desired = self.take_desired().await?;
         let failures = step_retry::failure_map(self.store.step_failures().await?);
         let exec = Executor {
@@ -357,8 +432,9 @@ impl Reconciler {
             exec.slurm_steps(&fresh_slurm, report, &mut desired, now).await;
         }
 
-        // Close the outbox entries this pass neither sent nor resent, only when both GCE lists answered.
-        if observed.vms.is_some() && observed.migs.is_some() {
+        // Close the outbox entries this pass neither sent nor resent, only when both GCE lists answered
+        // in full.
+        if observed.vms.is_some() && observed.unreachable_zones.is_empty() && observed.migs.is_some() {
             report.events +=
                 commit::abandon_unused_outbox(&self.store, &outbox_used, &mut desired, now).await?;
         }

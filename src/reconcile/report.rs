@@ -73,6 +73,14 @@ pub struct PassReport {
     /// when this pass was ok). `status` shows it and exits 1 while it is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded_since: Option<DateTime<Utc>>,
+    /// Zones GCE's VM list left out this pass (a partial answer): nothing in them was judged gone,
+    /// expired or orphaned. The pass is degraded while there are any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreachable_zones: Vec<String>,
+    /// Nodesets refused because their instance template cannot work for DWS Flex Start, with why
+    /// (the field and the value it needs). Their nodes get no VM; the pass is degraded.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub refused_nodesets: std::collections::BTreeMap<String, String>,
 }
 
 impl PassReport {
@@ -93,6 +101,8 @@ impl PassReport {
             errors: Vec::new(),
             next_pass_in_secs,
             degraded_since: None,
+            unreachable_zones: Vec::new(),
+            refused_nodesets: Default::default(),
         }
     }
 

@@ -27,6 +27,8 @@ pub struct PlanConfig {
 #[derive(Debug, Clone)]
 pub struct NodesetPlan {
     pub name: String,
+    /// The zones its MIGs spread over: where its nodes' VMs can be.
+    pub zones: Vec<String>,
     pub max_run_duration: u64,
     pub use_job_duration: bool,
     pub boot_allowance: u64,
@@ -206,6 +208,15 @@ impl SlurmNode {
 pub struct Observed {
     /// GCE's VMs by name; `None` when the list failed this pass (then nothing is decided from absence).
     pub vms: Option<BTreeMap<String, ObservedVm>>,
+    /// Zones the VM list left out this pass (GCE's partial success: `UNREACHABLE`). A VM there is
+    /// unknown, not gone: nothing is decided from its absence ([`Observed::vm_zone_unknown`]).
+    pub unreachable_zones: BTreeSet<String>,
+    /// VMs this pass had GCE delete (learnt from the steps done, not listed): their names stay taken
+    /// until a list no longer shows them, so none is requested again in the same pass.
+    pub deleting: BTreeSet<String>,
+    /// Nodesets whose instance template cannot work for DWS Flex Start, with why
+    /// (`gce::flex_template_problems`): nothing is requested for their nodes.
+    pub refused_nodesets: BTreeMap<String, String>,
     /// Owned MIGs by name; `None` when the list failed this pass.
     pub migs: Option<BTreeMap<String, ObservedMig>>,
     /// Resize requests polled this pass, by MIG name: the active request of each recorded group, and
@@ -218,6 +229,20 @@ pub struct Observed {
     pub job_limits: BTreeMap<u32, JobLimit>,
     /// Names of Slurm reservations slurm-dws made (prefix `slurm-dws-eol-`) that exist now.
     pub reservations: Option<BTreeSet<String>>,
+}
+
+impl Observed {
+    /// Whether a VM of nodeset `nodeset` (with `zones`, `None` when the nodeset is not configured)
+    /// could be in a zone the VM list left out: then its absence means nothing. A zone no configured
+    /// nodeset names (one a reload removed) may hold any node's VM.
+    pub fn vm_zone_unknown(&self, zones: Option<&[String]>, all: &BTreeMap<String, NodesetPlan>) -> bool {
+        if self.unreachable_zones.is_empty() {
+            return false;
+        }
+        let in_zones = zones.is_some_and(|z| z.iter().any(|z| self.unreachable_zones.contains(z)));
+        let unclaimed = self.unreachable_zones.iter().any(|u| !all.values().any(|n| n.zones.contains(u)));
+        in_zones || unclaimed || zones.is_none()
+    }
 }
 
 /// A VM to delete from its MIG: its name and the zone the pass saw it in. A regional MIG's
@@ -465,6 +490,7 @@ impl PlanConfig {
                 .map(|n| {
                     let plan = NodesetPlan {
                         name: n.name.clone(),
+                        zones: n.zones.clone(),
                         max_run_duration: n.dws_flex.max_run_duration,
                         use_job_duration: n.dws_flex.use_job_duration,
                         boot_allowance: n.dws_flex.boot_allowance,

@@ -237,6 +237,74 @@ node_count_dynamic_max = {dy}
         }
     }
 
+    /// Writes fake `scontrol`, `sinfo` and `squeue` that answer like a Slurm 22.05 whose nodes are
+    /// `nodes` — `(name, state, flags)`, as `sinfo --json` spells them — with no reservations and no
+    /// jobs, and that record every `scontrol` call, one line each ([`World::scontrol_log`]).
+    pub fn recording_slurm(&self, nodes: &[(&str, &str, &[&str])]) {
+        use std::os::unix::fs::PermissionsExt;
+        let bin = self.path().join("slurm-bin");
+        self.set_slurm_nodes(nodes);
+        let scontrol = format!(
+            "#!/bin/sh\necho \"$*\" >> {log}\ncase \"$*\" in\n  --version) echo 'slurm 22.05.8' ;;\n  *show*reservation*) echo 'No reservations in the system' ;;\nesac\nexit 0\n",
+            log = bin.join("scontrol.log").display()
+        );
+        let sinfo = format!("#!/bin/sh\ncat {}\n", bin.join("sinfo.json").display());
+        let scripts = [
+            ("scontrol", scontrol),
+            ("sinfo", sinfo),
+            ("squeue", "#!/bin/sh\necho '{\"meta\":{},\"errors\":[],\"jobs\":[]}'\n".to_string()),
+        ];
+        for (cmd, text) in scripts {
+            let p = bin.join(cmd);
+            let tmp = p.with_extension("tmp");
+            std::fs::write(&tmp, text).unwrap();
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::rename(&tmp, &p).unwrap();
+        }
+    }
+
+    /// What the fake Slurm of [`World::recording_slurm`] shows from now on (a node "down" has a
+    /// `slurm-dws:` reason).
+    pub fn set_slurm_nodes(&self, nodes: &[(&str, &str, &[&str])]) {
+        let nodes: Vec<Value> = nodes
+            .iter()
+            .map(|(name, state, flags)| {
+                // A DOWN node carries a reason as slurm-dws sets it.
+                let reason = if *state == "down" { "slurm-dws: set by the test" } else { "" };
+                json!({"name": name, "state": state, "state_flags": flags, "reason": reason})
+            })
+            .collect();
+        let p = self.path().join("slurm-bin").join("sinfo.json");
+        let tmp = p.with_extension("tmp");
+        std::fs::write(&tmp, json!({"meta": {}, "errors": [], "nodes": nodes}).to_string()).unwrap();
+        std::fs::rename(&tmp, &p).unwrap();
+    }
+
+    /// The `scontrol` calls the fake Slurm of [`World::recording_slurm`] got, one per line.
+    pub fn scontrol_log(&self) -> String {
+        std::fs::read_to_string(self.path().join("slurm-bin").join("scontrol.log")).unwrap_or_default()
+    }
+
+    /// The `scontrol update` calls that named `node` (alone or in a hostlist that is just it).
+    pub fn updates_of(&self, node: &str) -> Vec<String> {
+        self.scontrol_log()
+            .lines()
+            .filter(|l| l.starts_with("update") && l.contains(&format!("nodename={node} ")))
+            .map(String::from)
+            .collect()
+    }
+
+    /// The last pass's iteration, as `status` reports it.
+    pub fn iteration(&self) -> u64 {
+        self.cli_json(&["status"])["last_pass"]["iteration"].as_u64().unwrap_or(0)
+    }
+
+    /// Waits until `n` more passes have run.
+    pub fn wait_passes(&self, n: u64, secs: u64) {
+        let before = self.iteration();
+        self.wait_for(&format!("{n} more passes"), secs, || (self.iteration() >= before + n).then_some(()));
+    }
+
     pub fn cli(&self, args: &[&str]) -> Output {
         Command::new(BIN).arg("--config").arg(&self.config).args(args).output().unwrap()
     }

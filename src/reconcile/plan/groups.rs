@@ -50,6 +50,37 @@ pub fn run_duration(ns: &NodesetPlan, job: Option<u32>, limit: JobLimit) -> RunD
 }
 
 impl Planner<'_> {
+    /// A node of a nodeset whose instance template cannot work for DWS Flex Start gets no VM: a
+    /// dynamic node's resume is answered at once (powered down again with the reason, its job
+    /// requeued by Slurm, which holds it a while so it does not spin), a static node is set DOWN with
+    /// the reason and waits for the config to be fixed.
+    fn refused_nodeset(&mut self, n: &Node, why: &str) {
+        let reason = format!("nodeset {} refused: {why}", n.nodeset);
+        if n.last_error.as_deref() != Some(reason.as_str()) {
+            if let Some(x) = self.nodes.get_mut(&n.name) {
+                x.last_error = Some(reason.clone());
+            }
+        }
+        if n.is_static {
+            if self.slurm_node(&n.name).is_some_and(|s| !s.is_down()) {
+                self.slurm_update(&n.name, NodeStateChange::Down, Some(format!("{REASON_PREFIX} {reason}")));
+                self.plan.event(
+                    EventKind::NodesetRefused,
+                    vec![n.name.clone()],
+                    format!("{reason}: static node set DOWN"),
+                );
+            }
+        } else {
+            self.set_state(&n.name, NodeState::PoweredDown);
+            self.power_down_force(&n.name, &reason);
+            self.plan.event(
+                EventKind::NodesetRefused,
+                vec![n.name.clone()],
+                format!("{reason}: resume answered, no VM"),
+            );
+        }
+    }
+
     pub(super) fn group_pending(&mut self) {
         if self.o.vms.is_none() {
             return; // cannot tell whether a VM already exists
@@ -58,7 +89,24 @@ impl Planner<'_> {
             self.nodes.values().filter(|n| n.state == NodeState::ResumePending).cloned().collect();
         let mut groups: BTreeMap<(String, Option<u32>), Vec<Node>> = BTreeMap::new();
         for n in pending {
+            if let Sight::Unknown = self.sight(&n.name) {
+                // A zone its VM could be in did not answer: a VM may exist there under this name,
+                // and a request for the name would meet it. Wait for a complete answer.
+                continue;
+            }
+            if self.o.deleting.contains(&n.name) {
+                // Deleted this pass: GCE keeps the name until the VM is gone, and a request for it
+                // would meet a 409. The next pass's list says when it is free.
+                continue;
+            }
             if let Some(vm) = self.vm(&n.name).cloned() {
+                if vm.status.stays_down() || being_deleted(&vm) {
+                    // A failed VM (or one on its way out) holds the name: it goes first.
+                    if let Some(m) = vm.mig.clone().filter(|m| self.owned_mig(m) && !being_deleted(&vm)) {
+                        self.delete_vm(&m, &vm);
+                    }
+                    continue;
+                }
                 // A VM already exists (a resume raced a suspend, or the VM was never deleted): use it
                 // when it is ours, else wait for it to go.
                 if let Some(m) = vm.mig.filter(|m| self.owned_mig(m)) {
@@ -72,6 +120,10 @@ impl Planner<'_> {
                         "resume: the node's VM already exists: reused",
                     );
                 }
+                continue;
+            }
+            if let Some(why) = self.o.refused_nodesets.get(&n.nodeset) {
+                self.refused_nodeset(&n, why);
                 continue;
             }
             if let Some(b) = self.in_backoff(&n.nodeset).cloned() {

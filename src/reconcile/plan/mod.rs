@@ -23,6 +23,9 @@
 //!
 //! Absence is only believed when the list that would show the thing succeeded this pass
 //! (`Observed::vms` / `migs` / `slurm` are `None` otherwise): a failed list never deletes anything.
+//! A partial VM list (a zone GCE could not reach, `Observed::unreachable_zones`) is a failed list
+//! for the nodes whose VMs could be in that zone ([`Sight::Unknown`]): they keep their state, and no
+//! VM is requested for them, until a complete answer says where their VMs are.
 //!
 //! Each rule reads the desired state through an [`Overlay`](overlay) that copies only what it
 //! changes, and records what it decides in the [`Planner`]; [`Planner::finish`] batches the GCE and
@@ -129,7 +132,31 @@ impl Planner<'_> {
     fn vm(&self, name: &str) -> Option<&ObservedVm> {
         self.o.vms.as_ref().and_then(|v| v.get(name))
     }
+}
 
+impl<'a> Planner<'a> {
+    /// What this pass knows of a node's VM: seen (in a zone that answered), gone (the list answered
+    /// for every zone it could be in), or unknown (the list failed, or left out one of those zones).
+    fn sight(&self, name: &str) -> Sight<'a> {
+        let o: &'a Observed = self.o;
+        let Some(vms) = o.vms.as_ref() else { return Sight::Unknown };
+        if let Some(vm) = vms.get(name) {
+            return Sight::Seen(vm);
+        }
+        if o.unreachable_zones.is_empty() {
+            return Sight::Gone; // every zone answered (this runs for every node, every pass)
+        }
+        let nodeset = self.nodes.get(name).map(|n| n.nodeset.as_str());
+        let zones = nodeset.and_then(|ns| self.cfg.nodesets.get(ns)).map(|n| n.zones.as_slice());
+        if o.vm_zone_unknown(zones, &self.cfg.nodesets) {
+            Sight::Unknown
+        } else {
+            Sight::Gone
+        }
+    }
+}
+
+impl Planner<'_> {
     fn in_backoff(&self, nodeset: &str) -> Option<&Backoff> {
         self.backoffs.get(nodeset).filter(|b| !b.ended && b.until > self.now)
     }
@@ -254,11 +281,22 @@ impl Planner<'_> {
     }
 }
 
+/// What a pass knows of one node's VM ([`Planner::sight`]).
+#[derive(Debug, Clone, Copy)]
+enum Sight<'a> {
+    Seen(&'a ObservedVm),
+    /// Not in a list that answered for every zone the VM could be in.
+    Gone,
+    /// The list failed, or a zone the VM could be in did not answer: nothing is concluded.
+    Unknown,
+}
+
 /// GCE shows a VM whose deletion is under way as STOPPING until it is gone: asking again would only
-/// repeat the call every pass (and a dying VM must not be adopted). A VM that stops and stays stopped
-/// (TERMINATED) is handled as any other.
+/// repeat the call every pass (and a dying VM must not be adopted). PENDING_STOP and DEPROVISIONING
+/// are on the same way out. A VM that stops and stays stopped (TERMINATED) has failed
+/// ([`VmStatus::stays_down`]): it is deleted.
 fn being_deleted(vm: &ObservedVm) -> bool {
-    vm.status == VmStatus::Stopping
+    vm.status.going_away()
 }
 
 /// A fresh record for a node slurm-dws has not tracked before.

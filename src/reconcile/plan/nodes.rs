@@ -57,10 +57,12 @@ impl Planner<'_> {
         // Observations are borrowed, not cloned, and fields are written only when they change: this runs
         // for every up node on every pass (`make bench`, the reconcile pass row).
         let o = self.o;
-        let Some(vms) = o.vms.as_ref() else { return };
         let Some(node) = self.nodes.current(name) else { return };
-        match vms.get(name) {
-            Some(vm) => {
+        match self.sight(name) {
+            // The list failed or left out the VM's zone: the node keeps its state.
+            Sight::Unknown => {}
+            Sight::Seen(vm) if vm.status.stays_down() => self.vm_failed(name, vm),
+            Sight::Seen(vm) => {
                 let became_running =
                     vm.status == VmStatus::Running && node.vm_status != Some(VmStatus::Running);
                 let status_changed = node.vm_status.as_ref() != Some(&vm.status);
@@ -115,7 +117,10 @@ impl Planner<'_> {
                         && secs_since(self.now, node.state_since) > DRIFT_GRACE_SECS
                     {
                         if node.is_static {
-                            self.slurm_update(name, NodeStateChange::PowerUp, None);
+                            // Only once its VM runs: a VM still coming up is not ready for Slurm.
+                            if vm.status == VmStatus::Running {
+                                self.slurm_update(name, NodeStateChange::PowerUp, None);
+                            }
                         } else {
                             self.plan.event(
                                 EventKind::Drift,
@@ -128,7 +133,7 @@ impl Planner<'_> {
                     }
                 }
             }
-            None => {
+            Sight::Gone => {
                 if secs_since(self.now, node.state_since) < LIST_LAG_SECS && node.vm_status.is_none() {
                     return; // just SUCCEEDED: the list may lag behind
                 }
@@ -179,12 +184,61 @@ impl Planner<'_> {
         }
     }
 
-    pub(super) fn suspending_node(&mut self, name: &str) {
-        let Some(vms) = self.o.vms.as_ref() else { return };
+    /// The node's VM stopped and will not run again ([`VmStatus::stays_down`]: TERMINATED after a
+    /// host failure, since its MIG does nothing on failure; STOPPED; SUSPENDED). In this pass the
+    /// node leaves service with the reason, its VM is deleted through its MIG (by URL), and a static
+    /// node is re-provisioned (a new VM is requested once the old one no longer holds the name) while
+    /// a dynamic node's job is requeued.
+    fn vm_failed(&mut self, name: &str, vm: &ObservedVm) {
         let Some(node) = self.nodes.current(name) else { return };
-        match vms.get(name) {
-            Some(vm) if being_deleted(vm) => {}
-            Some(vm) => match vm.mig.clone().or(node.mig.clone()) {
+        let msg = format!("its VM is {}: it will not run again (failed on its host, or stopped)", vm.status);
+        self.drop_reservation(name);
+        if let Some(n) = self.nodes.get_mut(name) {
+            n.last_error = Some(msg.clone());
+            n.vm_status = Some(vm.status.clone());
+        }
+        if node.is_static {
+            self.set_state(name, NodeState::ResumePending);
+            if let Some(n) = self.nodes.get_mut(name) {
+                n.request_id = None;
+                n.job_id = None;
+                n.termination_time = None;
+            }
+            if let Some(mig) = vm.mig.clone().or(node.mig.clone()).filter(|m| self.owned_mig(m)) {
+                self.delete_vm(&mig, vm);
+            }
+            if self.slurm_node(name).is_none_or(|s| !s.powered_down() && !s.is_down()) {
+                self.slurm_update(
+                    name,
+                    NodeStateChange::Down,
+                    Some(format!("{REASON_PREFIX} {msg}; re-provisioning")),
+                );
+            }
+            self.plan.event(
+                EventKind::VmFailed,
+                vec![name.to_string()],
+                format!("{msg}; deleting it; static node: re-provisioning"),
+            );
+        } else {
+            self.take_out_of_service(name, &msg);
+            // Its job is requeued; a stopped VM runs no stale step, so no hold.
+            self.job_may_start_again(name);
+            self.set_state(name, NodeState::Suspending);
+            self.plan.event(
+                EventKind::VmFailed,
+                vec![name.to_string()],
+                format!("{msg}; deleting it; node leaves service"),
+            );
+            self.suspending_node(name);
+        }
+    }
+
+    pub(super) fn suspending_node(&mut self, name: &str) {
+        let Some(node) = self.nodes.current(name) else { return };
+        match self.sight(name) {
+            Sight::Unknown => {}
+            Sight::Seen(vm) if being_deleted(vm) => {}
+            Sight::Seen(vm) => match vm.mig.clone().or(node.mig.clone()) {
                 Some(mig) if self.owned_mig(&mig) => {
                     self.delete_vm(&mig, vm);
                 }
@@ -203,7 +257,7 @@ impl Planner<'_> {
                     }
                 }
             },
-            None => {
+            Sight::Gone => {
                 let request_open =
                     node.request_id.and_then(|id| self.requests.get(&id)).is_some_and(|r| r.phase.is_open());
                 if !request_open {
@@ -222,11 +276,19 @@ impl Planner<'_> {
         let Some(node) = self.nodes.current(name) else { return };
         let o = self.o;
         let slurm = o.slurm.as_ref().and_then(|s| s.get(name));
-        if let Some(vm) = o.vms.as_ref().and_then(|v| v.get(name)) {
+        let sight = self.sight(name);
+        if let Sight::Seen(vm) = sight {
             if being_deleted(vm) {
                 return; // neither adopted nor deleted again: it is going
             }
             let mig = vm.mig.clone();
+            if vm.status.stays_down() {
+                // A failed VM is never adopted: it must not exist.
+                if let Some(m) = mig.filter(|m| self.owned_mig(m)) {
+                    self.delete_vm(&m, vm);
+                }
+                return;
+            }
             let slurm_wants = slurm.as_ref().is_some_and(|s| s.in_service() || s.powering_up());
             match mig {
                 Some(m) if self.owned_mig(&m) => {
@@ -252,16 +314,18 @@ impl Planner<'_> {
             }
             return;
         }
-        if self.o.vms.is_none() {
-            return;
+        if let Sight::Unknown = sight {
+            return; // its VM may exist where GCE did not answer: nothing is concluded
         }
         if node.is_static {
             if self.in_backoff(&node.nodeset).is_none() {
                 self.set_state(name, NodeState::ResumePending);
             }
-            if slurm
-                .as_ref()
-                .is_some_and(|s| s.has(SlurmFlag::PoweredDown) && !s.powering_up() && !s.is_down())
+            let refused = self.o.refused_nodesets.contains_key(&node.nodeset);
+            if !refused
+                && slurm
+                    .as_ref()
+                    .is_some_and(|s| s.has(SlurmFlag::PoweredDown) && !s.powering_up() && !s.is_down())
             {
                 self.slurm_update(name, NodeStateChange::PowerUp, None);
             }

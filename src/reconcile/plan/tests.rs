@@ -25,6 +25,7 @@ fn node_ref(c: &PlanConfig, name: &str) -> Option<(String, u32, bool)> {
 fn cfg() -> PlanConfig {
     let ns = |name: &str, qt: u64| NodesetPlan {
         name: name.into(),
+        zones: vec!["us-central1-a".into()],
         max_run_duration: 604_800,
         use_job_duration: true,
         boot_allowance: 600,
@@ -904,4 +905,235 @@ fn deleted_vms_are_named_by_the_zone_they_were_listed_in() {
     assert_eq!(mig, "hpc-a-t1");
     let urls: Vec<String> = instances.iter().map(VmRef::url).collect();
     assert_eq!(urls, ["zones/us-central1-a/instances/hpc-a-8", "zones/us-central1-b/instances/hpc-a-9"]);
+}
+
+/// A node whose VM is up (RUNNING, recorded), in MIG `mig`; hpc-b-0 is static (as with
+/// [`World::with_static`]).
+fn up_node(name: &str, mig: &str) -> Node {
+    let mut n = node(name, NodeState::Up);
+    n.is_static = name == "hpc-b-0";
+    n.vm_status = Some(VmStatus::Running);
+    n.mig = Some(mig.into());
+    n.job_id = Some(7);
+    n
+}
+
+/// A partial VM list (zone us-central1-a unreachable) is a failed list for every node whose VM could
+/// be there: nothing is judged gone, expired or orphaned, nothing is requested; nodesets in zones that
+/// answered go on as usual.
+#[test]
+fn a_partial_vm_list_judges_nothing_gone_in_the_zones_it_left_out() {
+    let mut pending = node("hpc-a-5", NodeState::ResumePending);
+    pending.job_id = Some(8);
+    let mut expired = up_node("hpc-a-6", "m1");
+    expired.termination_time = Some(t0() - Duration::minutes(5));
+    let mut suspending = node("hpc-a-7", NodeState::Suspending);
+    suspending.mig = Some("m1".into());
+    let mut w = World::new()
+        .with_static()
+        .node(up_node("hpc-a-1", "m1"))
+        .node(expired)
+        .node(pending)
+        .node(suspending)
+        .node(up_node("hpc-b-0", "m2")) // static
+        .node(node("hpc-a-9", NodeState::PoweredDown))
+        .node(up_node("hpc-gpu-1", "m3"))
+        .mig(mig("m1", MigState::Active), Some(3))
+        .slurm("hpc-a-1", slurm("allocated", &["CLOUD"], ""))
+        .slurm("hpc-a-9", slurm("idle", &["CLOUD"], ""))
+        .slurm("hpc-gpu-1", slurm("allocated", &["CLOUD"], ""));
+    w.c.nodesets.get_mut("gpu").unwrap().zones = vec!["us-central1-b".into()];
+    w.o.unreachable_zones.insert("us-central1-a".into());
+    let p = w.plan();
+    for n in ["hpc-a-1", "hpc-a-5", "hpc-a-6", "hpc-a-7", "hpc-b-0", "hpc-a-9"] {
+        assert!(node_after(&p, n).is_none(), "{n} keeps its state: {:?}", node_after(&p, n));
+        assert!(!p.events.iter().any(|e| e.nodes.iter().any(|x| x == n)), "{n}: {:?}", p.events);
+        for st in ["down", "power_down_force", "power_up"] {
+            assert!(!has_update(&p, n, st), "{n} {st}: {:?}", p.slurm);
+        }
+    }
+    assert!(p.new_groups.is_empty(), "no VM is requested while its name may exist: {:?}", p.new_groups);
+    assert!(p.gce.is_empty(), "{:?}", p.gce);
+    // gpu's zone answered: its node whose VM is missing is judged as always.
+    assert_eq!(node_after(&p, "hpc-gpu-1").unwrap().state, NodeState::PoweredDown);
+    assert!(has_update(&p, "hpc-gpu-1", "down"));
+    assert!(p.events.iter().any(|e| e.kind == EventKind::VmLost && e.nodes == ["hpc-gpu-1"]));
+
+    // A zone no nodeset names (a reload removed it) may hold any node's VM: nothing is judged.
+    let mut w = World::new().node(up_node("hpc-gpu-1", "m3"));
+    w.o.unreachable_zones.insert("us-central1-z".into());
+    let p = w.plan();
+    assert!(node_after(&p, "hpc-gpu-1").is_none() && p.events.is_empty(), "{:?}", p.events);
+
+    // The zone answers again and the VM is not there: now it is gone.
+    let w = World::new().node(up_node("hpc-a-1", "m1")).slurm("hpc-a-1", slurm("allocated", &["CLOUD"], ""));
+    let p = w.plan();
+    assert_eq!(node_after(&p, "hpc-a-1").unwrap().state, NodeState::PoweredDown);
+    assert!(p.events.iter().any(|e| e.kind == EventKind::VmLost));
+}
+
+/// A failed MIG list decides nothing about MIGs: none is marked gone or collected.
+#[test]
+fn a_failed_mig_list_collects_nothing() {
+    let mut m = mig("hpc-a-j1-t0000001", MigState::Active);
+    m.empty_since = Some(t0() - Duration::hours(1));
+    let mut w = World::new().mig(m, None);
+    w.o.migs = None;
+    let p = w.plan();
+    assert!(p.gce.is_empty() && p.migs.is_empty() && p.events.is_empty(), "{:?} {:?}", p.gce, p.migs);
+}
+
+fn vm_in(name: &str, mig: &str, status: &str) -> ObservedVm {
+    ObservedVm { status: status.into(), ..vm(name, mig) }
+}
+
+/// A VM that will not run again (a host failure leaves a Flex VM TERMINATED: its MIG does nothing on
+/// failure) is handled in one pass: the node leaves service with the reason, the VM is deleted through
+/// its MIG by URL, a dynamic node's job is requeued, a static node is re-provisioned — its new request
+/// waits until the old VM no longer holds the name.
+#[test]
+fn a_vm_that_will_not_run_again_fails_its_node_in_one_pass() {
+    for status in ["TERMINATED", "STOPPED", "SUSPENDED", "SUSPENDING"] {
+        // dynamic, a job running on it
+        let w = World::new()
+            .node(up_node("hpc-a-1", "m1"))
+            .mig(mig("m1", MigState::Active), Some(1))
+            .vm(vm_in("hpc-a-1", "m1", status))
+            .slurm("hpc-a-1", slurm("allocated", &["CLOUD"], ""));
+        let p = w.plan();
+        let after = node_after(&p, "hpc-a-1").unwrap();
+        assert_eq!(after.state, NodeState::Suspending, "{status}");
+        assert!(after.last_error.as_deref().unwrap().contains(status), "{status}: {after:?}");
+        assert!(has_update(&p, "hpc-a-1", "down") && has_update(&p, "hpc-a-1", "power_down_force"));
+        assert!(p
+            .gce
+            .contains(&GceStep::DeleteInstances { mig: "m1".into(), instances: vec![vm_ref("hpc-a-1")] }));
+        assert!(p.slurm.contains(&SlurmStep::SetJobsBegin { jobs: vec![7], begin: t0() }), "{:?}", p.slurm);
+        let ev: Vec<_> = p.events.iter().filter(|e| e.kind == EventKind::VmFailed).collect();
+        assert_eq!(ev.len(), 1, "{status}: {:?}", p.events);
+        assert!(ev[0].message.contains("node leaves service"));
+    }
+    // static: re-provisioned, DOWN in Slurm meanwhile; no new VM while the old one holds the name
+    let w = World::new()
+        .with_static()
+        .node(up_node("hpc-b-0", "m2"))
+        .mig(mig("m2", MigState::Active), Some(1))
+        .vm(vm_in("hpc-b-0", "m2", "TERMINATED"))
+        .slurm("hpc-b-0", slurm("idle", &["CLOUD"], ""));
+    let p = w.plan();
+    let after = node_after(&p, "hpc-b-0").unwrap();
+    assert_eq!((after.state, after.request_id), (NodeState::ResumePending, None));
+    assert!(has_update(&p, "hpc-b-0", "down") && !has_update(&p, "hpc-b-0", "power_down_force"));
+    assert!(p
+        .gce
+        .contains(&GceStep::DeleteInstances { mig: "m2".into(), instances: vec![vm_ref("hpc-b-0")] }));
+    assert!(p.new_groups.is_empty(), "the old VM holds the name: {:?}", p.new_groups);
+    assert!(p.events.iter().any(|e| e.kind == EventKind::VmFailed && e.message.contains("re-provisioning")));
+    // the next pass, the VM still TERMINATED (the delete did not take): deleted again, no request
+    let mut n = after.clone();
+    n.state_since = t0();
+    let w = World::new().with_static().node(n.clone()).mig(mig("m2", MigState::Active), Some(1)).vm(vm_in(
+        "hpc-b-0",
+        "m2",
+        "TERMINATED",
+    ));
+    let p = w.plan();
+    assert!(p
+        .gce
+        .contains(&GceStep::DeleteInstances { mig: "m2".into(), instances: vec![vm_ref("hpc-b-0")] }));
+    assert!(p.new_groups.is_empty() && p.events.is_empty(), "{:?}", p.events);
+    // ... STOPPING: wait; deleted this pass: wait; gone: requested
+    let w = World::new().with_static().node(n.clone()).vm(vm_in("hpc-b-0", "m2", "STOPPING"));
+    assert!(w.plan().new_groups.is_empty() && w.plan().gce.is_empty());
+    let mut w = World::new().with_static().node(n.clone());
+    w.o.deleting.insert("hpc-b-0".into());
+    assert!(w.plan().new_groups.is_empty());
+    let w = World::new().with_static().node(n);
+    assert_eq!(w.plan().new_groups.len(), 1);
+}
+
+/// PENDING, PROVISIONING and STAGING are "coming up": the node is neither lost nor put back into
+/// Slurm's service; REPAIRING may run again and is left alone too.
+#[test]
+fn a_vm_coming_up_is_neither_lost_nor_ready() {
+    for status in ["PENDING", "PROVISIONING", "STAGING", "REPAIRING"] {
+        let mut n = up_node("hpc-b-0", "m2");
+        n.vm_status = Some(status.into());
+        let w = World::new()
+            .with_static()
+            .node(n)
+            .mig(mig("m2", MigState::Active), Some(1))
+            .vm(vm_in("hpc-b-0", "m2", status))
+            .slurm("hpc-b-0", slurm("down", &["CLOUD"], "slurm-dws: its VM is TERMINATED; re-provisioning"));
+        let p = w.plan();
+        assert!(
+            node_after(&p, "hpc-b-0").is_none_or(|n| n.state == NodeState::Up),
+            "{status}: {:?}",
+            p.nodes
+        );
+        assert!(
+            p.slurm.iter().all(|s| !matches!(s, SlurmStep::UpdateState { .. })),
+            "{status}: {:?}",
+            p.slurm
+        );
+        assert!(p.events.is_empty() && p.gce.is_empty(), "{status}: {:?} {:?}", p.events, p.gce);
+        // Slurm has it powered down: not powered up before the VM runs
+        let mut n = up_node("hpc-b-0", "m2");
+        n.vm_status = Some(status.into());
+        let w = World::new()
+            .with_static()
+            .node(n)
+            .vm(vm_in("hpc-b-0", "m2", status))
+            .slurm("hpc-b-0", slurm("idle", &["CLOUD", "POWERED_DOWN"], ""));
+        assert!(!has_update(&w.plan(), "hpc-b-0", "power_up"), "{status}");
+    }
+    // ...and once RUNNING the static node returns to service
+    let w = World::new()
+        .with_static()
+        .node(up_node("hpc-b-0", "m2"))
+        .vm(vm("hpc-b-0", "m2"))
+        .slurm("hpc-b-0", slurm("down", &["CLOUD"], "slurm-dws: its VM is TERMINATED; re-provisioning"));
+    assert!(has_update(&w.plan(), "hpc-b-0", "resume"));
+}
+
+/// A nodeset whose template cannot work for DWS Flex Start gets no request: a dynamic node's resume
+/// is answered at once (powered down with the reason, job requeued), a static node is set DOWN; the
+/// other nodesets go on.
+#[test]
+fn a_refused_nodeset_answers_its_resumes_and_the_others_go_on() {
+    let mut dynamic = node("hpc-a-1", NodeState::ResumePending);
+    dynamic.job_id = Some(4);
+    let mut w = World::new()
+        .with_static()
+        .node(dynamic)
+        .node(node("hpc-gpu-1", NodeState::ResumePending))
+        .slurm("hpc-a-1", slurm("allocated", &["CLOUD", "POWERING_UP"], ""))
+        .slurm("hpc-b-0", slurm("idle", &["CLOUD", "POWERED_DOWN"], ""));
+    let why = "instance template t: properties.scheduling.provisioningModel is STANDARD, DWS Flex Start needs FLEX_START";
+    w.o.refused_nodesets.insert("a".into(), why.into());
+    w.o.refused_nodesets.insert("b".into(), why.into());
+    let p = w.plan();
+    let groups: Vec<&str> = p.new_groups.iter().map(|g| g.nodeset.as_str()).collect();
+    assert_eq!(groups, ["gpu"], "only the fitting nodeset asks GCE");
+    let a1 = node_after(&p, "hpc-a-1").unwrap();
+    assert_eq!(a1.state, NodeState::PoweredDown);
+    assert!(
+        a1.last_error.as_deref().unwrap().contains("nodeset a refused")
+            && a1.last_error.as_deref().unwrap().contains("FLEX_START")
+    );
+    assert!(has_update(&p, "hpc-a-1", "power_down_force"), "the job is requeued: {:?}", p.slurm);
+    assert!(
+        !p.slurm.iter().any(|s| matches!(s, SlurmStep::SetJobsBegin { .. })),
+        "Slurm's requeue hold stays"
+    );
+    let b0 = node_after(&p, "hpc-b-0").unwrap();
+    assert_eq!(b0.state, NodeState::ResumePending);
+    assert!(has_update(&p, "hpc-b-0", "down") && !has_update(&p, "hpc-b-0", "power_up"), "{:?}", p.slurm);
+    let refused: Vec<&str> = p
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::NodesetRefused)
+        .flat_map(|e| e.nodes.iter().map(String::as_str))
+        .collect();
+    assert_eq!(refused, ["hpc-a-1", "hpc-b-0"]);
 }

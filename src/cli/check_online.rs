@@ -1,0 +1,31 @@
+//! `check-config --online`: reads each flex nodeset's instance template from GCE (read-only:
+//! `instanceTemplates.get` / `regionInstanceTemplates.get`) and says which cannot work for DWS Flex
+//! Start — the same check the daemon makes at start and reload (`gce::check_flex_template`).
+
+use super::CliError;
+use crate::config::Config;
+use crate::gce;
+
+/// One line per problem, `nodeset N: instance template T: FIELD is X, DWS Flex Start needs Y`;
+/// empty when every template fits. A template GCE did not answer for is a run-time error (exit 1):
+/// nothing can be said about it.
+pub fn template_problems(config: &Config) -> Result<Vec<String>, CliError> {
+    let client = crate::reconcile::gce_edge::client(config)
+        .map_err(|e| CliError::runtime(format!("check-config --online: cannot reach GCE: {e}")))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::runtime(format!("cannot start the async runtime: {e}")))?;
+    let mut lines = Vec::new();
+    for ns in config.nodesets.iter().filter(|n| n.dws_flex.enabled) {
+        let t = &ns.instance_template;
+        let problems = rt.block_on(gce::check_flex_template(&client, t)).map_err(|e| {
+            CliError::runtime(format!(
+                "check-config --online: reading the instance template {t} of nodeset {}: {e}",
+                ns.name
+            ))
+        })?;
+        lines.extend(problems.iter().map(|p| format!("nodeset {}: instance template {t}: {p}", ns.name)));
+    }
+    Ok(lines)
+}

@@ -320,11 +320,13 @@ fn e2e_4_expiry_requeues_the_job_and_reprovisions_the_static_node(slurm: SlurmGe
     // DOWN by a command never comes back by registering; nothing here ran `scontrol update`.
     let conf = std::fs::read_to_string(s.cluster.conf_path()).unwrap();
     assert!(conf.contains("\nReturnToService=1\n"), "{conf}");
-    assert_eq!(
-        (node_state(&s, "hpc-s-0").as_str(), node_reason(&s, "hpc-s-0").as_str()),
-        ("idle", ""),
-        "in service, not DOWN, no reason left"
-    );
+    assert_eq!(node_state(&s, "hpc-s-0"), "idle", "in service, not DOWN");
+    // `state=resume` clears the reason on 22.05; 24.11 keeps slurm-dws's on the idle node (measured).
+    let reason = node_reason(&s, "hpc-s-0");
+    match slurm {
+        SlurmGeneration::Bookworm => assert_eq!(reason, ""),
+        _ => assert!(reason.is_empty() || reason.starts_with("slurm-dws: the VM is gone"), "{reason}"),
+    }
     assert!(
         s.cli_json(&["events"]).as_array().unwrap().iter().any(|e| e["kind"] == "returned"
             && e["message"].as_str().unwrap_or_default().contains("back in service")),
@@ -489,9 +491,19 @@ fn e2e_7_untouched_nodes_are_tracked_and_a_node_past_resume_timeout_is_usable_ag
         (node_state(&s, node) == "idle~").then_some(())
     });
     eprintln!("[e2e-7] {slurm}: DOWN -> idle~ in {:?}", t0.elapsed());
-    assert_eq!(node_reason(&s, node), "", "no reason left on a usable node");
+    // `state=resume` clears the reason on 22.05; 24.11 keeps it on the idle~ node (measured; it
+    // does not stop the node from being used, see below).
+    let reason_left = match slurm {
+        SlurmGeneration::Bookworm => "",
+        _ => "ResumeTimeout reached",
+    };
+    assert_eq!(node_reason(&s, node), reason_left);
     // The job was requeued by Slurm, not lost: pending again.
     let info = s.cluster.job_info(job).expect("the job is still known");
+    eprintln!(
+        "[e2e-7] {slurm}: job {job} after the ResumeTimeout: JobState={} Reason={} Restarts={} EligibleTime={}",
+        info["JobState"], info["Reason"], info["Restarts"], info["EligibleTime"]
+    );
     assert_eq!(info["JobState"], "PENDING", "{info:?}");
     // The request was cancelled and its MIG deleted; no VM was ever made.
     wait(&s, "the request cancelled and the MIG deleted", 30, || {
@@ -507,6 +519,15 @@ fn e2e_7_untouched_nodes_are_tracked_and_a_node_past_resume_timeout_is_usable_ag
     assert!(n["last_error"].as_str().unwrap_or_default().contains("ResumeTimeout"), "{n}");
     let events = s.cli(&["events"]);
     assert!(events.contains("resume_fail") && events.contains("returned"), "{events}");
+
+    // Usable again: with capacity back, a job on the node runs there.
+    s.sim_delete("capacity");
+    let (again, out) =
+        sbatch(&s, "again", &["-N1", "--time=5", "-p", "a", "-w", node], "srun printenv SLURMD_NODENAME");
+    wait(&s, "a job on the node that timed out COMPLETED", 90, || {
+        (sacct_like_state(&s, again) == "COMPLETED").then_some(())
+    });
+    assert_eq!(ran_on(&out), vec![node]);
     assert_no_degraded_pass(&s, slurm);
 }
 

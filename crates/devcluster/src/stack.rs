@@ -48,9 +48,12 @@ fn partition_line(line: &str, nodesets: &[StackNodeset]) -> String {
     let Some(secs) = nodesets.iter().find(|n| n.name == name).and_then(|n| n.partition_resume_timeout) else {
         return line.to_string();
     };
-    let mut words: Vec<String> =
-        line.split_whitespace().filter(|w| !w.starts_with("ResumeTimeout=")).map(String::from).collect();
-    words.insert(words.len().min(2), format!("ResumeTimeout={secs}"));
+    let timeout = format!("ResumeTimeout={secs}");
+    let mut words: Vec<String> = line.split_whitespace().map(String::from).collect();
+    match words.iter_mut().find(|w| w.starts_with("ResumeTimeout=")) {
+        Some(w) => *w = timeout,
+        None => words.insert(1.min(words.len()), timeout),
+    }
     words.join(" ")
 }
 
@@ -420,7 +423,7 @@ mod tests {
         let nodesets = vec![StackNodeset::new("a", 0, 2).resume_timeout(20), StackNodeset::new("b", 0, 2)];
         assert_eq!(
             partition_line("PartitionName=a Nodes=hpc-a-[0-1] ResumeTimeout=65533 State=UP", &nodesets),
-            "PartitionName=a ResumeTimeout=20 Nodes=hpc-a-[0-1] State=UP"
+            "PartitionName=a Nodes=hpc-a-[0-1] ResumeTimeout=20 State=UP"
         );
         assert_eq!(
             partition_line("PartitionName=a Nodes=hpc-a-[0-1] State=UP", &nodesets),

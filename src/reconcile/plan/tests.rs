@@ -847,7 +847,8 @@ fn nothing_is_deleted_as_stale_unless_slurm_and_gce_were_read_in_the_same_pass()
         all.sort();
         all
     };
-    let unread: [(&str, fn(&mut Observed)); 3] = [
+    type Forget = fn(&mut Observed);
+    let unread: [(&str, Forget); 3] = [
         ("Slurm's nodes", |o| o.slurm = None),
         ("the VMs", |o| o.vms = None),
         ("the MIGs", |o| o.migs = None),

@@ -14,7 +14,7 @@
 
 use super::commit::{self, RoundContext};
 use super::error::ReconcileError;
-use super::execute::Executor;
+use super::execute::{self, Executor};
 use super::gce_edge;
 use super::ingest::ingest;
 use super::observe::{self, Observation, Sources};
@@ -315,6 +315,9 @@ impl Reconciler {
             exec.gce_steps(&fresh_gce, outbox, &mut desired, &mut observed, report, now).await?;
             slurm_done.extend(fresh_slurm.iter().map(step_key));
             exec.slurm_steps(&fresh_slurm, report, &mut desired, now).await;
+            for s in &fresh_slurm {
+                execute::learn_slurm(s, &mut observed);
+            }
         }
 
         // Close the outbox entries this pass neither sent nor resent, only when both GCE lists answered.

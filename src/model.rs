@@ -276,6 +276,10 @@ string_enum! {
         Degraded => "degraded",
         /// Reconcile passes are healthy again after being degraded.
         Recovered => "recovered",
+        /// An end-of-life reservation was removed: its node's VM is gone, or no VM backs it.
+        ReservationDeleted => "reservation_deleted",
+        /// An owned MIG empty for longer than `mig_gc_grace`, with no request in flight: deleted.
+        MigCollected => "mig_collected",
     }
 }
 
@@ -549,6 +553,8 @@ mod tests {
                 "outbox_abandoned",
                 "degraded",
                 "recovered",
+                "reservation_deleted",
+                "mig_collected",
             ]
         );
         for k in EventKind::ALL {

@@ -37,6 +37,8 @@ on_both_slurms!(
     e2e_run_durations_follow_real_time_limits,
     e2e_7_host_failure_requeues_the_job_and_replaces_the_static_node,
     e2e_8_an_unreachable_zone_leaves_running_jobs_alone,
+    e2e_9_untouched_nodes_are_tracked_and_a_node_past_resume_timeout_is_usable_again,
+    e2e_10_database_lost_while_a_job_runs_the_nodes_are_adopted_and_nothing_is_deleted,
 );
 
 fn slurm_available(slurm: SlurmGeneration) -> bool {
@@ -93,6 +95,17 @@ fn node_state(s: &Stack, node: &str) -> String {
     s.cluster.node_states().ok().and_then(|m| m.get(node).cloned()).unwrap_or_default()
 }
 
+/// The node's reason as `sinfo` prints it (`%E`), empty when it has none.
+fn node_reason(s: &Stack, node: &str) -> String {
+    let out = s.cluster.client("sinfo").args(["-h", "-N", "-n", node, "-o", "%E"]).output();
+    let text = out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    if text == "none" {
+        String::new()
+    } else {
+        text
+    }
+}
+
 fn requests(s: &Stack) -> Vec<Value> {
     s.cli_json(&["requests"]).as_array().cloned().unwrap_or_default()
 }
@@ -142,7 +155,11 @@ fn e2e_1_two_node_job_runs_and_everything_is_cleaned_up(slurm: SlurmGeneration) 
     });
     wait(&s, "MIG deleted after mig_gc_grace", 60, || s.migs().is_empty().then_some(()));
     eprintln!("[e2e-1] complete cycle in {:?}", started.elapsed());
-    // Every pass read Slurm (and GCE): none was degraded.
+    assert_no_degraded_pass(&s, slurm);
+}
+
+/// Every pass read Slurm and GCE and every step went through: none was degraded.
+fn assert_no_degraded_pass(s: &Stack, slurm: SlurmGeneration) {
     let log = s.daemon_log();
     let passes: Vec<&str> = log.lines().filter(|l| l.contains("reconcile pass")).collect();
     assert!(!passes.is_empty(), "{log}");
@@ -304,6 +321,23 @@ fn e2e_4_expiry_requeues_the_job_and_reprovisions_the_static_node(slurm: SlurmGe
         (node_state(&s, "hpc-s-0") == "idle" && s.vms().contains(&"hpc-s-0".to_string())).then_some(())
     });
     eprintln!("[e2e-4] static node expired -> idle again in {:?}", t0.elapsed());
+    // Back in service by slurm-dws alone: the harness runs ReturnToService=1, under which a node set
+    // DOWN by a command never comes back by registering; nothing here ran `scontrol update`.
+    let conf = std::fs::read_to_string(s.cluster.conf_path()).unwrap();
+    assert!(conf.contains("\nReturnToService=1\n"), "{conf}");
+    assert_eq!(node_state(&s, "hpc-s-0"), "idle", "in service, not DOWN");
+    // `state=resume` clears the reason on 22.05; 24.11 keeps slurm-dws's on the idle node (measured).
+    let reason = node_reason(&s, "hpc-s-0");
+    match slurm {
+        SlurmGeneration::Bookworm => assert_eq!(reason, ""),
+        _ => assert!(reason.is_empty() || reason.starts_with("slurm-dws: the VM is gone"), "{reason}"),
+    }
+    assert!(
+        s.cli_json(&["events"]).as_array().unwrap().iter().any(|e| e["kind"] == "returned"
+            && e["message"].as_str().unwrap_or_default().contains("back in service")),
+        "slurm-dws returned the node: {}",
+        s.cli(&["events"])
+    );
     let (j2, out2) = sbatch(
         &s,
         "static",
@@ -314,6 +348,7 @@ fn e2e_4_expiry_requeues_the_job_and_reprovisions_the_static_node(slurm: SlurmGe
         (sacct_like_state(&s, j2) == "COMPLETED").then_some(())
     });
     assert_eq!(ran_on(&out2), vec!["hpc-s-0"]);
+    assert_no_degraded_pass(&s, slurm);
 }
 
 /// Scenario 7: a VM fails on its host mid-job and stays TERMINATED (its MIG does nothing on failure):
@@ -496,4 +531,211 @@ fn e2e_run_durations_follow_real_time_limits(slurm: SlurmGeneration) {
         texts.iter().any(|t| t.contains("864600s clamped to 604800s")),
         "an event for the clamp: {texts:?}"
     );
+}
+
+/// `scontrol -o show reservation`: one line per reservation.
+fn reservations(s: &Stack) -> String {
+    s.cluster.scontrol(&["-o", "show", "reservation"]).unwrap_or_default()
+}
+
+/// Scenario 7: on a fresh cluster the nodes nobody touched are tracked as powered down. Then a node
+/// whose resize request never gets capacity passes its partition's (short) ResumeTimeout: Slurm sets
+/// it DOWN and requeues the job; slurm-dws cancels the request, deletes the MIG and returns the node
+/// to powered-down and usable (`idle~`), with no admin action.
+fn e2e_9_untouched_nodes_are_tracked_and_a_node_past_resume_timeout_is_usable_again(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    const RESUME_TIMEOUT: u32 = 20;
+    let s = Stack::start(spec(
+        slurm,
+        vec![StackNodeset::new("a", 0, 3).resume_timeout(RESUME_TIMEOUT)],
+        "mig_gc_grace = 5",
+    ))
+    .unwrap();
+    let all = ["hpc-a-0", "hpc-a-1", "hpc-a-2"];
+    wait(&s, "the untouched nodes tracked as powered_down", 30, || {
+        (s.cli_json(&["status"])["nodes"]["powered_down"] == 3).then_some(())
+    });
+    let listed: Vec<(String, String)> = s
+        .cli_json(&["nodes"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["name"].as_str().unwrap().to_string(), n["state"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(listed, all.iter().map(|n| (n.to_string(), "powered_down".to_string())).collect::<Vec<_>>());
+    for n in all {
+        assert_eq!(node_state(&s, n), "idle~");
+    }
+
+    // No capacity ever comes for the request: Slurm's ResumeTimeout fires first.
+    s.sim_post("capacity", &json!({"match": "", "hold": true}));
+    let (job, _) = sbatch(&s, "timeout", &["-N1", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
+    let node = "hpc-a-0";
+    wait(&s, "the request queued in GCE", 30, || {
+        requests(&s).iter().any(|r| r["state"] == "ACCEPTED").then_some(())
+    });
+    let t0 = Instant::now();
+    // Slurm sets the node DOWN and calls the resume-fail hook; slurm-dws cleans up and returns the
+    // node in the pass the hook wakes, often before a poll here could see `down~`: what Slurm
+    // showed is in slurmctld's log and in the event slurm-dws wrote when it returned the node.
+    let returned = wait(&s, "slurm-dws to return the node after Slurm's ResumeTimeout", 60, || {
+        let events = s.cli_json(&["events"]);
+        let found: Vec<String> = events
+            .as_array()?
+            .iter()
+            .filter(|e| e["kind"] == "returned" && e["nodes"] == node)
+            .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+            .collect();
+        (!found.is_empty()).then_some(found)
+    });
+    eprintln!(
+        "[e2e-9] {slurm}: ResumeTimeout={RESUME_TIMEOUT}s, {:?} after the request queued: {returned:?}",
+        t0.elapsed()
+    );
+    assert_eq!(
+        returned,
+        vec!["node was DOWN (ResumeTimeout reached) with no VM: returned to powered-down and usable"],
+        "Slurm's state and reason as slurm-dws read them, told once"
+    );
+    let ctld = s.cluster.slurmctld_log_tail(400);
+    let timed_out = match slurm {
+        SlurmGeneration::Bookworm => format!(
+            "node {node} not resumed by ResumeTimeout({RESUME_TIMEOUT}) - marking down and power_save"
+        ),
+        _ => format!(
+            "node {node} not resumed by ResumeTimeout({RESUME_TIMEOUT}), setting DOWN and POWERED_DOWN"
+        ),
+    };
+    assert!(ctld.contains(&timed_out), "{ctld}");
+    assert!(ctld.contains(&format!("requeue job JobId={job} due to failure of node {node}")), "{ctld}");
+    wait(&s, "the node powered down and usable again", 60, || {
+        (node_state(&s, node) == "idle~").then_some(())
+    });
+    eprintln!("[e2e-9] {slurm}: idle~ {:?} after the request queued", t0.elapsed());
+    // `state=resume` clears the reason on 22.05; 24.11 keeps it on the idle~ node (measured; it
+    // does not stop the node from being used, see below).
+    let reason_left = match slurm {
+        SlurmGeneration::Bookworm => "",
+        _ => "ResumeTimeout reached",
+    };
+    assert_eq!(node_reason(&s, node), reason_left);
+    // The job was requeued by Slurm, not lost: pending again.
+    let info = s.cluster.job_info(job).expect("the job is still known");
+    eprintln!(
+        "[e2e-9] {slurm}: job {job} after the ResumeTimeout: JobState={} Reason={} Restarts={} EligibleTime={}",
+        info["JobState"], info["Reason"], info["Restarts"], info["EligibleTime"]
+    );
+    assert_eq!(info["JobState"], "PENDING", "{info:?}");
+    // The request was cancelled and its MIG deleted; no VM was ever made.
+    wait(&s, "the request cancelled and the MIG deleted", 30, || {
+        let rs = requests(&s);
+        let done = !rs.is_empty() && rs.iter().all(|r| r["phase"] == "done" || r["phase"] == "failed");
+        (done && s.migs().is_empty()).then_some(())
+    });
+    let rrs: Vec<Value> = s.sim_get("state")["migs"].as_array().cloned().unwrap_or_default();
+    assert!(rrs.is_empty(), "{rrs:?}");
+    assert!(s.vms().is_empty());
+    let n = &s.cli_json(&["nodes", node])[0];
+    assert_eq!(n["state"], "powered_down", "{n}");
+    assert!(n["last_error"].as_str().unwrap_or_default().contains("ResumeTimeout"), "{n}");
+    let events = s.cli(&["events"]);
+    assert!(events.contains("resume_fail") && events.contains("returned"), "{events}");
+
+    // Usable again: with capacity back, a job on the node runs there.
+    s.sim_delete("capacity");
+    let (again, out) =
+        sbatch(&s, "again", &["-N1", "--time=5", "-p", "a", "-w", node], "srun printenv SLURMD_NODENAME");
+    wait(&s, "a job on the node that timed out COMPLETED", 90, || {
+        (sacct_like_state(&s, again) == "COMPLETED").then_some(())
+    });
+    assert_eq!(ran_on(&out), vec![node]);
+    assert_no_degraded_pass(&s, slurm);
+}
+
+/// Scenario 8: the database is lost while a 2-node job runs (daemon SIGKILLed, slurm-dws.db and its
+/// -wal/-shm deleted, daemon restarted). The nodes are adopted from Slurm with their VMs (up, MIG,
+/// job), `explain` tells their story, their end-of-life reservations are kept, the job completes,
+/// and afterwards the nodes power down and the VMs and MIG are cleaned up as usual.
+fn e2e_10_database_lost_while_a_job_runs_the_nodes_are_adopted_and_nothing_is_deleted(
+    slurm: SlurmGeneration,
+) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    let mut s = Stack::start(spec(slurm, vec![StackNodeset::new("a", 0, 4)], "mig_gc_grace = 5")).unwrap();
+    let (job, out) =
+        sbatch(&s, "dbloss", &["-N2", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME; sleep 30");
+    wait(&s, "job RUNNING", 60, || (job_state(&s, job).as_deref() == Some("RUNNING")).then_some(()));
+    let nodes = ["hpc-a-0", "hpc-a-1"];
+    wait(&s, "the nodes' end-of-life reservations", 30, || {
+        let r = reservations(&s);
+        nodes.iter().all(|n| r.contains(&format!("ReservationName=slurm-dws-eol-{n} "))).then_some(())
+    });
+    let mig = s.migs();
+    assert_eq!(mig.len(), 1);
+
+    s.kill_daemon();
+    let state = s.path().join("state");
+    for f in ["slurm-dws.db", "slurm-dws.db-wal", "slurm-dws.db-shm"] {
+        let _ = std::fs::remove_file(state.join(f));
+    }
+    assert!(!state.join("slurm-dws.db").exists());
+    let lost_at = Instant::now();
+    s.start_daemon().unwrap();
+    let adopted = wait(&s, "the nodes adopted from Slurm with their VMs", 30, || {
+        let list = s.cli_json(&["nodes"]);
+        let up: Vec<Value> = list.as_array()?.iter().filter(|n| n["state"] == "up").cloned().collect();
+        (up.len() == 2).then_some(up)
+    });
+    eprintln!("[e2e-10] {slurm}: adopted in {:?}: {adopted:?}", lost_at.elapsed());
+    for (n, name) in adopted.iter().zip(nodes) {
+        assert_eq!(n["name"], name);
+        assert_eq!(n["mig"], mig[0].as_str(), "{n}");
+        assert_eq!(n["job_id"], job, "{n}");
+        assert_eq!(n["vm_status"], "RUNNING", "{n}");
+        assert_eq!(n["reservation"], format!("slurm-dws-eol-{name}"), "{n}");
+    }
+    let why = s.cli(&["explain", "hpc-a-0"]);
+    assert!(!why.contains("never been asked"), "{why}");
+    assert!(why.contains(&format!("Job {job} asked for it")) && why.contains("adopted"), "{why}");
+    wait(&s, "job COMPLETED after the database was lost", 90, || {
+        (sacct_like_state(&s, job) == "COMPLETED").then_some(())
+    });
+    assert_eq!(ran_on(&out), nodes);
+    let events = s.cli_json(&["events"]);
+    let deleted: Vec<&Value> =
+        events.as_array().unwrap().iter().filter(|e| e["kind"] == "reservation_deleted").collect();
+    assert!(deleted.is_empty(), "no reservation deleted while the job ran: {deleted:?}");
+    let r = reservations(&s);
+    for n in nodes {
+        assert!(r.contains(&format!("ReservationName=slurm-dws-eol-{n} ")), "{n}'s reservation kept: {r}");
+    }
+
+    // Afterwards, as usual: suspended, VMs deleted, reservations removed (each with an event), MIG
+    // collected.
+    wait(&s, "nodes idle~, VMs and MIG gone", 90, || {
+        let idle = nodes.iter().all(|n| node_state(&s, n) == "idle~");
+        (idle && s.vms().is_empty() && s.migs().is_empty()).then_some(())
+    });
+    wait(&s, "the reservations removed", 30, || (!reservations(&s).contains("slurm-dws-eol-")).then_some(()));
+    let events = s.cli_json(&["events"]);
+    let kinds: Vec<(String, String)> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (e["kind"].as_str().unwrap_or_default().into(), e["message"].as_str().unwrap_or_default().into())
+        })
+        .collect();
+    for n in nodes {
+        let told = kinds
+            .iter()
+            .filter(|(k, m)| k == "reservation_deleted" && m.contains(&format!("slurm-dws-eol-{n} ")))
+            .count();
+        assert_eq!(told, 1, "one deletion, one event: {kinds:#?}");
+    }
+    assert!(kinds.iter().any(|(k, _)| k == "mig_collected"), "{kinds:#?}");
+    assert_no_degraded_pass(&s, slurm);
 }

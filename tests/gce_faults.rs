@@ -140,6 +140,9 @@ async fn a_request_stuck_accepted_past_queue_timeout_is_cancelled_and_its_nodes_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mig_delete_refused_during_an_active_transformation_is_retried() {
     let mut w = World::new(&[("a", 0, 8, "")], "").await;
+    // Slurm answers (with no nodes): an empty MIG is collected only by a pass that read Slurm
+    // and GCE both.
+    w.healthy_slurm();
     w.start_daemon();
     assert!(w.hook("resume", "hpc-a-[0-1]", None).status.success());
     wait_converged(&w, &names(0..2), 60).await;
@@ -210,6 +213,9 @@ async fn lost_responses_and_409_on_create_duplicate_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_gce_faults_at_once_at_thirty_percent_a_hundred_node_workload_finishes() {
     let mut w = World::new(&[("a", 0, 128, "")], "backoff_initial = 1\nbackoff_max = 2").await;
+    // Slurm answers (with no nodes): an empty MIG is collected only by a pass that read Slurm
+    // and GCE both.
+    w.healthy_slurm();
     set_gcp(&w, "request_timeout", "2");
     // Six independent rules: 1 - (1-p)^6 = 30% of calls with p = 5.77%.
     let p = 0.0577;

@@ -429,7 +429,7 @@ async fn a_degraded_pass_is_loud_in_status_events_metrics_and_once_in_the_log() 
     // Three more passes, all degraded: one log line, one event, since unchanged.
     let first = iteration(&w);
     w.wait_for("three more passes", 30, || (iteration(&w) >= first + 3).then_some(()));
-    let out = w.cli(&["status"]);
+    let out = w.cli_columns(80, &["status"]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(text.contains(&format!("health:        DEGRADED since {since}")), "{text}");

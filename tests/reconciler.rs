@@ -24,6 +24,9 @@ async fn fifty_sigkills_at_random_points_leave_every_invariant_true() {
     eprintln!("crash loop seed {seed} (SLURM_DWS_TEST_SEED={seed} replays the choices)");
     let mut rng = StdRng::seed_from_u64(seed);
     let mut w = World::new(&[("a", 0, 40, ""), ("s", 2, 0, "")], "").await;
+    // Slurm answers (with no nodes): an empty MIG is collected only by a pass that read Slurm
+    // and GCE both.
+    w.healthy_slurm();
     // Slow operations widen the windows in which a kill lands between "sent" and "known done".
     w.sim_post("latency", json!({"operation_ms": 250})).await;
     let statics: BTreeSet<String> = ["hpc-s-0", "hpc-s-1"].iter().map(|s| s.to_string()).collect();
@@ -161,6 +164,9 @@ async fn database_deleted_mid_flight_is_rebuilt_from_gce_and_the_work_finishes()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_percent_gce_errors_a_fifty_node_workload_completes_without_duplicates() {
     let mut w = World::new(&[("a", 0, 64, "")], "").await;
+    // Slurm answers (with no nodes): an empty MIG is collected only by a pass that read Slurm
+    // and GCE both.
+    w.healthy_slurm();
     // Three independent rules of 11.2% each: 1 - 0.888^3 = 30% of calls fail.
     for (status, reason) in [(403, Some("rateLimitExceeded")), (429, None), (503, None)] {
         let mut rule = json!({"method": "*", "status": status, "probability": 0.112});

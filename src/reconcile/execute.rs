@@ -301,6 +301,21 @@ fn failed_event(
     }
 }
 
+/// What a round's Slurm steps tell the next round: the end-of-life reservations it deleted or
+/// made (so that a later round neither deletes one again as stale nor takes it for Slurm's).
+pub(super) fn learn_slurm(step: &SlurmStep, observed: &mut Observed) {
+    let Some(reservations) = observed.reservations.as_mut() else { return };
+    match step {
+        SlurmStep::DeleteReservation { name } => {
+            reservations.remove(name);
+        }
+        SlurmStep::CreateReservation { name, .. } => {
+            reservations.insert(name.clone());
+        }
+        _ => {}
+    }
+}
+
 /// What a step is about, for the pass report and the log.
 fn step_target(s: &GceStep) -> String {
     match s {

@@ -353,3 +353,24 @@ fn learning_never_undoes_a_final_state() {
     learn(&delete_mig(), &mut o, &d);
     assert_eq!(o.vms.as_ref().unwrap().keys().collect::<Vec<_>>(), ["hpc-a-2"], "the MIG's VMs go with it");
 }
+
+/// A reservation a round deleted is not there for the next round to delete again as stale, and one
+/// it made is.
+#[test]
+fn a_slurm_step_tells_the_next_round_about_reservations() {
+    let mut o =
+        Observed { reservations: Some(["slurm-dws-eol-hpc-a-0".to_string()].into()), ..Default::default() };
+    learn_slurm(&SlurmStep::DeleteReservation { name: "slurm-dws-eol-hpc-a-0".into() }, &mut o);
+    let made = SlurmStep::CreateReservation {
+        name: "slurm-dws-eol-hpc-a-1".into(),
+        node: "hpc-a-1".into(),
+        start: t0(),
+        end: t0() + chrono::Duration::hours(1),
+    };
+    learn_slurm(&made, &mut o);
+    assert_eq!(o.reservations, Some(["slurm-dws-eol-hpc-a-1".to_string()].into()));
+    // Unread reservations stay unread.
+    let mut unread = Observed::default();
+    learn_slurm(&made, &mut unread);
+    assert_eq!(unread.reservations, None);
+}

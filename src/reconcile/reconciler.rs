@@ -14,7 +14,7 @@
 
 use super::commit::{self, RoundContext};
 use super::error::ReconcileError;
-use super::execute::Executor;
+use super::execute::{self, Executor};
 use super::gce_edge;
 use super::ingest::ingest;
 use super::observe::{self, Observation, Sources};
@@ -374,8 +374,12 @@ impl Reconciler {
         let mut attempted: HashSet<u64> = HashSet::new();
         let mut slurm_done: HashSet<u64> = HashSet::new();
         let mut outbox_used: HashSet<i64> = HashSet::new();
+        let mut told: HashSet<u64> = HashSet::new();
         for round in 0..MAX_ROUNDS {
             let mut p = plan(&self.plan_cfg, &desired, &observed, now);
+            // A later round plans on the same Slurm observation (a Slurm step it already ran is
+            // skipped, not re-observed): an event it would repeat word for word was told already.
+            p.events.retain(|e| told.insert(event_key(e)));
             // The steps this pass has not done yet, taken from the plan (not copied), and of them the
             // ones that failed recently wait for their backoff, or were given up on.
             let mut fresh_gce: Vec<GceStep> = std::mem::take(&mut p.gce)
@@ -430,6 +434,9 @@ impl Reconciler {
             exec.gce_steps(&fresh_gce, outbox, &mut desired, &mut observed, report, now).await?;
             slurm_done.extend(fresh_slurm.iter().map(step_key));
             exec.slurm_steps(&fresh_slurm, report, &mut desired, now).await;
+            for s in &fresh_slurm {
+                execute::learn_slurm(s, &mut observed);
+            }
         }
 
         // Close the outbox entries this pass neither sent nor resent, only when both GCE lists answered
@@ -465,6 +472,14 @@ impl Reconciler {
         let pass = self.pass_on(Trigger::Cli, observation).await;
         GcReport::Deleted { deleted: deletions, pass: Box::new(pass) }
     }
+}
+
+/// An event's identity within a pass: a 64-bit hash of its kind, nodes and message.
+fn event_key(e: &NewEvent) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (e.kind.as_str(), &e.nodes, &e.message).hash(&mut h);
+    h.finish()
 }
 
 /// A step's identity within a pass: a 64-bit hash of its JSON form, to skip what a pass already did.

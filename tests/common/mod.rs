@@ -309,6 +309,17 @@ node_count_dynamic_max = {dy}
         Command::new(BIN).arg("--config").arg(&self.config).args(args).output().unwrap()
     }
 
+    /// `cli` as on a terminal `columns` wide (`$COLUMNS`); piped output is otherwise not cut.
+    pub fn cli_columns(&self, columns: usize, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .env("COLUMNS", columns.to_string())
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
     pub fn nodes(&self) -> Vec<Value> {
         self.cli_json(&["nodes"]).as_array().cloned().unwrap_or_default()
     }

@@ -114,7 +114,7 @@ pub(crate) fn render(spec: &ClusterSpec, layout: &Layout, ctld_port: u16, node_l
         ("TaskPlugin", "task/none".into()),
         ("SelectType", "select/cons_tres".into()),
         ("SelectTypeParameters", "CR_CPU".into()),
-        ("ReturnToService", "2".into()),
+        ("ReturnToService", "1".into()),
         ("TreeWidth", "65533".into()),
         ("ResumeRate", "0".into()),
         ("SuspendRate", "0".into()),
@@ -474,7 +474,7 @@ mod tests {
             "ProctrackType=proctrack/linuxproc\n",
             "TaskPlugin=task/none\n",
             "SelectTypeParameters=CR_CPU\n",
-            "ReturnToService=2\n",
+            "ReturnToService=1\n",
             "PrivateData=cloud\n",
             "CommunicationParameters=NoAddrCache\n",
             "TreeWidth=65533\n",
@@ -514,7 +514,7 @@ mod tests {
         assert!(!conf.contains("cloud_reg_addrs"), "{conf}");
         for want in [
             "SuspendTime=15\n",
-            "ReturnToService=2\n",
+            "ReturnToService=1\n",
             "SlurmctldParameters=idle_on_node_suspend,power_save_interval=1\n",
         ] {
             assert!(conf.contains(want), "missing {want:?} in\n{conf}");

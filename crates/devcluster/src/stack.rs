@@ -11,19 +11,50 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// One nodeset of a stack: `name`, static and dynamic counts, extra `[nodeset.dws_flex]` lines.
+/// One nodeset of a stack: `name`, static and dynamic counts, extra `[nodeset.dws_flex]` lines, and
+/// the `ResumeTimeout` of its partition when the test wants another than the printed lines' one.
 #[derive(Debug, Clone)]
 pub struct StackNodeset {
     pub name: String,
     pub node_count_static: u32,
     pub node_count_dynamic_max: u32,
     pub dws_flex: String,
+    /// Replaces the `ResumeTimeout=` of the nodeset's partition line (`check-config` prints 65533 on
+    /// DWS Flex partitions), so a test can see Slurm give up on a resume in seconds.
+    pub partition_resume_timeout: Option<u32>,
 }
 
 impl StackNodeset {
     pub fn new(name: &str, node_count_static: u32, node_count_dynamic_max: u32) -> Self {
-        StackNodeset { name: name.into(), node_count_static, node_count_dynamic_max, dws_flex: String::new() }
+        StackNodeset {
+            name: name.into(),
+            node_count_static,
+            node_count_dynamic_max,
+            dws_flex: String::new(),
+            partition_resume_timeout: None,
+        }
     }
+
+    /// The same nodeset with its partition's `ResumeTimeout` set to `secs`.
+    pub fn resume_timeout(mut self, secs: u32) -> Self {
+        self.partition_resume_timeout = Some(secs);
+        self
+    }
+}
+
+/// A `PartitionName=` line with the `ResumeTimeout` its nodeset asks for (added when absent).
+fn partition_line(line: &str, nodesets: &[StackNodeset]) -> String {
+    let name = line.split_whitespace().next().and_then(|w| w.strip_prefix("PartitionName=")).unwrap_or("");
+    let Some(secs) = nodesets.iter().find(|n| n.name == name).and_then(|n| n.partition_resume_timeout) else {
+        return line.to_string();
+    };
+    let timeout = format!("ResumeTimeout={secs}");
+    let mut words: Vec<String> = line.split_whitespace().map(String::from).collect();
+    match words.iter_mut().find(|w| w.starts_with("ResumeTimeout=")) {
+        Some(w) => *w = timeout,
+        None => words.insert(1.min(words.len()), timeout),
+    }
+    words.join(" ")
 }
 
 /// What to run.
@@ -125,7 +156,7 @@ impl Stack {
             let key = l.split('=').next().unwrap_or("");
             match key {
                 "NodeName" => cspec.node_lines.push(l.to_string()),
-                "PartitionName" => cspec.partition_lines.push(l.to_string()),
+                "PartitionName" => cspec.partition_lines.push(partition_line(l, &spec.nodesets)),
                 "ResumeProgram" | "SuspendProgram" | "ResumeFailProgram" | "SuspendExcNodes"
                 | "PrivateData" => cspec.extra_conf.push(l.to_string()),
                 _ => {} // timings: the harness's fast ones
@@ -411,4 +442,29 @@ node_conf = "CPUs=1 RealMemory=500"
         ));
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partition_gets_the_resume_timeout_its_nodeset_asks_for() {
+        let nodesets = vec![StackNodeset::new("a", 0, 2).resume_timeout(20), StackNodeset::new("b", 0, 2)];
+        assert_eq!(
+            partition_line("PartitionName=a Nodes=hpc-a-[0-1] ResumeTimeout=65533 State=UP", &nodesets),
+            "PartitionName=a Nodes=hpc-a-[0-1] ResumeTimeout=20 State=UP"
+        );
+        assert_eq!(
+            partition_line("PartitionName=a Nodes=hpc-a-[0-1] State=UP", &nodesets),
+            "PartitionName=a ResumeTimeout=20 Nodes=hpc-a-[0-1] State=UP"
+        );
+        // Another partition, or one whose name only starts like it, keeps its line.
+        for line in [
+            "PartitionName=b Nodes=hpc-b-[0-1] ResumeTimeout=65533 State=UP",
+            "PartitionName=ab Nodes=hpc-ab-[0-1] ResumeTimeout=65533 State=UP",
+        ] {
+            assert_eq!(partition_line(line, &nodesets), line);
+        }
+    }
 }

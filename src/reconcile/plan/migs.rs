@@ -1,4 +1,5 @@
-//! Rule 5: owned MIGs — seen, gone, empty long enough to delete; an owned MIG the store does not
+//! Rule 5: owned MIGs — seen, gone, empty long enough to delete (only when Slurm and GCE were both
+//! read this pass, with an event); an owned MIG the store does not
 //! know is adopted, with its resize request when that is still in flight (so that it is followed,
 //! not collected).
 
@@ -33,16 +34,24 @@ impl Planner<'_> {
                     let empty = om.target_size == 0 && !busy.contains(name);
                     nm.empty_since = if empty { Some(m.empty_since.unwrap_or(self.now)) } else { None };
                     if let Some(since) = nm.empty_since {
+                        // Collected only when Slurm and the VMs were read too: with either unread,
+                        // a node of this MIG may be in use and not on record yet (database lost).
                         if secs_since(self.now, since) >= self.cfg.mig_gc_grace
                             && nm.state != MigState::Deleting
+                            && self.saw_everything()
                         {
-                            self.delete_mig(
-                                name,
-                                &format!(
-                                    "empty with no active request since {}",
-                                    since.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
-                                ),
+                            let why = format!(
+                                "empty with no active request since {}",
+                                since.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
                             );
+                            if !self.deleting_mig(name) {
+                                self.plan.event(
+                                    EventKind::MigCollected,
+                                    vec![],
+                                    format!("MIG {name} is {why}: deleting it"),
+                                );
+                            }
+                            self.delete_mig(name, &why);
                         }
                     }
                     if nm != *m {

@@ -16,8 +16,7 @@
 //! 5. Owned MIGs (`migs.rs`): seen, gone, empty long enough to delete; owned MIGs the store does not
 //!    know are adopted, with their resize request when it is still in flight (so that it is
 //!    followed, not collected).
-//! 6. VMs in owned MIGs that back no node are deleted after `orphan_grace` (`orphans.rs`; never one
-//!    named like a node of ours while Slurm cannot be asked whether a job runs there).
+//! 6. VMs in owned MIGs that back no node are deleted after `orphan_grace` (`orphans.rs`).
 //! 7. End-of-life reservations that no longer belong to an up node are removed, and ones Slurm lost
 //!    are made again (`reservations.rs`).
 //!
@@ -26,6 +25,10 @@
 //! A partial VM list (a zone GCE could not reach, `Observed::unreachable_zones`) is a failed list
 //! for the nodes whose VMs could be in that zone ([`Sight::Unknown`]): they keep their state, and no
 //! VM is requested for them, until a complete answer says where their VMs are.
+//! Nothing is deleted because nothing explains it (a VM, an empty MIG, a reservation) unless Slurm's
+//! nodes, the VMs and the MIGs were all read in the same pass (`Planner::saw_everything`): after
+//! the database is lost, what explains it (a node in use) is only learned from both. Every deletion
+//! has an event.
 //!
 //! Each rule reads the desired state through an [`Overlay`](overlay) that copies only what it
 //! changes, and records what it decides in the [`Planner`]; [`Planner::finish`] batches the GCE and
@@ -219,12 +222,30 @@ impl Planner<'_> {
         self.delete_instances.entry(mig.to_string()).or_default().insert(VmRef::of(vm));
     }
 
+    /// The node's VM is gone: its end-of-life reservation goes too.
     fn drop_reservation(&mut self, name: &str) {
         if self.nodes.get(name).is_some_and(|n| n.reservation.is_some()) {
             if let Some(r) = self.nodes.get_mut(name).and_then(|n| n.reservation.take()) {
-                self.plan.slurm.push(SlurmStep::DeleteReservation { name: r });
+                self.delete_reservation(&r, name, "the node's VM is gone");
             }
         }
+    }
+
+    /// Deletes an end-of-life reservation, with an event saying why.
+    fn delete_reservation(&mut self, reservation: &str, node: &str, why: &str) {
+        self.plan.slurm.push(SlurmStep::DeleteReservation { name: reservation.to_string() });
+        self.plan.event(
+            EventKind::ReservationDeleted,
+            vec![node.to_string()],
+            format!("end-of-life reservation {reservation} removed: {why}"),
+        );
+    }
+
+    /// Whether both Slurm's nodes and GCE's VMs and MIGs were read this pass: only then may
+    /// something be deleted because nothing explains it (a VM, a MIG, a reservation). With one of
+    /// them unread, a node running a job may simply not be on record yet (database lost).
+    fn saw_everything(&self) -> bool {
+        self.o.slurm.is_some() && self.o.vms.is_some() && self.o.migs.is_some()
     }
 
     fn clear_vm(&mut self, name: &str) {
@@ -236,14 +257,18 @@ impl Planner<'_> {
         }
     }
 
-    /// Deletes `mig` unless it is being deleted already, is known to be gone, or is planned for deletion.
-    fn delete_mig(&mut self, mig: &str, reason: &str) {
+    /// Whether `mig` is being deleted already, is known to be gone, or is planned for deletion.
+    fn deleting_mig(&self, mig: &str) -> bool {
         let deleting = self.migs.get(mig).is_some_and(|m| m.state == MigState::Deleting);
         let seen = self.o.migs.as_ref().is_none_or(|m| m.contains_key(mig));
-        if !deleting
-            && seen
-            && !self.plan.gce.iter().any(|s| matches!(s, GceStep::DeleteMig { mig: m, .. } if m == mig))
-        {
+        deleting
+            || !seen
+            || self.plan.gce.iter().any(|s| matches!(s, GceStep::DeleteMig { mig: m, .. } if m == mig))
+    }
+
+    /// Deletes `mig` unless it is being deleted already, is known to be gone, or is planned for deletion.
+    fn delete_mig(&mut self, mig: &str, reason: &str) {
+        if !self.deleting_mig(mig) {
             self.plan.gce.push(GceStep::DeleteMig { mig: mig.to_string(), reason: reason.to_string() });
         }
     }

@@ -89,8 +89,14 @@ impl Planner<'_> {
                 if let (Some(term), None) = (vm.termination, node.reservation.as_ref()) {
                     let grace = self.cfg.nodesets.get(&node.nodeset).map_or(600, |n| n.eol_grace) as i64;
                     let start = (term - Duration::seconds(grace)).max(self.now + Duration::seconds(60));
-                    if start < term {
-                        let res = eol_reservation(name);
+                    let res = eol_reservation(name);
+                    if o.reservations.as_ref().is_some_and(|r| r.contains(&res)) {
+                        // Slurm has it already (the node was adopted after the database was lost):
+                        // it is the node's, not a second one to make.
+                        if let Some(n) = self.nodes.get_mut(name) {
+                            n.reservation = Some(res);
+                        }
+                    } else if start < term {
                         self.plan.slurm.push(SlurmStep::CreateReservation {
                             name: res.clone(),
                             node: name.to_string(),
@@ -293,21 +299,41 @@ impl Planner<'_> {
             match mig {
                 Some(m) if self.owned_mig(&m) => {
                     if slurm_wants {
+                        // The job the MIG was made for, from its ownership line: the record of the
+                        // request that would say it is gone.
+                        let job = o.migs.as_ref().and_then(|ms| ms.get(&m)).and_then(|om| om.job_id);
                         self.set_state(name, NodeState::Up);
                         if let Some(n) = self.nodes.get_mut(name) {
                             n.mig = Some(m.clone());
+                            if n.job_id.is_none() {
+                                n.job_id = job;
+                            }
                         }
+                        let for_job = job.map(|j| format!(" (made for job {j})")).unwrap_or_default();
                         self.plan.event(
                             EventKind::Adopted,
                             vec![name.to_string()],
-                            format!("Slurm uses the node and its VM runs in MIG {m}: adopted"),
+                            format!("Slurm uses the node and its VM runs in MIG {m}{for_job}: adopted"),
                         );
                         self.up_node(name);
-                    } else if node.request_id.is_some()
-                        || vm.created.is_some_and(|c| secs_since(self.now, c) > self.cfg.orphan_grace)
-                    {
-                        // Known to be suspended (or an orphan past its grace): the VM must not exist.
-                        self.delete_vm(&m, vm);
+                    } else if self.saw_everything() {
+                        let known = node.request_id.is_some();
+                        let orphan =
+                            vm.created.is_some_and(|c| secs_since(self.now, c) > self.cfg.orphan_grace);
+                        if known || orphan {
+                            // Known to be suspended (or an orphan past its grace): the VM must not exist.
+                            let why = if known {
+                                "Slurm has the node powered down"
+                            } else {
+                                "Slurm has the node powered down and slurm-dws never asked for it"
+                            };
+                            self.plan.event(
+                                if known { EventKind::Drift } else { EventKind::Orphan },
+                                vec![name.to_string()],
+                                format!("{why}, but its VM runs in MIG {m}: deleting the VM"),
+                            );
+                            self.delete_vm(&m, vm);
+                        }
                     }
                 }
                 _ => {}

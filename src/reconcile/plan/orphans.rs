@@ -1,5 +1,5 @@
-//! Rule 6: VMs in owned MIGs that back no node are deleted after `orphan_grace` — never one named
-//! like a node of ours while Slurm cannot be asked whether a job runs there.
+//! Rule 6: VMs in owned MIGs that back no node are deleted after `orphan_grace` — never while Slurm
+//! or GCE could not be read this pass (only Slurm can say whether a job runs there).
 
 use super::*;
 
@@ -10,9 +10,9 @@ impl Planner<'_> {
             if self.nodes.contains_key(name) {
                 continue; // a node's VM: the node rules decide
             }
-            if self.o.slurm.is_none() && self.cfg.naming.is_ours(name) {
-                // Named like one of our nodes but not on record (database lost?): only Slurm can say
-                // whether a job runs there, and Slurm did not answer. Never guess a VM away.
+            if !self.saw_everything() {
+                // Not on record (database lost?): only Slurm can say whether a job runs there, and
+                // only the MIG list whether its MIG is ours. Never guess a VM away.
                 continue;
             }
             let Some(mig) = vm.mig.as_ref().filter(|m| self.owned_mig(m)) else { continue };

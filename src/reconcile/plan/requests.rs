@@ -167,7 +167,10 @@ impl Planner<'_> {
                     self.set_state(name, NodeState::PoweredDown);
                     if let Some(n) = self.nodes.get_mut(name) {
                         n.mig = None;
-                        if let Some(e) = error {
+                        // A node Slurm gave up on (ResumeTimeout) keeps that as its cause: the
+                        // request was only cancelled because of it.
+                        let keep = !was_requested && n.last_error.is_some();
+                        if let (Some(e), false) = (error, keep) {
                             n.last_error = Some(e.to_string());
                         }
                     }

@@ -1,5 +1,6 @@
-//! Rule 7: end-of-life reservations that no longer belong to an up node are removed, and ones on
-//! record that Slurm lost are made again.
+//! Rule 7: end-of-life reservations that no longer belong to an up node are removed (only when
+//! Slurm and GCE were both read, never one whose node GCE lists a VM for, each with an event), and
+//! ones on record that Slurm lost are made again.
 
 use super::*;
 use std::collections::HashSet;
@@ -17,13 +18,22 @@ impl Planner<'_> {
                 _ => None,
             })
             .collect();
-        let stale: Vec<String> = existing
-            .iter()
-            .filter(|r| r.starts_with(EOL_PREFIX) && !kept.contains(r) && !planned.contains(*r))
-            .cloned()
-            .collect();
+        // Stale only when Slurm and GCE were both read: with either unread, the node may be up and
+        // running a job that the record does not know of yet (database lost), and its VM still
+        // ends at the reservation's start. A node whose VM GCE lists keeps its reservation too.
+        let stale: Vec<String> = if self.saw_everything() {
+            existing
+                .iter()
+                .filter(|r| r.starts_with(EOL_PREFIX) && !kept.contains(r) && !planned.contains(*r))
+                .filter(|r| self.vm(&r[EOL_PREFIX.len()..]).is_none_or(being_deleted))
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
         for name in stale {
-            self.plan.slurm.push(SlurmStep::DeleteReservation { name });
+            let node = name[EOL_PREFIX.len()..].to_string();
+            self.delete_reservation(&name, &node, "no VM backs the node");
         }
         // A reservation on record that Slurm lost (slurmctld state wiped): make it again.
         let lost: Vec<String> = self

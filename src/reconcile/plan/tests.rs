@@ -658,6 +658,13 @@ fn expiry_of_a_dynamic_node_takes_it_out_of_service() {
     assert!(has_update(&p, "hpc-a-1", "power_down_force"));
     assert!(p.slurm.iter().any(|s| matches!(s, SlurmStep::DeleteReservation { .. })));
     assert!(p.events.iter().any(|e| e.kind.as_str() == "expired"));
+    assert!(
+        p.events.iter().any(|e| e.kind == EventKind::ReservationDeleted
+            && e.nodes == ["hpc-a-1"]
+            && e.message == "end-of-life reservation slurm-dws-eol-hpc-a-1 removed: the node's VM is gone"),
+        "{:?}",
+        p.events
+    );
     // No VM, no stale step: the requeued job need not sit out Slurm's requeue hold.
     assert_eq!(p.slurm.last(), Some(&SlurmStep::SetJobsBegin { jobs: vec![7], begin: t0() }));
 }
@@ -765,6 +772,12 @@ fn empty_migs_are_collected_after_grace() {
     m.empty_since = Some(t0() - Duration::seconds(300));
     let p = World::new().mig(m.clone(), Some(0)).plan();
     assert!(matches!(p.gce.as_slice(), [GceStep::DeleteMig { .. }]));
+    assert!(
+        p.events.iter().any(|e| e.kind == EventKind::MigCollected
+            && e.message.starts_with("MIG hpc-a-t1 is empty with no active request since")),
+        "every deletion has an event: {:?}",
+        p.events
+    );
     // a MIG with an active request is never empty
     let mut n = node("hpc-a-1", NodeState::Requested);
     n.request_id = Some(1);
@@ -1136,4 +1149,169 @@ fn a_refused_nodeset_answers_its_resumes_and_the_others_go_on() {
         .flat_map(|e| e.nodes.iter().map(String::as_str))
         .collect();
     assert_eq!(refused, ["hpc-a-1", "hpc-b-0"]);
+}
+
+/// A node no hook ever named (fresh cluster, Slurm shows it powered down) gets a record: tracked as
+/// powered down, with nothing to do.
+#[test]
+fn nodes_nobody_touched_are_tracked_as_powered_down() {
+    let w = World::new()
+        .slurm("hpc-a-3", slurm("idle", &["CLOUD", "POWERED_DOWN"], ""))
+        .slurm("other-x-1", slurm("idle", &[], ""));
+    let p = w.plan();
+    let n = node_after(&p, "hpc-a-3").expect("a record for the untouched node");
+    assert_eq!((n.state, n.nodeset.as_str(), n.index, n.is_static), (NodeState::PoweredDown, "a", 3, false));
+    assert!(node_after(&p, "other-x-1").is_none(), "not ours");
+    assert!(p.gce.is_empty() && p.slurm.is_empty() && p.new_groups.is_empty(), "{p:?}");
+}
+
+/// The observation after the database was lost while a 2-node job runs: nothing on record, an
+/// owned MIG made for job 3, its two VMs, Slurm running the job there, their end-of-life
+/// reservations.
+fn database_lost_world() -> World {
+    let mut w = World::new();
+    w.o.migs.as_mut().unwrap().insert(
+        "hpc-a-j3-deadbeef".into(),
+        ObservedMig {
+            name: "hpc-a-j3-deadbeef".into(),
+            nodeset: "a".into(),
+            tag: "deadbeef".into(),
+            job_id: Some(3),
+            target_size: 2,
+            created: None,
+        },
+    );
+    for name in ["hpc-a-1", "hpc-a-2"] {
+        w = w.vm(vm(name, "hpc-a-j3-deadbeef")).slurm(name, slurm("allocated", &["CLOUD"], ""));
+        w.o.reservations.as_mut().unwrap().insert(eol_reservation(name));
+    }
+    w
+}
+
+#[test]
+fn after_the_database_is_lost_nodes_running_a_job_are_adopted_with_vm_job_and_reservation() {
+    let p = database_lost_world().plan();
+    for name in ["hpc-a-1", "hpc-a-2"] {
+        let n = node_after(&p, name).unwrap();
+        assert_eq!(n.state, NodeState::Up, "{name}");
+        assert_eq!(n.mig.as_deref(), Some("hpc-a-j3-deadbeef"), "{name}");
+        assert_eq!(n.job_id, Some(3), "{name}: the job the MIG was made for");
+        assert_eq!(n.vm_status, Some("RUNNING".into()), "{name}");
+        assert_eq!(n.reservation, Some(eol_reservation(name)), "{name}: Slurm's reservation is the node's");
+        assert!(p.events.iter().any(|e| e.kind == EventKind::Adopted
+            && e.nodes == [name]
+            && e.message.contains("(made for job 3)")));
+    }
+    assert!(p.gce.is_empty(), "nothing deleted: {:?}", p.gce);
+    assert!(p.slurm.is_empty(), "no reservation deleted, none made twice: {:?}", p.slurm);
+    assert!(!p.events.iter().any(|e| e.kind == EventKind::ReservationDeleted));
+    // The next pass, with the adoption on record, has nothing to do.
+    let mut w2 = database_lost_world();
+    for n in &p.nodes {
+        w2.d.nodes.insert(n.name.clone(), n.clone());
+    }
+    for m in &p.migs {
+        w2.d.migs.insert(m.name.clone(), m.clone());
+    }
+    assert!(w2.plan().is_empty(), "{:?}", w2.plan());
+}
+
+/// With Slurm's nodes, the VMs or the MIGs unread, nothing is deleted because nothing on record
+/// explains it: not the reservations, not a powered-down node's VM, not an orphan VM, not an empty
+/// MIG — the record may simply be gone (database lost).
+#[test]
+fn nothing_is_deleted_as_stale_unless_slurm_and_gce_were_read_in_the_same_pass() {
+    let world = || {
+        let mut old_empty = mig("hpc-a-t9", MigState::Active);
+        old_empty.empty_since = Some(t0() - Duration::hours(1));
+        let mut orphan = vm("hpc-a-9", "hpc-a-j3-deadbeef");
+        orphan.created = Some(t0() - Duration::hours(1));
+        let mut suspended = node("hpc-a-5", NodeState::PoweredDown);
+        suspended.request_id = Some(1);
+        let mut w = database_lost_world().mig(old_empty, Some(0)).vm(orphan).node(suspended);
+        w = w.vm(vm("hpc-a-5", "hpc-a-j3-deadbeef"));
+        w.o.reservations.as_mut().unwrap().insert(eol_reservation("hpc-a-7"));
+        w
+    };
+    let deletes = |p: &Plan| -> Vec<String> {
+        let gce = p.gce.iter().filter_map(|s| match s {
+            GceStep::DeleteInstances { instances, .. } => {
+                Some(instances.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(","))
+            }
+            GceStep::DeleteMig { mig, .. } => Some(mig.clone()),
+            _ => None,
+        });
+        let slurm = p.slurm.iter().filter_map(|s| match s {
+            SlurmStep::DeleteReservation { name } => Some(name.clone()),
+            _ => None,
+        });
+        let mut all: Vec<String> = gce.chain(slurm).collect();
+        all.sort();
+        all
+    };
+    type Forget = fn(&mut Observed);
+    let unread: [(&str, Forget); 3] = [
+        ("Slurm's nodes", |o| o.slurm = None),
+        ("the VMs", |o| o.vms = None),
+        ("the MIGs", |o| o.migs = None),
+    ];
+    for (what, forget) in unread {
+        let mut w = world();
+        forget(&mut w.o);
+        let p = w.plan();
+        assert_eq!(deletes(&p), Vec::<String>::new(), "{what} unread: {p:?}");
+    }
+    // Everything read: the suspended node's VM, the orphan, the empty MIG and the reservation of a
+    // node with no VM go, each with an event; the adopted nodes' reservations stay.
+    let p = world().plan();
+    assert_eq!(deletes(&p), vec!["hpc-a-5,hpc-a-9", "hpc-a-t9", "slurm-dws-eol-hpc-a-7"], "{:?}", p.events);
+    let said = |kind: EventKind, node: &str| p.events.iter().any(|e| e.kind == kind && e.nodes == [node]);
+    assert!(said(EventKind::Drift, "hpc-a-5"), "{:?}", p.events);
+    assert!(said(EventKind::Orphan, "hpc-a-9"), "{:?}", p.events);
+    assert!(said(EventKind::ReservationDeleted, "hpc-a-7"), "{:?}", p.events);
+    assert!(p.events.iter().any(|e| e.kind == EventKind::MigCollected && e.message.contains("hpc-a-t9")));
+}
+
+/// An end-of-life reservation whose node has a VM GCE lists is not stale, even with no record.
+#[test]
+fn a_reservation_of_a_node_with_a_vm_is_not_stale() {
+    let mut w = World::new().mig(mig("hpc-a-t1", MigState::Active), Some(1)).vm(vm("hpc-a-4", "hpc-a-t1"));
+    w.o.reservations.as_mut().unwrap().insert(eol_reservation("hpc-a-4"));
+    let p = w.plan();
+    assert!(!p.slurm.iter().any(|s| matches!(s, SlurmStep::DeleteReservation { .. })), "{p:?}");
+}
+
+/// Slurm's ResumeTimeout fired while the request waited for capacity (the resume-fail hook made the
+/// node suspending and the request was cancelled): once GCE says CANCELLED the node is released
+/// keeping Slurm's cause, the MIG goes, and Slurm's `down~` node is resumed to `idle~`, usable.
+#[test]
+fn a_node_past_resume_timeout_ends_powered_down_and_usable() {
+    let mut n = node("hpc-a-1", NodeState::Suspending);
+    n.request_id = Some(1);
+    n.job_id = Some(7);
+    n.last_error = Some("Slurm's ResumeTimeout expired before the node registered".into());
+    let mut r = request(1, &["hpc-a-1"], RequestPhase::Active);
+    r.last_error = Some("cancelled: every node of the request was suspended".into());
+    let w = World::new()
+        .node(n)
+        .req(r.clone())
+        .mig(mig(&r.mig, MigState::Active), Some(1))
+        .rr(&r.mig, "CANCELLED", None, false)
+        .slurm(
+            "hpc-a-1",
+            slurm("down", &["CLOUD", "NOT_RESPONDING", "POWERED_DOWN"], "ResumeTimeout reached"),
+        );
+    let p = w.plan();
+    let after = node_after(&p, "hpc-a-1").unwrap();
+    assert_eq!(after.state, NodeState::PoweredDown);
+    assert_eq!(
+        after.last_error.as_deref(),
+        Some("Slurm's ResumeTimeout expired before the node registered"),
+        "the cause stays Slurm's"
+    );
+    assert!(matches!(p.gce.as_slice(), [GceStep::DeleteMig { .. }]), "{:?}", p.gce);
+    assert!(has_update(&p, "hpc-a-1", "resume"), "down~ → idle~: {:?}", p.slurm);
+    assert!(!has_update(&p, "hpc-a-1", "power_down_force"), "Slurm requeued the job already");
+    assert!(p.events.iter().any(|e| e.kind == EventKind::Returned && e.nodes == ["hpc-a-1"]));
+    assert!(p.events.iter().any(|e| e.kind == EventKind::RequestFailed));
 }

@@ -237,6 +237,14 @@ string_enum! {
         Degraded => "degraded",
         /// Reconcile passes are healthy again after being degraded.
         Recovered => "recovered",
+        /// A hook handed nodes that are not slurm-dws's to `[slurm] delegate_*`, or the program it
+        /// started for them exited 0.
+        Delegated => "delegated",
+        /// The program a hook handed nodes to could not be started, or exited non-zero or on a signal.
+        DelegateFailed => "delegate_failed",
+        /// A hook could not load the config file and used the copy of the config the daemon last
+        /// accepted (`state_dir/last-accepted.toml`).
+        ConfigFallback => "config_fallback",
     }
 }
 
@@ -459,6 +467,9 @@ mod tests {
                 "outbox_abandoned",
                 "degraded",
                 "recovered",
+                "delegated",
+                "delegate_failed",
+                "config_fallback",
             ]
         );
         for k in EventKind::ALL {

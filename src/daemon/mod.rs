@@ -92,6 +92,7 @@ pub async fn run_with_reload(
 ) -> Result<(), DaemonError> {
     let store = Store::open(&cfg.state_dir).await?;
     let _lock = lock_state_dir(&cfg.state_dir)?;
+    save_last_accepted(&cfg);
     let mut reconciler = Reconciler::new(cfg.clone(), store.clone())
         .await
         .map_err(|e| DaemonError::Reconciler(format!("{e:#}")))?;
@@ -359,6 +360,20 @@ fn lock_state_dir(dir: &std::path::Path) -> Result<nix::fcntl::Flock<std::fs::Fi
     }
 }
 
+/// Keeps the copy of the config in force that hooks fall back to when the config file does not load
+/// (`config::last_accepted`). Failing to write it is worth a warning, not a refusal to run.
+fn save_last_accepted(cfg: &Config) {
+    #[allow(clippy::disallowed_methods)] // an edge: when the daemon accepted this config
+    let now = chrono::Utc::now();
+    match crate::config::last_accepted::save(cfg, now) {
+        Ok(path) => tracing::debug!(copy = %path.display(), "kept a copy of the config for the hooks"),
+        Err(error) => tracing::warn!(
+            state_dir = %cfg.state_dir.display(), %error,
+            "cannot keep a copy of the config: hooks have nothing to fall back to if the config file breaks"
+        ),
+    }
+}
+
 fn nodeset_names(cfg: &Config) -> Vec<String> {
     cfg.nodesets.iter().map(|n| n.name.clone()).collect()
 }
@@ -404,6 +419,7 @@ async fn apply_reload(
         Ok(changes) => {
             let changes = if changes.is_empty() { "nothing".to_string() } else { changes.join(", ") };
             tracing::info!(config = %source.display(), %changes, "config reloaded (SIGHUP)");
+            save_last_accepted(cfg);
             true
         }
         Err(error) => {

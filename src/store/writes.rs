@@ -57,22 +57,50 @@ impl Store {
         note: Option<(&str, &str)>,
         now: DateTime<Utc>,
     ) -> Result<i64> {
-        let jobs = serde_json::to_string(jobs)?;
+        let notes: Vec<HookNote> =
+            note.iter().map(|(k, m)| HookNote { kind: k, nodes: &[], message: m }).collect();
+        let id = self.record_hook_call(kind, Some(hostlist), jobs, &notes, now).await?;
+        Ok(id.expect("a hostlist was given"))
+    }
+
+    /// [`Store::record_hook`] with any number of events, and no inbox entry when `hostlist` is `None`
+    /// (every node of the call went to a delegate program): one commit. Returns the inbox id, if any.
+    pub async fn record_hook_call(
+        &self,
+        kind: HookKind,
+        hostlist: Option<&str>,
+        jobs: &[(u32, String)],
+        notes: &[HookNote<'_>],
+        now: DateTime<Utc>,
+    ) -> Result<Option<i64>> {
         let mut tx = self.begin().await?;
-        let id = sqlx::query("INSERT INTO inbox (received_at, kind, hostlist, jobs) VALUES (?, ?, ?, ?)")
-            .bind(to_ms(now))
-            .bind(kind.as_str())
-            .bind(hostlist)
-            .bind(jobs)
-            .execute(&mut *tx.tx)
-            .await?
-            .last_insert_rowid();
-        if let Some((event_kind, message)) = note {
-            tx.add_event(now, event_kind, &[], message).await?;
+        let id = match hostlist {
+            Some(hostlist) => Some(
+                sqlx::query("INSERT INTO inbox (received_at, kind, hostlist, jobs) VALUES (?, ?, ?, ?)")
+                    .bind(to_ms(now))
+                    .bind(kind.as_str())
+                    .bind(hostlist)
+                    .bind(serde_json::to_string(jobs)?)
+                    .execute(&mut *tx.tx)
+                    .await?
+                    .last_insert_rowid(),
+            ),
+            None => None,
+        };
+        for n in notes {
+            tx.add_event(now, n.kind, n.nodes, n.message).await?;
         }
         tx.commit().await?;
         Ok(id)
     }
+}
+
+/// An event a hook records with its call.
+#[derive(Debug, Clone, Copy)]
+pub struct HookNote<'a> {
+    pub kind: &'a str,
+    pub nodes: &'a [String],
+    pub message: &'a str,
 }
 
 /// A write transaction. Dropping it without [`StoreTx::commit`] rolls everything back.

@@ -81,6 +81,8 @@ pub fn hand_off(
         .arg(&cfg.state_dir)
         .arg("--log-file")
         .arg(&cfg.log_file)
+        .arg("--hook-pid")
+        .arg(std::process::id().to_string())
         .arg(program)
         .arg(&hostlist)
         .stdin(Stdio::null())
@@ -160,6 +162,10 @@ pub struct RunArgs {
     /// The copy of the resume file to remove when the program ends.
     #[arg(long)]
     pub resume_file: Option<PathBuf>,
+    /// The hook that started this: its hand-off event is committed when it exits, and the end of
+    /// the program is recorded after it.
+    #[arg(long)]
+    pub hook_pid: Option<i32>,
     /// The program.
     pub program: PathBuf,
     /// Its argv[1].
@@ -233,6 +239,9 @@ pub fn supervise(a: &RunArgs) -> bool {
     if kind == EventKind::DelegateFailed && !tail.is_empty() {
         message.push_str(&format!("; stderr: {}", tail.join(" | ")));
     }
+    if let Some(pid) = a.hook_pid {
+        wait_for_exit(pid, std::time::Duration::from_secs(5));
+    }
     let nodes = crate::hostlist::expand(&a.hostlist).unwrap_or_default();
     let recorded = record_event(&a.state_dir, kind, &nodes, &message);
     let line = match &recorded {
@@ -241,6 +250,18 @@ pub fn supervise(a: &RunArgs) -> bool {
     };
     crate::hook::append_log(&a.log_file, &name, &line);
     matches!((&ended, recorded), (Ended::Exited(s), Ok(())) if s.success())
+}
+
+/// Waits until process `pid` is gone, at most `limit` (a hook takes milliseconds).
+fn wait_for_exit(pid: i32, limit: std::time::Duration) {
+    #[allow(clippy::disallowed_methods)] // an edge: a bounded wait for the hook
+    let deadline = std::time::Instant::now() + limit;
+    #[allow(clippy::disallowed_methods)] // an edge: a bounded wait for the hook
+    while nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// The most of one output file copied into the hook log (its end, when it is longer).

@@ -67,6 +67,25 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
     ("slurm.conf", "\"/etc/slurm/slurm.conf\"", Class::Path, &["\"slurm.conf\"", "\"\""]),
     ("slurm.node_addr", "\"none\"", Class::Str, &["\"external\"", "\"\"", "\"INTERNAL_IP\""]),
     ("slurm.command_timeout", "30", Class::U64, &["0"]),
+    // A program on this host: absolute, existing, a regular file, executable.
+    (
+        "slurm.delegate_resume",
+        "\"/bin/sh\"",
+        Class::Path,
+        &["\"sh\"", "\"/nonexistent/resume.py\"", "\"/etc\"", "\"/etc/passwd\""],
+    ),
+    (
+        "slurm.delegate_suspend",
+        "\"/bin/sh\"",
+        Class::Path,
+        &["\"sh\"", "\"/nonexistent/suspend.py\"", "\"/etc\"", "\"/etc/passwd\""],
+    ),
+    (
+        "slurm.delegate_resume_fail",
+        "\"/bin/sh\"",
+        Class::Path,
+        &["\"sh\"", "\"/nonexistent/suspend.py\"", "\"/etc\"", "\"/etc/passwd\""],
+    ),
     ("reconcile.interval", "30", Class::U64, &["0"]),
     ("reconcile.orphan_grace", "300", Class::U64, &[]),
     ("reconcile.mig_gc_grace", "300", Class::U64, &[]),
@@ -79,6 +98,8 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
         &["\"9464\"", "\"127.0.0.1\"", "\"127.0.0.1:99999\"", "\"\"", "\"localhost:9464\""],
     ),
     ("daemon.service_user", "\"slurm\"", Class::Str, &["\"a b\"", "\"-root\"", "\"root;id\""]),
+    ("daemon.history_days", "30", Class::U64, &["0"]),
+    ("daemon.readers", "\"\"", Class::Str, &["\"a b\"", "\"-wheel\"", "\"wheel;id\""]),
     ("nodeset.name", "\"a3u\"", Class::Str, &["\"\"", "\"A3U\"", "\"a-3\"", "\"abcdefghijklmno\""]),
     (
         "nodeset.instance_template",

@@ -85,7 +85,8 @@ pub struct Recorded {
     pub delegated: Option<(usize, std::path::PathBuf)>,
     pub jobs: usize,
     pub daemon_woken: bool,
-    /// What was odd about the call (resume file missing or corrupt), also recorded as an event.
+    /// What was odd about the call (resume file missing or corrupt, a delegate program that could not
+    /// be started or given the resume file), also recorded as an event.
     pub note: Option<String>,
 }
 

@@ -507,7 +507,9 @@ fn e2e_7_nodes_of_another_program_go_to_its_delegate_and_ours_are_unaffected(slu
         ev.iter().any(|(_, m)| m.contains("exited 0")).then_some(ev)
     });
     assert!(ev.iter().all(|(k, _)| k == "delegated"), "{ev:#?}");
-    assert!(ev.iter().any(|(_, m)| m.contains("legacy-[0-1] handed to")), "{ev:#?}");
+    // In order: the hook's hand-off, then the program's end.
+    assert!(ev[0].1.starts_with("legacy-[0-1] handed to") && ev[0].1.ends_with("(resume)"), "{ev:#?}");
+    assert!(ev[1].1.contains("legacy-[0-1] (resume) exited 0 after"), "{ev:#?}");
     let hook_log = std::fs::read_to_string(s.path().join("slurm-dws.log")).unwrap_or_default();
     assert!(
         hook_log.contains("stdout: resumed legacy-[0-1]"),

@@ -147,6 +147,20 @@ fn copy_resume_file(state_dir: &Path, original: &Path) -> std::io::Result<PathBu
     Ok(path)
 }
 
+/// How old a file in `state_dir/delegate/` must be before the daemon removes it: far longer than any
+/// program runs, so only what a killed supervisor (a reboot) left behind goes.
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
+
+/// Removes the files in `state_dir/delegate/` last modified before `before`; returns how many.
+pub fn prune_stale(state_dir: &Path, before: std::time::SystemTime) -> usize {
+    let Ok(entries) = std::fs::read_dir(state_dir.join(DIR)) else { return 0 };
+    entries
+        .flatten()
+        .filter(|e| e.metadata().is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t < before)))
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
+}
+
 /// The arguments of the hidden `run-delegate` mode (given by [`hand_off`], not by people).
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
@@ -352,6 +366,20 @@ mod tests {
             assert_eq!(o, if ours.is_empty() { vec![] } else { names(ours) }, "{call}");
             assert_eq!(n, if others.is_empty() { vec![] } else { names(others) }, "{call}");
         }
+    }
+
+    #[test]
+    fn only_stale_leftovers_are_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(prune_stale(dir.path(), std::time::SystemTime::UNIX_EPOCH), 0, "no directory yet");
+        std::fs::create_dir(dir.path().join(DIR)).unwrap();
+        let file = dir.path().join(DIR).join("resume-1-2.json");
+        std::fs::write(&file, "{}").unwrap();
+        let written = std::fs::metadata(&file).unwrap().modified().unwrap();
+        assert_eq!(prune_stale(dir.path(), written), 0, "not older than the cut");
+        assert!(file.exists());
+        assert_eq!(prune_stale(dir.path(), written + std::time::Duration::from_secs(1)), 1);
+        assert!(!file.exists());
     }
 
     /// What the program gets as argv[1]: only the nodes that are not ours, compressed.

@@ -187,6 +187,7 @@ pub async fn run_with_reload(
         log_new_events(&store, &mut last_event).await;
         if last_prune.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
             prune_history(&store, cfg.daemon.history_days).await;
+            prune_delegate_leftovers(&cfg.state_dir);
             last_prune = Some(tokio::time::Instant::now());
         }
         for w in waiting.drain(..) {
@@ -320,6 +321,21 @@ async fn prune_history(store: &Store, days: u64) {
         ),
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "cannot prune the history; the next try is in an hour"),
+    }
+}
+
+/// Removes resume-file copies and output files a killed `run-delegate` supervisor left in
+/// `state_dir/delegate/` (the supervisor removes its own when the program ends).
+fn prune_delegate_leftovers(state_dir: &std::path::Path) {
+    #[allow(clippy::disallowed_methods)] // an edge: what is old is measured from the present
+    let now = std::time::SystemTime::now();
+    let Some(before) = now.checked_sub(crate::delegate::STALE_AFTER) else { return };
+    let removed = crate::delegate::prune_stale(state_dir, before);
+    if removed > 0 {
+        tracing::info!(
+            removed,
+            "removed files that delegate supervisors which never finished left in state_dir/delegate"
+        );
     }
 }
 

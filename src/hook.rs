@@ -7,8 +7,9 @@
 //! daemon is down the request stays in the inbox and is carried out when it starts.
 
 use crate::config::Config;
+use crate::model::EventKind;
 use crate::model::HookKind;
-use crate::store::Store;
+use crate::store::{HookNote, Store};
 use crate::{hostlist, protocol, slurm};
 use chrono::Utc;
 use std::io::Write;
@@ -21,7 +22,7 @@ const WAKE_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// When slurmctld's call reached us: the time stamped on the inbox row and the log line.
 #[allow(clippy::disallowed_methods)] // an edge: a hook records when it was called
-fn received_now() -> chrono::DateTime<Utc> {
+pub(crate) fn received_now() -> chrono::DateTime<Utc> {
     Utc::now()
 }
 
@@ -76,65 +77,158 @@ pub fn kind_from_argv0(argv0: &str) -> Option<HookKind> {
 /// What a hook recorded.
 #[derive(Debug)]
 pub struct Recorded {
-    pub inbox_id: i64,
+    /// `None` when every node went to a delegate program (the call is then an event only).
+    pub inbox_id: Option<i64>,
+    /// Our nodes, recorded in the inbox.
     pub nodes: usize,
+    /// Nodes that are not ours handed to `[slurm] delegate_*`: how many, and to what.
+    pub delegated: Option<(usize, std::path::PathBuf)>,
     pub jobs: usize,
     pub daemon_woken: bool,
-    /// What was odd about the call (resume file missing or corrupt), also recorded as an event.
+    /// What was odd about the call (resume file missing or corrupt, a delegate program that could not
+    /// be started or given the resume file), also recorded as an event.
     pub note: Option<String>,
 }
 
-/// Runs one hook: the whole job of `slurm-dws-resume HOSTLIST` and friends.
-pub async fn run(cfg: &Config, kind: HookKind, hostlist_arg: &str) -> Result<Recorded, HookError> {
+/// Runs one hook: the whole job of `slurm-dws-resume HOSTLIST` and friends. `config_fallback` says
+/// why `cfg` is the copy of the last accepted config rather than the config file (recorded as a
+/// `config_fallback` event with the call, and sent to syslog with the log line).
+pub async fn run(
+    cfg: &Config,
+    kind: HookKind,
+    hostlist_arg: &str,
+    config_fallback: Option<&str>,
+) -> Result<Recorded, HookError> {
     #[allow(clippy::disallowed_methods)] // an edge: the hook's log line says how long it took
     let started = std::time::Instant::now();
-    let result = record(cfg, kind, hostlist_arg).await;
+    let result = record(cfg, kind, hostlist_arg, config_fallback).await;
     // The argument is quoted with control characters escaped: one call, one log line.
     let hostlist_arg = &hostlist::escape_control(hostlist_arg);
     let line = match &result {
         Ok(r) => {
+            let recorded = match r.inbox_id {
+                Some(id) => format!(
+                    "{}, {} recorded as inbox entry {id}",
+                    crate::model::count_of(r.nodes, "node"),
+                    crate::model::count_of(r.jobs, "job"),
+                ),
+                None => "no node of slurm-dws's".to_string(),
+            };
+            let delegated = match &r.delegated {
+                Some((n, program)) => format!(
+                    "; {} that are not slurm-dws's handed to {}",
+                    crate::model::count_of(*n, "node"),
+                    program.display()
+                ),
+                None => String::new(),
+            };
+            let daemon = match (r.inbox_id, r.daemon_woken) {
+                (None, _) => "",
+                (Some(_), true) => "; daemon woken",
+                (Some(_), false) => "; daemon not running: the request waits for it",
+            };
             format!(
-                "{} {}: {}, {} recorded as inbox entry {} in {:.1} ms; daemon {}",
-                kind,
-                hostlist_arg,
-                crate::model::count_of(r.nodes, "node"),
-                crate::model::count_of(r.jobs, "job"),
-                r.inbox_id,
+                "{kind} {hostlist_arg}: {recorded}{delegated} in {:.1} ms{daemon}",
                 started.elapsed().as_secs_f64() * 1e3,
-                if r.daemon_woken { "woken" } else { "not running: the request waits for it" }
             ) + &r.note.as_deref().map(|n| format!("; note: {n}")).unwrap_or_default()
         }
         Err(e) => format!("{kind} {hostlist_arg}: FAILED (exit {}): {e}", e.exit_code()),
     };
+    let line = match config_fallback {
+        Some(why) => format!("{line}; CONFIG FALLBACK: {why}"),
+        None => line,
+    };
     log_line(&cfg.log_file, kind, &line);
+    // What an admin must see even where the hook log is not looked at.
+    match (&result, config_fallback) {
+        (Err(_), _) => crate::syslog::send(crate::syslog::Severity::Err, &tag(kind), &line),
+        (Ok(_), Some(_)) => crate::syslog::send(crate::syslog::Severity::Warning, &tag(kind), &line),
+        (Ok(_), None) => {}
+    }
     result
 }
 
-async fn record(cfg: &Config, kind: HookKind, hostlist_arg: &str) -> Result<Recorded, HookError> {
+/// The program name a hook logs as: `slurm-dws-resume`, `slurm-dws-suspend`, `slurm-dws-resume-fail`.
+pub fn tag(kind: HookKind) -> String {
+    format!("slurm-dws-{}", kind.as_str().replace('_', "-"))
+}
+
+async fn record(
+    cfg: &Config,
+    kind: HookKind,
+    hostlist_arg: &str,
+    config_fallback: Option<&str>,
+) -> Result<Recorded, HookError> {
     let shown = hostlist::escape_control(hostlist_arg);
     let nodes = hostlist::expand(hostlist_arg)
         .map_err(|e| HookError::BadInput(format!("bad hostlist '{shown}': {e}")))?;
     if nodes.is_empty() {
         return Err(HookError::BadInput(format!("hostlist '{shown}' names no node")));
     }
-    let (jobs, note) = match kind {
-        HookKind::Resume => read_resume_file(std::env::var_os("SLURM_RESUME_FILE").as_deref().map(Path::new)),
+    let resume_file = match kind {
+        HookKind::Resume => std::env::var_os("SLURM_RESUME_FILE").map(std::path::PathBuf::from),
+        _ => None,
+    };
+    let (jobs, mut note) = match kind {
+        HookKind::Resume => read_resume_file(resume_file.as_deref()),
         _ => (Vec::new(), None),
     };
+    let mut notes: Vec<(EventKind, Vec<String>, String)> = Vec::new();
+    if let Some(why) = config_fallback {
+        notes.push((EventKind::ConfigFallback, nodes.clone(), format!("{kind} hook: {why}")));
+    }
+    if let Some(n) = &note {
+        notes.push((EventKind::ResumeFile, Vec::new(), n.clone()));
+    }
+    // Nodes that are not ours go to the delegate program when there is one (before the store is
+    // opened: the supervisor is forked from a process with no database threads yet).
+    let mut to_record = Some(hostlist_arg.to_string());
+    let mut ours = nodes.len();
+    let mut delegated = None;
+    if let Some(program) = cfg.slurm.delegate(kind) {
+        let (mine, others) = crate::delegate::split(&crate::naming::Naming::new(cfg), nodes);
+        if !others.is_empty() {
+            match crate::delegate::hand_off(cfg, kind, program, &others, resume_file.as_deref()) {
+                Ok(h) => {
+                    let mut message = format!("{} handed to {} ({kind})", h.hostlist, program.display());
+                    if let Some(n) = h.note {
+                        message.push_str(&format!("; {n}"));
+                        note = Some(note.map_or(n.clone(), |o| format!("{o}; {n}")));
+                    }
+                    ours = mine.len();
+                    to_record = (!mine.is_empty()).then(|| hostlist::compress(&mine));
+                    delegated = Some((others.len(), program.to_path_buf()));
+                    notes.push((EventKind::Delegated, others, message));
+                }
+                Err(e) => {
+                    // As without a delegate: the daemon reports the nodes and sets them DOWN.
+                    let message = format!(
+                        "{} could not be handed to {} ({kind}): {e}; they are set DOWN as nodes that are not slurm-dws's",
+                        hostlist::compress(&others),
+                        program.display()
+                    );
+                    note = Some(note.map_or(message.clone(), |o| format!("{o}; {message}")));
+                    notes.push((EventKind::DelegateFailed, others, message));
+                }
+            }
+        }
+    }
     let store = Store::open_for_hook(&cfg.state_dir)
         .await
         .map_err(|e| store_failure(&cfg.state_dir, e.to_string()))?;
-    let note_ref = note.as_deref().map(|m| (crate::model::EventKind::ResumeFile.as_str(), m));
+    let hook_notes: Vec<HookNote> =
+        notes.iter().map(|(k, n, m)| HookNote { kind: k.as_str(), nodes: n, message: m }).collect();
     let inbox_id = store
-        .record_hook(kind, hostlist_arg, &jobs, note_ref, received_now())
+        .record_hook_call(kind, to_record.as_deref(), &jobs, &hook_notes, received_now())
         .await
         .map_err(|e| store_failure(&cfg.state_dir, format!("recording the request: {e}")))?;
     store.close().await;
-    let daemon_woken = matches!(
-        protocol::call(&cfg.socket, protocol::Request::Wake, WAKE_TIMEOUT).await,
-        Ok(protocol::Response::Ok)
-    );
-    Ok(Recorded { inbox_id, nodes: nodes.len(), jobs: jobs.len(), daemon_woken, note })
+    let daemon_woken = inbox_id.is_some()
+        && matches!(
+            protocol::call(&cfg.socket, protocol::Request::Wake, WAKE_TIMEOUT).await,
+            Ok(protocol::Response::Ok)
+        );
+    Ok(Recorded { inbox_id, nodes: ours, delegated, jobs: jobs.len(), daemon_woken, note })
 }
 
 /// A store failure, with the likeliest cause said when SQLite's words do not: on a full file
@@ -212,7 +306,7 @@ pub const MAX_RESUME_FILE: usize = 32 << 20;
 
 /// Reads up to `limit + 1` bytes of a regular file (anything else is an error, so a device or a
 /// FIFO cannot block or flood the hook).
-fn read_at_most(path: &Path, limit: usize) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_at_most(path: &Path, limit: usize) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
     if !file.metadata()?.is_file() {
@@ -223,12 +317,25 @@ fn read_at_most(path: &Path, limit: usize) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Appends one line to the hook log (stdout and stderr go nowhere under slurmctld).
+/// Appends one line to the hook log, and to stderr (which goes nowhere under slurmctld, but shows
+/// when an admin runs a hook by hand).
 fn log_line(path: &Path, kind: HookKind, line: &str) {
-    let stamp = received_now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    let text =
-        format!("{stamp} slurm-dws-{}[{}]: {line}\n", kind.as_str().replace('_', "-"), std::process::id());
+    let text = log_text(&kind.as_str().replace('_', "-"), line);
     let _ = std::io::stderr().write_all(text.as_bytes());
+    append_text(path, &text);
+}
+
+/// Appends `line` to the hook log as program `slurm-dws-{name}`.
+pub(crate) fn append_log(path: &Path, name: &str, line: &str) {
+    append_text(path, &log_text(name, line));
+}
+
+fn log_text(name: &str, line: &str) -> String {
+    let stamp = received_now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    format!("{stamp} slurm-dws-{}[{}]: {line}\n", name.replace('_', "-"), std::process::id())
+}
+
+fn append_text(path: &Path, text: &str) {
     if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).mode(0o640).open(path) {
         let _ = f.write_all(text.as_bytes());
     }

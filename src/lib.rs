@@ -13,11 +13,13 @@
 //! | [`slurm`]     | talking to Slurm: version, resume file, node view, `squeue --json`, `scontrol` |
 //! | [`protocol`]  | the Unix-socket request/response shared by hooks, CLI and daemon         |
 //! | [`hook`]      | `resume` / `suspend` / `resume-fail`: record durably, wake the daemon    |
+//! | [`delegate`]  | hand a hook's nodes that are not ours to another program, detached      |
 //! | [`daemon`]    | the long-running service: socket server, pass loop, reload, shutdown    |
 //! | [`metrics`]   | Prometheus text exposition of the store's counts and the daemon's activity |
 //! | [`reconcile`] | one reconcile pass: observe, then plan (pure), commit, execute, report   |
 //! | [`cli`]       | argument parsing and the admin commands' output                          |
 //! | [`slurm_gcp`] | `import-slurm-gcp`: slurm-gcp v6's config.yaml as a slurm-dws config     |
+//! | [`syslog`]    | one line to `/dev/log` when a hook fails or runs on the fallback config   |
 //!
 //! # The path of a resume, from hook to GCE
 //!
@@ -35,6 +37,7 @@
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod delegate;
 pub mod gce;
 pub mod hook;
 pub mod hostlist;
@@ -46,3 +49,4 @@ pub mod reconcile;
 pub mod slurm;
 pub mod slurm_gcp;
 pub mod store;
+pub mod syslog;

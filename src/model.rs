@@ -280,6 +280,14 @@ string_enum! {
         ReservationDeleted => "reservation_deleted",
         /// An owned MIG empty for longer than `mig_gc_grace`, with no request in flight: deleted.
         MigCollected => "mig_collected",
+        /// A hook handed nodes that are not slurm-dws's to `[slurm] delegate_*`, or the program it
+        /// started for them exited 0.
+        Delegated => "delegated",
+        /// The program a hook handed nodes to could not be started, or exited non-zero or on a signal.
+        DelegateFailed => "delegate_failed",
+        /// A hook could not load the config file and used the copy of the config the daemon last
+        /// accepted (`state_dir/last-accepted.toml`).
+        ConfigFallback => "config_fallback",
     }
 }
 
@@ -555,6 +563,9 @@ mod tests {
                 "recovered",
                 "reservation_deleted",
                 "mig_collected",
+                "delegated",
+                "delegate_failed",
+                "config_fallback",
             ]
         );
         for k in EventKind::ALL {

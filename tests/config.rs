@@ -500,8 +500,14 @@ fn keys_of(prefix: &str, v: &toml::Value, out: &mut BTreeSet<String>) {
 
 #[test]
 fn key_list_matches_the_schema() {
-    // The example sets every optional key, so its resolved form carries every key there is.
-    let raw = RawConfig::from(&example());
+    // The example sets every optional key but the delegate programs (a program named there must exist
+    // where the config is loaded), so its resolved form, with those set, carries every key there is.
+    let mut c = example();
+    for p in [&mut c.slurm.delegate_resume, &mut c.slurm.delegate_suspend, &mut c.slurm.delegate_resume_fail]
+    {
+        *p = Some("/usr/local/sbin/slurm-gcp-program".into());
+    }
+    let raw = RawConfig::from(&c);
     let mut serialized = BTreeSet::new();
     keys_of("", &toml::Value::try_from(&raw).unwrap(), &mut serialized);
     let listed: BTreeSet<String> = KEYS.iter().map(|k| k.to_string()).collect();
@@ -523,4 +529,37 @@ fn docs_describe_exactly_the_schema() {
     let unknown: Vec<_> = documented.difference(&listed).collect();
     assert!(undocumented.is_empty(), "keys missing from docs/configuration.md: {undocumented:?}");
     assert!(unknown.is_empty(), "docs/configuration.md documents keys that do not exist: {unknown:?}");
+}
+
+/// `[slurm] delegate_*`: an absolute path to an executable file on this host, else a problem that
+/// names the key and its line; a valid one resolves and reaches `Slurm::delegate`.
+#[test]
+fn delegate_programs_must_exist_and_be_executable() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("resume.py");
+    std::fs::write(&program, "#!/bin/sh\n").unwrap();
+    let plain = dir.path().join("notes.txt");
+    std::fs::write(&plain, "").unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let with = |key: &str, value: &str| format!("{BASE}[slurm]\n{key} = \"{value}\"\n");
+    for (key, value, words) in [
+        ("delegate_resume", "/nonexistent/resume.py", "No such file"),
+        ("delegate_suspend", plain.to_str().unwrap(), "is not executable"),
+        ("delegate_resume_fail", dir.path().to_str().unwrap(), "is not a regular file"),
+        ("delegate_resume", "resume.py", "must be an absolute path"),
+    ] {
+        let err = parse(&with(key, value)).unwrap_err();
+        let ConfigError::Invalid { problems, .. } = &err else { panic!("{err}") };
+        assert_eq!(problems.len(), 1, "{err}");
+        assert_eq!(problems[0].key, format!("slurm.{key}"));
+        assert_eq!(problems[0].line, Some(BASE.lines().count() + 2), "{err}");
+        assert!(problems[0].message.contains(words) && problems[0].message.contains(value), "{err}");
+    }
+    let c = parse(&with("delegate_resume", program.to_str().unwrap())).unwrap();
+    assert_eq!(c.slurm.delegate(slurm_dws::model::HookKind::Resume), Some(program.as_path()));
+    assert_eq!(c.slurm.delegate(slurm_dws::model::HookKind::Suspend), None);
+    // It prints back and parses back to itself.
+    assert_eq!(parse(&c.to_toml()).unwrap().slurm, c.slurm);
 }

@@ -39,6 +39,7 @@ on_both_slurms!(
     e2e_8_an_unreachable_zone_leaves_running_jobs_alone,
     e2e_9_untouched_nodes_are_tracked_and_a_node_past_resume_timeout_is_usable_again,
     e2e_10_database_lost_while_a_job_runs_the_nodes_are_adopted_and_nothing_is_deleted,
+    e2e_11_nodes_of_another_program_go_to_its_delegate_and_ours_are_unaffected,
 );
 
 fn slurm_available(slurm: SlurmGeneration) -> bool {
@@ -538,7 +539,7 @@ fn reservations(s: &Stack) -> String {
     s.cluster.scontrol(&["-o", "show", "reservation"]).unwrap_or_default()
 }
 
-/// Scenario 7: on a fresh cluster the nodes nobody touched are tracked as powered down. Then a node
+/// Scenario 9: on a fresh cluster the nodes nobody touched are tracked as powered down. Then a node
 /// whose resize request never gets capacity passes its partition's (short) ResumeTimeout: Slurm sets
 /// it DOWN and requeues the job; slurm-dws cancels the request, deletes the MIG and returns the node
 /// to powered-down and usable (`idle~`), with no admin action.
@@ -654,7 +655,7 @@ fn e2e_9_untouched_nodes_are_tracked_and_a_node_past_resume_timeout_is_usable_ag
     assert_no_degraded_pass(&s, slurm);
 }
 
-/// Scenario 8: the database is lost while a 2-node job runs (daemon SIGKILLed, slurm-dws.db and its
+/// Scenario 10: the database is lost while a 2-node job runs (daemon SIGKILLed, slurm-dws.db and its
 /// -wal/-shm deleted, daemon restarted). The nodes are adopted from Slurm with their VMs (up, MIG,
 /// job), `explain` tells their story, their end-of-life reservations are kept, the job completes,
 /// and afterwards the nodes power down and the VMs and MIG are cleaned up as usual.
@@ -738,4 +739,160 @@ fn e2e_10_database_lost_while_a_job_runs_the_nodes_are_adopted_and_nothing_is_de
     }
     assert!(kinds.iter().any(|(k, _)| k == "mig_collected"), "{kinds:#?}");
     assert_no_degraded_pass(&s, slurm);
+}
+
+/// Writes an executable `sh` script.
+fn script(path: &std::path::Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The calls a delegate script recorded, one `call ...` line each (and what followed it).
+fn calls(path: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.split("call ").filter(|c| !c.trim().is_empty()).map(|c| c.trim().to_string()).collect()
+}
+
+/// Scenario 11: slurm-dws beside another power-saving program (slurm-gcp's, for its nodesets). The
+/// cluster has a second partition of nodes that are not ours, `legacy-[0-1]`, and `[slurm]
+/// delegate_*` name scripts that record their calls and start/stop those nodes' slurmds. A job on
+/// them makes slurmctld call OUR resume hook; the delegate gets exactly those nodes (argv[1]) and a
+/// resume file naming the job, the job runs, the nodes are suspended through the suspend delegate,
+/// and slurm-dws sets none of them DOWN nor tracks them. A power_up of one node of each kind at
+/// once splits: ours gets a VM, the other goes to the delegate.
+fn e2e_11_nodes_of_another_program_go_to_its_delegate_and_ours_are_unaffected(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    let scripts = tempfile::tempdir().unwrap();
+    let d = scripts.path().to_path_buf();
+    let q = |p: &str| format!("'{}'", d.join(p).display());
+    // Hooks run with no PATH: absolute paths only. slurmd-start/stop are beside the cluster's slurm.conf.
+    script(
+        &d.join("resume"),
+        &format!(
+            "{{ echo \"call argc=$# argv1=$1 file=$SLURM_RESUME_FILE\"; /bin/cat \"$SLURM_RESUME_FILE\"; echo; }} >> {} 2>&1\n\
+             for n in $(/usr/bin/scontrol show hostnames \"$1\"); do \"${{SLURM_CONF%/*}}/bin/slurmd-start\" \"$n\"; done\n\
+             echo resumed \"$1\"\n",
+            q("resume.calls")
+        ),
+    );
+    script(
+        &d.join("suspend"),
+        &format!(
+            "echo \"call argc=$# argv1=$1\" >> {}\n\
+             for n in $(/usr/bin/scontrol show hostnames \"$1\"); do \"${{SLURM_CONF%/*}}/bin/slurmd-stop\" \"$n\"; done\n",
+            q("suspend.calls")
+        ),
+    );
+    script(
+        &d.join("resume-fail"),
+        &format!("echo \"call argc=$# argv1=$1\" >> {}\n", q("resume-fail.calls")),
+    );
+    let mut spec = spec(slurm, vec![StackNodeset::new("a", 0, 2)], "");
+    spec.slurm_table = format!(
+        "delegate_resume = \"{}\"\ndelegate_suspend = \"{}\"\ndelegate_resume_fail = \"{}\"\n",
+        d.join("resume").display(),
+        d.join("suspend").display(),
+        d.join("resume-fail").display()
+    );
+    spec.other_nodes = vec!["NodeName=legacy-[0-1] State=CLOUD CPUs=1 RealMemory=500".into()];
+    spec.other_partitions = vec!["PartitionName=legacy Nodes=legacy-[0-1] MaxTime=INFINITE State=UP".into()];
+    spec.bind_dirs = vec![d.clone()];
+    let s = Stack::start(spec).unwrap();
+    assert_eq!(node_state(&s, "legacy-0"), "idle~");
+
+    let (job, out) =
+        sbatch(&s, "legacy", &["-N2", "--time=10", "-p", "legacy"], "srun printenv SLURMD_NODENAME");
+    wait(&s, "the job on the other program's nodes COMPLETED", 90, || {
+        (sacct_like_state(&s, job) == "COMPLETED").then_some(())
+    });
+    assert_eq!(ran_on(&out), vec!["legacy-0", "legacy-1"], "the job really ran on the delegate's nodes");
+    let resumes = calls(&d.join("resume.calls"));
+    assert_eq!(resumes.len(), 1, "{resumes:#?}");
+    let first = &resumes[0];
+    assert!(first.starts_with("argc=1 argv1=legacy-[0-1] file="), "{first}");
+    // The resume file it read was our copy under state_dir (slurmctld's is gone once our hook exits),
+    // with slurmctld's content: the job and its nodes, in the shape of this Slurm.
+    let copy = first.split("file=").nth(1).unwrap().lines().next().unwrap().to_string();
+    assert!(copy.starts_with(&s.path().join("state/delegate/").display().to_string()), "{first}");
+    let content: Value = serde_json::from_str(first.lines().nth(1).unwrap()).unwrap();
+    assert_eq!(content["jobs"][0]["job_id"], job, "{content}");
+    let nodes_key = if slurm == SlurmGeneration::Bookworm { "nodes" } else { "nodes_resume" };
+    assert_eq!(content["jobs"][0][nodes_key], "legacy-[0-1]", "{content}");
+    wait(&s, "the copy of the resume file removed when the delegate ended", 10, || {
+        (!std::path::Path::new(&copy).exists()).then_some(())
+    });
+    // slurm-dws recorded the hand-off and the delegate's exit, and nothing else about these nodes.
+    let events = |node: &str| -> Vec<(String, String)> {
+        s.cli_json(&["events", "--node", node])
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|e| {
+                (
+                    e["kind"].as_str().unwrap_or("").to_string(),
+                    e["message"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    let ev = wait(&s, "the delegate's exit recorded", 20, || {
+        let ev = events("legacy-0");
+        ev.iter().any(|(_, m)| m.contains("exited 0")).then_some(ev)
+    });
+    assert!(ev.iter().all(|(k, _)| k == "delegated"), "{ev:#?}");
+    // In order: the hook's hand-off, then the program's end.
+    assert!(ev[0].1.starts_with("legacy-[0-1] handed to") && ev[0].1.ends_with("(resume)"), "{ev:#?}");
+    assert!(ev[1].1.contains("legacy-[0-1] (resume) exited 0 after"), "{ev:#?}");
+    let hook_log = std::fs::read_to_string(s.path().join("slurm-dws.log")).unwrap_or_default();
+    assert!(
+        hook_log.contains("stdout: resumed legacy-[0-1]"),
+        "the delegate's output is in the hook log:\n{hook_log}"
+    );
+
+    // Idle past SuspendTime: slurmctld suspends them through our hook, which hands them on.
+    wait(&s, "the other program's nodes suspended through the delegate", 90, || {
+        (node_state(&s, "legacy-0") == "idle~"
+            && node_state(&s, "legacy-1") == "idle~"
+            && !s.cluster.slurmd_running("legacy-0"))
+        .then_some(())
+    });
+    let suspends = calls(&d.join("suspend.calls"));
+    assert_eq!(suspends, vec!["argc=1 argv1=legacy-[0-1]"], "{suspends:#?}");
+
+    // One power_up of one node of each kind: ours gets a VM, the other goes to the delegate.
+    s.cluster.scontrol(&["update", "nodename=hpc-a-0,legacy-0", "state=power_up"]).unwrap();
+    wait(&s, "hpc-a-0 and legacy-0 up", 60, || {
+        (node_state(&s, "hpc-a-0") == "idle" && node_state(&s, "legacy-0") == "idle").then_some(())
+    });
+    let resumes = calls(&d.join("resume.calls"));
+    assert_eq!(resumes.len(), 2, "{resumes:#?}");
+    assert!(resumes[1].starts_with("argc=1 argv1=legacy-0 file="), "{}", resumes[1]);
+    assert_eq!(s.vms(), vec!["hpc-a-0"], "the delegate's nodes never reach GCE");
+    let rs = requests(&s);
+    assert_eq!(rs.len(), 1, "{rs:?}");
+    assert_eq!(rs[0]["nodes"], json!(["hpc-a-0"]));
+
+    // Nothing of the other program's was set DOWN, reported as not ours, or tracked by slurm-dws.
+    let all = s.cli_json(&["events"]);
+    let kinds: Vec<&str> = all.as_array().unwrap().iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert!(!kinds.contains(&"not_ours") && !kinds.contains(&"delegate_failed"), "{all:#}");
+    let tracked: Vec<String> = s
+        .cli_json(&["nodes"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["name"].as_str().map(String::from))
+        .collect();
+    assert!(tracked.iter().all(|n| n.starts_with("hpc-a-")), "{tracked:?}");
+    for n in ["legacy-0", "legacy-1"] {
+        let info = s.cluster.scontrol(&["-o", "show", "node", n]).unwrap();
+        let state = info.split_whitespace().find_map(|w| w.strip_prefix("State=")).unwrap_or_default();
+        assert!(!state.split('+').any(|f| f == "DOWN" || f == "DRAIN"), "{info}");
+        assert!(!info.contains("Reason="), "no reason set on it: {info}");
+    }
+    assert!(calls(&d.join("resume-fail.calls")).is_empty());
 }

@@ -91,6 +91,10 @@ pub enum Command {
     /// Write the man pages into DIR (used by `make install` and `make deb`).
     #[command(hide = true)]
     Manpages(completion::ManArgs),
+    /// (internal) Started by a hook: runs a `[slurm] delegate_*` program for the nodes that are not
+    /// slurm-dws's, waits for it and records how it ended.
+    #[command(hide = true)]
+    RunDelegate(crate::delegate::RunArgs),
 }
 
 /// The hooks' only argument.
@@ -305,14 +309,47 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::ImportSlurmGcp(ref args) => return import_slurm_gcp::run(args, &mut out),
         Command::Completion(ref args) => return completion::run(args, &mut out),
         Command::Manpages(ref args) => return completion::manpages(args, &mut out),
+        Command::RunDelegate(ref args) => {
+            // Detached: nobody reads its exit status; how the program ended is in the event and the log.
+            crate::delegate::supervise(args);
+            return Ok(());
+        }
         other => other,
     };
+    let hook_kind = match &command {
+        Command::Resume(_) => Some(HookKind::Resume),
+        Command::Suspend(_) => Some(HookKind::Suspend),
+        Command::ResumeFail(_) => Some(HookKind::ResumeFail),
+        _ => None,
+    };
+    // A config file that does not load: `status` says so (exit 1), a hook falls back to the copy of
+    // the config the daemon last accepted (config::last_accepted), anything else is bad input.
+    let mut broken: Option<(ConfigError, Option<crate::config::last_accepted::Fallback>)> = None;
     let cfg = match Config::load(cli.config.as_deref()) {
         Ok(cfg) => cfg,
-        // `status` is a health check: a config on disk that would not load (a restart or reload would
-        // fail) is unhealthy, exit 1, not a usage error.
-        Err(e) if matches!(command, Command::Status(_)) => {
-            return Err(CliError::runtime(format!("BROKEN config: {}", e.first_line())))
+        Err(e) if hook_kind.is_some() || matches!(command, Command::Status(_)) => {
+            match crate::config::last_accepted::find(&e) {
+                Some(fb) => {
+                    let cfg = fb.config.clone();
+                    broken = Some((e, Some(fb)));
+                    cfg
+                }
+                None if matches!(command, Command::Status(_)) => {
+                    return Err(CliError::runtime(broken_config_line(&e, None)))
+                }
+                None => {
+                    let kind = hook_kind.expect("a hook");
+                    let line = format!(
+                        "{kind} {}: FAILED (exit 2): {}; no copy of an accepted config found (in the state_dir \
+                         it names, nor in {}): nothing recorded",
+                        hook_hostlist(&command),
+                        e.first_line(),
+                        crate::config::last_accepted::DEFAULT_STATE_DIR
+                    );
+                    crate::syslog::send(crate::syslog::Severity::Err, &crate::hook::tag(kind), &line);
+                    return Err(e.into());
+                }
+            }
         }
         Err(e) => return Err(e.into()),
     };
@@ -321,16 +358,26 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         .build()
         .map_err(|e| CliError::runtime(format!("cannot start the async runtime: {e}")))?;
     if let Command::Status(a) = &command {
-        // Printed in full whatever the health; then exit 1 when the daemon is down or degraded.
-        let (text, unhealthy) = rt.block_on(admin::status(&cfg, a.json, table::terminal_width()))?;
+        // Printed in full whatever the health; then exit 1 when the daemon is down or degraded, or
+        // the config file is broken (the status is then read with the config the daemon accepted).
+        let status = rt.block_on(admin::status(&cfg, a.json, table::terminal_width()));
+        if let Some((e, fb)) = &broken {
+            if let Ok((text, _)) = &status {
+                write_out(&mut out, text)?;
+            }
+            return Err(CliError::runtime(broken_config_line(e, fb.as_ref())));
+        }
+        let (text, unhealthy) = status?;
         write_out(&mut out, &text)?;
         return unhealthy.map_or(Ok(()), Err);
     }
+    let fallback = broken.as_ref().map(|(e, fb)| fallback_note(e, fb.as_ref()));
+    let fallback = fallback.as_deref();
     let text = rt.block_on(async {
         match command {
-            Command::Resume(a) => hook(&cfg, HookKind::Resume, &a.hostlist).await,
-            Command::Suspend(a) => hook(&cfg, HookKind::Suspend, &a.hostlist).await,
-            Command::ResumeFail(a) => hook(&cfg, HookKind::ResumeFail, &a.hostlist).await,
+            Command::Resume(a) => hook(&cfg, HookKind::Resume, &a.hostlist, fallback).await,
+            Command::Suspend(a) => hook(&cfg, HookKind::Suspend, &a.hostlist, fallback).await,
+            Command::ResumeFail(a) => hook(&cfg, HookKind::ResumeFail, &a.hostlist, fallback).await,
             Command::Nodes(a) => {
                 let (nodeset, state) = (a.nodeset.as_deref(), a.state.as_deref());
                 admin::nodes(&cfg, nodeset, state, &a.nodes, a.summarize, &a.list.listing()).await
@@ -349,7 +396,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             | Command::Status(_)
             | Command::ImportSlurmGcp(_)
             | Command::Completion(_)
-            | Command::Manpages(_) => {
+            | Command::Manpages(_)
+            | Command::RunDelegate(_) => {
                 unreachable!("handled above")
             }
         }
@@ -357,9 +405,66 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     write_out(&mut out, &text)
 }
 
+/// The hostlist argument of a hook command (for a log line), control characters escaped.
+fn hook_hostlist(command: &Command) -> String {
+    match command {
+        Command::Resume(a) | Command::Suspend(a) | Command::ResumeFail(a) => {
+            crate::hostlist::escape_control(&a.hostlist)
+        }
+        _ => String::new(),
+    }
+}
+
+/// When the broken config file was last changed, as `changed T (N min ago)`, or that it is missing.
+fn changed_since(path: &std::path::Path) -> String {
+    match std::fs::metadata(path).and_then(|m| m.modified()) {
+        Ok(t) => {
+            let t = chrono::DateTime::<chrono::Utc>::from(t);
+            #[allow(clippy::disallowed_methods)] // an edge: how long ago, for people
+            let ago = chrono::Utc::now().signed_duration_since(t).num_seconds().max(0);
+            format!(
+                "broken since it was changed at {} ({} ago)",
+                t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                table::age(ago)
+            )
+        }
+        Err(e) => format!("{}: {e}", path.display()),
+    }
+}
+
+/// `status`'s line about a config file that does not load: the problem, since when, and what the
+/// hooks do meanwhile.
+fn broken_config_line(e: &ConfigError, fb: Option<&crate::config::last_accepted::Fallback>) -> String {
+    let hooks = match fb {
+        Some(fb) => format!(
+            "hooks use {} (the config the daemon accepted{}) meanwhile",
+            fb.copy.display(),
+            fb.accepted_at
+                .map(|t| format!(" at {}", t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)))
+                .unwrap_or_default()
+        ),
+        None => "no copy of an accepted config found: hooks FAIL (exit 2) and record nothing".into(),
+    };
+    format!("BROKEN config: {}; {}; {hooks}", e.first_line(), changed_since(e.path()))
+}
+
+/// What a hook records about running on the fallback config.
+fn fallback_note(e: &ConfigError, fb: Option<&crate::config::last_accepted::Fallback>) -> String {
+    let copy = fb.map(|f| f.copy.display().to_string()).unwrap_or_default();
+    format!(
+        "the config does not load ({}): used {copy}, the config the daemon last accepted; fix the file",
+        e.first_line()
+    )
+}
+
 /// A hook: nothing on stdout (slurmctld discards it); the outcome is in the log and the exit code.
-async fn hook(cfg: &Config, kind: HookKind, hostlist: &str) -> Result<String, CliError> {
-    crate::hook::run(cfg, kind, hostlist)
+async fn hook(
+    cfg: &Config,
+    kind: HookKind,
+    hostlist: &str,
+    fallback: Option<&str>,
+) -> Result<String, CliError> {
+    crate::hook::run(cfg, kind, hostlist, fallback)
         .await
         .map(|_| String::new())
         .map_err(|e| CliError { code: e.exit_code(), message: e.to_string() })

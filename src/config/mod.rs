@@ -7,6 +7,7 @@
 //!
 //! Durations are integer seconds (`u64`), as in slurm.conf.
 
+pub mod last_accepted;
 pub mod raw;
 pub mod slurm_conf;
 mod validate;
@@ -97,6 +98,24 @@ pub struct Slurm {
     pub node_addr: NodeAddr,
     /// Time box of one Slurm command (seconds).
     pub command_timeout: u64,
+    /// Programs that get the nodes of a hook call that are not slurm-dws's (e.g. slurm-gcp's
+    /// `resume.py` beside us), with the hook's argv shape and environment. `None`: such nodes are
+    /// reported and set DOWN.
+    pub delegate_resume: Option<PathBuf>,
+    pub delegate_suspend: Option<PathBuf>,
+    pub delegate_resume_fail: Option<PathBuf>,
+}
+
+impl Slurm {
+    /// The program that gets the nodes that are not ours in a `kind` hook call, if any.
+    pub fn delegate(&self, kind: crate::model::HookKind) -> Option<&Path> {
+        use crate::model::HookKind;
+        match kind {
+            HookKind::Resume => self.delegate_resume.as_deref(),
+            HookKind::Suspend => self.delegate_suspend.as_deref(),
+            HookKind::ResumeFail => self.delegate_resume_fail.as_deref(),
+        }
+    }
 }
 
 /// Whether slurm-dws tells slurmctld where a node is.
@@ -262,6 +281,14 @@ impl ConfigError {
                 if problems.len() == 2 { "" } else { "s" }
             ),
             other => other.to_string().replace('\n', " "),
+        }
+    }
+
+    /// The config file this error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            ConfigError::Read { path, .. } => path,
+            ConfigError::Parse { file, .. } | ConfigError::Invalid { file, .. } => file,
         }
     }
 

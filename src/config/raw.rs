@@ -47,6 +47,9 @@ pub struct RawSlurm {
     pub conf: Val<String>,
     pub node_addr: Val<String>,
     pub command_timeout: Val<u64>,
+    pub delegate_resume: Val<String>,
+    pub delegate_suspend: Val<String>,
+    pub delegate_resume_fail: Val<String>,
 }
 
 /// `[reconcile]`.
@@ -117,6 +120,9 @@ pub const KEYS: &[&str] = &[
     "slurm.conf",
     "slurm.node_addr",
     "slurm.command_timeout",
+    "slurm.delegate_resume",
+    "slurm.delegate_suspend",
+    "slurm.delegate_resume_fail",
     "reconcile.interval",
     "reconcile.orphan_grace",
     "reconcile.mig_gc_grace",
@@ -174,6 +180,9 @@ impl From<&super::Config> for RawConfig {
                 conf: c.slurm.conf.as_deref().and_then(path_val),
                 node_addr: val(c.slurm.node_addr.as_config_str().to_string()),
                 command_timeout: val(c.slurm.command_timeout),
+                delegate_resume: c.slurm.delegate_resume.as_deref().and_then(path_val),
+                delegate_suspend: c.slurm.delegate_suspend.as_deref().and_then(path_val),
+                delegate_resume_fail: c.slurm.delegate_resume_fail.as_deref().and_then(path_val),
             }),
             reconcile: Some(RawReconcile {
                 interval: val(c.reconcile.interval),

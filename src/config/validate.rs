@@ -125,6 +125,28 @@ impl Checker<'_> {
         p
     }
 
+    /// An optional program: an absolute path to an executable file. Checked on this host when the
+    /// config is loaded (the one check that is not offline): a hook must not learn at 3 a.m. that
+    /// the program it hands nodes to is gone.
+    fn program(&mut self, key: &str, v: &Val<String>) -> Option<PathBuf> {
+        use std::os::unix::fs::PermissionsExt;
+        let p = PathBuf::from(v.as_ref()?.get_ref());
+        let problem = if !p.is_absolute() {
+            Some("must be an absolute path (slurmctld runs hooks with no PATH)".to_string())
+        } else {
+            match std::fs::metadata(&p) {
+                Err(e) => Some(format!("cannot be run: {e}")),
+                Ok(m) if !m.is_file() => Some("is not a regular file".to_string()),
+                Ok(m) if m.permissions().mode() & 0o111 == 0 => Some("is not executable".to_string()),
+                Ok(_) => None,
+            }
+        };
+        if let Some(why) = problem {
+            self.bad(key, v, format!("{:?} {why}", p.display().to_string()));
+        }
+        Some(p)
+    }
+
     /// A number of seconds that must be at least `min`.
     fn at_least(&mut self, key: &str, v: &Val<u64>, default: u64, min: u64, why: &str) -> u64 {
         let n = get(v, default);
@@ -309,7 +331,18 @@ fn resolve_slurm(ck: &mut Checker, s: super::raw::RawSlurm) -> Slurm {
     };
     let command_timeout =
         ck.at_least("slurm.command_timeout", &s.command_timeout, 30, 1, "scontrol needs time to answer");
-    Slurm { bin_dir, conf, node_addr, command_timeout }
+    let delegate_resume = ck.program("slurm.delegate_resume", &s.delegate_resume);
+    let delegate_suspend = ck.program("slurm.delegate_suspend", &s.delegate_suspend);
+    let delegate_resume_fail = ck.program("slurm.delegate_resume_fail", &s.delegate_resume_fail);
+    Slurm {
+        bin_dir,
+        conf,
+        node_addr,
+        command_timeout,
+        delegate_resume,
+        delegate_suspend,
+        delegate_resume_fail,
+    }
 }
 
 fn resolve_reconcile(ck: &mut Checker, r: super::raw::RawReconcile) -> Reconcile {

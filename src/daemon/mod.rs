@@ -92,6 +92,7 @@ pub async fn run_with_reload(
 ) -> Result<(), DaemonError> {
     let store = Store::open_for_daemon(&cfg.state_dir).await?;
     let _lock = lock_state_dir(&cfg.state_dir)?;
+    save_last_accepted(&cfg);
     let mut reconciler = Reconciler::new(cfg.clone(), store.clone())
         .await
         .map_err(|e| DaemonError::Reconciler(format!("{e:#}")))?;
@@ -186,6 +187,7 @@ pub async fn run_with_reload(
         log_new_events(&store, &mut last_event).await;
         if last_prune.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
             prune_history(&store, cfg.daemon.history_days).await;
+            prune_delegate_leftovers(&cfg.state_dir);
             last_prune = Some(tokio::time::Instant::now());
         }
         for w in waiting.drain(..) {
@@ -322,6 +324,21 @@ async fn prune_history(store: &Store, days: u64) {
     }
 }
 
+/// Removes resume-file copies and output files a killed `run-delegate` supervisor left in
+/// `state_dir/delegate/` (the supervisor removes its own when the program ends).
+fn prune_delegate_leftovers(state_dir: &std::path::Path) {
+    #[allow(clippy::disallowed_methods)] // an edge: what is old is measured from the present
+    let now = std::time::SystemTime::now();
+    let Some(before) = now.checked_sub(crate::delegate::STALE_AFTER) else { return };
+    let removed = crate::delegate::prune_stale(state_dir, before);
+    if removed > 0 {
+        tracing::info!(
+            removed,
+            "removed files that delegate supervisors which never finished left in state_dir/delegate"
+        );
+    }
+}
+
 /// The state directory's lock file, held while the daemon runs.
 pub const LOCK_FILE: &str = "daemon.lock";
 
@@ -356,6 +373,20 @@ fn lock_state_dir(dir: &std::path::Path) -> Result<nix::fcntl::Flock<std::fs::Fi
             Err(DaemonError::StateDirTaken { pid: pid.trim().to_string(), dir: dir.to_path_buf() })
         }
         Err((_, e)) => Err(io("locking")(e.into())),
+    }
+}
+
+/// Keeps the copy of the config in force that hooks fall back to when the config file does not load
+/// (`config::last_accepted`). Failing to write it is worth a warning, not a refusal to run.
+fn save_last_accepted(cfg: &Config) {
+    #[allow(clippy::disallowed_methods)] // an edge: when the daemon accepted this config
+    let now = chrono::Utc::now();
+    match crate::config::last_accepted::save(cfg, now) {
+        Ok(path) => tracing::debug!(copy = %path.display(), "kept a copy of the config for the hooks"),
+        Err(error) => tracing::warn!(
+            state_dir = %cfg.state_dir.display(), %error,
+            "cannot keep a copy of the config: hooks have nothing to fall back to if the config file breaks"
+        ),
     }
 }
 
@@ -404,6 +435,7 @@ async fn apply_reload(
         Ok(changes) => {
             let changes = if changes.is_empty() { "nothing".to_string() } else { changes.join(", ") };
             tracing::info!(config = %source.display(), %changes, "config reloaded (SIGHUP)");
+            save_last_accepted(cfg);
             true
         }
         Err(error) => {

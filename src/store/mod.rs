@@ -27,7 +27,7 @@ mod writes;
 
 pub use counts::Counts;
 pub use migrate::LATEST as SCHEMA_VERSION;
-pub use writes::{Pruned, StoreTx};
+pub use writes::{HookNote, Pruned, StoreTx};
 
 use crate::model::*;
 use chrono::{DateTime, TimeZone, Utc};

@@ -60,29 +60,52 @@ impl Store {
         note: Option<(&str, &str)>,
         now: DateTime<Utc>,
     ) -> Result<i64> {
-        let jobs = serde_json::to_string(jobs)?;
+        let notes: Vec<HookNote> =
+            note.iter().map(|(k, m)| HookNote { kind: k, nodes: &[], message: m }).collect();
+        let id = self.record_hook_call(kind, Some(hostlist), jobs, &notes, now).await?;
+        Ok(id.expect("a hostlist was given"))
+    }
+
+    /// [`Store::record_hook`] with any number of events, and no inbox entry when `hostlist` is `None`
+    /// (every node of the call went to a delegate program): one commit. Returns the inbox id, if any.
+    pub async fn record_hook_call(
+        &self,
+        kind: HookKind,
+        hostlist: Option<&str>,
+        jobs: &[(u32, String)],
+        notes: &[HookNote<'_>],
+        now: DateTime<Utc>,
+    ) -> Result<Option<i64>> {
         let mut tx = self.begin().await?;
-        let id = sqlx::query("INSERT INTO inbox (received_at, kind, hostlist, jobs) VALUES (?, ?, ?, ?)")
-            .bind(to_ms(now))
-            .bind(kind.as_str())
-            .bind(hostlist)
-            .bind(jobs)
-            .execute(&mut *tx.tx)
-            .await?
-            .last_insert_rowid();
-        if let Some((event_kind, message)) = note {
+        let id = match hostlist {
+            Some(hostlist) => Some(
+                sqlx::query("INSERT INTO inbox (received_at, kind, hostlist, jobs) VALUES (?, ?, ?, ?)")
+                    .bind(to_ms(now))
+                    .bind(kind.as_str())
+                    .bind(hostlist)
+                    .bind(serde_json::to_string(jobs)?)
+                    .execute(&mut *tx.tx)
+                    .await?
+                    .last_insert_rowid(),
+            ),
+            None => None,
+        };
+        for n in notes {
             // A plain insert, not `add_event`: its merging of identical events names `events.count`,
             // which the schema of 0.1.0 lacks, and a note is one hook call's own event anyway.
-            sqlx::query("INSERT INTO events (time, kind, nodes, message) VALUES (?, ?, '', ?)")
-                .bind(to_ms(now))
-                .bind(event_kind)
-                .bind(message)
-                .execute(&mut *tx.tx)
-                .await?;
+            tx.insert_event(now, n.kind, n.nodes, n.message).await?;
         }
         tx.commit().await?;
         Ok(id)
     }
+}
+
+/// An event a hook records with its call.
+#[derive(Debug, Clone, Copy)]
+pub struct HookNote<'a> {
+    pub kind: &'a str,
+    pub nodes: &'a [String],
+    pub message: &'a str,
 }
 
 /// A write transaction. Dropping it without [`StoreTx::commit`] rolls everything back.
@@ -397,10 +420,22 @@ impl StoreTx {
                 .await?;
             return Ok(id);
         }
+        self.insert_event(now, kind, nodes, message).await
+    }
+
+    /// Appends an event as it is, merging nothing: names only the `events` and `event_nodes`
+    /// columns every released schema has (hooks write through it, see `record_hook`).
+    pub async fn insert_event(
+        &mut self,
+        now: DateTime<Utc>,
+        kind: &str,
+        nodes: &[String],
+        message: &str,
+    ) -> Result<i64> {
         let id = sqlx::query("INSERT INTO events (time, kind, nodes, message) VALUES (?, ?, ?, ?)")
             .bind(to_ms(now))
             .bind(kind)
-            .bind(&hostlist)
+            .bind(crate::hostlist::compress(nodes))
             .bind(message)
             .execute(&mut *self.tx)
             .await?

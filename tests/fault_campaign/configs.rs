@@ -67,6 +67,25 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
     ("slurm.conf", "\"/etc/slurm/slurm.conf\"", Class::Path, &["\"slurm.conf\"", "\"\""]),
     ("slurm.node_addr", "\"none\"", Class::Str, &["\"external\"", "\"\"", "\"INTERNAL_IP\""]),
     ("slurm.command_timeout", "30", Class::U64, &["0"]),
+    // A program on this host: absolute, existing, a regular file, executable.
+    (
+        "slurm.delegate_resume",
+        "\"/bin/sh\"",
+        Class::Path,
+        &["\"sh\"", "\"/nonexistent/resume.py\"", "\"/etc\"", "\"/etc/passwd\""],
+    ),
+    (
+        "slurm.delegate_suspend",
+        "\"/bin/sh\"",
+        Class::Path,
+        &["\"sh\"", "\"/nonexistent/suspend.py\"", "\"/etc\"", "\"/etc/passwd\""],
+    ),
+    (
+        "slurm.delegate_resume_fail",
+        "\"/bin/sh\"",
+        Class::Path,
+        &["\"sh\"", "\"/nonexistent/suspend.py\"", "\"/etc\"", "\"/etc/passwd\""],
+    ),
     ("reconcile.interval", "30", Class::U64, &["0"]),
     ("reconcile.orphan_grace", "300", Class::U64, &[]),
     ("reconcile.mig_gc_grace", "300", Class::U64, &[]),

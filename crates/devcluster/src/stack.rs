@@ -69,6 +69,15 @@ pub struct StackSpec {
     pub reconcile: String,
     /// Extra slurm.conf lines (they replace the harness defaults of the same key).
     pub slurm_conf: Vec<String>,
+    /// Extra lines for the slurm-dws config's `[slurm]` table (e.g. `delegate_resume = "..."`).
+    pub slurm_table: String,
+    /// slurm.conf `NodeName=` lines of nodes that are not slurm-dws's (e.g. `NodeName=legacy-[0-1]
+    /// State=CLOUD CPUs=1 RealMemory=500`): the ones another power-saving program would manage.
+    pub other_nodes: Vec<String>,
+    /// slurm.conf `PartitionName=` lines for them.
+    pub other_partitions: Vec<String>,
+    /// More directories that programs run by slurmctld must see (see `ClusterSpec::bind_dirs`).
+    pub bind_dirs: Vec<PathBuf>,
     /// The simulator's `--time-scale`.
     pub time_scale: f64,
     /// Which Slurm the cluster runs. On 24.11 the hooks run inside the trixie root: the
@@ -86,6 +95,10 @@ impl StackSpec {
             nodesets,
             reconcile: String::new(),
             slurm_conf: Vec::new(),
+            slurm_table: String::new(),
+            other_nodes: Vec::new(),
+            other_partitions: Vec::new(),
+            bind_dirs: Vec::new(),
             time_scale: 1.0,
             slurm: SlurmGeneration::default(),
         }
@@ -163,6 +176,9 @@ impl Stack {
             }
         }
         cspec.extra_conf.extend(spec.slurm_conf.iter().cloned());
+        cspec.node_lines.extend(spec.other_nodes.iter().cloned());
+        cspec.partition_lines.extend(spec.other_partitions.iter().cloned());
+        cspec.bind_dirs.extend(spec.bind_dirs.iter().cloned());
         let cluster = LocalCluster::start(cspec)?;
 
         // The simulator's VMs are this cluster's slurmds.
@@ -410,6 +426,7 @@ calls_per_minute = 6000
 bin_dir = "{bin_dir}"
 {conf}
 command_timeout = 10
+{slurm_table}
 
 [reconcile]
 interval = 5
@@ -421,6 +438,7 @@ interval = 5
         bin_dir = bin_dir.display(),
         conf = slurm_conf.map(|c| format!("conf = \"{}\"", c.display())).unwrap_or_default(),
         reconcile = spec.reconcile,
+        slurm_table = spec.slurm_table,
     );
     for ns in &spec.nodesets {
         t.push_str(&format!(

@@ -31,5 +31,6 @@ pub use error::{
     classify_code, classify_errors, classify_http, classify_operation, ApiError, ErrorClass, ErrorReason,
     GceError, OperationFailed,
 };
+pub use ratelimit::CallKind;
 pub use retry::Backoff;
 pub use types::*;

@@ -19,6 +19,7 @@ use super::gce_edge;
 use super::ingest::ingest;
 use super::observe::{self, Observation, Sources};
 use super::plan::plan;
+use super::poll::PollSchedule;
 use super::report::{gc_items, next_pass_in, GcReport, PassOutcome, PassReport, Trigger};
 use super::types::*;
 use crate::config::Config;
@@ -56,6 +57,8 @@ pub struct Reconciler {
     /// While passes are degraded: when the first degraded pass of this run started, and the reasons
     /// last logged (the log and the event log say it once per change, not once per pass).
     degraded: Option<(DateTime<Utc>, Vec<String>)>,
+    /// Which resize requests to poll, and the last state of those not polled (`poll.rs`).
+    polls: PollSchedule,
 }
 
 /// The time a pass starts at, in milliseconds as the store keeps time: the state kept between
@@ -67,7 +70,9 @@ fn pass_clock() -> DateTime<Utc> {
 
 impl Reconciler {
     pub async fn new(cfg: Config, store: Store) -> Result<Reconciler, ReconcileError> {
-        let gce = gce_edge::client(&cfg)?;
+        // No call or operation wait holds a pass longer than about `request_timeout`: what did not
+        // finish is carried to the next pass (docs/architecture.md, "Bounded passes").
+        let gce = gce_edge::client(&cfg)?.with_call_budget(gce_edge::step_budget(&cfg));
         let slurm = Slurm::new(
             cfg.slurm.bin_dir.clone(),
             cfg.slurm.conf.clone(),
@@ -84,6 +89,7 @@ impl Reconciler {
             desired: None,
             desired_loaded_at: 0,
             degraded: None,
+            polls: PollSchedule::default(),
         })
     }
 
@@ -120,7 +126,11 @@ impl Reconciler {
         let inbox = self.store.unprocessed_inbox().await?;
         let sources =
             Sources { cfg: &self.cfg, naming: &self.plan_cfg.naming, gce: &self.gce, slurm: &self.slurm };
-        o.observed = observe::gce_and_slurm(&sources, &desired, &inbox, &mut o.errors).await;
+        let (observed, polls) =
+            observe::gce_and_slurm(&sources, &desired, &inbox, &mut self.polls, o.started_at, &mut o.errors)
+                .await;
+        o.observed = observed;
+        o.polls = polls;
         o.inbox = inbox;
         self.desired = Some(desired);
         Ok(o)
@@ -262,8 +272,10 @@ impl Reconciler {
         observation: Observation,
         report: &mut PassReport,
     ) -> Result<Desired, ReconcileError> {
-        let Observation { started_at: now, inbox, mut observed, errors, .. } = observation;
+        let Observation { started_at: now, inbox, mut observed, errors, polls, .. } = observation;
         report.errors.extend(errors);
+        report.requests_polled = polls.polled;
+        report.requests_carried = polls.carried;
         let mut desired = self.take_desired().await?;
         let exec = Executor {
             cfg: &self.cfg,
@@ -308,6 +320,9 @@ impl Reconciler {
                 commit::commit_round(&self.store, &ctx, &mut p, &fresh_gce, &mut desired, now).await?;
             outbox_used.extend(outbox.iter().map(|e| e.id));
             attempted.extend(fresh_gce.iter().map(step_key));
+            for s in &fresh_gce {
+                self.polls.forget(s.mig()); // what was sent about a MIG is read back next pass
+            }
             exec.gce_steps(&fresh_gce, outbox, &mut desired, &mut observed, report, now).await?;
             slurm_done.extend(fresh_slurm.iter().map(step_key));
             exec.slurm_steps(&fresh_slurm, report, &mut desired, now).await;

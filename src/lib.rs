@@ -27,9 +27,10 @@
 //!    `SLURM_RESUME_FILE`, appends one row to the store's inbox (one SQLite commit) and pokes
 //!    the daemon's socket. Exit 0 means the request is durable.
 //! 2. The [`daemon`] (one per state directory, the only writer of the desired state) wakes a
-//!    [`reconcile`] pass. The pass observes the inbox, GCE (one MIG list, one instance list, one
-//!    get per request still in flight) and Slurm, ingests the inbox into the per-node desired
-//!    state it kept from the last pass, and plans.
+//!    [`reconcile`] pass. The pass observes the inbox, GCE (one MIG list, one instance list, a
+//!    get of each request in flight that is due; no call holds the pass longer than about
+//!    `gcp.request_timeout`) and Slurm, ingests the inbox into the per-node desired state it kept
+//!    from the last pass, and plans.
 //! 3. Planning is a pure function of (desired, observed, now). Its steps that mutate GCE are
 //!    written to the outbox with their `requestId` before they are sent by [`gce`], so a crash
 //!    at any point resumes the same mutation instead of making a second one.

@@ -438,6 +438,8 @@ mod tests {
                 endpoint: "http://127.0.0.1:1/".into(),
                 project: "p".into(),
                 calls_per_minute: 0,
+                reads_per_minute: 0,
+                writes_per_minute: 0,
                 request_timeout: std::time::Duration::from_secs(1),
                 retry_deadline: std::time::Duration::from_secs(1),
             },

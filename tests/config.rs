@@ -62,6 +62,11 @@ fn example_parses_with_the_values_it_shows() {
     assert_eq!(c.gcp.endpoint, "https://compute.googleapis.com/compute/v1/");
     assert_eq!(c.gcp.credentials, Credentials::Auto);
     assert_eq!((c.gcp.calls_per_minute, c.gcp.request_timeout, c.gcp.retry_deadline), (1200, 30, 120));
+    assert_eq!(
+        (c.gcp.read_calls_per_minute, c.gcp.write_calls_per_minute),
+        (900, 600),
+        "reads ¾ and writes ½ of calls_per_minute"
+    );
     assert_eq!(c.slurm.bin_dir, Path::new("/usr/bin"));
     assert_eq!(c.slurm.conf.as_deref(), Some(Path::new("/etc/slurm/slurm.conf")));
     assert_eq!(c.slurm.node_addr, NodeAddr::None);
@@ -218,6 +223,7 @@ fn each_rule_names_its_key() {
             "loopback",
         ),
         (&[("project = \"p\"", "project = \"p\"\ncredentials = \"key.json\"")], "gcp.credentials", "absolute path"),
+        (&[("project = \"p\"", "project = \"p\"\nread_calls_per_minute = 0")], "gcp.read_calls_per_minute", "minimum is 1"),
         (&[("project = \"p\"", "project = \"p\"\ncalls_per_minute = 0")], "gcp.calls_per_minute", "minimum is 1"),
         (&[("project = \"p\"", "project = \"p\"\nrequest_timeout = 0")], "gcp.request_timeout", "minimum 1"),
         (&[("project = \"p\"", "project = \"p\"\nretry_deadline = 10")], "gcp.retry_deadline", "request_timeout"),

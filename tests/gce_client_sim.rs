@@ -35,6 +35,8 @@ impl Sim {
                 endpoint: handle.base_url(),
                 project: "p".into(),
                 calls_per_minute: 0,
+                reads_per_minute: 0,
+                writes_per_minute: 0,
                 request_timeout,
                 retry_deadline,
             },

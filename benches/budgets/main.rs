@@ -2,13 +2,16 @@
 //! prints one table — median with min/max, the budget, a baseline measured in the same run, and their
 //! ratio.
 //!
-//! Sections (run all, or name some: `cargo bench --bench budgets -- hook scale e2e`):
+//! Sections (run all, or name some: `cargo bench --bench budgets -- hook scale queue stuck e2e`):
 //! - `hook`:  whole-process hook latency (spawn to exit, as slurmctld sees it) against `/bin/true` and a
 //!   minimal program that opens the same SQLite database and commits one row (`examples/sqlite_commit.rs`).
 //! - `scale`: 10,000 nodes in 1,000 jobs against the simulator (its own process) and the real daemon (its
 //!   own process) with a fake Slurm that answers like 22.05 for 10,000 nodes: GCE calls of the resume and
 //!   of 10 steady passes (counted by the simulator), the daemon's peak RSS, its CPU per steady pass, and
 //!   the pass's planning + store CPU in this process on the daemon's own 10k-node database.
+//! - `queue`: 10,000 nodes in 2,000 (and 1,000) resize requests ACCEPTED for over 10 minutes: GCE
+//!   read calls per minute and pass wall time.
+//! - `stuck`: a stuck call on one nodeset: passes until another nodeset's resize request is sent.
 //! - `e2e`:   real slurmctld + simulator + daemon (devcluster `Stack`): sbatch of a 2-node job → RUNNING.
 //!
 //! Not part of `make test`: timings on a shared machine are measurements, not assertions.
@@ -19,6 +22,7 @@
 mod e2e;
 mod fake_slurm;
 mod hook;
+mod queue;
 mod scale;
 mod table;
 
@@ -57,6 +61,12 @@ fn main() {
     }
     if run("scale") {
         scale::run(&ctx, &mut t);
+    }
+    if run("queue") {
+        queue::run(&ctx, &mut t);
+    }
+    if run("stuck") {
+        queue::run_stuck(&ctx, &mut t);
     }
     if run("e2e") {
         e2e::run(&ctx, &mut t);

@@ -418,14 +418,14 @@ fn write_config(d: &Path, endpoint: &str, slurm_bin: &Path) -> Result<PathBuf> {
 }
 
 /// A child process this bench started; stopped (SIGTERM, then SIGKILL) by its PID when dropped.
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
-    addr: String,
-    log: PathBuf,
+    pub(crate) addr: String,
+    pub(crate) log: PathBuf,
 }
 
 impl Proc {
-    fn sim(bin: &Path, d: &Path) -> Result<Proc> {
+    pub(crate) fn sim(bin: &Path, d: &Path) -> Result<Proc> {
         let mut child = Command::new(bin)
             .args(["--listen", "127.0.0.1:0"])
             .stdout(Stdio::piped())
@@ -438,7 +438,7 @@ impl Proc {
         Ok(Proc { child, addr, log: d.join("sim.log") })
     }
 
-    fn daemon(bin: &Path, config: &Path, d: &Path) -> Result<Proc> {
+    pub(crate) fn daemon(bin: &Path, config: &Path, d: &Path) -> Result<Proc> {
         let log = d.join("daemon.log");
         let child = Command::new(bin)
             .arg("--config")
@@ -468,11 +468,11 @@ impl Proc {
         Ok(p)
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    fn log_tail(&self, n: usize) -> String {
+    pub(crate) fn log_tail(&self, n: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(n)..].join("\n")

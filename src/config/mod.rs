@@ -82,7 +82,13 @@ pub struct Gcp {
     pub credentials: Credentials,
     /// Client-side rate limit, below GCE's per-project quota so other tools keep some.
     pub calls_per_minute: u32,
-    /// Time limit of one HTTP call (seconds).
+    /// Client-side rate limit of reads (gets, lists, operation waits), within `calls_per_minute`:
+    /// GCE counts reads and writes in separate per-minute quotas.
+    pub read_calls_per_minute: u32,
+    /// Client-side rate limit of writes (mutations), within `calls_per_minute`.
+    pub write_calls_per_minute: u32,
+    /// Time limit of one HTTP call (seconds); also the most one call (its retries included) or one
+    /// operation wait may hold a reconcile pass.
     pub request_timeout: u64,
     /// How long one logical call is retried on retryable errors before giving up (seconds).
     pub retry_deadline: u64,

@@ -305,6 +305,17 @@ fn resolve_gcp(ck: &mut Checker, g: super::raw::RawGcp) -> Gcp {
     if calls_per_minute == 0 {
         ck.bad("gcp.calls_per_minute", &g.calls_per_minute, "0 would block every call; the minimum is 1");
     }
+    // Reads are most of the calls (every pass lists); writes come in bursts (a resume of many jobs).
+    let read_calls_per_minute = get(&g.read_calls_per_minute, (calls_per_minute / 4 * 3).max(1));
+    let write_calls_per_minute = get(&g.write_calls_per_minute, (calls_per_minute / 2).max(1));
+    for (key, v, n) in [
+        ("gcp.read_calls_per_minute", &g.read_calls_per_minute, read_calls_per_minute),
+        ("gcp.write_calls_per_minute", &g.write_calls_per_minute, write_calls_per_minute),
+    ] {
+        if n == 0 {
+            ck.bad(key, v, "0 would block every such call; the minimum is 1");
+        }
+    }
     let request_timeout =
         ck.at_least("gcp.request_timeout", &g.request_timeout, 30, 1, "a call needs time to complete");
     let retry_deadline = get(&g.retry_deadline, 120);
@@ -315,7 +326,17 @@ fn resolve_gcp(ck: &mut Checker, g: super::raw::RawGcp) -> Gcp {
             format!("{retry_deadline} is shorter than gcp.request_timeout ({request_timeout}), so not even one call could finish"),
         );
     }
-    Gcp { project, region, endpoint, credentials, calls_per_minute, request_timeout, retry_deadline }
+    Gcp {
+        project,
+        region,
+        endpoint,
+        credentials,
+        calls_per_minute,
+        read_calls_per_minute,
+        write_calls_per_minute,
+        request_timeout,
+        retry_deadline,
+    }
 }
 
 fn resolve_slurm(ck: &mut Checker, s: super::raw::RawSlurm) -> Slurm {

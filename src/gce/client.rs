@@ -21,7 +21,7 @@ use tracing::{debug, warn};
 
 use super::auth::{token_source, Credentials, TokenSource};
 use super::error::{ApiError, ErrorClass, GceError};
-use super::ratelimit::RateLimiter;
+use super::ratelimit::{Budgets, CallKind, RateLimiter};
 use super::retry::{parse_retry_after, Backoff};
 
 /// The client's settings, from plain values (the config module fills them).
@@ -33,6 +33,12 @@ pub struct ClientOptions {
     pub project: String,
     /// Client-side rate limit shared by all calls of this client (0 = unlimited).
     pub calls_per_minute: u32,
+    /// Client-side rate limit of reads (`get`, `list`, `aggregatedList`, `listManagedInstances`,
+    /// operation `wait`), within `calls_per_minute` (0 = no limit of their own).
+    pub reads_per_minute: u32,
+    /// Client-side rate limit of writes (every mutation), within `calls_per_minute` (0 = no limit of
+    /// their own).
+    pub writes_per_minute: u32,
     /// Timeout of one HTTP attempt.
     pub request_timeout: Duration,
     /// How long a call keeps retrying retryable errors before it returns the last one.
@@ -95,6 +101,24 @@ impl Call {
     pub fn new(method: String, verb: Method, path: String) -> Self {
         Self { method, verb, path, query: Vec::new(), body: None, timeout: None, deadline: None }
     }
+
+    /// Asks for a partial response (`fields=`), when `fields` is given.
+    pub fn fields(mut self, fields: Option<&str>) -> Self {
+        if let Some(f) = fields.filter(|f| !f.is_empty()) {
+            self.query.push(("fields", f.to_string()));
+        }
+        self
+    }
+
+    /// Which rate budget the call counts against, as GCE counts it: a mutation (it carries a
+    /// `requestId`) is a write, everything else — `wait` of an operation included — a read.
+    pub fn kind(&self) -> CallKind {
+        if self.query.iter().any(|(k, _)| *k == "requestId") {
+            CallKind::Write
+        } else {
+            CallKind::Read
+        }
+    }
 }
 
 /// A typed, retrying, rate-limited Compute Engine client. Cheap to clone: clones share the
@@ -102,6 +126,9 @@ impl Call {
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+    /// When set, no call (its retries included) runs longer than this, whatever `retry_deadline`
+    /// says: see [`Client::with_call_budget`].
+    call_budget: Option<Duration>,
 }
 
 struct Inner {
@@ -173,12 +200,17 @@ impl Client {
             .build()
             .map_err(|e| GceError::InvalidArgument(format!("HTTP client: {e}")))?;
         Ok(Self {
+            call_budget: None,
             inner: Arc::new(Inner {
                 http,
                 endpoint,
                 project: opts.project,
                 tokens,
-                limiter: RateLimiter::new(opts.calls_per_minute),
+                limiter: RateLimiter::new(Budgets {
+                    total: opts.calls_per_minute,
+                    reads: opts.reads_per_minute,
+                    writes: opts.writes_per_minute,
+                }),
                 backoff: Mutex::new(Backoff::default()),
                 request_timeout: opts.request_timeout,
                 retry_deadline: opts.retry_deadline,
@@ -190,6 +222,20 @@ impl Client {
     /// Replaces the backoff parameters (tests use millisecond backoffs). Affects all clones.
     pub fn set_backoff(&self, backoff: Backoff) {
         *self.inner.backoff.lock().unwrap_or_else(|p| p.into_inner()) = backoff;
+    }
+
+    /// A clone (sharing everything) whose calls each end within `budget`, retries included: a
+    /// retryable failure is retried only while the budget lasts, then returned. The reconciler's
+    /// client, so that no call holds a pass longer than about `gcp.request_timeout`: what did not
+    /// finish is carried to the next pass.
+    pub fn with_call_budget(&self, budget: Duration) -> Client {
+        Client { inner: self.inner.clone(), call_budget: Some(budget) }
+    }
+
+    /// The calls per minute the client allows itself now for reads or writes (lower than configured
+    /// for a while after GCE answered "rate limit"); `None` = unlimited.
+    pub fn rate_in_force(&self, kind: CallKind) -> Option<f64> {
+        self.inner.limiter.per_minute(kind)
     }
 
     /// The project this client works in.
@@ -232,7 +278,12 @@ impl Client {
         if let Some(d) = call.deadline {
             deadline = deadline.min(d);
         }
-        let per_attempt = call.timeout.unwrap_or(self.inner.request_timeout);
+        let mut per_attempt = call.timeout.unwrap_or(self.inner.request_timeout);
+        if let Some(budget) = self.call_budget {
+            deadline = deadline.min(start + budget);
+            per_attempt = per_attempt.min(budget);
+        }
+        let kind = call.kind();
         let mut attempt: u32 = 0;
         loop {
             // The first attempt always gets its full timeout; later ones never outlive the
@@ -242,8 +293,11 @@ impl Client {
             } else {
                 per_attempt.min(deadline.saturating_duration_since(Instant::now()))
             };
-            let result = self.attempt::<T>(call, timeout).await;
+            let result = self.attempt::<T>(call, kind, timeout).await;
             self.record(&call.method, result.as_ref().err().map(GceError::class));
+            if result.as_ref().err().is_some_and(GceError::is_rate_limit) {
+                self.inner.limiter.throttle(kind);
+            }
             let err = match result {
                 Ok(v) => return Ok(v),
                 Err(e) if e.is_retryable() => e,
@@ -268,8 +322,13 @@ impl Client {
     }
 
     /// One HTTP attempt.
-    async fn attempt<T: DeserializeOwned>(&self, call: &Call, timeout: Duration) -> Result<T, GceError> {
-        self.inner.limiter.acquire().await;
+    async fn attempt<T: DeserializeOwned>(
+        &self,
+        call: &Call,
+        kind: CallKind,
+        timeout: Duration,
+    ) -> Result<T, GceError> {
+        self.inner.limiter.acquire(kind).await;
         let mut url = self
             .inner
             .endpoint
@@ -362,6 +421,8 @@ mod tests {
             endpoint: endpoint.into(),
             project: "p".into(),
             calls_per_minute: 0,
+            reads_per_minute: 0,
+            writes_per_minute: 0,
             request_timeout: Duration::from_secs(5),
             retry_deadline: Duration::from_secs(5),
         }

@@ -115,11 +115,12 @@ impl Client {
         verb: Method,
         path: String,
         filter: Option<&str>,
+        fields: Option<&str>,
     ) -> Result<Vec<T>, GceError> {
         let mut out = Vec::new();
         let mut token = String::new();
         loop {
-            let mut call = Call::new(method.clone(), verb.clone(), path.clone());
+            let mut call = Call::new(method.clone(), verb.clone(), path.clone()).fields(fields);
             call.query.push(("maxResults", PAGE_SIZE.to_string()));
             if let Some(f) = filter.filter(|f| !f.is_empty()) {
                 call.query.push(("filter", f.to_string()));
@@ -176,8 +177,19 @@ impl Client {
         loc: &Location,
         filter: Option<&str>,
     ) -> Result<Vec<InstanceGroupManager>, GceError> {
+        self.list_migs_fields(loc, filter, None).await
+    }
+
+    /// [`Client::list_migs`] asking only for `fields` (a partial response, e.g.
+    /// `items(name,targetSize),nextPageToken,warning`); the fields left out are empty.
+    pub async fn list_migs_fields(
+        &self,
+        loc: &Location,
+        filter: Option<&str>,
+        fields: Option<&str>,
+    ) -> Result<Vec<InstanceGroupManager>, GceError> {
         let (coll, base) = self.mig_base(loc);
-        self.list_all(format!("{coll}.list"), Method::GET, base, filter).await
+        self.list_all(format!("{coll}.list"), Method::GET, base, filter, fields).await
     }
 
     /// Deletes a MIG, with its resize requests and VMs.
@@ -239,6 +251,7 @@ impl Client {
             Method::POST,
             format!("{base}/{mig}/listManagedInstances"),
             filter,
+            None,
         )
         .await
     }
@@ -275,8 +288,20 @@ impl Client {
         mig: &str,
         name: &str,
     ) -> Result<InstanceGroupManagerResizeRequest, GceError> {
+        self.get_resize_request_fields(loc, mig, name, None).await
+    }
+
+    /// [`Client::get_resize_request`] asking only for `fields` (e.g. `name,state,status`).
+    pub async fn get_resize_request_fields(
+        &self,
+        loc: &Location,
+        mig: &str,
+        name: &str,
+        fields: Option<&str>,
+    ) -> Result<InstanceGroupManagerResizeRequest, GceError> {
         let (coll, base) = self.rr_base(loc, mig);
-        self.execute(&Call::new(format!("{coll}.get"), Method::GET, format!("{base}/{name}"))).await
+        self.execute(&Call::new(format!("{coll}.get"), Method::GET, format!("{base}/{name}")).fields(fields))
+            .await
     }
 
     /// Lists every resize request of a MIG (all pages), optionally filtered.
@@ -287,7 +312,7 @@ impl Client {
         filter: Option<&str>,
     ) -> Result<Vec<InstanceGroupManagerResizeRequest>, GceError> {
         let (coll, base) = self.rr_base(loc, mig);
-        self.list_all(format!("{coll}.list"), Method::GET, base, filter).await
+        self.list_all(format!("{coll}.list"), Method::GET, base, filter, None).await
     }
 
     /// Cancels a queued (ACCEPTED) resize request. On a final request GCE accepts the call
@@ -343,6 +368,7 @@ impl Client {
             Method::GET,
             format!("{}/zones/{zone}/instances", self.project_path()),
             filter,
+            None,
         )
         .await
     }
@@ -366,6 +392,19 @@ impl Client {
     pub async fn aggregated_list_instances_each(
         &self,
         filter: Option<&str>,
+        each: impl FnMut(Instance),
+    ) -> Result<Unreachable, GceError> {
+        self.aggregated_list_instances_fields(filter, None, each).await
+    }
+
+    /// [`Client::aggregated_list_instances_each`] asking only for `fields`, in GCE's syntax for an
+    /// aggregated list (its scopes' keys contain `/`, so only `*` reaches them):
+    /// `items/*/instances(name,status),items/*/warning,nextPageToken,unreachables,warning`. A VM whose
+    /// `zone` was left out gets it from its scope's key.
+    pub async fn aggregated_list_instances_fields(
+        &self,
+        filter: Option<&str>,
+        fields: Option<&str>,
         mut each: impl FnMut(Instance),
     ) -> Result<Unreachable, GceError> {
         let method = "instances.aggregatedList".to_string();
@@ -373,7 +412,7 @@ impl Client {
         let mut token = String::new();
         let mut unreachable = Unreachable::default();
         loop {
-            let mut call = Call::new(method.clone(), Method::GET, path.clone());
+            let mut call = Call::new(method.clone(), Method::GET, path.clone()).fields(fields);
             call.query.push(("maxResults", PAGE_SIZE.to_string()));
             if let Some(f) = filter.filter(|f| !f.is_empty()) {
                 call.query.push(("filter", f.to_string()));

@@ -424,6 +424,20 @@ impl GceError {
         self.class() == ErrorClass::NotFound
     }
 
+    /// GCE refused the call for a rate limit (403 `rateLimitExceeded` / `userRateLimitExceeded`,
+    /// 429): the caller should slow down, not only retry.
+    pub fn is_rate_limit(&self) -> bool {
+        match self {
+            Self::Api(e) => {
+                e.http_status == 429
+                    || e.errors
+                        .iter()
+                        .any(|r| matches!(r.reason.as_str(), "rateLimitExceeded" | "userRateLimitExceeded"))
+            }
+            _ => false,
+        }
+    }
+
     /// The server's `Retry-After`, if any.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

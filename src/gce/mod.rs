@@ -33,6 +33,7 @@ pub use error::{
     classify_code, classify_errors, classify_http, classify_operation, ApiError, ErrorClass, ErrorReason,
     GceError, OperationFailed,
 };
+pub use ratelimit::CallKind;
 pub use retry::Backoff;
 pub use template_check::{check_flex_template, flex_template_problems, TemplateProblem};
 pub use types::*;

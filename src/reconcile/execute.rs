@@ -24,6 +24,8 @@ use std::sync::Arc;
 
 /// GCE mutations in flight at once during a pass.
 const GCE_CONCURRENCY: usize = 16;
+/// What a step may take beyond its budget (`gce_edge::step_budget`) before it is cut.
+const STEP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// How one step went.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,12 +44,16 @@ pub enum StepResult {
     /// requestId would only return the same failure, so the outbox entry is closed and the step's
     /// next attempt, after a backoff, gets a new one (`step_retry`).
     Failed { code: Option<String>, message: String },
+    /// Under way, nothing wrong: its Operation is still running, or GCE asked the daemon to slow down
+    /// (rate limit). Not waited for: the outbox entry stays pending with its requestId and the next
+    /// pass carries on (resends it, or finds the result in its lists).
+    Carried(String),
 }
 
 impl StepResult {
-    /// Done, or nothing left to do.
+    /// Done, nothing left to do, or under way: nothing went wrong.
     pub fn ok(&self) -> bool {
-        matches!(self, StepResult::Done | StepResult::Moot(_))
+        matches!(self, StepResult::Done | StepResult::Moot(_) | StepResult::Carried(_))
     }
 
     /// A stockout or an exhausted quota: the nodeset backs off.
@@ -60,7 +66,7 @@ impl StepResult {
     pub fn error(&self) -> Option<String> {
         match self {
             StepResult::Done => None,
-            StepResult::Moot(e) | StepResult::Retry(e) => Some(e.clone()),
+            StepResult::Moot(e) | StepResult::Retry(e) | StepResult::Carried(e) => Some(e.clone()),
             StepResult::Refused { code: Some(code), message, .. } => Some(format!("{code}: {message}")),
             StepResult::Refused { code: None, message, .. } | StepResult::Failed { code: None, message } => {
                 Some(message.clone())
@@ -92,6 +98,15 @@ pub fn judge(step: &GceStep, e: &SendError) -> StepResult {
         }
         SendError::Gce(e) => e,
     };
+    if let GceError::OperationTimeout(op) = e {
+        return StepResult::Carried(format!(
+            "operation {} still {:?} after gcp.request_timeout: carried to the next pass",
+            op.name, op.status
+        ));
+    }
+    if e.is_rate_limit() {
+        return StepResult::Carried(format!("GCE's rate limit, slowing down: {e}"));
+    }
     let class = e.class();
     let refused = || StepResult::Refused { code: gce_code(e), message: e.to_string(), class };
     match (step, class) {
@@ -154,7 +169,11 @@ pub(super) fn settle(
         step: step.kind(),
         target: target.clone(),
         ok: result.ok(),
-        error: if result.ok() { None } else { result.error() },
+        error: match result {
+            StepResult::Carried(e) => Some(e.clone()),
+            _ if result.ok() => None,
+            _ => result.error(),
+        },
     };
     let mut changes = ChangeSet::default();
     let outbox = match result {
@@ -168,7 +187,7 @@ pub(super) fn settle(
             }
             (OutboxState::Done, Some(e.clone()))
         }
-        StepResult::Retry(e) => (OutboxState::Pending, Some(e.clone())),
+        StepResult::Retry(e) | StepResult::Carried(e) => (OutboxState::Pending, Some(e.clone())),
         // The executor records the event: it knows the requestId and how many attempts failed.
         StepResult::Failed { .. } => (OutboxState::Failed, result.error()),
         StepResult::Refused { code, message, .. } => {
@@ -366,10 +385,17 @@ impl Executor<'_> {
             let request = step.request().and_then(|id| desired.requests.get(&id)).cloned();
             set.spawn(async move {
                 let _permit = permit;
-                let result = match gce_edge::send(&gce, &cfg, &naming, &step, request.as_ref(), &entry).await
-                {
-                    Ok(()) => StepResult::Done,
-                    Err(e) => judge(&step, &e),
+                // Belt and braces: whatever waits inside (the rate limiter, a token), a step ends
+                // within its budget and a little; one stuck step never holds the others' round long.
+                let budget = gce_edge::step_budget(&cfg);
+                let sent = gce_edge::send(&gce, &cfg, &naming, &step, request.as_ref(), &entry);
+                let result = match tokio::time::timeout(budget + STEP_GRACE, sent).await {
+                    Ok(Ok(())) => StepResult::Done,
+                    Ok(Err(e)) => judge(&step, &e),
+                    Err(_) => StepResult::Retry(format!(
+                        "no answer within gcp.request_timeout ({} s): the next pass resends it",
+                        budget.as_secs()
+                    )),
                 };
                 (i, step, entry, result)
             });
@@ -407,6 +433,9 @@ impl Executor<'_> {
                 }
                 StepResult::Refused { .. } => {
                     tracing::warn!(step = %step.kind(), target = %settled.report.target, request_id = %entry.request_id, error = %error.as_deref().unwrap_or_default(), "GCE refused the step")
+                }
+                StepResult::Carried(e) => {
+                    tracing::info!(step = %step.kind(), target = %settled.report.target, request_id = %entry.request_id, note = %e, "GCE step under way; the next pass carries on")
                 }
                 StepResult::Done | StepResult::Moot(_) => {}
             }

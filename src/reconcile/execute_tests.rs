@@ -73,6 +73,7 @@ enum Want {
     Done,
     Retry,
     Moot,
+    Carried,
     Refused(Option<String>, ErrorClass),
     Failed(Option<String>),
 }
@@ -82,6 +83,7 @@ fn kind(r: &StepResult) -> Want {
         StepResult::Done => Want::Done,
         StepResult::Retry(_) => Want::Retry,
         StepResult::Moot(_) => Want::Moot,
+        StepResult::Carried(_) => Want::Carried,
         StepResult::Refused { code, class, .. } => Want::Refused(code.clone(), *class),
         StepResult::Failed { code, .. } => Want::Failed(code.clone()),
     }
@@ -179,10 +181,30 @@ fn answers_are_judged_per_step() {
             Want::Retry,
         ),
         (
-            "a rate limit",
+            "a rate limit slows down, it does not fail the step",
             insert_mig(),
             http(429, "RESOURCE_EXHAUSTED", "rateLimitExceeded", "slow down"),
-            Want::Retry,
+            Want::Carried,
+        ),
+        (
+            "same for a 403 rateLimitExceeded",
+            delete_vms(),
+            http(
+                403,
+                "PERMISSION_DENIED",
+                "rateLimitExceeded",
+                "Quota exceeded for quota metric 'Write requests'",
+            ),
+            Want::Carried,
+        ),
+        (
+            "an operation still running is carried to the next pass",
+            insert_mig(),
+            SendError::Gce(GceError::OperationTimeout(Box::new(crate::gce::Operation {
+                name: "operation-1".into(),
+                ..Default::default()
+            }))),
+            Want::Carried,
         ),
         ("a 500", delete_vms(), http(500, "INTERNAL", "backendError", "oops"), Want::Retry),
         ("no answer", insert_rr(), timeout(), Want::Retry),

@@ -1,9 +1,15 @@
 //! The reconciler's edge to GCE: observations in, planner steps out, through the typed client.
 //!
 //! Observation per pass is bounded, whatever the cluster size: one paginated `regionInstanceGroupManagers
-//! .list`, one paginated `instances.aggregatedList` (500 a page), and one `resizeRequests.get` per MIG
-//! whose request is not final. Finished requests are never polled again. The request bodies follow
-//! docs/gce-facts.md ("Resize requests", "MIGs").
+//! .list`, one paginated `instances.aggregatedList` (500 a page), and a `resizeRequests.get` of each
+//! request the poll schedule says is due (`poll.rs`). Finished requests are never polled again. Every
+//! read asks only for the fields a pass uses (`fields=`, docs/gce-facts.md "Partial responses"). The
+//! request bodies follow docs/gce-facts.md ("Resize requests", "MIGs").
+//!
+//! Nothing here holds a pass longer than about `gcp.request_timeout` ([`step_budget`]): the reconciler's
+//! client ends each call, retries included, within it, and [`send`] waits for a step's Operation only
+//! until then. An Operation still running is carried to the next pass, which resends the same
+//! `requestId` (GCE answers with the same Operation) or sees the result in its lists.
 
 use super::error::ReconcileError;
 use super::types::*;
@@ -15,13 +21,27 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// How long one step may wait for its Operation inside a pass. GCE's operations for our calls finish in
-/// seconds; one that is still running after this is left to GCE: the step counts as "retry", its outbox
-/// entry stays pending, and the next pass looks at the resource itself (a MIG or resize request exists
-/// from its insert on, so the pass after goes on with the next step). A longer wait would hold every
-/// other step of the daemon — suspends, expiries, other nodesets — behind one stuck operation
-/// (`tests/gce_faults.rs`, operations that never finish).
-const OPERATION_DEADLINE: Duration = Duration::from_secs(20);
+/// The fields of a VM a pass reads from `instances.aggregatedList`, with the scopes' `warning` and the
+/// list's `unreachables` (so a partial list can be told from a complete one) and the page token.
+pub const VM_LIST_FIELDS: &str = "items/*/instances(name,zone,status,creationTimestamp,metadata/items,\
+networkInterfaces/networkIP,resourceStatus/scheduling/terminationTimestamp),items/*/warning,\
+nextPageToken,unreachables,warning";
+/// The fields of a MIG a pass reads from `regionInstanceGroupManagers.list`.
+pub const MIG_LIST_FIELDS: &str =
+    "items(name,description,targetSize,creationTimestamp),nextPageToken,warning";
+/// The fields of a resize request a poll reads.
+pub const REQUEST_FIELDS: &str = "name,state,status,instances/name,requestedRunDuration";
+
+/// The most one GCE call (its retries included) or one step (its call and the wait for its Operation)
+/// may hold a pass: `gcp.request_timeout`. GCE's operations for our calls finish in seconds; one still
+/// running after this is left to GCE: the step is carried (its outbox entry stays pending with the
+/// same requestId), and the next pass resends it or looks at the resource itself (a MIG or resize
+/// request exists from its insert on, so the pass after goes on with the next step). A longer wait
+/// would hold every other step of the daemon — suspends, expiries, other nodesets — behind one stuck
+/// call or operation (`tests/gce_faults.rs`, `tests/bounded_passes.rs`).
+pub fn step_budget(cfg: &Config) -> Duration {
+    Duration::from_secs(cfg.gcp.request_timeout.max(1))
+}
 
 /// Why a step could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +67,8 @@ pub fn client(cfg: &Config) -> Result<gce::Client, GceError> {
         endpoint: cfg.gcp.endpoint.clone(),
         project: cfg.gcp.project.clone(),
         calls_per_minute: cfg.gcp.calls_per_minute,
+        reads_per_minute: cfg.gcp.read_calls_per_minute,
+        writes_per_minute: cfg.gcp.write_calls_per_minute,
         request_timeout: Duration::from_secs(cfg.gcp.request_timeout),
         retry_deadline: Duration::from_secs(cfg.gcp.retry_deadline),
     };
@@ -67,7 +89,7 @@ pub async fn observe_vms(
     let prefix = format!("{}-", cfg.cluster_name);
     let mut vms = BTreeMap::new();
     let unreachable = client
-        .aggregated_list_instances_each(Some(&filter), |i| {
+        .aggregated_list_instances_fields(Some(&filter), Some(VM_LIST_FIELDS), |i| {
             if i.name.starts_with(&prefix) {
                 let vm = ObservedVm {
                     mig: i.created_by().map(|u| gce::last_segment(u).to_string()),
@@ -92,7 +114,7 @@ pub async fn observe_migs(
     naming: &Naming,
 ) -> Result<BTreeMap<String, ObservedMig>, GceError> {
     let filter = format!("name eq '{}-.*'", cfg.cluster_name);
-    let migs = client.list_migs(&region(cfg), Some(&filter)).await?;
+    let migs = client.list_migs_fields(&region(cfg), Some(&filter), Some(MIG_LIST_FIELDS)).await?;
     Ok(migs
         .into_iter()
         .filter_map(|m| {
@@ -134,7 +156,7 @@ pub async fn observe_request(
     mig: &str,
     name: &str,
 ) -> Result<PolledRequest, GceError> {
-    match client.get_resize_request(&region(cfg), mig, name).await {
+    match client.get_resize_request_fields(&region(cfg), mig, name, Some(REQUEST_FIELDS)).await {
         Ok(rr) => {
             let errors = rr.errors();
             let error = errors.first().map(|e| (e.code.clone(), e.message.clone()));
@@ -311,8 +333,9 @@ pub fn rr_body(r: &Request) -> gce::InstanceGroupManagerResizeRequest {
     )
 }
 
-/// Sends one step with its outbox requestId and waits (at most [`OPERATION_DEADLINE`]) for its
-/// Operation. `request` is the step's request group, for the steps that have one.
+/// Sends one step with its outbox requestId and waits for its Operation, all within [`step_budget`]:
+/// an Operation still running then is [`GceError::OperationTimeout`] (the step is carried to the next
+/// pass). `request` is the step's request group, for the steps that have one.
 pub async fn send(
     client: &gce::Client,
     cfg: &Config,
@@ -321,6 +344,7 @@ pub async fn send(
     request: Option<&Request>,
     entry: &OutboxEntry,
 ) -> Result<(), SendError> {
+    let deadline = Instant::now() + step_budget(cfg);
     let loc = region(cfg);
     let rid = entry.request_id.as_str();
     let op = match step {
@@ -328,7 +352,7 @@ pub async fn send(
             let r = request.ok_or(SendError::RequestVanished)?;
             let body = mig_body(cfg, naming, r).map_err(SendError::Config)?;
             let sent = match client.insert_mig(&loc, &body, rid).await {
-                Ok(op) => client.wait_done(&op, Instant::now() + OPERATION_DEADLINE).await?.into_result(),
+                Ok(op) => client.wait_done(&op, deadline).await?.into_result(),
                 Err(e) => Err(e),
             };
             return match sent {
@@ -343,7 +367,7 @@ pub async fn send(
             let r = request.ok_or(SendError::RequestVanished)?;
             let body = rr_body(r);
             let sent = match client.insert_resize_request(&loc, mig, &body, rid).await {
-                Ok(op) => client.wait_done(&op, Instant::now() + OPERATION_DEADLINE).await?.into_result(),
+                Ok(op) => client.wait_done(&op, deadline).await?.into_result(),
                 Err(e) => Err(e),
             };
             return match sent {
@@ -366,7 +390,7 @@ pub async fn send(
         }
         GceStep::DeleteMig { mig, .. } => client.delete_mig(&loc, mig, rid).await?,
     };
-    client.wait_done(&op, Instant::now() + OPERATION_DEADLINE).await?.into_result()?;
+    client.wait_done(&op, deadline).await?.into_result()?;
     Ok(())
 }
 

@@ -35,6 +35,7 @@ pub mod gce_edge;
 pub mod ingest;
 mod observe;
 pub mod plan;
+pub mod poll;
 mod reconciler;
 mod report;
 pub mod step_retry;
@@ -43,7 +44,7 @@ pub mod types;
 pub use commit::ChangeSet;
 pub use error::ReconcileError;
 pub use execute::{judge, StepResult};
-pub use observe::Observation;
+pub use observe::{Observation, PollCounts};
 pub use reconciler::{Reconciler, MAX_ROUNDS};
 pub use report::{
     gc_items, next_pass_in, GcItem, GcItemKind, GcReport, PassOutcome, PassReport, StepReport, Trigger,

@@ -9,6 +9,7 @@
 
 use super::gce_edge;
 use super::plan::EOL_PREFIX;
+use super::poll::PollSchedule;
 use super::types::*;
 use crate::config::Config;
 use crate::gce;
@@ -34,6 +35,8 @@ pub struct Observation {
     pub observed: Observed,
     /// What could not be read; the pass that plans from this is degraded.
     pub errors: Vec<String>,
+    /// Resize requests polled, and carried without asking (`poll.rs`).
+    pub polls: PollCounts,
 }
 
 impl Observation {
@@ -45,6 +48,7 @@ impl Observation {
             inbox: Vec::new(),
             observed: Observed::default(),
             errors: Vec::new(),
+            polls: PollCounts::default(),
         }
     }
 }
@@ -57,15 +61,29 @@ pub(super) struct Sources<'a> {
     pub slurm: &'a Slurm,
 }
 
+/// Resize-request `get`s in flight at once.
+const POLL_CONCURRENCY: usize = 8;
+
+/// What observing found besides the observation itself: how many resize requests were polled and how
+/// many carried (not asked this pass; planned from the state they were last seen in).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PollCounts {
+    pub polled: usize,
+    pub carried: usize,
+}
+
 /// GCE's and Slurm's answers for `desired` and the hook calls in `inbox`: one MIG list, one VM list,
-/// Slurm's nodes and reservations, one `get` per resize request to follow, and one `squeue` for the
-/// time limits of the jobs waiting for nodes.
+/// Slurm's nodes and reservations, a `get` of each resize request the poll schedule says is due (at
+/// most [`POLL_CONCURRENCY`] at once; the others carried), and one `squeue` for the time limits of the
+/// jobs waiting for nodes.
 pub(super) async fn gce_and_slurm(
     src: &Sources<'_>,
     desired: &Desired,
     inbox: &[InboxEntry],
+    polls: &mut PollSchedule,
+    now: DateTime<Utc>,
     errors: &mut Vec<String>,
-) -> Observed {
+) -> (Observed, PollCounts) {
     let mut o = Observed::default();
     let (vms, migs, nodes, reservations) = tokio::join!(
         gce_edge::observe_vms(src.gce, src.cfg),
@@ -108,12 +126,21 @@ pub(super) async fn gce_and_slurm(
         }
         Err(e) => errors.push(format!("reading Slurm's reservations: {e}")),
     }
-    for (mig, name) in requests_to_poll(desired, o.migs.as_ref()) {
-        match gce_edge::observe_request(src.gce, src.cfg, &mig, &name).await {
+    let wanted = requests_to_poll(desired, o.migs.as_ref());
+    let plan = polls.choose(&wanted, desired, o.migs.as_ref(), o.vms.as_ref(), now);
+    let counts = PollCounts { polled: plan.poll.len(), carried: plan.carried.len() };
+    o.requests = plan.carried;
+    for (mig, name, answer) in poll_requests(src, plan.poll).await {
+        let target_size = o.migs.as_ref().and_then(|m| m.get(&mig)).map(|m| m.target_size);
+        match answer {
             Ok(rr) => {
+                polls.record(&mig, &name, Some(&rr), target_size, now);
                 o.requests.insert(mig, rr);
             }
-            Err(e) => errors.push(format!("reading resize request {name} in {mig}: {e}")),
+            Err(e) => {
+                polls.record(&mig, &name, None, target_size, now);
+                errors.push(format!("reading resize request {name} in {mig}: {e}"));
+            }
         }
     }
     let jobs = jobs_waiting(desired, inbox);
@@ -125,7 +152,35 @@ pub(super) async fn gce_and_slurm(
             Err(e) => errors.push(format!("reading job time limits: {e}")),
         }
     }
-    o
+    (o, counts)
+}
+
+/// `get`s of the resize requests in `poll`, [`POLL_CONCURRENCY`] at once, answered in the same order.
+async fn poll_requests(
+    src: &Sources<'_>,
+    poll: Vec<(String, String)>,
+) -> Vec<(String, String, Result<PolledRequest, gce::GceError>)> {
+    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(POLL_CONCURRENCY));
+    let cfg = std::sync::Arc::new(src.cfg.clone());
+    let mut set = tokio::task::JoinSet::new();
+    for (i, (mig, name)) in poll.into_iter().enumerate() {
+        // A task is made only when it may run: 2,000 requests never make 2,000 futures at once.
+        let permit = sem.clone().acquire_owned().await;
+        let (gce, cfg) = (src.gce.clone(), cfg.clone());
+        set.spawn(async move {
+            let _permit = permit;
+            let answer = gce_edge::observe_request(&gce, &cfg, &mig, &name).await;
+            (i, mig, name, answer)
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(joined) = set.join_next().await {
+        if let Ok(r) = joined {
+            out.push(r);
+        }
+    }
+    out.sort_by_key(|r| r.0);
+    out.into_iter().map(|(_, m, n, a)| (m, n, a)).collect()
 }
 
 /// Slurm's nodes of this cluster, as the planner reads them.

@@ -19,6 +19,7 @@ use super::gce_edge;
 use super::ingest::ingest;
 use super::observe::{self, Observation, Sources};
 use super::plan::plan;
+use super::poll::PollSchedule;
 use super::report::{gc_items, next_pass_in, GcReport, PassOutcome, PassReport, Trigger};
 use super::step_retry;
 use super::types::*;
@@ -64,6 +65,8 @@ pub struct Reconciler {
     templates: BTreeMap<String, Option<String>>,
     /// Events to record with the next pass report (a nodeset refused).
     pending_events: Vec<NewEvent>,
+    /// Which resize requests to poll, and the last state of those not polled (`poll.rs`).
+    polls: PollSchedule,
 }
 
 /// The time a pass starts at, in milliseconds as the store keeps time: the state kept between
@@ -75,7 +78,9 @@ fn pass_clock() -> DateTime<Utc> {
 
 impl Reconciler {
     pub async fn new(cfg: Config, store: Store) -> Result<Reconciler, ReconcileError> {
-        let gce = gce_edge::client(&cfg)?;
+        // No call or operation wait holds a pass longer than about `request_timeout`: what did not
+        // finish is carried to the next pass (docs/architecture.md, "Bounded passes").
+        let gce = gce_edge::client(&cfg)?.with_call_budget(gce_edge::step_budget(&cfg));
         let slurm = Slurm::new(
             cfg.slurm.bin_dir.clone(),
             cfg.slurm.conf.clone(),
@@ -101,6 +106,7 @@ impl Reconciler {
             degraded: None,
             templates: BTreeMap::new(),
             pending_events: Vec::new(),
+            polls: PollSchedule::default(),
         })
     }
 
@@ -137,7 +143,11 @@ impl Reconciler {
         let inbox = self.store.unprocessed_inbox().await?;
         let sources =
             Sources { cfg: &self.cfg, naming: &self.plan_cfg.naming, gce: &self.gce, slurm: &self.slurm };
-        o.observed = observe::gce_and_slurm(&sources, &desired, &inbox, &mut o.errors).await;
+        let (observed, polls) =
+            observe::gce_and_slurm(&sources, &desired, &inbox, &mut self.polls, o.started_at, &mut o.errors)
+                .await;
+        o.observed = observed;
+        o.polls = polls;
         if o.observed.vms.is_some() || o.observed.migs.is_some() {
             // GCE answers: read the templates not read yet (with GCE down they would only add
             // their retry deadline to this pass).
@@ -345,10 +355,12 @@ impl Reconciler {
         observation: Observation,
         report: &mut PassReport,
     ) -> Result<Desired, ReconcileError> {
-        let Observation { started_at: now, inbox, mut observed, errors, .. } = observation;
+        let Observation { started_at: now, inbox, mut observed, errors, polls, .. } = observation;
         report.errors.extend(errors);
         report.unreachable_zones = observed.unreachable_zones.iter().cloned().collect();
         report.refused_nodesets = observed.refused_nodesets.clone();
+        report.requests_polled = polls.polled;
+        report.requests_carried = polls.carried;
         let mut desired = self.take_desired().await?;
         let failures = step_retry::failure_map(self.store.step_failures().await?);
         let exec = Executor {
@@ -431,6 +443,9 @@ impl Reconciler {
                 commit::commit_round(&self.store, &ctx, &mut p, &fresh_gce, &mut desired, now).await?;
             outbox_used.extend(outbox.iter().map(|e| e.id));
             attempted.extend(fresh_gce.iter().map(step_key));
+            for s in &fresh_gce {
+                self.polls.forget(s.mig()); // what was sent about a MIG is read back next pass
+            }
             exec.gce_steps(&fresh_gce, outbox, &mut desired, &mut observed, report, now).await?;
             slurm_done.extend(fresh_slurm.iter().map(step_key));
             exec.slurm_steps(&fresh_slurm, report, &mut desired, now).await;

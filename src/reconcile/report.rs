@@ -64,6 +64,13 @@ pub struct PassReport {
     pub hook_calls_ingested: usize,
     pub rounds: usize,
     pub requests_created: usize,
+    /// Resize requests this pass asked GCE about (`get`).
+    #[serde(default)]
+    pub requests_polled: usize,
+    /// Resize requests it did not ask about (queued a while, not due): planned from the state they
+    /// were last seen in.
+    #[serde(default)]
+    pub requests_carried: usize,
     pub gce_steps: Vec<StepReport>,
     pub slurm_commands: usize,
     pub events: usize,
@@ -95,6 +102,8 @@ impl PassReport {
             hook_calls_ingested: 0,
             rounds: 0,
             requests_created: 0,
+            requests_polled: 0,
+            requests_carried: 0,
             gce_steps: Vec::new(),
             slurm_commands: 0,
             events: 0,
@@ -134,6 +143,8 @@ impl PassReport {
             outcome = %self.outcome,
             ingested = self.hook_calls_ingested,
             requests_created = self.requests_created,
+            requests_polled = self.requests_polled,
+            requests_carried = self.requests_carried,
             gce_steps = self.gce_steps.len(),
             slurm_commands = self.slurm_commands,
             "reconcile pass"

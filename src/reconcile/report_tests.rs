@@ -26,6 +26,7 @@ fn pass_report_json_keeps_its_names() {
         json!({
             "iteration": 3, "trigger": "hook", "started_at": "2026-11-23T12:00:00Z", "duration_ms": 0,
             "outcome": "ok", "hook_calls_ingested": 0, "rounds": 0, "requests_created": 0,
+            "requests_polled": 0, "requests_carried": 0,
             "gce_steps": [{"step": "insert_resize_request", "target": "hpc-a-j1-0a1b2c3d/rr-0a1b2c3d",
                            "ok": true, "error": null}],
             "slurm_commands": 0, "events": 0, "errors": [], "next_pass_in_secs": 30,

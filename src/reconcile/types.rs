@@ -219,9 +219,11 @@ pub struct Observed {
     pub refused_nodesets: BTreeMap<String, String>,
     /// Owned MIGs by name; `None` when the list failed this pass.
     pub migs: Option<BTreeMap<String, ObservedMig>>,
-    /// Resize requests polled this pass, by MIG name: the active request of each recorded group, and
-    /// the request of each owned MIG the store has no record of (so that it can be adopted). A MIG
-    /// whose request was not polled (or whose poll failed) is absent: nothing is decided about it.
+    /// Resize requests by MIG name: the active request of each recorded group, and the request of each
+    /// owned MIG the store has no record of (so that it can be adopted) — as polled this pass, or, for
+    /// a request the poll schedule did not ask about (`poll.rs`), carried: the state it was last seen
+    /// in. A MIG whose request was never seen by this process, or whose poll failed, is absent:
+    /// nothing is decided about it.
     pub requests: BTreeMap<String, PolledRequest>,
     /// Slurm's nodes by name; `None` when Slurm did not answer.
     pub slurm: Option<BTreeMap<String, SlurmNode>>,

@@ -312,6 +312,8 @@ fn credentials_none(t: &mut Tally) {
             endpoint: endpoint.to_string(),
             project: "p".into(),
             calls_per_minute: 0,
+            reads_per_minute: 0,
+            writes_per_minute: 0,
             request_timeout: Duration::from_secs(1),
             retry_deadline: Duration::from_secs(1),
         };

@@ -169,16 +169,16 @@ fn answers_are_judged_per_step() {
             Want::Failed(Some("RESOURCE_IN_USE_BY_ANOTHER_RESOURCE".into())),
         ),
         (
-            "a 403 rate limit is not acted on: the same requestId",
+            "a 403 rate limit is not acted on: carried with the same requestId",
             delete_mig(),
             http(403, "PERMISSION_DENIED", "rateLimitExceeded", "Rate Limit Exceeded"),
-            Want::Retry,
+            Want::Carried,
         ),
         (
-            "an Operation still running at the deadline: the same requestId",
+            "an Operation still running at the deadline: carried with the same requestId",
             cancel(),
             op_timeout(),
-            Want::Retry,
+            Want::Carried,
         ),
         (
             "a rate limit slows down, it does not fail the step",

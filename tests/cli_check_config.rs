@@ -407,7 +407,9 @@ async fn online_print_slurm_conf_takes_the_node_shape_from_the_machine_type() {
         serde_json::json!([{"acceleratorType": "nvidia-tesla-t4", "acceleratorCount": 2}]);
     let mut unknown = devcluster::stack::flex_template("unknown-type");
     unknown["properties"]["machineType"] = serde_json::json!("z9-mega-1");
-    for t in [&a3u, &cpu, &n1, &unknown] {
+    let mut untyped = devcluster::stack::flex_template("no-type");
+    untyped["properties"].as_object_mut().unwrap().remove("machineType");
+    for t in [&a3u, &cpu, &n1, &unknown, &untyped] {
         let r = http.post(&control).json(t).send().await.unwrap();
         assert!(r.status().is_success(), "{}", r.text().await.unwrap());
     }
@@ -483,5 +485,15 @@ async fn online_print_slurm_conf_takes_the_node_shape_from_the_machine_type() {
     );
     assert!(err.contains("reading machine type z9-mega-1 in zone us-central1-a"), "{err}");
     assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+
+    // A template without a machine type: exit 1, naming the nodeset and the missing field.
+    let o = run(config(&[("y", "no-type", "")]), true).await.unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("nodeset y: instance template projects/p/global/instanceTemplates/no-type"),
+        "{err}"
+    );
+    assert!(err.contains("sets no properties.machineType"), "{err}");
     sim.shutdown().await;
 }

@@ -387,3 +387,113 @@ async fn online_check_reads_each_template_and_names_what_does_not_fit() {
     assert!(stderr(&o).contains("reading the instance template"), "{}", stderr(&o));
     sim.shutdown().await;
 }
+
+/// `check-config --online --print-slurm-conf` against the simulator: each nodeset's NodeName line
+/// gets CPUs, RealMemory (memoryMb less 400 MB and 30 MB per GB), Gres=gpu:N and Features from the
+/// machine type its instance template names, read in its first zone; what node_conf sets wins and
+/// appears once. Without --online the lines are the config's alone. A machine type GCE does not
+/// have is exit 1 naming the nodeset and the machine type.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_print_slurm_conf_takes_the_node_shape_from_the_machine_type() {
+    let sim = gce_sim::start(gce_sim::SimOptions::default()).await.unwrap();
+    let http = reqwest::Client::new();
+    let control = format!("http://{}/_sim/templates", sim.addr());
+    let mut a3u = devcluster::stack::flex_template("a3u-flex");
+    a3u["properties"]["machineType"] = serde_json::json!("a3-ultragpu-8g");
+    let cpu = devcluster::stack::flex_template("cpu-flex"); // n2-standard-4
+    let mut n1 = devcluster::stack::flex_template("n1-t4");
+    n1["properties"]["machineType"] = serde_json::json!("n2-standard-4");
+    n1["properties"]["guestAccelerators"] =
+        serde_json::json!([{"acceleratorType": "nvidia-tesla-t4", "acceleratorCount": 2}]);
+    let mut unknown = devcluster::stack::flex_template("unknown-type");
+    unknown["properties"]["machineType"] = serde_json::json!("z9-mega-1");
+    let mut untyped = devcluster::stack::flex_template("no-type");
+    untyped["properties"].as_object_mut().unwrap().remove("machineType");
+    for t in [&a3u, &cpu, &n1, &unknown, &untyped] {
+        let r = http.post(&control).json(t).send().await.unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let url = sim.base_url();
+    let config = |nodesets: &[(&str, &str, &str)]| {
+        let mut text = format!(
+            "cluster_name = \"hpc\"\nstate_dir = \"{}\"\n[gcp]\nproject = \"p\"\nregion = \"us-central1\"\n\
+             endpoint = \"{url}\"\ncredentials = \"none\"\nrequest_timeout = 2\nretry_deadline = 3\n",
+            dir.path().join("state").display()
+        );
+        for (ns, t, node_conf) in nodesets {
+            text.push_str(&format!(
+                "[[nodeset]]\nname = \"{ns}\"\ninstance_template = \"projects/p/global/instanceTemplates/{t}\"\n\
+                 zones = [\"us-central1-a\"]\nnode_count_dynamic_max = 2\nnode_conf = \"{node_conf}\"\n"
+            ));
+        }
+        let path = dir.path().join(format!("c{}.toml", nodesets.len()));
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let run = |path: String, online: bool| {
+        tokio::task::spawn_blocking(move || {
+            let mut args =
+                vec!["check-config", "--config-only", "--print-slurm-conf", "--hook-dir", "/usr/local/sbin"];
+            args.extend(["--slurm-version", "24.11"]);
+            if online {
+                args.push("--online");
+            }
+            args.push(&path);
+            slurm_dws(&args)
+        })
+    };
+
+    let path = config(&[
+        ("a", "a3u-flex", ""),
+        ("b", "cpu-flex", "RealMemory=15000 features=cpu Weight=5"),
+        ("c", "n1-t4", ""),
+    ]);
+    let o = run(path.clone(), true).await.unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    // a3-ultragpu-8g: 224 vCPUs, 2952 GB = 3,022,848 MB; 400 + 30 × 2952 = 88,960 MB kept back.
+    for line in [
+        "NodeName=hpc-a-[0-1] State=CLOUD CPUs=224 RealMemory=2933888 Gres=gpu:8 Features=a3-ultragpu-8g",
+        "NodeName=hpc-b-[0-1] State=CLOUD CPUs=4 RealMemory=15000 features=cpu Weight=5",
+        "NodeName=hpc-c-[0-1] State=CLOUD CPUs=4 RealMemory=15504 Gres=gpu:2 Features=n2-standard-4",
+        "# Gres=gpu:N needs GresTypes=gpu here and a gres.conf on the nodes (AutoDetect=nvml).",
+    ] {
+        assert!(out.lines().any(|l| l == line), "missing {line:?} in\n{out}");
+    }
+
+    // Without --online: the config's lines only.
+    let o = run(path, false).await.unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    for line in [
+        "NodeName=hpc-a-[0-1] State=CLOUD",
+        "NodeName=hpc-b-[0-1] State=CLOUD RealMemory=15000 features=cpu Weight=5",
+        "NodeName=hpc-c-[0-1] State=CLOUD",
+    ] {
+        assert!(out.lines().any(|l| l == line), "missing {line:?} in\n{out}");
+    }
+    assert!(!out.contains("GresTypes"), "{out}");
+
+    // A machine type GCE does not have: exit 1, naming the nodeset and the machine type.
+    let o = run(config(&[("a", "a3u-flex", ""), ("z", "unknown-type", "")]), true).await.unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("nodeset z: instance template projects/p/global/instanceTemplates/unknown-type"),
+        "{err}"
+    );
+    assert!(err.contains("reading machine type z9-mega-1 in zone us-central1-a"), "{err}");
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+
+    // A template without a machine type: exit 1, naming the nodeset and the missing field.
+    let o = run(config(&[("y", "no-type", "")]), true).await.unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("nodeset y: instance template projects/p/global/instanceTemplates/no-type"),
+        "{err}"
+    );
+    assert!(err.contains("sets no properties.machineType"), "{err}");
+    sim.shutdown().await;
+}

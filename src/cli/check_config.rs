@@ -1,5 +1,6 @@
 //! `slurm-dws check-config`: validate the config and print it resolved, or the slurm.conf lines it implies.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -7,7 +8,7 @@ use std::time::Duration;
 use super::check_machine::{self, Machine, ALTERNATIVE_BIN_DIR};
 use super::{write_out, CliError};
 use crate::config::raw::{RawConfig, Val};
-use crate::config::slurm_conf::render_slurm_conf_for;
+use crate::config::slurm_conf::render_slurm_conf_with;
 use crate::config::{Config, ConfigError};
 use crate::slurm::{Slurm, SlurmVersion};
 
@@ -35,7 +36,9 @@ pub struct Args {
     pub slurm_version: Option<SlurmVersion>,
 
     /// Also read each nodeset's instance template from GCE (read-only) and check that it can work
-    /// for DWS Flex Start; exit 2 naming the nodeset, the field and the value it needs.
+    /// for DWS Flex Start; exit 2 naming the nodeset, the field and the value it needs. With
+    /// --print-slurm-conf, also read its machine type and put CPUs, RealMemory, Gres=gpu:N and
+    /// Features on its NodeName line (what node_conf sets wins).
     #[arg(long)]
     pub online: bool,
 
@@ -118,7 +121,8 @@ pub fn run(config: Option<&Path>, args: &Args, out: &mut impl Write) -> Result<(
                 }
             },
         };
-        return write_out(out, &render_slurm_conf_for(&config, &hook_dir, version));
+        let derived = if args.online { super::check_online::node_shapes(&config)? } else { BTreeMap::new() };
+        return write_out(out, &render_slurm_conf_with(&config, &hook_dir, version, &derived));
     }
     let text = format!(
         "# slurm-dws config read from {} is valid.\n\

@@ -1,6 +1,10 @@
 //! `check-config --online`: reads each flex nodeset's instance template from GCE (read-only:
 //! `instanceTemplates.get` / `regionInstanceTemplates.get`) and says which cannot work for DWS Flex
-//! Start — the same check the daemon makes at start and reload (`gce::check_flex_template`).
+//! Start — the same check the daemon makes at start and reload (`gce::check_flex_template`). With
+//! `--print-slurm-conf` it also reads each template's machine type (`machineTypes.get`) for the
+//! NodeName lines' CPUs, RealMemory, Gres and Features.
+
+use std::collections::BTreeMap;
 
 use super::CliError;
 use crate::config::Config;
@@ -28,4 +32,30 @@ pub fn template_problems(config: &Config) -> Result<Vec<String>, CliError> {
         lines.extend(problems.iter().map(|p| format!("nodeset {}: instance template {t}: {p}", ns.name)));
     }
     Ok(lines)
+}
+
+/// `--online --print-slurm-conf`: for each nodeset, by name, the NodeName keys its instance template
+/// and machine type imply (CPUs, RealMemory, Gres, Features; `gce::node_shape`). The machine type
+/// is read in the nodeset's first zone. A template or machine type GCE cannot read is a run-time
+/// error (exit 1) naming the nodeset and what failed: the lines would otherwise be wrong.
+pub fn node_shapes(config: &Config) -> Result<BTreeMap<String, Vec<(String, String)>>, CliError> {
+    let client = crate::reconcile::gce_edge::client(config)
+        .map_err(|e| CliError::runtime(format!("check-config --online: cannot reach GCE: {e}")))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::runtime(format!("cannot start the async runtime: {e}")))?;
+    let mut shapes = BTreeMap::new();
+    for ns in &config.nodesets {
+        let t = &ns.instance_template;
+        let Some(zone) = ns.zones.first() else { continue };
+        let shape = rt.block_on(gce::read_node_shape(&client, t, zone)).map_err(|e| {
+            CliError::runtime(format!(
+                "check-config --online: nodeset {}: instance template {t}: {e}",
+                ns.name
+            ))
+        })?;
+        shapes.insert(ns.name.clone(), shape.slurm_keys());
+    }
+    Ok(shapes)
 }

@@ -26,6 +26,7 @@
 //! `TreeWidth` (at most 65533), `SuspendExcNodes`, `NodeName ... State=CLOUD` and partition
 //! `ResumeTimeout` mean the same from 22.05 to 25.05.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::ops::Range;
 use std::path::Path;
@@ -81,6 +82,37 @@ pub fn render_slurm_conf(config: &Config, hook_dir: &Path) -> String {
 /// Without a version, the lines are for [`SlurmVersion::LATEST_KNOWN`], and a comment says so. A
 /// version newer than slurm-dws knows gets the lines of the newest it knows, also said.
 pub fn render_slurm_conf_for(config: &Config, hook_dir: &Path, version: Option<SlurmVersion>) -> String {
+    render_slurm_conf_with(config, hook_dir, version, &BTreeMap::new())
+}
+
+/// The keys a nodeset's NodeName line gets after `State=CLOUD`: the `derived` ones (from its
+/// machine type, `check-config --online`) that its `node_conf` does not set, then `node_conf` as
+/// written (verbatim). A key of `node_conf` wins over the derived one of the same name (Slurm's keys are
+/// case-insensitive, so is the comparison); none appears twice.
+pub fn node_keys(derived: &[(String, String)], node_conf: &str) -> String {
+    let written: Vec<String> = node_conf
+        .split_whitespace()
+        .filter_map(|word| word.split_once('=').map(|(k, _)| k.to_ascii_lowercase()))
+        .collect();
+    let own = node_conf.trim();
+    derived
+        .iter()
+        .filter(|(k, _)| !written.contains(&k.to_ascii_lowercase()))
+        .map(|(k, v)| format!("{k}={v}"))
+        .chain((!own.is_empty()).then(|| own.to_string()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// [`render_slurm_conf_for`], each nodeset's NodeName line also carrying the keys `derived` holds
+/// for it by name (CPUs, RealMemory, Gres, Features from its machine type), under its `node_conf`
+/// (see [`node_keys`]).
+pub fn render_slurm_conf_with(
+    config: &Config,
+    hook_dir: &Path,
+    version: Option<SlurmVersion>,
+    derived: &BTreeMap<String, Vec<(String, String)>>,
+) -> String {
     let hook = |name: &str| hook_dir.join(name).display().to_string();
     let prefix = |ns: &str| format!("{}-{ns}-", config.cluster_name);
     let file = config
@@ -173,6 +205,9 @@ pub fn render_slurm_conf_for(config: &Config, hook_dir: &Path, version: Option<S
     line("");
     line("# Nodes: {cluster_name}-{nodeset}-{index}, static indices first. State=CLOUD: they exist");
     line("# only while slurm-dws has a VM behind them.");
+    if derived.values().flatten().any(|(k, _)| k == "Gres") {
+        line("# Gres=gpu:N needs GresTypes=gpu here and a gres.conf on the nodes (AutoDetect=nvml).");
+    }
     for ns in &config.nodesets {
         let flex = if ns.dws_flex.enabled {
             format!("DWS Flex, run duration up to {} s", ns.dws_flex.max_run_duration)
@@ -191,8 +226,16 @@ pub fn render_slurm_conf_for(config: &Config, hook_dir: &Path, version: Option<S
         line(&desc);
         let nodes = compress_range(&prefix(&ns.name), ns.indices()).unwrap_or_default();
         let mut node_line = format!("NodeName={nodes} State=CLOUD");
-        if !ns.node_conf.trim().is_empty() {
-            let _ = write!(node_line, " {}", ns.node_conf.trim());
+        let own = derived.get(&ns.name).map_or(&[][..], Vec::as_slice);
+        if !own.is_empty() {
+            let from = own.iter().find(|(k, _)| k == "Features").map_or("", |(_, v)| v.as_str());
+            line(&format!(
+                "# CPUs, RealMemory, Gres, Features: from its template's machine type {from} (node_conf wins)."
+            ));
+        }
+        let keys = node_keys(own, &ns.node_conf);
+        if !keys.is_empty() {
+            let _ = write!(node_line, " {keys}");
         }
         line(&node_line);
     }
@@ -311,6 +354,55 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Derived keys come first, node_conf's as written after them; a key node_conf sets is not
+    /// derived (case-insensitively), so none appears twice.
+    #[test]
+    fn node_conf_wins_over_derived_keys() {
+        let derived: Vec<(String, String)> =
+            [("CPUs", "224"), ("RealMemory", "2933888"), ("Gres", "gpu:8"), ("Features", "a3-ultragpu-8g")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let table = [
+            ("", "CPUs=224 RealMemory=2933888 Gres=gpu:8 Features=a3-ultragpu-8g"),
+            ("  Weight=10 ", "CPUs=224 RealMemory=2933888 Gres=gpu:8 Features=a3-ultragpu-8g Weight=10"),
+            ("RealMemory=2000000", "CPUs=224 Gres=gpu:8 Features=a3-ultragpu-8g RealMemory=2000000"),
+            ("realmemory=2000000 Features=h200", "CPUs=224 Gres=gpu:8 realmemory=2000000 Features=h200"),
+            (
+                "CPUs=208 RealMemory=1800000 Gres=gpu:8 Features=x",
+                "CPUs=208 RealMemory=1800000 Gres=gpu:8 Features=x",
+            ),
+        ];
+        for (node_conf, want) in table {
+            assert_eq!(node_keys(&derived, node_conf), want, "{node_conf:?}");
+        }
+        assert_eq!(node_keys(&[], " CPUs=4 "), "CPUs=4");
+        assert_eq!(node_keys(&[], ""), "");
+
+        // In the rendered lines: only the nodeset that has derived keys gets them.
+        let config = example();
+        let mut shapes = BTreeMap::new();
+        shapes.insert("h4d".to_string(), derived[..2].to_vec());
+        let text = render_slurm_conf_with(&config, Path::new("/x"), None, &shapes);
+        assert!(
+            text.lines().any(|l| l == "NodeName=hpc-h4d-[0-63] State=CLOUD CPUs=192 RealMemory=720000"),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l == "NodeName=hpc-a3u-[0-15] State=CLOUD CPUs=208 RealMemory=1800000 Gres=gpu:8"),
+            "{text}"
+        );
+        shapes.insert("a3u".to_string(), derived.clone());
+        let text = render_slurm_conf_with(&config, Path::new("/x"), None, &shapes);
+        assert!(text.lines().any(|l| l == "NodeName=hpc-a3u-[0-15] State=CLOUD Features=a3-ultragpu-8g CPUs=208 RealMemory=1800000 Gres=gpu:8"), "{text}");
+        assert!(text.contains("GresTypes=gpu"), "{text}");
+        assert_eq!(
+            render_slurm_conf_with(&config, Path::new("/x"), None, &BTreeMap::new()),
+            render_slurm_conf_for(&config, Path::new("/x"), None)
+        );
     }
 
     /// The comment lines say which release the lines are for, and why when it was not found.

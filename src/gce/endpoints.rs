@@ -16,7 +16,8 @@ use super::client::{Call, Client, Location};
 use super::error::{GceError, OperationFailed};
 use super::types::{
     last_segment, DeleteInstancesRequest, Instance, InstanceAggregatedPage, InstanceGroupManager,
-    InstanceGroupManagerResizeRequest, InstanceTemplate, ManagedInstance, Operation, Page, Unreachable,
+    InstanceGroupManagerResizeRequest, InstanceTemplate, MachineType, ManagedInstance, Operation, Page,
+    Unreachable,
 };
 
 /// Items per page asked of list calls (GCE's maximum).
@@ -488,6 +489,18 @@ impl Client {
             }
         };
         self.execute(&Call::new(method.into(), Method::GET, path)).await
+    }
+
+    // ----- machine types -----------------------------------------------------------------
+
+    /// Reads a machine type of `zone` by name (`a3-ultragpu-8g`), in the client's project.
+    pub async fn get_machine_type(&self, zone: &str, name: &str) -> Result<MachineType, GceError> {
+        self.execute(&Call::new(
+            "machineTypes.get".into(),
+            Method::GET,
+            format!("{}/zones/{zone}/machineTypes/{name}", self.project_path()),
+        ))
+        .await
     }
 
     // ----- operations --------------------------------------------------------------------

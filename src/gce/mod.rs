@@ -12,6 +12,7 @@
 //! | `client.rs`    | [`Client`]: send, authenticate, retry, classify, count               |
 //! | `endpoints.rs` | one method per API call; pagination; [`Client::wait_done`]           |
 //! | `template_check.rs` | whether an instance template can work for DWS Flex Start        |
+//! | `node_shape.rs` | CPUs, RealMemory, Gres, Features of a nodeset from its template     |
 //!
 //! Callers branch on [`GceError::class`], never on message text. A mutation's `request_id` is
 //! chosen and persisted by the caller first, so a retry — by this client after a timeout, or
@@ -21,6 +22,7 @@ pub mod auth;
 pub mod client;
 pub mod endpoints;
 pub mod error;
+pub mod node_shape;
 pub mod ratelimit;
 pub mod retry;
 pub mod template_check;
@@ -33,6 +35,7 @@ pub use error::{
     classify_code, classify_errors, classify_http, classify_operation, ApiError, ErrorClass, ErrorReason,
     GceError, OperationFailed,
 };
+pub use node_shape::{node_shape, read_node_shape, NodeShape, ShapeError};
 pub use ratelimit::CallKind;
 pub use retry::Backoff;
 pub use template_check::{check_flex_template, flex_template_problems, TemplateProblem};

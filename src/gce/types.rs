@@ -680,6 +680,34 @@ impl InstanceTemplate {
     }
 }
 
+/// One kind of accelerator a machine type comes with (`MachineType.accelerators[]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MachineTypeAccelerator {
+    /// `nvidia-h200-141gb`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub guest_accelerator_type: String,
+    /// int32: a number on the wire.
+    pub guest_accelerator_count: u32,
+}
+
+/// A machine type (`machineTypes.get`): what a VM of it has, read by `check-config --online
+/// --print-slurm-conf` for a nodeset's NodeName line.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MachineType {
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub zone: String,
+    /// int32: vCPUs.
+    pub guest_cpus: u32,
+    /// int32: memory in MB (GCE's MB: a GB of the machine-type tables is 1024 of them).
+    pub memory_mb: u64,
+    /// Accelerators attached by the machine type itself (A3, A2, G2); empty for the others.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub accelerators: Vec<MachineTypeAccelerator>,
+}
+
 /// Body of `deleteInstances` (zonal and regional have the same shape).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

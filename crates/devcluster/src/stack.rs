@@ -149,6 +149,8 @@ impl Stack {
         let lines = Command::new(&spec.bin)
             .args([
                 "check-config",
+                // The file only: its Slurm and hooks are made from these lines, after this call.
+                "--config-only",
                 "--print-slurm-conf",
                 "--slurm-version",
                 spec.slurm.version(),

@@ -61,6 +61,8 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
     ),
     ("gcp.credentials", "\"auto\"", Class::Str, &["\"key.json\"", "\"\"", "\"AUTO\"", "\"none\""]),
     ("gcp.calls_per_minute", "1200", Class::U32, &["0"]),
+    ("gcp.read_calls_per_minute", "900", Class::U32, &["0"]),
+    ("gcp.write_calls_per_minute", "600", Class::U32, &["0"]),
     ("gcp.request_timeout", "30", Class::U64, &["0"]),
     ("gcp.retry_deadline", "120", Class::U64, &["10", "0"]),
     ("slurm.bin_dir", "\"/usr/bin\"", Class::Path, &["\"bin\"", "\"\""]),

@@ -14,12 +14,7 @@ use crate::gce;
 /// empty when every template fits. A template GCE did not answer for is a run-time error (exit 1):
 /// nothing can be said about it.
 pub fn template_problems(config: &Config) -> Result<Vec<String>, CliError> {
-    let client = crate::reconcile::gce_edge::client(config)
-        .map_err(|e| CliError::runtime(format!("check-config --online: cannot reach GCE: {e}")))?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::runtime(format!("cannot start the async runtime: {e}")))?;
+    let (client, rt) = client_and_runtime(config)?;
     let mut lines = Vec::new();
     for ns in config.nodesets.iter().filter(|n| n.dws_flex.enabled) {
         let t = &ns.instance_template;
@@ -39,12 +34,7 @@ pub fn template_problems(config: &Config) -> Result<Vec<String>, CliError> {
 /// is read in the nodeset's first zone. A template or machine type GCE cannot read is a run-time
 /// error (exit 1) naming the nodeset and what failed: the lines would otherwise be wrong.
 pub fn node_shapes(config: &Config) -> Result<BTreeMap<String, Vec<(String, String)>>, CliError> {
-    let client = crate::reconcile::gce_edge::client(config)
-        .map_err(|e| CliError::runtime(format!("check-config --online: cannot reach GCE: {e}")))?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::runtime(format!("cannot start the async runtime: {e}")))?;
+    let (client, rt) = client_and_runtime(config)?;
     let mut shapes = BTreeMap::new();
     for ns in &config.nodesets {
         let t = &ns.instance_template;
@@ -58,4 +48,15 @@ pub fn node_shapes(config: &Config) -> Result<BTreeMap<String, Vec<(String, Stri
         shapes.insert(ns.name.clone(), shape.slurm_keys());
     }
     Ok(shapes)
+}
+
+/// The GCE client of `config` and a runtime to drive its calls from this synchronous command.
+fn client_and_runtime(config: &Config) -> Result<(gce::Client, tokio::runtime::Runtime), CliError> {
+    let client = crate::reconcile::gce_edge::client(config)
+        .map_err(|e| CliError::runtime(format!("check-config --online: cannot reach GCE: {e}")))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::runtime(format!("cannot start the async runtime: {e}")))?;
+    Ok((client, rt))
 }

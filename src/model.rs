@@ -182,6 +182,8 @@ string_enum! {
         MigInsert => "mig_insert",
         ResizeRequestInsert => "resize_request_insert",
         ResizeRequestCancel => "resize_request_cancel",
+        /// Standard and spot VMs created by name in a regional MIG.
+        CreateInstances => "create_instances",
         DeleteInstances => "delete_instances",
         MigDelete => "mig_delete",
     }
@@ -288,6 +290,9 @@ string_enum! {
         /// A hook could not load the config file and used the copy of the config the daemon last
         /// accepted (`state_dir/last-accepted.toml`).
         ConfigFallback => "config_fallback",
+        /// A spot node's VM was preempted by GCE (TERMINATED, or deleted): the node left service
+        /// in that pass, its job was requeued, and the node is usable again at once.
+        Preempted => "preempted",
     }
 }
 
@@ -566,6 +571,7 @@ mod tests {
                 "delegated",
                 "delegate_failed",
                 "config_fallback",
+                "preempted",
             ]
         );
         for k in EventKind::ALL {

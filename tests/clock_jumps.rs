@@ -48,6 +48,7 @@ fn cfg() -> PlanConfig {
         boot_allowance: 600,
         queue_timeout: qt,
         eol_grace: 600,
+        model: Default::default(),
     };
     PlanConfig {
         naming: Naming::with_nodesets("hpc", [("a", 1, 20), ("b", 1, 20)]),

@@ -1,6 +1,7 @@
-//! `check-config --online`: reads each flex nodeset's instance template from GCE (read-only:
-//! `instanceTemplates.get` / `regionInstanceTemplates.get`) and says which cannot work for DWS Flex
-//! Start — the same check the daemon makes at start and reload (`gce::check_flex_template`). With
+//! `check-config --online`: reads each nodeset's instance template from GCE (read-only:
+//! `instanceTemplates.get` / `regionInstanceTemplates.get`) and says which cannot work for its
+//! provisioning model (DWS Flex Start, spot, standard) — the same check the daemon makes at start and
+//! reload (`gce::check_template`). With
 //! `--print-slurm-conf` it also reads each template's machine type (`machineTypes.get`) for the
 //! NodeName lines' CPUs, RealMemory, Gres and Features.
 
@@ -10,15 +11,16 @@ use super::CliError;
 use crate::config::Config;
 use crate::gce;
 
-/// One line per problem, `nodeset N: instance template T: FIELD is X, DWS Flex Start needs Y`;
+/// One line per problem, `nodeset N: instance template T: FIELD is X, DWS Flex Start needs Y` (or
+/// `a spot nodeset needs Y`, `a standard nodeset needs Y`);
 /// empty when every template fits. A template GCE did not answer for is a run-time error (exit 1):
 /// nothing can be said about it.
 pub fn template_problems(config: &Config) -> Result<Vec<String>, CliError> {
     let (client, rt) = client_and_runtime(config)?;
     let mut lines = Vec::new();
-    for ns in config.nodesets.iter().filter(|n| n.dws_flex.enabled) {
+    for ns in &config.nodesets {
         let t = &ns.instance_template;
-        let problems = rt.block_on(gce::check_flex_template(&client, t)).map_err(|e| {
+        let problems = rt.block_on(gce::check_template(&client, t, ns.provisioning_model)).map_err(|e| {
             CliError::runtime(format!(
                 "check-config --online: reading the instance template {t} of nodeset {}: {e}",
                 ns.name

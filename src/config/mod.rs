@@ -8,6 +8,7 @@
 //! Durations are integer seconds (`u64`), as in slurm.conf.
 
 pub mod last_accepted;
+mod provisioning;
 pub mod raw;
 pub mod slurm_conf;
 mod validate;
@@ -21,6 +22,7 @@ use std::path::{Path, PathBuf};
 /// `gcp.credentials`: the GCE client's own type. The config names how the client authenticates and
 /// the client owns what that means, so `gce` never depends on the config.
 pub use crate::gce::Credentials;
+pub use provisioning::ProvisioningModel;
 pub use slurm_conf::render_slurm_conf;
 pub use validate::{is_cluster_name, is_nodeset_name, is_rfc1035, DEFAULT_ENDPOINT};
 
@@ -189,6 +191,9 @@ pub struct Nodeset {
     pub partition: String,
     /// Extra `NodeName=` parameters, appended verbatim (e.g. `CPUs=208 RealMemory=1800000`).
     pub node_conf: String,
+    /// How its VMs are obtained: DWS Flex Start resize requests, or standard / spot VMs created by
+    /// name (`provisioning_model`).
+    pub provisioning_model: ProvisioningModel,
     pub dws_flex: DwsFlex,
 }
 

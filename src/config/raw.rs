@@ -86,6 +86,7 @@ pub struct RawNodeset {
     pub node_count_dynamic_max: Val<u32>,
     pub partition: Val<String>,
     pub node_conf: Val<String>,
+    pub provisioning_model: Val<String>,
     pub dws_flex: Option<RawDwsFlex>,
 }
 
@@ -143,6 +144,7 @@ pub const KEYS: &[&str] = &[
     "nodeset.node_count_dynamic_max",
     "nodeset.partition",
     "nodeset.node_conf",
+    "nodeset.provisioning_model",
     "nodeset.dws_flex.enabled",
     "nodeset.dws_flex.max_run_duration",
     "nodeset.dws_flex.use_job_duration",
@@ -214,6 +216,7 @@ impl From<&super::Config> for RawConfig {
                         node_count_dynamic_max: val(n.node_count_dynamic_max),
                         partition: val(n.partition.clone()),
                         node_conf: val(n.node_conf.clone()),
+                        provisioning_model: val(n.provisioning_model.as_str().to_string()),
                         dws_flex: Some(RawDwsFlex {
                             enabled: val(n.dws_flex.enabled),
                             max_run_duration: val(n.dws_flex.max_run_duration),

@@ -212,7 +212,7 @@ pub fn render_slurm_conf_with(
         let flex = if ns.dws_flex.enabled {
             format!("DWS Flex, run duration up to {} s", ns.dws_flex.max_run_duration)
         } else {
-            "DWS Flex disabled".to_string()
+            format!("{} VMs, created by name (no run duration)", ns.provisioning_model)
         };
         let mut desc = format!("# nodeset {}: ", ns.name);
         let kinds: Vec<String> = [

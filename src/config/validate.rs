@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use super::raw::{RawConfig, RawDwsFlex, RawNodeset, Val};
 use super::{
-    Config, ConfigError, Credentials, Daemon, DwsFlex, Gcp, NodeAddr, Nodeset, Problem, Reconcile, Slurm,
-    MAX_RUN_DURATION, MIN_RUN_DURATION,
+    Config, ConfigError, Credentials, Daemon, DwsFlex, Gcp, NodeAddr, Nodeset, Problem, ProvisioningModel,
+    Reconcile, Slurm, MAX_RUN_DURATION, MIN_RUN_DURATION,
 };
 
 /// Default `gcp.endpoint`: the real Compute v1 API.
@@ -532,7 +532,10 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
         );
     }
 
-    let dws_flex = resolve_dws_flex(ck, i, n.dws_flex.unwrap_or_default());
+    let raw_flex = n.dws_flex.unwrap_or_default();
+    let provisioning_model = resolve_provisioning_model(ck, i, &n.provisioning_model, &raw_flex.enabled);
+    let mut dws_flex = resolve_dws_flex(ck, i, raw_flex);
+    dws_flex.enabled = provisioning_model.is_flex();
     Nodeset {
         name,
         instance_template,
@@ -541,8 +544,52 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
         node_count_dynamic_max,
         partition,
         node_conf,
+        provisioning_model,
         dws_flex,
     }
+}
+
+/// `provisioning_model`: "flex" unless `dws_flex.enabled = false` says otherwise (then "standard":
+/// spot, which GCE may preempt at any time, is only ever chosen by name). "flex" is the only value
+/// `dws_flex.enabled = true` allows; a contradiction names both keys.
+fn resolve_provisioning_model(
+    ck: &mut Checker,
+    i: usize,
+    model: &Val<String>,
+    enabled: &Val<bool>,
+) -> ProvisioningModel {
+    let key = format!("nodeset[{i}].provisioning_model");
+    let flex_enabled = enabled.as_ref().map(|v| *v.get_ref());
+    let Some(spelled) = model.as_ref().map(|v| v.get_ref().clone()) else {
+        return match flex_enabled {
+            Some(false) => ProvisioningModel::Standard,
+            _ => ProvisioningModel::Flex,
+        };
+    };
+    let Some(m) = ProvisioningModel::parse(&spelled) else {
+        ck.bad(&key, model, format!("{spelled:?} must be one of \"flex\", \"standard\", \"spot\""));
+        return ProvisioningModel::Flex;
+    };
+    match (m.is_flex(), flex_enabled) {
+        (false, Some(true)) => ck.bad(
+            &key,
+            model,
+            format!(
+                "{spelled:?} contradicts nodeset[{i}].dws_flex.enabled = true: DWS Flex Start is the \
+                 \"flex\" model (set dws_flex.enabled = false, or drop it)"
+            ),
+        ),
+        (true, Some(false)) => ck.bad(
+            &key,
+            model,
+            format!(
+                "\"flex\" contradicts nodeset[{i}].dws_flex.enabled = false (choose \"standard\" or \"spot\", \
+                 or drop dws_flex.enabled)"
+            ),
+        ),
+        _ => {}
+    }
+    m
 }
 
 fn resolve_dws_flex(ck: &mut Checker, i: usize, f: RawDwsFlex) -> DwsFlex {

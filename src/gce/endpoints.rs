@@ -13,6 +13,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::client::{Call, Client, Location};
+use super::create::{CreateInstancesRequest, MAX_CREATE_INSTANCES};
 use super::error::{GceError, OperationFailed};
 use super::types::{
     last_segment, DeleteInstancesRequest, Instance, InstanceAggregatedPage, InstanceGroupManager,
@@ -238,6 +239,33 @@ impl Client {
         self.execute(&call).await
     }
 
+    /// Creates VMs by name in a MIG (`createInstances`; standard and spot nodesets). The Operation is
+    /// DONE once GCE took the request; the VMs come later, and `listManagedInstances` says how their
+    /// creation goes (`lastAttempt.errors` on a stockout). At most [`MAX_CREATE_INSTANCES`] per call.
+    pub async fn create_instances(
+        &self,
+        loc: &Location,
+        mig: &str,
+        body: &CreateInstancesRequest,
+        request_id: &str,
+    ) -> Result<Operation, GceError> {
+        if body.instances.is_empty() || body.instances.len() > MAX_CREATE_INSTANCES {
+            return Err(GceError::InvalidArgument(format!(
+                "createInstances takes 1..={MAX_CREATE_INSTANCES} instances, got {}",
+                body.instances.len()
+            )));
+        }
+        let (coll, base) = self.mig_base(loc);
+        let mut call = self.mutation(
+            format!("{coll}.createInstances"),
+            Method::POST,
+            format!("{base}/{mig}/createInstances"),
+            request_id,
+        )?;
+        call.body = Some(to_body(body)?);
+        self.execute(&call).await
+    }
+
     /// Lists every managed instance of a MIG (all pages), optionally filtered. Includes
     /// queued instances, which have a name but no instance URL yet.
     pub async fn list_managed_instances(
@@ -253,6 +281,24 @@ impl Client {
             format!("{base}/{mig}/listManagedInstances"),
             filter,
             None,
+        )
+        .await
+    }
+
+    /// [`Client::list_managed_instances`] asking only for `fields`.
+    pub async fn list_managed_instances_fields(
+        &self,
+        loc: &Location,
+        mig: &str,
+        fields: Option<&str>,
+    ) -> Result<Vec<ManagedInstance>, GceError> {
+        let (coll, base) = self.mig_base(loc);
+        self.list_all(
+            format!("{coll}.listManagedInstances"),
+            Method::POST,
+            format!("{base}/{mig}/listManagedInstances"),
+            None,
+            fields,
         )
         .await
     }

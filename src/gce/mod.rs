@@ -20,16 +20,19 @@
 
 pub mod auth;
 pub mod client;
+pub mod create;
 pub mod endpoints;
 pub mod error;
 pub mod node_shape;
 pub mod ratelimit;
 pub mod retry;
 pub mod template_check;
+pub mod template_models;
 pub mod types;
 
 pub use auth::{AccessToken, Credentials, MetadataServer, StaticToken, TokenFuture, TokenSource};
 pub use client::{Client, ClientOptions, Location, MethodStats};
+pub use create::{CreateInstancesRequest, PerInstanceConfig, MAX_CREATE_INSTANCES};
 pub use endpoints::{OperationScope, MAX_DELETE_INSTANCES};
 pub use error::{
     classify_code, classify_errors, classify_http, classify_operation, ApiError, ErrorClass, ErrorReason,
@@ -39,4 +42,5 @@ pub use node_shape::{node_shape, read_node_shape, NodeShape, ShapeError};
 pub use ratelimit::CallKind;
 pub use retry::Backoff;
 pub use template_check::{check_flex_template, flex_template_problems, TemplateProblem};
+pub use template_models::{check_template, template_problems};
 pub use types::*;

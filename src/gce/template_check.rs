@@ -12,6 +12,9 @@ use super::client::Client;
 use super::error::GceError;
 use super::types::InstanceTemplate;
 
+/// The [`TemplateProblem::model`] of a Flex nodeset's problems.
+pub const FLEX: &str = "DWS Flex Start";
+
 /// One field of a template that does not fit DWS Flex Start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TemplateProblem {
@@ -19,15 +22,17 @@ pub struct TemplateProblem {
     pub field: &'static str,
     /// What the template has (`None`: not set).
     pub found: Option<String>,
-    /// What DWS Flex Start needs.
+    /// What the nodeset's provisioning model needs.
     pub needed: &'static str,
+    /// Who needs it: "DWS Flex Start", "a spot nodeset", "a standard nodeset".
+    pub model: &'static str,
 }
 
 impl std::fmt::Display for TemplateProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.found {
-            Some(v) => write!(f, "{} is {v}, DWS Flex Start needs {}", self.field, self.needed),
-            None => write!(f, "{} is not set, DWS Flex Start needs {}", self.field, self.needed),
+            Some(v) => write!(f, "{} is {v}, {} needs {}", self.field, self.model, self.needed),
+            None => write!(f, "{} is not set, {} needs {}", self.field, self.model, self.needed),
         }
     }
 }
@@ -44,7 +49,7 @@ pub fn flex_template_problems(t: &InstanceTemplate) -> Vec<TemplateProblem> {
     let mut need = |field: &'static str, value: &str, needed: &'static str| {
         if value != needed {
             let found = (!value.is_empty()).then(|| value.to_string());
-            problems.push(TemplateProblem { field, found, needed });
+            problems.push(TemplateProblem { field, found, needed, model: FLEX });
         }
     };
     need("properties.scheduling.provisioningModel", &sched.provisioning_model, "FLEX_START");
@@ -70,6 +75,7 @@ pub async fn check_flex_template(client: &Client, reference: &str) -> Result<Vec
             field: "instance_template",
             found: Some(format!("{reference}, which GCE does not have (404)")),
             needed: "an existing instance template",
+            model: FLEX,
         }]),
         Err(e) => Err(e),
     }

@@ -119,13 +119,16 @@ pub fn judge(step: &GceStep, e: &SendError) -> StepResult {
         (GceStep::DeleteMig { .. } | GceStep::DeleteInstances { .. }, ErrorClass::NotFound) => {
             StepResult::Done
         }
+        // Some of the names exist already (an earlier attempt made them): the next poll of the MIG's
+        // managed instances says which, and the planner goes on from there.
+        (GceStep::CreateInstances { .. }, ErrorClass::AlreadyExists) => StepResult::Moot(e.to_string()),
         // Cancel of a request that is final already: nothing left to cancel; the next poll says how it ended.
         (GceStep::CancelResizeRequest { .. }, ErrorClass::ConditionNotMet | ErrorClass::NotFound) => {
             StepResult::Moot(e.to_string())
         }
         (_, ErrorClass::Capacity | ErrorClass::Quota) => refused(),
         (
-            GceStep::InsertMig { .. } | GceStep::InsertResizeRequest { .. },
+            GceStep::InsertMig { .. } | GceStep::InsertResizeRequest { .. } | GceStep::CreateInstances { .. },
             ErrorClass::Invalid | ErrorClass::NotFound,
         ) => refused(),
         // Not acted on, or maybe still running: the same requestId again.
@@ -182,7 +185,7 @@ pub(super) fn settle(
             (OutboxState::Done, None)
         }
         StepResult::Moot(e) => {
-            if let GceStep::CancelResizeRequest { mig, .. } = step {
+            if let GceStep::CancelResizeRequest { mig, .. } | GceStep::CreateInstances { mig, .. } = step {
                 observed.requests.remove(mig); // stale: decide after the next poll
             }
             (OutboxState::Done, Some(e.clone()))
@@ -194,8 +197,9 @@ pub(super) fn settle(
             let error = result.error().unwrap_or_default();
             // A refused insert fails its request group through the usual path: the next round sees
             // the request FAILED with GCE's code.
-            if let GceStep::InsertMig { request, mig, .. } | GceStep::InsertResizeRequest { request, mig } =
-                step
+            if let GceStep::InsertMig { request, mig, .. }
+            | GceStep::InsertResizeRequest { request, mig }
+            | GceStep::CreateInstances { request, mig } = step
             {
                 if let Some(r) = desired.requests.get(request) {
                     let mut r = r.clone();
@@ -244,7 +248,7 @@ pub(super) fn learn(step: &GceStep, observed: &mut Observed, desired: &Desired) 
                 );
             }
         }
-        GceStep::InsertResizeRequest { mig, .. } => {
+        GceStep::InsertResizeRequest { mig, .. } | GceStep::CreateInstances { mig, .. } => {
             observed
                 .requests
                 .insert(mig.clone(), ObservedRequest::in_state(GceRequestState::Creating).into());

@@ -149,13 +149,17 @@ pub fn request_state(state: Option<gce::ResizeRequestState>) -> GceRequestState 
     }
 }
 
-/// One resize request as a `get` finds it.
+/// One resize request as a `get` finds it; for a MIG of a standard or spot nodeset, how the creation
+/// of its VMs stands (`vm_create.rs`).
 pub async fn observe_request(
     client: &gce::Client,
     cfg: &Config,
     mig: &str,
     name: &str,
 ) -> Result<PolledRequest, GceError> {
+    if !super::vm_create::mig_model(cfg, mig).is_flex() {
+        return super::vm_create::observe_created(client, cfg, mig).await;
+    }
     match client.get_resize_request_fields(&region(cfg), mig, name, Some(REQUEST_FIELDS)).await {
         Ok(rr) => {
             let errors = rr.errors();
@@ -196,6 +200,14 @@ pub fn intent(
                 MutationKind::ResizeRequestInsert,
                 format!("{mig}/{}", r.name),
                 serde_json::to_value(rr_body(r))?,
+            )
+        }
+        GceStep::CreateInstances { request: id, mig } => {
+            let r = request(id)?;
+            (
+                MutationKind::CreateInstances,
+                format!("{mig}:{}", crate::hostlist::compress(&r.nodes)),
+                serde_json::to_value(super::vm_create::create_body(r))?,
             )
         }
         GceStep::CancelResizeRequest { request, mig } => {
@@ -377,6 +389,10 @@ pub async fn send(
                 }
                 other => other.map(|_| ()).map_err(SendError::from),
             };
+        }
+        GceStep::CreateInstances { mig, .. } => {
+            let r = request.ok_or(SendError::RequestVanished)?;
+            client.create_instances(&loc, mig, &super::vm_create::create_body(r), rid).await?
         }
         GceStep::CancelResizeRequest { mig, .. } => {
             // No request on record: nothing of ours to cancel.

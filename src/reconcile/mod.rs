@@ -25,6 +25,7 @@
 //! | `report.rs`     | the pass report and the gc report                                           |
 //! | `step_retry.rs` | when a failed GCE step may be sent again, with a new requestId (pure)      |
 //! | `gce_edge.rs`   | GCE's answers → observations, steps → request bodies and calls              |
+//! | `vm_create.rs`  | the same for standard and spot groups: `createInstances`, managed instances |
 //! | `types.rs`      | the planner's inputs and outputs                                            |
 //! | `error.rs`      | [`ReconcileError`]                                                          |
 
@@ -40,6 +41,7 @@ mod reconciler;
 mod report;
 pub mod step_retry;
 pub mod types;
+pub mod vm_create;
 
 pub use commit::ChangeSet;
 pub use error::ReconcileError;

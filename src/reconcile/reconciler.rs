@@ -185,18 +185,17 @@ impl Reconciler {
         self.finish(report, started).await
     }
 
-    /// Reads the instance template of each flex nodeset not read yet this run and judges it
-    /// (`gce::check_flex_template`), all at once: a template that does not answer delays the pass
+    /// Reads the instance template of each nodeset not read yet this run and judges it against the
+    /// nodeset's provisioning model (`gce::check_template`), all at once: a template that does not answer delays the pass
     /// by one client deadline at most. A refusal is logged and recorded as a `nodeset_refused` event
     /// once; a template GCE did not answer for is an error of this pass and is read again next pass.
     async fn check_templates(&mut self, errors: &mut Vec<String>) {
         let mut reads = tokio::task::JoinSet::new();
-        for n in
-            self.cfg.nodesets.iter().filter(|n| n.dws_flex.enabled && !self.templates.contains_key(&n.name))
-        {
+        for n in self.cfg.nodesets.iter().filter(|n| !self.templates.contains_key(&n.name)) {
             let (gce, ns, template) = (self.gce.clone(), n.name.clone(), n.instance_template.clone());
+            let model = n.provisioning_model;
             reads.spawn(async move {
-                let checked = gce::check_flex_template(&gce, &template).await;
+                let checked = gce::check_template(&gce, &template, model).await;
                 (ns, template, checked)
             });
         }
@@ -211,7 +210,7 @@ impl Reconciler {
         for (ns, template, result) in checked {
             match result {
                 Ok(problems) if problems.is_empty() => {
-                    tracing::info!(nodeset = %ns, %template, "instance template fits DWS Flex Start");
+                    tracing::info!(nodeset = %ns, %template, "instance template fits the nodeset's provisioning model");
                     self.templates.insert(ns, None);
                 }
                 Ok(problems) => {
@@ -220,7 +219,7 @@ impl Reconciler {
                     tracing::error!(
                         nodeset = %ns,
                         reason = %why,
-                        "nodeset refused: its instance template cannot work for DWS Flex Start; its nodes get no VM                          until the config names one that does (then reload)"
+                        "nodeset refused: its instance template cannot work for its provisioning model; its nodes get no VM                          until the config names one that does (then reload)"
                     );
                     self.pending_events.push(NewEvent {
                         kind: EventKind::NodesetRefused,

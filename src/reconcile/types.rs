@@ -34,6 +34,8 @@ pub struct NodesetPlan {
     pub boot_allowance: u64,
     pub queue_timeout: u64,
     pub eol_grace: u64,
+    /// Flex (resize requests) or standard / spot (`createInstances` by name, no run duration).
+    pub model: crate::config::ProvisioningModel,
 }
 
 /// A job's time limit as Slurm reports it.
@@ -271,11 +273,33 @@ impl VmRef {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "step", rename_all = "snake_case")]
 pub enum GceStep {
-    InsertMig { request: i64, mig: String, nodeset: String },
-    InsertResizeRequest { request: i64, mig: String },
-    CancelResizeRequest { request: i64, mig: String },
-    DeleteInstances { mig: String, instances: Vec<VmRef> },
-    DeleteMig { mig: String, reason: String },
+    InsertMig {
+        request: i64,
+        mig: String,
+        nodeset: String,
+    },
+    InsertResizeRequest {
+        request: i64,
+        mig: String,
+    },
+    /// Standard and spot groups: `createInstances` of the group's node names in its MIG (a group
+    /// holds at most [`MAX_GROUP`](super::plan::MAX_GROUP) nodes: one call, within GCE's limit).
+    CreateInstances {
+        request: i64,
+        mig: String,
+    },
+    CancelResizeRequest {
+        request: i64,
+        mig: String,
+    },
+    DeleteInstances {
+        mig: String,
+        instances: Vec<VmRef>,
+    },
+    DeleteMig {
+        mig: String,
+        reason: String,
+    },
 }
 
 /// Which kind of [`GceStep`] (the pass report's `step`), named as the step serializes.
@@ -284,6 +308,7 @@ pub enum GceStep {
 pub enum GceStepKind {
     InsertMig,
     InsertResizeRequest,
+    CreateInstances,
     CancelResizeRequest,
     DeleteInstances,
     DeleteMig,
@@ -294,6 +319,7 @@ impl GceStepKind {
         match self {
             GceStepKind::InsertMig => "insert_mig",
             GceStepKind::InsertResizeRequest => "insert_resize_request",
+            GceStepKind::CreateInstances => "create_instances",
             GceStepKind::CancelResizeRequest => "cancel_resize_request",
             GceStepKind::DeleteInstances => "delete_instances",
             GceStepKind::DeleteMig => "delete_mig",
@@ -312,6 +338,7 @@ impl GceStep {
         match self {
             GceStep::InsertMig { .. } => GceStepKind::InsertMig,
             GceStep::InsertResizeRequest { .. } => GceStepKind::InsertResizeRequest,
+            GceStep::CreateInstances { .. } => GceStepKind::CreateInstances,
             GceStep::CancelResizeRequest { .. } => GceStepKind::CancelResizeRequest,
             GceStep::DeleteInstances { .. } => GceStepKind::DeleteInstances,
             GceStep::DeleteMig { .. } => GceStepKind::DeleteMig,
@@ -323,6 +350,7 @@ impl GceStep {
         match self {
             GceStep::InsertMig { mig, .. }
             | GceStep::InsertResizeRequest { mig, .. }
+            | GceStep::CreateInstances { mig, .. }
             | GceStep::CancelResizeRequest { mig, .. }
             | GceStep::DeleteInstances { mig, .. }
             | GceStep::DeleteMig { mig, .. } => mig,
@@ -334,6 +362,7 @@ impl GceStep {
         match self {
             GceStep::InsertMig { request, .. }
             | GceStep::InsertResizeRequest { request, .. }
+            | GceStep::CreateInstances { request, .. }
             | GceStep::CancelResizeRequest { request, .. } => Some(*request),
             GceStep::DeleteInstances { .. } | GceStep::DeleteMig { .. } => None,
         }
@@ -498,6 +527,7 @@ impl PlanConfig {
                         boot_allowance: n.dws_flex.boot_allowance,
                         queue_timeout: n.dws_flex.queue_timeout,
                         eol_grace: n.dws_flex.eol_grace,
+                        model: n.provisioning_model,
                     };
                     (n.name.clone(), plan)
                 })

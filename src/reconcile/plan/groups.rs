@@ -158,7 +158,12 @@ impl Planner<'_> {
             let limit = job.map_or(JobLimit::Unknown, |j| {
                 self.o.job_limits.get(&j).copied().unwrap_or(JobLimit::Unknown)
             });
-            let rd = run_duration(ns, job, limit);
+            // Standard and spot VMs run until deleted: no run duration.
+            let rd = if ns.model.is_flex() {
+                run_duration(ns, job, limit)
+            } else {
+                RunDuration { seconds: 0, note: None }
+            };
             for chunk in members.chunks(MAX_GROUP) {
                 let names: Vec<String> = chunk.iter().map(|n| n.name.clone()).collect();
                 if let Some(note) = &rd.note {

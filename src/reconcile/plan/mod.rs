@@ -12,7 +12,8 @@
 //!    to carry out, VMs that must not exist, static nodes to keep provisioned, drift between Slurm
 //!    and the store.
 //! 4. Nodes waiting for a VM are grouped by (nodeset, job) into new request groups of at most 1000
-//!    (`groups.rs`, with the run duration of each group).
+//!    (`groups.rs`, with the run duration of each group). A standard or spot nodeset's group creates
+//!    its VMs by name instead of a resize request (`standard.rs`).
 //! 5. Owned MIGs (`migs.rs`): seen, gone, empty long enough to delete; owned MIGs the store does not
 //!    know are adopted, with their resize request when it is still in flight (so that it is
 //!    followed, not collected).
@@ -41,6 +42,7 @@ mod orphans;
 mod overlay;
 mod requests;
 mod reservations;
+mod standard;
 #[cfg(test)]
 mod tests;
 

@@ -151,9 +151,16 @@ impl Planner<'_> {
                             t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
                         )
                     }
+                    _ if self.preemptible(&node.nodeset) => {
+                        "its spot VM was preempted: GCE deleted it".to_string()
+                    }
                     _ => "the VM is gone (deleted outside slurm-dws, or GCE removed it)".to_string(),
                 };
-                let kind = if expired { EventKind::Expired } else { EventKind::VmLost };
+                let kind = match (expired, self.preemptible(&node.nodeset)) {
+                    (true, _) => EventKind::Expired,
+                    (false, true) => EventKind::Preempted,
+                    (false, false) => EventKind::VmLost,
+                };
                 self.drop_reservation(name);
                 self.clear_vm(name);
                 if let Some(n) = self.nodes.get_mut(name) {
@@ -197,7 +204,14 @@ impl Planner<'_> {
     /// a dynamic node's job is requeued.
     fn vm_failed(&mut self, name: &str, vm: &ObservedVm) {
         let Some(node) = self.nodes.current(name) else { return };
-        let msg = format!("its VM is {}: it will not run again (failed on its host, or stopped)", vm.status);
+        let (msg, kind) = if self.preemptible(&node.nodeset) && vm.status == VmStatus::Terminated {
+            (format!("its spot VM was preempted ({})", vm.status), EventKind::Preempted)
+        } else {
+            (
+                format!("its VM is {}: it will not run again (failed on its host, or stopped)", vm.status),
+                EventKind::VmFailed,
+            )
+        };
         self.drop_reservation(name);
         if let Some(n) = self.nodes.get_mut(name) {
             n.last_error = Some(msg.clone());
@@ -221,7 +235,7 @@ impl Planner<'_> {
                 );
             }
             self.plan.event(
-                EventKind::VmFailed,
+                kind,
                 vec![name.to_string()],
                 format!("{msg}; deleting it; static node: re-provisioning"),
             );
@@ -230,11 +244,7 @@ impl Planner<'_> {
             // Its job is requeued; a stopped VM runs no stale step, so no hold.
             self.job_may_start_again(name);
             self.set_state(name, NodeState::Suspending);
-            self.plan.event(
-                EventKind::VmFailed,
-                vec![name.to_string()],
-                format!("{msg}; deleting it; node leaves service"),
-            );
+            self.plan.event(kind, vec![name.to_string()], format!("{msg}; deleting it; node leaves service"));
             self.suspending_node(name);
         }
     }

@@ -2,6 +2,7 @@
 //! lifecycle (planned → MIG → resize request → SUCCEEDED, or failed and released).
 
 use super::{secs_since, Planner};
+use crate::config::ProvisioningModel;
 use crate::model::*;
 use crate::reconcile::types::*;
 use chrono::{DateTime, Duration, Utc};
@@ -129,6 +130,8 @@ impl Planner<'_> {
                 } else if matches!(self.o.requests.get(&r.mig), Some(PolledRequest::Found(_))) {
                     self.update_request(id, |r| r.phase = RequestPhase::Active);
                     self.one_request(id);
+                } else if self.creates_by_name(&r.nodeset) {
+                    self.plan.gce.push(GceStep::CreateInstances { request: id, mig: r.mig.clone() });
                 } else {
                     self.plan.gce.push(GceStep::InsertResizeRequest { request: id, mig: r.mig.clone() });
                 }
@@ -151,7 +154,7 @@ impl Planner<'_> {
         }
     }
 
-    fn update_request(&mut self, id: i64, f: impl FnOnce(&mut Request)) {
+    pub(super) fn update_request(&mut self, id: i64, f: impl FnOnce(&mut Request)) {
         if let Some(r) = self.requests.get_mut(&id) {
             f(r);
             r.updated_at = self.now;
@@ -159,7 +162,7 @@ impl Planner<'_> {
     }
 
     /// The request will bring no VM: its nodes go back to powered-down (usable), Slurm is told.
-    fn release_members(&mut self, r: &Request, error: Option<&str>) {
+    pub(super) fn release_members(&mut self, r: &Request, error: Option<&str>) {
         for (name, state) in self.members(r) {
             match state {
                 NodeState::Requested | NodeState::Suspending => {
@@ -220,10 +223,16 @@ impl Planner<'_> {
                 }
                 // A success: the nodeset's backoff level is forgotten.
                 self.backoffs.remove(&r.nodeset);
+                let what = match self.model(&r.nodeset) {
+                    ProvisioningModel::Flex => {
+                        format!("resize request {} in MIG {} SUCCEEDED", r.name, r.mig)
+                    }
+                    m => format!("{m} VMs created in MIG {}", r.mig),
+                };
                 self.plan.event(
                     EventKind::RequestSucceeded,
                     r.nodes.clone(),
-                    format!("resize request {} in MIG {} SUCCEEDED: {} VMs", r.name, r.mig, r.nodes.len()),
+                    format!("{what}: {} VMs", r.nodes.len()),
                 );
             }
             GceRequestState::Cancelled if r.phase == RequestPhase::Releasing && !self.timed_out(r) => {
@@ -235,7 +244,11 @@ impl Planner<'_> {
                     (None, GceRequestState::Cancelled, Some(why)) => why.clone(),
                     (None, state, _) => format!("{state} without an error from GCE"),
                 };
-                let why = format!("resize request {} in MIG {} {}: {}", r.name, r.mig, state, cause);
+                let why = if self.creates_by_name(&r.nodeset) {
+                    format!("creating VMs in MIG {} {}: {}", r.mig, state, cause)
+                } else {
+                    format!("resize request {} in MIG {} {}: {}", r.name, r.mig, state, cause)
+                };
                 // Every failure GCE gave a reason for backs the nodeset off, each class with its
                 // own words; a cancel slurm-dws made (suspend, queue_timeout) does not.
                 let class = match (&rr.error, state) {
@@ -262,9 +275,12 @@ impl Planner<'_> {
                     .map(|(n, _)| n.to_string())
                     .collect();
                 if wanted.is_empty() {
-                    self.update_request(r.id, |x| {
-                        x.last_error = Some("cancelled: every node of the request was suspended".into())
-                    });
+                    let why = "cancelled: every node of the request was suspended";
+                    if self.creates_by_name(&r.nodeset) {
+                        self.abandon_creation(r, why);
+                        return;
+                    }
+                    self.update_request(r.id, |x| x.last_error = Some(why.into()));
                     self.plan.gce.push(GceStep::CancelResizeRequest { request: r.id, mig: r.mig.clone() });
                 } else if self.timed_out(r) {
                     let why = format!(
@@ -281,8 +297,18 @@ impl Planner<'_> {
                             format!("resize request {} in MIG {}: {why}; cancelling", r.name, r.mig),
                         );
                     }
+                    if self.creates_by_name(&r.nodeset) {
+                        // No resize request to cancel: the group fails now (its MIG, and the VMs
+                        // being made in it, are deleted), without a backoff, as a flex timeout does.
+                        let why = format!("VMs in MIG {} not created: {why}", r.mig);
+                        self.fail_request(r, &why, None);
+                        return;
+                    }
                     self.update_request(r.id, |x| x.last_error = Some(why));
                     self.plan.gce.push(GceStep::CancelResizeRequest { request: r.id, mig: r.mig.clone() });
+                } else if self.creates_by_name(&r.nodeset) {
+                    // VMs being created by name have URLs as soon as they exist: a node suspended
+                    // meanwhile has its VM deleted once the group's creation is done.
                 } else if r.phase == RequestPhase::Releasing {
                     // The cancel is under way (its outbox entry resends the same requestId).
                     self.plan.gce.push(GceStep::CancelResizeRequest { request: r.id, mig: r.mig.clone() });

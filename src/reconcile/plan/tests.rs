@@ -31,6 +31,7 @@ fn cfg() -> PlanConfig {
         boot_allowance: 600,
         queue_timeout: qt,
         eol_grace: 600,
+        model: Default::default(),
     };
     PlanConfig {
         naming: naming(false),

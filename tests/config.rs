@@ -569,3 +569,49 @@ fn delegate_programs_must_exist_and_be_executable() {
     // It prints back and parses back to itself.
     assert_eq!(parse(&c.to_toml()).unwrap().slurm, c.slurm);
 }
+
+/// `provisioning_model`: "flex" by default and the only value `dws_flex.enabled = true` allows;
+/// `dws_flex.enabled = false` alone means "standard"; a contradiction names both keys.
+#[test]
+fn provisioning_model_defaults_and_contradictions() {
+    use slurm_dws::config::ProvisioningModel;
+    let with = |model: Option<&str>, enabled: Option<bool>| {
+        let mut text = BASE.replace("[nodeset.dws_flex]\n", "");
+        if let Some(m) = model {
+            text = text.replace(
+                "node_count_dynamic_max = 4\n",
+                &format!("node_count_dynamic_max = 4\nprovisioning_model = \"{m}\"\n"),
+            );
+        }
+        text.push_str("[nodeset.dws_flex]\n");
+        if let Some(e) = enabled {
+            text.push_str(&format!("enabled = {e}\n"));
+        }
+        text.replace(
+            "max_run_duration = 3600\n[nodeset.dws_flex]",
+            "[nodeset.dws_flex]\nmax_run_duration = 3600",
+        )
+    };
+    let model =
+        |m, e| parse(&with(m, e)).map(|c| (c.nodesets[0].provisioning_model, c.nodesets[0].dws_flex.enabled));
+    assert_eq!(model(None, None).unwrap(), (ProvisioningModel::Flex, true));
+    assert_eq!(model(None, Some(true)).unwrap(), (ProvisioningModel::Flex, true));
+    assert_eq!(model(None, Some(false)).unwrap(), (ProvisioningModel::Standard, false));
+    assert_eq!(model(Some("spot"), None).unwrap(), (ProvisioningModel::Spot, false));
+    assert_eq!(model(Some("standard"), Some(false)).unwrap(), (ProvisioningModel::Standard, false));
+    assert_eq!(model(Some("flex"), Some(true)).unwrap(), (ProvisioningModel::Flex, true));
+    for (m, e, words) in [
+        (Some("spot"), Some(true), "contradicts nodeset[0].dws_flex.enabled = true"),
+        (Some("standard"), Some(true), "contradicts nodeset[0].dws_flex.enabled = true"),
+        (Some("flex"), Some(false), "contradicts nodeset[0].dws_flex.enabled = false"),
+        (Some("preemptible"), None, "must be one of \"flex\", \"standard\", \"spot\""),
+        (Some("SPOT"), None, "must be one of"),
+    ] {
+        let err = parse(&with(m, e)).expect_err(words).to_string();
+        assert!(err.contains("nodeset[0].provisioning_model") && err.contains(words), "{m:?} {e:?}: {err}");
+    }
+    // What the daemon writes back (last-accepted.toml) loads to the same model.
+    let spot = parse(&with(Some("spot"), None)).unwrap();
+    let again = toml::to_string(&RawConfig::from(&spot)).unwrap();
+    assert_eq!(parse(&again).unwrap().nodesets[0].provisioning_model, ProvisioningModel::Spot);
+}

@@ -130,6 +130,7 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
         Class::Str,
         &["\"State=IDLE\"", "\"CPUs=2 # x\"", "\"NodeName=x\"", "\"a\\nb\""],
     ),
+    ("nodeset.provisioning_model", "\"flex\"", Class::Str, &["\"preemptible\"", "\"SPOT\"", "\"\""]),
     ("nodeset.dws_flex.enabled", "true", Class::Bool, &[]),
     ("nodeset.dws_flex.max_run_duration", "3600", Class::U64, &["599", "604801", "0"]),
     ("nodeset.dws_flex.use_job_duration", "true", Class::Bool, &[]),

@@ -22,8 +22,8 @@ import sys
 
 # resource -> methods the simulator implements.
 METHODS = {
-    "regionInstanceGroupManagers": ["insert", "get", "list", "delete", "deleteInstances", "listManagedInstances"],
-    "instanceGroupManagers": ["insert", "get", "list", "delete", "deleteInstances", "listManagedInstances"],
+    "regionInstanceGroupManagers": ["insert", "get", "list", "delete", "deleteInstances", "listManagedInstances", "createInstances"],
+    "instanceGroupManagers": ["insert", "get", "list", "delete", "deleteInstances", "listManagedInstances", "createInstances"],
     "regionInstanceGroupManagerResizeRequests": ["insert", "get", "list", "delete", "cancel"],
     "instanceGroupManagerResizeRequests": ["insert", "get", "list", "delete", "cancel"],
     "instances": ["get", "list", "aggregatedList"],

@@ -17,6 +17,7 @@
 //! | `POST /_sim/zones/{zone}/unreachable` | `{"aggregated": "partial" \| "error"}` (optional, default partial) | the zone is unreachable: zonal calls into it answer 503, `listManagedInstances` and `deleteInstances` of a regional MIG whose VMs are there answer 503, and `instances.aggregatedList` shows its scope as `{"warning": {"code": "UNREACHABLE", ...}}` and lists it in `unreachables` (partial) or fails with 503 (error) |
 //! | `DELETE /_sim/zones/{zone}/unreachable` | | reachable again |
 //! | `POST /_sim/instances/{name}/expire` | | GCE deletes the VM now, as at the end of its run duration |
+//! | `POST /_sim/instances/{name}/preempt` | | GCE preempts the SPOT VM: the stop command runs; with `instanceTerminationAction: DELETE` it is deleted and leaves its MIG, with STOP it stays TERMINATED (409 if the VM is not SPOT) |
 //! | `POST /_sim/instances/{name}/fail` | | the VM's host fails: it goes TERMINATED (stop command runs); a MIG with `defaultActionOnFailure: DO_NOTHING` leaves it so, any other recreates it |
 //! | `GET`/`POST /_sim/lifecycle` | `{"provisioning_ms": 50, "staging_ms": 50}` | how long new VMs stay PROVISIONING and STAGING before RUNNING (the boot command runs at RUNNING) |
 //! | `POST /_sim/templates` | an InstanceTemplate (`name` required) | `instanceTemplates.get` / `regionInstanceTemplates.get` of that name (any project, scope) returns it; MIGs using it give their VMs its `machineType`, `labels` and `scheduling` |
@@ -52,6 +53,7 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/_sim/zones/{zone}/unreachable", post(set_unreachable).delete(clear_unreachable))
         .route("/_sim/instances/{name}/expire", post(expire))
         .route("/_sim/instances/{name}/fail", post(fail))
+        .route("/_sim/instances/{name}/preempt", post(preempt))
         .route("/_sim/lifecycle", get(lifecycle).post(set_lifecycle))
         .route("/_sim/templates", post(load_template))
         .route("/_sim/templates/defaults", post(template_defaults))
@@ -146,6 +148,16 @@ async fn expire(State(sim): State<Arc<Shared>>, Path(name): Path<String>) -> Res
 async fn fail(State(sim): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
     let Some(effects) = sim.lock().fail(&name, Utc::now()) else {
         return bad(StatusCode::NOT_FOUND, format!("no instance named {name}"));
+    };
+    sim.run_effects(effects);
+    Json(json!({})).into_response()
+}
+
+async fn preempt(State(sim): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
+    let effects = match sim.lock().preempt(&name, Utc::now()) {
+        None => return bad(StatusCode::NOT_FOUND, format!("no instance named {name}")),
+        Some(Err(why)) => return bad(StatusCode::CONFLICT, why),
+        Some(Ok(effects)) => effects,
     };
     sim.run_effects(effects);
     Json(json!({})).into_response()

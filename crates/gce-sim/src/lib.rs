@@ -75,6 +75,17 @@
 //!   naming `scheduling.provisioningModel` (an assumption: Google's pages say resize requests use
 //!   flex-start or reservation-bound VMs and no spot, but give no error; reservations are not
 //!   simulated).
+//! * **createInstances and spot VMs** (`state/create.rs` says each choice): VMs made by name from
+//!   the MIG's template, with no run duration; the call is DONE at once and the instances show
+//!   CREATING in `listManagedInstances` until made. A capacity rule's `fail` leaves them CREATING
+//!   with the error in `lastAttempt.errors` (GCE retries as long as the instance is wanted; the
+//!   documentation says to read the creation's outcome from `listManagedInstances`); `hold` keeps
+//!   them CREATING. A FLEX_START template (or an unloaded one) is refused: an assumption, Flex Start
+//!   VMs come through resize requests. A name already in the group or the project's zones fails
+//!   the Operation with `RESOURCE_ALREADY_EXISTS` (the code is an assumption). A preempted SPOT VM
+//!   (control API) is deleted and leaves its MIG when its template says `instanceTerminationAction:
+//!   DELETE`, and stays TERMINATED with STOP; a `DO_NOTHING` MIG does not recreate it (an
+//!   assumption from "MIG does not repair a failed VM").
 //! * **machineTypes.get** serves a3-ultragpu-8g, a3-highgpu-8g, a2-highgpu-1g, g2-standard-4 and
 //!   n2-standard-4 with their published vCPUs, memory and GPUs; others are 404.
 //! * **Rate quotas.** Per project, GCE's "read requests" (get, list, aggregatedList,

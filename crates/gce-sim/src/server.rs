@@ -95,6 +95,11 @@ fn route(method: &Method, path: &str) -> Option<Call> {
             Some(*mig),
             None,
         ),
+        ("POST", ["instanceGroupManagers", mig, "createInstances"]) => (
+            pick("regionInstanceGroupManagers.createInstances", "instanceGroupManagers.createInstances")?,
+            Some(*mig),
+            None,
+        ),
         ("POST", ["instanceGroupManagers", mig, "listManagedInstances"]) => (
             pick(
                 "regionInstanceGroupManagers.listManagedInstances",
@@ -298,6 +303,7 @@ fn mutation<'a>(call: &'a Call, request_id: Option<&'a str>, body: &Value) -> Mu
             ),
         ),
         (false, "delete") => ("delete", key.url()),
+        (false, "createInstances") => ("compute.instanceGroupManagers.createInstances", key.url()),
         (false, _) => ("compute.instanceGroupManagers.deleteInstances", key.url()),
         (true, "insert") => ("insert", format!("{}/resizeRequests/{named}", key.url())),
         (true, other) => (
@@ -361,6 +367,10 @@ async fn run(sim: &Shared, call: &Call, query: &[(String, String)], body: &Value
                 return Err(unreachable(project, z));
             }
             st.mutate(m(), now, |s| s.delete_instances(&key, body, now))
+        }
+        ("regionInstanceGroupManagers" | "instanceGroupManagers", "createInstances") => {
+            let key = call.mig_key();
+            sim.lock().mutate(m(), now, |s| s.create_instances(&key, body, now))
         }
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "listManagedInstances") => {
             if q("orderBy").is_some() {

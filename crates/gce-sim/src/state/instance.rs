@@ -115,7 +115,9 @@ impl State {
 
     pub fn render_instance(&self, vm: &Instance) -> Value {
         let mut scheduling = vm.scheduling.clone();
-        scheduling["maxRunDuration"] = json!({"seconds": vm.run_seconds.to_string()});
+        if vm.run_seconds > 0 {
+            scheduling["maxRunDuration"] = json!({"seconds": vm.run_seconds.to_string()});
+        }
         let creator = format!(
             "projects/{}/{}/instanceGroupManagers/{}",
             project_number(&vm.project),
@@ -146,9 +148,11 @@ impl State {
                 ],
             },
             "scheduling": scheduling,
-            "resourceStatus": {"scheduling": {"terminationTimestamp": ts(vm.termination)}},
             "selfLink": vm.url(),
         });
+        if vm.run_seconds > 0 {
+            o["resourceStatus"] = json!({"scheduling": {"terminationTimestamp": ts(vm.termination)}});
+        }
         if let Some(t) = vm.last_start {
             o["lastStartTimestamp"] = json!(ts(t));
         }
@@ -211,7 +215,8 @@ impl State {
             template,
             created: now,
             run_seconds,
-            termination: later(now, real_ms),
+            // No run duration (standard and spot VMs, `createInstances`): it runs until deleted.
+            termination: if run_seconds > 0 { later(now, real_ms) } else { DateTime::<Utc>::MAX_UTC },
             network_ip: format!("10.{}.{}.{}", (n >> 16) & 255, (n >> 8) & 255, n & 255),
             machine_type: props
                 .get("machineType")

@@ -20,6 +20,8 @@ pub struct Mig {
     pub(super) vms: BTreeSet<String>,
     /// Names queued in its requests that are still waiting (not yet VMs) → the request's name.
     pub(super) queued: BTreeMap<String, String>,
+    /// Names `createInstances` asked for that are not VMs yet (`create.rs`).
+    pub(super) creating: BTreeMap<String, super::create::Creating>,
     /// Delete operations waiting for a provisioning request to finish.
     pub(super) deleting: Vec<String>,
     pub(super) busy_until: Option<DateTime<Utc>>,
@@ -200,6 +202,7 @@ impl State {
                 requests: BTreeMap::new(),
                 vms: BTreeSet::new(),
                 queued: BTreeMap::new(),
+                creating: BTreeMap::new(),
                 deleting: Vec::new(),
                 busy_until: None,
             },
@@ -215,7 +218,8 @@ impl State {
     pub fn render_mig(&self, mig: &Mig, now: DateTime<Utc>) -> Value {
         let mut o = mig.body.clone();
         let obj = o.as_object_mut().expect("validated object");
-        let (mut creating, mut deleting, mut recreating, mut none) = (mig.queued.len(), 0, 0, 0);
+        let (mut creating, mut deleting, mut recreating, mut none) =
+            (mig.queued.len() + mig.creating.len(), 0, 0, 0);
         for name in &mig.vms {
             let Some(vm) = self.instances.get(&(mig.key.project.clone(), mig.zone.clone(), name.clone()))
             else {
@@ -465,7 +469,7 @@ impl State {
     /// `listManagedInstances`: queued names and VMs, by name; and whether the MIG pages them.
     pub fn managed_instances(&self, key: &MigKey) -> Result<(Vec<Value>, bool), ApiError> {
         let mig = self.mig(key)?;
-        let mut items: Vec<(&str, Value)> = Vec::new();
+        let mut items: Vec<(String, Value)> = Vec::new();
         let version = json!({"instanceTemplate": mig.template});
         for (name, rr_name) in &mig.queued {
             let mut mi = json!({"name": name, "currentAction": "CREATING", "targetStatus": "RUNNING",
@@ -473,8 +477,9 @@ impl State {
             if let Some(err) = mig.requests.get(rr_name).and_then(|rr| rr.last_attempt.as_ref()) {
                 mi["lastAttempt"] = json!({"errors": err});
             }
-            items.push((name, mi));
+            items.push((name.clone(), mi));
         }
+        items.extend(self.creating_managed_instances(mig));
         for name in &mig.vms {
             let Some(vm) = self.instances.get(&(key.project.clone(), mig.zone.clone(), name.clone())) else {
                 continue;
@@ -488,16 +493,17 @@ impl State {
             } else {
                 "NONE"
             };
-            items.push((
-                name,
-                json!({
-                    "name": vm.name, "id": vm.id.to_string(), "instance": vm.url(),
-                    "instanceStatus": vm.status_name(), "currentAction": action, "targetStatus": "RUNNING",
-                    "version": version, "scheduling": {"terminationTimestamp": ts(vm.termination)},
-                }),
-            ));
+            let mut mi = json!({
+                "name": vm.name, "id": vm.id.to_string(), "instance": vm.url(),
+                "instanceStatus": vm.status_name(), "currentAction": action, "targetStatus": "RUNNING",
+                "version": version,
+            });
+            if vm.run_seconds > 0 {
+                mi["scheduling"] = json!({"terminationTimestamp": ts(vm.termination)});
+            }
+            items.push((name.clone(), mi));
         }
-        items.sort_by(|a, b| a.0.cmp(b.0));
+        items.sort_by(|a, b| a.0.cmp(&b.0));
         let paginated =
             mig.body.get("listManagedInstancesResults").and_then(Value::as_str) == Some("PAGINATED");
         Ok((items.into_iter().map(|(_, v)| v).collect(), paginated))

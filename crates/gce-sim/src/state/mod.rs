@@ -12,6 +12,7 @@
 //! What the simulator models, and where GCE's documentation was silent, what it assumes, is listed in
 //! the crate's documentation (`lib.rs`).
 
+mod create;
 mod instance;
 mod machine_type;
 mod mig;
@@ -385,6 +386,7 @@ impl State {
     pub fn tick(&mut self, now: DateTime<Utc>) -> Vec<Effect> {
         let mut effects = Vec::new();
         self.advance_requests(now);
+        self.advance_creations(now);
         if now >= self.vm_wakeup {
             self.advance_vms(now, &mut effects);
             let gone: Vec<InstanceKey> = self

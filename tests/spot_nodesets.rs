@@ -1,0 +1,192 @@
+//! Standard and spot nodesets through the daemon against the simulator: VMs created by name with
+//! `createInstances` (no resize request), preemption, capacity backoff on create, and adoption of a
+//! spot MIG after the database is lost.
+// These worlds run the real daemon and wait for it in real time.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// A world whose nodeset `spot` is a spot nodeset (its template SPOT, `instanceTerminationAction:
+/// DELETE`), beside the flex nodesets of `flex`.
+async fn spot_world(spot: (u32, u32), flex: &[NodesetSpec<'_>]) -> World {
+    let mut specs: Vec<NodesetSpec> = flex.to_vec();
+    specs.push(("spot", spot.0, spot.1, ""));
+    let w = World::new(&specs, "").await;
+    let text = std::fs::read_to_string(&w.config).unwrap();
+    let block = "instanceTemplates/spot-flex\"\n";
+    assert!(text.contains(block));
+    let text = text.replace(block, "instanceTemplates/spot-vms\"\nprovisioning_model = \"spot\"\n");
+    std::fs::write(&w.config, text).unwrap();
+    let template = json!({"name": "spot-vms", "properties": {"machineType": "n2-standard-4",
+        "scheduling": {"provisioningModel": "SPOT", "instanceTerminationAction": "DELETE",
+                       "onHostMaintenance": "TERMINATE", "automaticRestart": false}}});
+    w.sim_post("templates", template).await;
+    w
+}
+
+fn events(w: &World) -> Vec<Value> {
+    w.cli_json(&["events"]).as_array().cloned().unwrap_or_default()
+}
+
+fn has_event(w: &World, kind: &str, node: &str) -> bool {
+    events(w).iter().any(|e| {
+        let nodes = match &e["nodes"] {
+            Value::Array(a) => a.iter().filter_map(Value::as_str).map(String::from).collect(),
+            Value::String(s) => slurm_dws::hostlist::expand(s).unwrap_or_default(),
+            _ => vec![],
+        };
+        e["kind"] == kind && nodes.iter().any(|n| n == node)
+    })
+}
+
+async fn vm_scheduling(w: &World, name: &str) -> Value {
+    let s = w.sim_state().await;
+    s["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == name)
+        .map_or(Value::Null, |i| i["scheduling"].clone())
+}
+
+fn block<T>(f: impl std::future::Future<Output = T>) -> T {
+    let rt = tokio::runtime::Handle::current();
+    tokio::task::block_in_place(|| rt.block_on(f))
+}
+
+/// A static spot node is kept provisioned and a job's spot nodes get VMs by name (no resize request,
+/// no run duration); a preempted VM takes its node out in the pass that sees it (a `preempted`
+/// event; the static node gets a new VM); suspended nodes' VMs are deleted by URL and empty MIGs
+/// are collected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spot_nodes_are_created_by_name_preempted_and_released() {
+    let mut w = spot_world((1, 4), &[]).await;
+    w.healthy_slurm();
+    w.start_daemon();
+    let out =
+        w.hook("resume", "hpc-spot-[1-2]", Some(&resume_file(&[(7, "hpc-spot-[1-2]")], "hpc-spot-[1-2]")));
+    assert!(out.status.success());
+    w.wait_for("three spot nodes up", 40, || {
+        let s = w.node_states();
+        ["hpc-spot-0", "hpc-spot-1", "hpc-spot-2"]
+            .iter()
+            .all(|n| s.get(*n).map(String::as_str) == Some("up"))
+            .then_some(())
+    });
+    let wanted: BTreeSet<String> = ["hpc-spot-0", "hpc-spot-1", "hpc-spot-2"].map(String::from).into();
+    wait_converged(&w, &wanted, 30).await;
+    let sched = vm_scheduling(&w, "hpc-spot-1").await;
+    assert_eq!(sched["provisioningModel"], "SPOT", "{sched}");
+    assert!(sched.get("maxRunDuration").is_none(), "no run duration: {sched}");
+    let calls = w.sim_calls().await;
+    assert_eq!(count(&calls, "regionInstanceGroupManagerResizeRequests.insert"), 0, "{calls}");
+    assert_eq!(count(&calls, "regionInstanceGroupManagers.createInstances"), 2, "static + job: {calls}");
+    assert_eq!(sim_migs(&w).await.len(), 2, "one MIG per group");
+
+    // GCE preempts the dynamic node's VM (DELETE): it leaves service, its job is requeued.
+    w.sim_post("instances/hpc-spot-1/preempt", json!({})).await;
+    w.wait_for("hpc-spot-1 preempted", 20, || has_event(&w, "preempted", "hpc-spot-1").then_some(()));
+    w.wait_for("hpc-spot-1 powered down", 20, || {
+        (w.node_states().get("hpc-spot-1").map(String::as_str) == Some("powered_down")).then_some(())
+    });
+    // The static node's VM is preempted: a new VM is made under its name.
+    let creates = count(&w.sim_calls().await, "regionInstanceGroupManagers.createInstances");
+    w.sim_post("instances/hpc-spot-0/preempt", json!({})).await;
+    w.wait_for("hpc-spot-0 preempted", 20, || has_event(&w, "preempted", "hpc-spot-0").then_some(()));
+    w.wait_for("hpc-spot-0 re-provisioned", 40, || {
+        let again = count(&block(w.sim_calls()), "regionInstanceGroupManagers.createInstances") > creates;
+        let up = w.node_states().get("hpc-spot-0").map(String::as_str) == Some("up");
+        (again && up && block(w.sim_vms()).contains(&"hpc-spot-0".to_string())).then_some(())
+    });
+    let ev = events(&w);
+    let preempted: Vec<&Value> = ev.iter().filter(|e| e["kind"] == "preempted").collect();
+    assert!(preempted.iter().all(|e| e["message"].as_str().unwrap().contains("preempted")), "{preempted:?}");
+
+    // Slurm suspends the job's other node: its VM is deleted, the job's MIG collected.
+    assert!(w.hook("suspend", "hpc-spot-2", None).status.success());
+    let wanted: BTreeSet<String> = ["hpc-spot-0".to_string()].into();
+    wait_converged(&w, &wanted, 60).await;
+    assert_eq!(sim_migs(&w).await.len(), 1, "only the static node's new MIG is left");
+}
+
+/// A stockout on create (ZONE_RESOURCE_POOL_EXHAUSTED in the managed instances' lastAttempt) fails
+/// the group in one pass and backs the nodeset off exactly as a failed Flex request does: a
+/// `capacity backoff`, the nodes powered down and usable, the MIG (with what it was creating) deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stockout_on_create_backs_the_spot_nodeset_off() {
+    let mut w = spot_world((0, 4), &[]).await;
+    w.healthy_slurm();
+    w.capacity(json!({"match": "hpc-spot-", "fail": {"code": "ZONE_RESOURCE_POOL_EXHAUSTED",
+        "message": "The zone 'projects/test-project/zones/us-central1-a' does not have enough resources available to fulfill the request."}}))
+        .await;
+    w.start_daemon();
+    let out =
+        w.hook("resume", "hpc-spot-[0-1]", Some(&resume_file(&[(8, "hpc-spot-[0-1]")], "hpc-spot-[0-1]")));
+    assert!(out.status.success());
+    w.wait_for("a capacity backoff", 30, || {
+        events(&w)
+            .iter()
+            .any(|e| e["kind"] == "backoff" && e["message"].as_str().unwrap().contains("capacity backoff"))
+            .then_some(())
+    });
+    let failed: Vec<Value> = events(&w).into_iter().filter(|e| e["kind"] == "request_failed").collect();
+    assert!(failed[0]["message"].as_str().unwrap().contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{failed:?}");
+    let status = w.cli_json(&["status"]);
+    assert!(status.to_string().contains("spot"), "the nodeset's backoff shows: {status}");
+    wait_converged(&w, &BTreeSet::new(), 30).await;
+    let states = w.node_states();
+    assert!(["hpc-spot-0", "hpc-spot-1"].iter().all(|n| states[*n] == "powered_down"), "{states:?}");
+    // A resume during the backoff is answered at once, without a GCE call.
+    let creates = count(&w.sim_calls().await, "regionInstanceGroupManagers.createInstances");
+    assert!(w
+        .hook("resume", "hpc-spot-2", Some(&resume_file(&[(9, "hpc-spot-2")], "hpc-spot-2")))
+        .status
+        .success());
+    w.wait_for("the resume refused by the backoff", 20, || {
+        has_event(&w, "backoff_refused", "hpc-spot-2").then_some(())
+    });
+    assert_eq!(count(&w.sim_calls().await, "regionInstanceGroupManagers.createInstances"), creates);
+}
+
+/// The database is deleted while spot VMs are being created: the restarted daemon adopts the spot
+/// MIGs and their groups in flight from GCE (job ids from the ownership line) and the work finishes
+/// without a VM created twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spot_group_in_flight_is_adopted_after_the_database_is_lost() {
+    let mut w = spot_world((0, 16), &[]).await;
+    w.capacity(json!({"match": "", "delay_seconds": 6.0})).await;
+    w.start_daemon();
+    let jobs = [(21, "hpc-spot-[0-3]"), (22, "hpc-spot-[4-5]")];
+    assert!(w.hook("resume", "hpc-spot-[0-5]", Some(&resume_file(&jobs, "hpc-spot-[0-5]"))).status.success());
+    w.wait_for("both groups' VMs being created", 30, || {
+        let migs = block(sim_migs(&w));
+        (migs.len() == 2 && migs.values().all(|(size, _)| *size > 0)).then_some(())
+    });
+    w.kill_daemon();
+    for e in std::fs::read_dir(w.state_dir()).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name().unwrap().to_string_lossy().starts_with("slurm-dws.db") {
+            std::fs::remove_file(&p).unwrap();
+        }
+    }
+    let creates_before = count(&w.sim_calls().await, "regionInstanceGroupManagers.createInstances");
+    w.start_daemon();
+    let wanted: BTreeSet<String> = (0..6).map(|n| format!("hpc-spot-{n}")).collect();
+    wait_converged(&w, &wanted, 60).await;
+    let reqs = store_requests(&w);
+    let mut jobs_seen: Vec<u64> = reqs.iter().map(|r| r["job_id"].as_u64().unwrap()).collect();
+    jobs_seen.sort();
+    assert_eq!(jobs_seen, vec![21, 22], "job ids recovered from the MIGs' ownership: {reqs:?}");
+    assert_eq!(
+        count(&w.sim_calls().await, "regionInstanceGroupManagers.createInstances"),
+        creates_before,
+        "nothing created twice"
+    );
+    let states = w.node_states();
+    assert!(wanted.iter().all(|n| states.get(n).map(String::as_str) == Some("up")), "{states:?}");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}

@@ -40,6 +40,8 @@ on_both_slurms!(
     e2e_9_untouched_nodes_are_tracked_and_a_node_past_resume_timeout_is_usable_again,
     e2e_10_database_lost_while_a_job_runs_the_nodes_are_adopted_and_nothing_is_deleted,
     e2e_11_nodes_of_another_program_go_to_its_delegate_and_ours_are_unaffected,
+    e2e_15_a_spot_job_runs_beside_a_flex_partition_and_its_vms_go_after_suspend_time,
+    e2e_16_a_preempted_spot_node_requeues_its_job_which_completes,
 );
 
 fn slurm_available(slurm: SlurmGeneration) -> bool {
@@ -895,4 +897,81 @@ fn e2e_11_nodes_of_another_program_go_to_its_delegate_and_ours_are_unaffected(sl
         assert!(!info.contains("Reason="), "no reason set on it: {info}");
     }
     assert!(calls(&d.join("resume-fail.calls")).is_empty());
+}
+
+/// Scenario 15: a flex partition and a spot partition in one cluster. A spot job runs on VMs created
+/// by name (SPOT, no run duration, no resize request) while a flex job runs through its resize
+/// request; after SuspendTime the spot nodes are idle~ again, their VMs deleted and the MIG collected.
+fn e2e_15_a_spot_job_runs_beside_a_flex_partition_and_its_vms_go_after_suspend_time(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    let nodesets = vec![StackNodeset::new("f", 0, 2), StackNodeset::new("sp", 0, 2).model("spot")];
+    let s = Stack::start(spec(slurm, nodesets, "mig_gc_grace = 5")).unwrap();
+    let started = Instant::now();
+    let (spot_job, spot_out) =
+        sbatch(&s, "spot", &["-N2", "--time=10", "-p", "sp"], "srun printenv SLURMD_NODENAME; sleep 3");
+    let (flex_job, flex_out) =
+        sbatch(&s, "flex", &["-N1", "--time=10", "-p", "f"], "srun printenv SLURMD_NODENAME; sleep 3");
+    wait(&s, "both jobs COMPLETED", 120, || {
+        (sacct_like_state(&s, spot_job) == "COMPLETED" && sacct_like_state(&s, flex_job) == "COMPLETED")
+            .then_some(())
+    });
+    eprintln!("[e2e-15] spot and flex jobs completed in {:?}", started.elapsed());
+    assert_eq!(ran_on(&spot_out), vec!["hpc-sp-0", "hpc-sp-1"], "the spot job really ran on both nodes");
+    assert_eq!(ran_on(&flex_out).len(), 1);
+    let calls = s.sim_get("calls");
+    assert_eq!(calls["by_method"]["regionInstanceGroupManagers.createInstances"], 1, "{calls}");
+    assert_eq!(
+        calls["by_method"]["regionInstanceGroupManagerResizeRequests.insert"], 1,
+        "only flex: {calls}"
+    );
+    let rs = requests(&s);
+    let spot_req = rs.iter().find(|r| r["nodeset"] == "sp").expect("the spot group");
+    assert_eq!(spot_req["job_id"], spot_job);
+    assert_eq!(spot_req["state"], "SUCCEEDED", "{spot_req}");
+    let state = s.sim_get("state");
+    let spot_vms: Vec<&Value> = state["instances"]
+        .as_array()
+        .map(|a| a.iter().filter(|i| i["name"].as_str().is_some_and(|n| n.starts_with("hpc-sp-"))).collect())
+        .unwrap_or_default();
+    for vm in &spot_vms {
+        assert_eq!(vm["scheduling"]["provisioningModel"], "SPOT", "{vm}");
+    }
+    wait(&s, "spot nodes idle~ and their VMs gone after SuspendTime", 90, || {
+        let idle = ["hpc-sp-0", "hpc-sp-1"].iter().all(|n| node_state(&s, n) == "idle~");
+        (idle && !s.vms().iter().any(|v| v.starts_with("hpc-sp-"))).then_some(())
+    });
+    wait(&s, "every MIG collected", 60, || s.migs().is_empty().then_some(()));
+    eprintln!("[e2e-15] complete cycle in {:?}", started.elapsed());
+    assert_no_degraded_pass(&s, slurm);
+}
+
+/// Scenario 16: GCE preempts the VM of a running spot job (the VM is deleted): the node leaves
+/// service in the pass that sees it, the job is requeued (a `preempted` event), gets a new VM and
+/// completes.
+fn e2e_16_a_preempted_spot_node_requeues_its_job_which_completes(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    let s = Stack::start(spec(slurm, vec![StackNodeset::new("sp", 0, 2).model("spot")], "")).unwrap();
+    let (job, out) = sbatch(
+        &s,
+        "preempted",
+        &["-N1", "--time=10", "-p", "sp", "--requeue"],
+        "srun printenv SLURMD_NODENAME; sleep 20",
+    );
+    let node = wait(&s, "job RUNNING", 60, || {
+        let j = s.cluster.job_info(job)?;
+        (j.get("JobState")? == "RUNNING").then(|| j.get("NodeList").cloned().unwrap_or_default())
+    });
+    let t0 = Instant::now();
+    s.sim_post(&format!("instances/{node}/preempt"), &json!({}));
+    wait(&s, "the job requeued after the preemption", 30, || (restarts(&s, job) >= 1).then_some(()));
+    eprintln!("[e2e-16] VM preempted -> job requeued in {:?}", t0.elapsed());
+    let events = s.cli(&["events", "--node", &node]);
+    assert!(events.contains("preempted"), "{events}");
+    wait(&s, "the requeued job COMPLETED", 120, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    eprintln!("[e2e-16] preempted job completed {:?} after the preemption", t0.elapsed());
+    assert!(!ran_on(&out).is_empty());
 }

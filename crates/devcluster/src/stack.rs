@@ -22,6 +22,9 @@ pub struct StackNodeset {
     /// Replaces the `ResumeTimeout=` of the nodeset's partition line (`check-config` prints 65533 on
     /// DWS Flex partitions), so a test can see Slurm give up on a resume in seconds.
     pub partition_resume_timeout: Option<u32>,
+    /// `provisioning_model` ("standard", "spot"); `None`: Flex. The simulator gets a template of
+    /// that model (`{name}-{model}`).
+    pub provisioning_model: Option<String>,
 }
 
 impl StackNodeset {
@@ -32,7 +35,19 @@ impl StackNodeset {
             node_count_dynamic_max,
             dws_flex: String::new(),
             partition_resume_timeout: None,
+            provisioning_model: None,
         }
+    }
+
+    /// The same nodeset with `provisioning_model = model` ("standard" or "spot").
+    pub fn model(mut self, model: &str) -> Self {
+        self.provisioning_model = Some(model.into());
+        self
+    }
+
+    /// The name of its instance template in the simulator.
+    fn template(&self) -> String {
+        format!("{}-{}", self.name, self.provisioning_model.as_deref().unwrap_or("flex"))
     }
 
     /// The same nodeset with its partition's `ResumeTimeout` set to `secs`.
@@ -205,8 +220,12 @@ impl Stack {
         // template that does not exist.
         for ns in &spec.nodesets {
             let url = format!("http://{addr}/_sim/templates");
-            let name = format!("{}-flex", ns.name);
-            if !http(&url, "POST", Some(&flex_template(&name))).is_object() {
+            let name = ns.template();
+            let template = match ns.provisioning_model.as_deref() {
+                Some(model) => model_template(&name, model),
+                None => flex_template(&name),
+            };
+            if !http(&url, "POST", Some(&template)).is_object() {
                 let _ = sim.kill();
                 let _ = sim.wait();
                 return Err(err("simulator", format!("could not load the instance template {name}")));
@@ -348,6 +367,21 @@ impl Drop for Stack {
 /// in a synchronous test or the demo).
 /// A DWS Flex Start instance template as an admin makes one for a nodeset (docs/gce-facts.md,
 /// "Instance templates"), to load into the simulator (`POST /_sim/templates`).
+/// A standard or spot template (`model` as the config spells it) of a test nodeset: SPOT ones
+/// delete their VMs when GCE preempts them.
+pub fn model_template(name: &str, model: &str) -> Value {
+    let scheduling = match model {
+        "spot" => serde_json::json!({"provisioningModel": "SPOT", "instanceTerminationAction": "DELETE",
+                                     "onHostMaintenance": "TERMINATE", "automaticRestart": false}),
+        _ => serde_json::json!({"provisioningModel": "STANDARD", "onHostMaintenance": "MIGRATE"}),
+    };
+    serde_json::json!({
+        "name": name,
+        "description": format!("{model} template of a test nodeset"),
+        "properties": {"machineType": "n2-standard-4", "scheduling": scheduling}
+    })
+}
+
 pub fn flex_template(name: &str) -> Value {
     serde_json::json!({
         "name": name,
@@ -447,15 +481,22 @@ interval = 5
             r#"
 [[nodeset]]
 name = "{name}"
-instance_template = "projects/demo-project/regions/us-central1/instanceTemplates/{name}-flex"
+instance_template = "projects/demo-project/regions/us-central1/instanceTemplates/{template}"
 zones = ["us-central1-a"]
 node_count_static = {st}
 node_count_dynamic_max = {dy}
 node_conf = "CPUs=1 RealMemory=500"
+{model}
 [nodeset.dws_flex]
 {flex}
 "#,
             name = ns.name,
+            template = ns.template(),
+            model = ns
+                .provisioning_model
+                .as_ref()
+                .map(|m| format!("provisioning_model = \"{m}\""))
+                .unwrap_or_default(),
             st = ns.node_count_static,
             dy = ns.node_count_dynamic_max,
             flex = ns.dws_flex,

@@ -1316,3 +1316,6 @@ fn a_node_past_resume_timeout_ends_powered_down_and_usable() {
     assert!(p.events.iter().any(|e| e.kind == EventKind::Returned && e.nodes == ["hpc-a-1"]));
     assert!(p.events.iter().any(|e| e.kind == EventKind::RequestFailed));
 }
+
+#[path = "standard_tests.rs"]
+mod standard;

@@ -54,6 +54,9 @@ fn new_spot_groups_have_no_run_duration() {
     assert!(p.events.iter().all(|e| e.kind != EventKind::RunDuration), "{:?}", p.events);
 }
 
+/// (case, observed state, error, capacity, nodes after, backoff words, MIG deleted).
+type Case<'a> = (&'a str, &'a str, Option<(&'a str, &'a str)>, bool, NodeState, Option<&'a str>, bool);
+
 #[test]
 fn a_spot_group_walks_to_success_or_backs_off_on_a_stockout() {
     let r = request(1, &["hpc-gpu2-0", "hpc-gpu2-1"], RequestPhase::Active);
@@ -64,8 +67,7 @@ fn a_spot_group_walks_to_success_or_backs_off_on_a_stockout() {
             .mig(mig(&r.mig, MigState::Active), Some(2))
             .req(r.clone())
     };
-    // (case, observed state, error, capacity, nodes after, backoff words, MIG deleted)
-    let table: &[(&str, &str, Option<(&str, &str)>, bool, NodeState, Option<&str>, bool)] = &[
+    let table: &[Case] = &[
         ("created", "SUCCEEDED", None, false, NodeState::Up, None, false),
         (
             "stockout",

@@ -2,7 +2,7 @@
 //! prints one table — median with min/max, the budget, a baseline measured in the same run, and their
 //! ratio.
 //!
-//! Sections (run all, or name some: `cargo bench --bench budgets -- hook scale queue stuck e2e`):
+//! Sections (run all, or name some: `cargo bench --bench budgets -- hook scale queue stuck spot e2e`):
 //! - `hook`:  whole-process hook latency (spawn to exit, as slurmctld sees it) against `/bin/true` and a
 //!   minimal program that opens the same SQLite database and commits one row (`examples/sqlite_commit.rs`).
 //! - `scale`: 10,000 nodes in 1,000 jobs against the simulator (its own process) and the real daemon (its
@@ -12,6 +12,8 @@
 //! - `queue`: 10,000 nodes in 2,000 (and 1,000) resize requests ACCEPTED for over 10 minutes: GCE
 //!   read calls per minute and pass wall time.
 //! - `stuck`: a stuck call on one nodeset: passes until another nodeset's resize request is sent.
+//! - `spot`:  API calls of one 2-node job's life (resume → up → suspend → MIG collected) per provisioning
+//!   model, flex and spot, against the simulator and the real daemon.
 //! - `e2e`:   real slurmctld + simulator + daemon (devcluster `Stack`): sbatch of a 2-node job → RUNNING.
 //!
 //! Not part of `make test`: timings on a shared machine are measurements, not assertions.
@@ -24,6 +26,7 @@ mod fake_slurm;
 mod hook;
 mod queue;
 mod scale;
+mod spot;
 mod table;
 
 use std::path::PathBuf;
@@ -67,6 +70,9 @@ fn main() {
     }
     if run("stuck") {
         queue::run_stuck(&ctx, &mut t);
+    }
+    if run("spot") {
+        spot::run(&ctx, &mut t);
     }
     if run("e2e") {
         e2e::run(&ctx, &mut t);

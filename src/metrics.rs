@@ -45,6 +45,8 @@ struct Inner {
     pass_buckets: Vec<u64>,
     pass_sum: f64,
     passes_by_outcome: BTreeMap<String, u64>,
+    /// Spot nodes found preempted since the daemon started.
+    preempted: u64,
     last_pass: Option<PassReport>,
     reloads: BTreeMap<&'static str, u64>,
     last_reload_ok: Option<bool>,
@@ -61,6 +63,7 @@ impl Metrics {
                 pass_buckets: vec![0; PASS_BUCKETS.len() + 1],
                 pass_sum: 0.0,
                 passes_by_outcome: BTreeMap::new(),
+                preempted: 0,
                 last_pass: None,
                 reloads: BTreeMap::new(),
                 last_reload_ok: None,
@@ -81,6 +84,7 @@ impl Metrics {
         m.pass_buckets[i] += 1;
         m.pass_sum += secs;
         *m.passes_by_outcome.entry(report.outcome.as_str().to_string()).or_default() += 1;
+        m.preempted += report.preempted as u64;
         m.last_pass = Some(report.clone());
     }
 
@@ -282,6 +286,12 @@ impl Metrics {
         for (outcome, n) in &m.passes_by_outcome {
             w.sample("slurm_dws_passes_total", &[("outcome", outcome)], *n as f64);
         }
+        w.family(
+            "slurm_dws_preemptions_total",
+            "counter",
+            "Spot nodes whose VM GCE preempted, since the daemon started (each has a preempted event).",
+        );
+        w.sample("slurm_dws_preemptions_total", &[], m.preempted as f64);
         if let Some(p) = &m.last_pass {
             w.family("slurm_dws_last_pass_duration_seconds", "gauge", "Duration of the last reconcile pass.");
             w.sample("slurm_dws_last_pass_duration_seconds", &[], p.duration_ms as f64 / 1000.0);
@@ -449,15 +459,18 @@ mod tests {
         let started = DateTime::from_timestamp(1_795_000_000, 0).unwrap();
         let m = Metrics::new(vec!["a".into()], c, started);
         for ms in [5, 10, 11, 200_000] {
-            let report: PassReport = serde_json::from_value(serde_json::json!({
+            let mut report: PassReport = serde_json::from_value(serde_json::json!({
                 "iteration": 1, "trigger": "interval", "started_at": "2026-01-01T00:00:00Z", "duration_ms": ms,
                 "outcome": "ok", "hook_calls_ingested": 0, "rounds": 0, "requests_created": 0,
                 "gce_steps": [], "slurm_commands": 0, "events": 0, "errors": [], "next_pass_in_secs": 1,
             }))
             .unwrap();
+            assert_eq!(report.preempted, 0, "a report stored before preemptions were counted reads as none");
+            report.preempted = usize::from(ms == 11) * 2;
             m.observe_pass(&report);
         }
         let inner = m.lock();
+        assert_eq!(inner.preempted, 2, "slurm_dws_preemptions_total adds each pass's preempted nodes");
         // 5 ms and 10 ms fall in le=0.01 (upper bounds are inclusive), 11 ms in le=0.025, 200 s in +Inf.
         assert_eq!(inner.pass_buckets[0], 2);
         assert_eq!(inner.pass_buckets[1], 1);

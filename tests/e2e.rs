@@ -965,8 +965,18 @@ fn e2e_16_a_preempted_spot_node_requeues_its_job_which_completes(slurm: SlurmGen
         let j = s.cluster.job_info(job)?;
         (j.get("JobState")? == "RUNNING").then(|| j.get("NodeList").cloned().unwrap_or_default())
     });
+    // Its step has really started on the VM (a job is RUNNING in Slurm while its node powers up).
+    // and slurm-dws has seen its VM made (a real VM takes minutes to boot; the simulator's, less
+    // than a pass).
+    wait(&s, "the job's first step ran on the VM, which slurm-dws knows is up", 60, || {
+        let up = s.cli_json(&["nodes"]).as_array().is_some_and(|a| {
+            a.iter().any(|n| n["name"].as_str() == Some(node.as_str()) && n["state"] == "up")
+        });
+        (up && ran_on(&out) == vec![node.clone()]).then_some(())
+    });
     let t0 = Instant::now();
-    s.sim_post(&format!("instances/{node}/preempt"), &json!({}));
+    let answer = s.sim_post(&format!("instances/{node}/preempt"), &json!({}));
+    assert!(answer.get("error").is_none() && answer.is_object(), "preempt {node}: {answer}");
     wait(&s, "the job requeued after the preemption", 30, || (restarts(&s, job) >= 1).then_some(()));
     eprintln!("[e2e-16] VM preempted -> job requeued in {:?}", t0.elapsed());
     let events = s.cli(&["events", "--node", &node]);

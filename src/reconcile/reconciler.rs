@@ -437,6 +437,12 @@ impl Reconciler {
             }
             report.rounds = round + 1;
             report.events += p.events.len();
+            report.preempted += p
+                .events
+                .iter()
+                .filter(|e| e.kind == EventKind::Preempted)
+                .map(|e| e.nodes.len())
+                .sum::<usize>();
             report.requests_created += p.new_groups.len();
             let outbox =
                 commit::commit_round(&self.store, &ctx, &mut p, &fresh_gce, &mut desired, now).await?;

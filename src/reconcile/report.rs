@@ -74,6 +74,9 @@ pub struct PassReport {
     pub gce_steps: Vec<StepReport>,
     pub slurm_commands: usize,
     pub events: usize,
+    /// Spot nodes whose VM this pass found preempted (each with a `preempted` event).
+    #[serde(default)]
+    pub preempted: usize,
     pub errors: Vec<String>,
     pub next_pass_in_secs: u64,
     /// While passes are degraded: when the first degraded pass of this daemon's run started (`None`
@@ -107,6 +110,7 @@ impl PassReport {
             gce_steps: Vec::new(),
             slurm_commands: 0,
             events: 0,
+            preempted: 0,
             errors: Vec::new(),
             next_pass_in_secs,
             degraded_since: None,

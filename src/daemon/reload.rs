@@ -13,6 +13,9 @@
 //! - removing a nodeset, fewer dynamic nodes, or a different `node_count_static`: every node records
 //!   whether it is static when it is first seen, and the reconciler does not re-classify nodes it
 //!   already tracks, so such a change would leave nodes out of range or with the wrong role.
+//! - a nodeset's `provisioning_model`: its groups in flight were made for the old model (a resize
+//!   request, or VMs created by name) and are followed by what their nodeset's model says; change it
+//!   with a restart once the nodeset has no request in flight.
 
 use crate::config::Config;
 
@@ -38,6 +41,9 @@ pub fn check(old: &Config, new: &Config) -> Result<Vec<String>, String> {
             Some(n) => {
                 if n.node_count_static != o.node_count_static {
                     refused.push(format!("nodeset {} node_count_static", o.name));
+                }
+                if n.provisioning_model != o.provisioning_model {
+                    refused.push(format!("nodeset {} provisioning_model", o.name));
                 }
                 if n.node_count_dynamic_max < o.node_count_dynamic_max {
                     refused.push(format!("nodeset {} node_count_dynamic_max lowered", o.name));
@@ -127,6 +133,12 @@ node_count_dynamic_max = 4
                 "fewer dynamic",
                 cfg("", "").with(|c| c.nodesets[0].node_count_dynamic_max = 2),
                 Err("node_count_dynamic_max lowered"),
+            ),
+            (
+                "provisioning model",
+                cfg("", "")
+                    .with(|c| c.nodesets[0].provisioning_model = crate::config::ProvisioningModel::Spot),
+                Err("nodeset a provisioning_model"),
             ),
             (
                 "nodeset removed",

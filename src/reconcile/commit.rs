@@ -269,13 +269,22 @@ pub(super) fn round_changes(
         events.push(NewEvent {
             kind: EventKind::RequestPlanned,
             nodes: g.nodes.clone(),
-            message: format!(
-                "resize request {} in new MIG {}{job}: {}, run duration {}s",
-                r.name,
-                r.mig,
-                count_of(g.nodes.len(), "node"),
-                g.run_duration
-            ),
+            // A group with no run duration is a standard or spot one: its VMs are created by name.
+            message: if g.run_duration == 0 {
+                format!(
+                    "VMs to create by name in new MIG {}{job}: {}, no run duration",
+                    r.mig,
+                    count_of(g.nodes.len(), "node")
+                )
+            } else {
+                format!(
+                    "resize request {} in new MIG {}{job}: {}, run duration {}s",
+                    r.name,
+                    r.mig,
+                    count_of(g.nodes.len(), "node"),
+                    g.run_duration
+                )
+            },
         });
         requests.push(r);
     }

@@ -1,5 +1,6 @@
 //! slurm-dws: Slurm power-saving hooks and a daemon that provision nodes through
-//! Google Compute Engine Dynamic Workload Scheduler (DWS) Flex Start.
+//! Google Compute Engine Dynamic Workload Scheduler (DWS) Flex Start, and standard and spot VMs
+//! through the same regional MIGs (`provisioning_model`).
 //!
 //! # Map of the modules
 //!

@@ -55,6 +55,9 @@ fn insert_mig() -> GceStep {
 fn insert_rr() -> GceStep {
     GceStep::InsertResizeRequest { request: 1, mig: "hpc-a-j7-0a1b2c3d".into() }
 }
+fn create_vms() -> GceStep {
+    GceStep::CreateInstances { request: 1, mig: "hpc-s-j7-0a1b2c3d".into() }
+}
 fn cancel() -> GceStep {
     GceStep::CancelResizeRequest { request: 1, mig: "hpc-a-j7-0a1b2c3d".into() }
 }
@@ -149,6 +152,36 @@ fn answers_are_judged_per_step() {
             insert_rr(),
             http(404, "NOT_FOUND", "notFound", "no MIG"),
             Want::Refused(Some("notFound".into()), ErrorClass::NotFound),
+        ),
+        (
+            "createInstances: a stockout refuses with its code (the group fails, capacity backoff)",
+            create_vms(),
+            stockout(),
+            Want::Refused(Some("ZONE_RESOURCE_POOL_EXHAUSTED".into()), ErrorClass::Capacity),
+        ),
+        (
+            "createInstances: a quota in the Operation too",
+            create_vms(),
+            operation("QUOTA_EXCEEDED", "CPUS"),
+            Want::Refused(Some("QUOTA_EXCEEDED".into()), ErrorClass::Quota),
+        ),
+        (
+            "createInstances: a bad body is refused",
+            create_vms(),
+            http(400, "INVALID_ARGUMENT", "invalid", "FLEX_START"),
+            Want::Refused(Some("invalid".into()), ErrorClass::Invalid),
+        ),
+        (
+            "createInstances: names that exist already: the next managed-instance list says which",
+            create_vms(),
+            operation("RESOURCE_ALREADY_EXISTS", "exists"),
+            Want::Moot,
+        ),
+        (
+            "createInstances: no answer: the same requestId again",
+            create_vms(),
+            http(503, "UNAVAILABLE", "backendError", "try again"),
+            Want::Retry,
         ),
         (
             "a bad delete is tried again, with a new requestId",

@@ -74,8 +74,9 @@ pub struct PassReport {
     pub gce_steps: Vec<StepReport>,
     pub slurm_commands: usize,
     pub events: usize,
-    /// Spot nodes whose VM this pass found preempted (each with a `preempted` event).
-    #[serde(default)]
+    /// Spot nodes whose VM this pass found preempted (each with a `preempted` event); left out of
+    /// the JSON when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub preempted: usize,
     pub errors: Vec<String>,
     pub next_pass_in_secs: u64,
@@ -91,6 +92,10 @@ pub struct PassReport {
     /// (the field and the value it needs). Their nodes get no VM; the pass is degraded.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub refused_nodesets: std::collections::BTreeMap<String, String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl PassReport {

@@ -33,6 +33,10 @@ fn pass_report_json_keeps_its_names() {
         })
     );
     assert_eq!(serde_json::from_value::<PassReport>(v).unwrap(), r);
+    r.preempted = 2;
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["preempted"], 2, "a pass that found preempted spot VMs says how many");
+    assert_eq!(serde_json::from_value::<PassReport>(v).unwrap(), r);
     for (t, name) in [(Trigger::Startup, "startup"), (Trigger::Interval, "interval"), (Trigger::Cli, "cli")] {
         assert_eq!(serde_json::to_value(t).unwrap(), json!(name));
     }

@@ -13,17 +13,30 @@ use std::time::Duration;
 /// A world whose nodeset `spot` is a spot nodeset (its template SPOT, `instanceTerminationAction:
 /// DELETE`), beside the flex nodesets of `flex`.
 async fn spot_world(spot: (u32, u32), flex: &[NodesetSpec<'_>]) -> World {
+    let scheduling = json!({"provisioningModel": "SPOT", "instanceTerminationAction": "DELETE",
+                            "onHostMaintenance": "TERMINATE", "automaticRestart": false});
+    model_world("spot", "spot", spot, flex, scheduling).await
+}
+
+/// A world whose nodeset `name` has `provisioning_model = model` and a template with `scheduling`.
+async fn model_world(
+    name: &str,
+    model: &str,
+    counts: (u32, u32),
+    flex: &[NodesetSpec<'_>],
+    scheduling: Value,
+) -> World {
     let mut specs: Vec<NodesetSpec> = flex.to_vec();
-    specs.push(("spot", spot.0, spot.1, ""));
+    specs.push((name, counts.0, counts.1, ""));
     let w = World::new(&specs, "").await;
     let text = std::fs::read_to_string(&w.config).unwrap();
-    let block = "instanceTemplates/spot-flex\"\n";
-    assert!(text.contains(block));
-    let text = text.replace(block, "instanceTemplates/spot-vms\"\nprovisioning_model = \"spot\"\n");
+    let block = format!("instanceTemplates/{name}-flex\"\n");
+    assert!(text.contains(&block));
+    let text =
+        text.replace(&block, &format!("instanceTemplates/{name}-vms\"\nprovisioning_model = \"{model}\"\n"));
     std::fs::write(&w.config, text).unwrap();
-    let template = json!({"name": "spot-vms", "properties": {"machineType": "n2-standard-4",
-        "scheduling": {"provisioningModel": "SPOT", "instanceTerminationAction": "DELETE",
-                       "onHostMaintenance": "TERMINATE", "automaticRestart": false}}});
+    let template = json!({"name": format!("{name}-vms"), "properties": {"machineType": "n2-standard-4",
+        "scheduling": scheduling}});
     w.sim_post("templates", template).await;
     w
 }
@@ -189,4 +202,55 @@ async fn a_spot_group_in_flight_is_adopted_after_the_database_is_lost() {
     let states = w.node_states();
     assert!(wanted.iter().all(|n| states.get(n).map(String::as_str) == Some("up")), "{states:?}");
     tokio::time::sleep(Duration::from_millis(10)).await;
+}
+
+/// A standard nodeset's job gets STANDARD VMs by name, and they are deleted when Slurm suspends the
+/// nodes; a spot nodeset whose template is not SPOT is refused at start (`nodeset_refused`, naming
+/// the field), and its resumes are answered without a GCE call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standard_vms_by_name_and_a_spot_nodeset_with_the_wrong_template_is_refused() {
+    let mut w = model_world("std", "standard", (0, 4), &[], json!({"provisioningModel": "STANDARD"})).await;
+    w.healthy_slurm();
+    w.start_daemon();
+    assert!(w
+        .hook("resume", "hpc-std-[0-1]", Some(&resume_file(&[(5, "hpc-std-[0-1]")], "hpc-std-[0-1]")))
+        .status
+        .success());
+    let wanted: BTreeSet<String> = ["hpc-std-0", "hpc-std-1"].map(String::from).into();
+    wait_converged(&w, &wanted, 40).await;
+    assert_eq!(vm_scheduling(&w, "hpc-std-0").await["provisioningModel"], "STANDARD");
+    let calls = w.sim_calls().await;
+    assert_eq!(count(&calls, "regionInstanceGroupManagers.createInstances"), 1, "{calls}");
+    assert_eq!(count(&calls, "regionInstanceGroupManagerResizeRequests.insert"), 0, "{calls}");
+    assert!(w.hook("suspend", "hpc-std-[0-1]", None).status.success());
+    wait_converged(&w, &BTreeSet::new(), 40).await;
+    drop(w);
+
+    // A spot nodeset whose template would give STANDARD VMs that stop instead of being deleted.
+    let mut w = model_world("spot", "spot", (0, 4), &[], json!({"instanceTerminationAction": "STOP"})).await;
+    w.healthy_slurm();
+    w.start_daemon();
+    w.wait_for("the nodeset refused", 20, || {
+        events(&w)
+            .iter()
+            .find(|e| e["kind"] == "nodeset_refused")
+            .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+    });
+    let refused: Vec<Value> = events(&w).into_iter().filter(|e| e["kind"] == "nodeset_refused").collect();
+    let message = refused[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("provisioningModel is not set, a spot nodeset needs SPOT")
+            && message.contains("instanceTerminationAction is STOP, a spot nodeset needs DELETE"),
+        "{message}"
+    );
+    assert!(w
+        .hook("resume", "hpc-spot-0", Some(&resume_file(&[(6, "hpc-spot-0")], "hpc-spot-0")))
+        .status
+        .success());
+    w.wait_for("the resume answered", 20, || {
+        (w.node_states().get("hpc-spot-0").map(String::as_str) == Some("powered_down")
+            && events(&w).iter().filter(|e| e["kind"] == "nodeset_refused").count() >= 2)
+            .then_some(())
+    });
+    assert_eq!(count(&w.sim_calls().await, "regionInstanceGroupManagers.createInstances"), 0);
 }

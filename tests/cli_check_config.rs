@@ -497,3 +497,57 @@ async fn online_print_slurm_conf_takes_the_node_shape_from_the_machine_type() {
     assert!(err.contains("sets no properties.machineType"), "{err}");
     sim.shutdown().await;
 }
+
+/// `check-config --online` checks each nodeset's template against its `provisioning_model`: a spot
+/// nodeset needs SPOT and `instanceTerminationAction: DELETE`, a standard one must not be FLEX_START.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_check_judges_each_template_by_the_nodesets_provisioning_model() {
+    let sim = gce_sim::start(gce_sim::SimOptions::default()).await.unwrap();
+    let http = reqwest::Client::new();
+    let control = format!("http://{}/_sim/templates", sim.addr());
+    let flex = devcluster::stack::flex_template("flex");
+    let spot = devcluster::stack::model_template("spot", "spot");
+    for t in [&flex, &spot] {
+        let r = http.post(&control).json(t).send().await.unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = |nodesets: &[(&str, &str, &str)]| {
+        let mut text = format!(
+            "cluster_name = \"hpc\"\nstate_dir = \"{}\"\n[gcp]\nproject = \"p\"\nregion = \"us-central1\"\n\
+             endpoint = \"{}\"\ncredentials = \"none\"\nrequest_timeout = 2\nretry_deadline = 3\n",
+            dir.path().join("state").display(),
+            sim.base_url()
+        );
+        for (ns, model, t) in nodesets {
+            text.push_str(&format!(
+                "[[nodeset]]\nname = \"{ns}\"\ninstance_template = \"projects/p/global/instanceTemplates/{t}\"\n\
+                 zones = [\"us-central1-a\"]\nnode_count_dynamic_max = 2\nprovisioning_model = \"{model}\"\n"
+            ));
+        }
+        let path = dir.path().join(format!("c{}.toml", nodesets.len()));
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let run = |path: String| {
+        tokio::task::spawn_blocking(move || slurm_dws(&["check-config", "--config-only", "--online", &path]))
+    };
+    let fits = config(&[("f", "flex", "flex"), ("s", "spot", "spot")]);
+    let o = run(fits).await.unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+
+    let wrong = config(&[("f", "flex", "flex"), ("s", "spot", "flex"), ("d", "standard", "flex")]);
+    let o = run(wrong).await.unwrap();
+    assert_rejected(&o, "nodeset s");
+    let out = stdout(&o);
+    assert!(
+        out.contains("nodeset s: instance template projects/p/global/instanceTemplates/flex: properties.scheduling.provisioningModel is FLEX_START, a spot nodeset needs SPOT"),
+        "{out}"
+    );
+    assert!(
+        out.contains("nodeset d: instance template projects/p/global/instanceTemplates/flex: properties.scheduling.provisioningModel is FLEX_START, a standard nodeset needs STANDARD (or not set)"),
+        "{out}"
+    );
+    assert!(!out.contains("nodeset f"), "{out}");
+    sim.shutdown().await;
+}

@@ -358,8 +358,8 @@ impl Reader {
         for (name, ns) in self.named(doc, "nodeset_tpu") {
             let kind = self.opt_string(ns, "node_type", &format!("nodeset_tpu.{name}.node_type"));
             c.notes.push(format!(
-                "nodeset_tpu {name}{}: not imported; slurm-dws provisions VMs through DWS Flex Start \
-                 MIGs, not TPU nodes. Its nodes need slurm-gcp's own scripts.",
+                "nodeset_tpu {name}{}: not imported; slurm-dws provisions VMs through regional \
+                 MIGs (flex, standard, spot), not TPU nodes. Its nodes need slurm-gcp's own scripts.",
                 kind.map(|k| format!(" ({k})")).unwrap_or_default()
             ));
         }
@@ -461,8 +461,8 @@ impl Reader {
         };
         if !enabled {
             top_notes.push(format!(
-                "nodeset {name}: not imported; dws_flex is not enabled, and slurm-dws provisions only DWS \
-                 Flex Start nodes. slurm.conf has one ResumeProgram: these nodes need their own \
+                "nodeset {name}: not imported; dws_flex is not enabled, and this import maps flex nodesets \
+                 only: write it by hand with provisioning_model = \"standard\" or \"spot\", or give it its own \
                  provisioning (docs/migrating-from-slurm-gcp.md, \"Nodesets slurm-dws does not take\")."
             ));
             return None;

@@ -99,6 +99,12 @@ async fn spot_nodes_are_created_by_name_preempted_and_released() {
     assert_eq!(count(&calls, "regionInstanceGroupManagerResizeRequests.insert"), 0, "{calls}");
     assert_eq!(count(&calls, "regionInstanceGroupManagers.createInstances"), 2, "static + job: {calls}");
     assert_eq!(sim_migs(&w).await.len(), 2, "one MIG per group");
+    let story = String::from_utf8_lossy(&w.cli(&["explain", "hpc-spot-1"]).stdout).to_string();
+    assert!(
+        story.contains("It belongs to a group of VMs created by name in MIG hpc-spot-j7-")
+            && story.contains("no run duration"),
+        "{story}"
+    );
 
     // GCE preempts the dynamic node's VM (DELETE): it leaves service, its job is requeued.
     w.sim_post("instances/hpc-spot-1/preempt", json!({})).await;

@@ -513,11 +513,11 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
     }
     if let Some(r) = &request {
         lines.push(format!(
-            "It belongs to resize request {} in MIG {} ({}, run duration {}), created {}.",
-            r.name,
+            "It belongs to {} in MIG {} ({}, {}), created {}.",
+            crate::reconcile::vm_create::group_words(&r.name, r.run_duration),
             r.mig,
             crate::model::count_of(r.nodes.len(), "node"),
-            age(r.run_duration as i64),
+            crate::reconcile::vm_create::run_duration_words(r.run_duration, age),
             when(Some(r.created_at), now)
         ));
         lines.push(format!(

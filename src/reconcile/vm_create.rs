@@ -26,6 +26,25 @@ pub fn mig_model(cfg: &Config, mig: &str) -> ProvisioningModel {
         .map_or(ProvisioningModel::Flex, |n| n.provisioning_model)
 }
 
+/// What a group is, in words for `explain`: a Flex group's resize request, or a standard or spot
+/// group's VMs created by name (the groups with no run duration).
+pub fn group_words(name: &str, run_duration: u64) -> String {
+    if run_duration == 0 {
+        "a group of VMs created by name".to_string()
+    } else {
+        format!("resize request {name}")
+    }
+}
+
+/// A group's run duration in words (`age` spells seconds), or that it has none.
+pub fn run_duration_words(run_duration: u64, age: impl Fn(i64) -> String) -> String {
+    if run_duration == 0 {
+        "no run duration".to_string()
+    } else {
+        format!("run duration {}", age(run_duration as i64))
+    }
+}
+
 /// The `createInstances` body of a group: exactly its node names.
 pub fn create_body(r: &Request) -> gce::CreateInstancesRequest {
     gce::CreateInstancesRequest::for_names(r.nodes.iter().cloned())

@@ -260,3 +260,35 @@ async fn standard_vms_by_name_and_a_spot_nodeset_with_the_wrong_template_is_refu
     });
     assert_eq!(count(&w.sim_calls().await, "regionInstanceGroupManagers.createInstances"), 0);
 }
+
+/// SIGKILLs at random points while spot groups are made and released: every mutation is resumed
+/// from the outbox with its requestId, so each job ends with one MIG and its VMs, and after the
+/// suspend nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spot_groups_survive_sigkills_without_duplicates_or_leaks() {
+    let mut w = spot_world((0, 16), &[]).await;
+    w.healthy_slurm();
+    w.capacity(json!({"match": "", "delay_seconds": 1.0})).await;
+    w.start_daemon();
+    let jobs = [(31, "hpc-spot-[0-3]"), (32, "hpc-spot-[4-7]")];
+    assert!(w.hook("resume", "hpc-spot-[0-7]", Some(&resume_file(&jobs, "hpc-spot-[0-7]"))).status.success());
+    for i in 0..6u64 {
+        tokio::time::sleep(Duration::from_millis(150 + (rand::random::<u64>() % 900) + i * 50)).await;
+        w.kill_daemon();
+        w.start_daemon();
+    }
+    let wanted: BTreeSet<String> = (0..8).map(|n| format!("hpc-spot-{n}")).collect();
+    wait_converged(&w, &wanted, 90).await;
+    let migs = sim_migs(&w).await;
+    assert_eq!(migs.len(), 2, "one MIG per job: {migs:?}");
+    assert!(migs.values().all(|(size, _)| *size == 4), "each MIG holds its 4 VMs: {migs:?}");
+    let states = w.node_states();
+    assert!(wanted.iter().all(|n| states.get(n).map(String::as_str) == Some("up")), "{states:?}");
+
+    assert!(w.hook("suspend", "hpc-spot-[0-7]", None).status.success());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    w.kill_daemon();
+    w.start_daemon();
+    wait_converged(&w, &BTreeSet::new(), 90).await;
+    assert!(sim_migs(&w).await.is_empty(), "every MIG collected");
+}

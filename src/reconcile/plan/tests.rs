@@ -274,6 +274,41 @@ fn nothing_is_requested_when_vms_cannot_be_listed() {
     assert!(w.plan().new_groups.is_empty());
 }
 
+/// A node resumed again while the request it was suspended out of is still open (being cancelled,
+/// or provisioning anyway) is not requested a second time: two requests would race for one VM
+/// name. Once the earlier request is final, the node is requested (or the VM it brought is reused).
+#[test]
+fn a_name_an_open_request_may_still_create_is_not_requested_twice() {
+    let mut old = request(1, &["hpc-a-3", "hpc-a-4"], RequestPhase::Active);
+    old.last_error = Some("cancelled: every node of the request was suspended".into());
+    let mut member = node("hpc-a-4", NodeState::Suspending);
+    member.request_id = Some(1);
+    let w = World::new()
+        .node(node("hpc-a-3", NodeState::ResumePending))
+        .node(member.clone())
+        .req(old.clone())
+        .mig(mig("hpc-a-j7-t0000001", MigState::Active), Some(2))
+        .rr("hpc-a-j7-t0000001", "ACCEPTED", None, false);
+    let p = w.plan();
+    assert!(p.new_groups.is_empty(), "the open request may still create hpc-a-3: {:?}", p.new_groups);
+    let w = World::new()
+        .node(node("hpc-a-3", NodeState::ResumePending))
+        .req(Request { phase: RequestPhase::Releasing, ..old.clone() })
+        .mig(mig("hpc-a-j7-t0000001", MigState::Active), Some(2))
+        .rr("hpc-a-j7-t0000001", "ACCEPTED", None, false);
+    assert!(w.plan().new_groups.is_empty(), "releasing");
+    // A request with no member left that was never sent ends in this pass; final ones are final:
+    // the node is requested again.
+    for phase in [RequestPhase::Planned, RequestPhase::Succeeded, RequestPhase::Failed, RequestPhase::Done] {
+        let w = World::new()
+            .node(node("hpc-a-3", NodeState::ResumePending))
+            .req(Request { phase, ..old.clone() });
+        let p = w.plan();
+        assert_eq!(p.new_groups.len(), 1, "{phase:?}: {:?}", p.new_groups);
+        assert_eq!(p.new_groups[0].nodes, vec!["hpc-a-3".to_string()]);
+    }
+}
+
 #[test]
 fn request_lifecycle_steps() {
     let mut n = node("hpc-a-1", NodeState::Requested);

@@ -999,6 +999,12 @@ fn e2e_13_a_job_for_two_partitions_falls_back_from_a_stockout(slurm: SlurmGenera
     assert!(status["unschedulable"]["a"].as_str().is_some_and(|w| w.contains("until")), "{status}");
     let why = s.cli(&["explain", "hpc-a-0"]);
     assert!(why.contains("unschedulable"), "{why}");
+    let sinfo = s.cluster.client("sinfo").args(["-N", "-o", "%N %P %T %E"]).output().unwrap();
+    eprintln!(
+        "[e2e-13] {slurm}: during a's backoff:\n{}\n{}\n{why}",
+        s.cli(&["status"]),
+        String::from_utf8_lossy(&sinfo.stdout)
+    );
     let ev = s.cli(&["events"]);
     assert!(ev.contains("nodeset_unschedulable"), "{ev}");
 

@@ -7,7 +7,7 @@
 //! table, `-o/--format` and `--sort` are made from the same records by [`table::print`].
 
 use super::source::Source;
-use super::table::{self, age, rfc3339, when, Field, Kind, Listing, Table};
+use super::table::{self, age, rfc3339, ts, when, Field, Kind, Listing, Table};
 use super::CliError;
 use crate::config::Config;
 use crate::model::*;
@@ -32,11 +32,6 @@ async fn open(cfg: &Config) -> Result<Source, CliError> {
 
 fn rt(e: impl std::fmt::Display) -> CliError {
     CliError::runtime(e.to_string())
-}
-
-/// A time in JSON: RFC 3339 UTC (docs/json.md), or null.
-fn ts(t: Option<DateTime<Utc>>) -> Value {
-    t.map_or(Value::Null, |t| Value::String(rfc3339(t)))
 }
 
 fn print(what: &str, fields: &[Field], records: Vec<Value>, l: &Listing) -> Result<String, CliError> {
@@ -567,8 +562,7 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
             ));
         }
     }
-    let unsched = super::unschedulable::now(cfg, &backoffs, &store.requests(true).await?, now);
-    lines.extend(super::unschedulable::explain_line(&unsched, n));
+    lines.extend(super::unschedulable::explain_line(cfg, &backoffs, &store.requests(true).await?, n, now));
     let backoff = backoffs.iter().find(|b| b.nodeset == n.nodeset && b.until > now);
     lines.push(format!("Next: {}", next_step(cfg, n, request.as_ref(), backoff, now)));
     Ok(render_story(name, &lines, &events, &slurm, json_out, now, width))

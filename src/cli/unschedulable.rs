@@ -28,7 +28,14 @@ pub fn status_rows(u: &BTreeMap<String, String>) -> Vec<(&'static str, Vec<Strin
 }
 
 /// `explain`'s sentence for a node whose nodeset is unschedulable.
-pub fn explain_line(u: &BTreeMap<String, String>, n: &Node) -> Option<String> {
+pub fn explain_line(
+    cfg: &Config,
+    backoffs: &[Backoff],
+    requests: &[Request],
+    n: &Node,
+    t: DateTime<Utc>,
+) -> Option<String> {
+    let u = now(cfg, backoffs, requests, t);
     let why = u.get(&n.nodeset)?;
     let what = if n.is_static {
         "static nodes are not drained"

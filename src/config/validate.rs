@@ -532,8 +532,6 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
         );
     }
 
-    let exclusive = get(&n.exclusive, false);
-    let fallback_after = get(&n.fallback_after, 0);
     let dws_flex = resolve_dws_flex(ck, i, n.dws_flex.unwrap_or_default());
     Nodeset {
         name,
@@ -543,8 +541,8 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
         node_count_dynamic_max,
         partition,
         node_conf,
-        exclusive,
-        fallback_after,
+        exclusive: get(&n.exclusive, false),
+        fallback_after: get(&n.fallback_after, 0),
         dws_flex,
     }
 }

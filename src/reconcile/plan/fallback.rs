@@ -33,6 +33,9 @@ pub fn unschedulable<'a>(
         let class = if class.ends_with("backoff") { class } else { "backoff".to_string() };
         out.insert(b.nodeset.clone(), format!("{class} of nodeset {} until {}", b.nodeset, rfc3339(b.until)));
     }
+    if cfg.nodesets.values().all(|n| n.fallback_after == 0) {
+        return out;
+    }
     for r in requests {
         let Some(ns) = cfg.nodesets.get(&r.nodeset) else { continue };
         let queued = r.phase == RequestPhase::Active && r.gce_state.as_ref().is_none_or(|s| s.in_flight());
@@ -75,7 +78,10 @@ impl Planner<'_> {
         let mut drain: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut undrain: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (name, s) in slurm {
-            let ours = s.has_flag("DRAIN") && s.reason.starts_with(FALLBACK_REASON);
+            let ours = s.reason.starts_with(FALLBACK_REASON) && s.has_flag("DRAIN");
+            if causes.is_empty() && !ours {
+                continue; // the steady state: a string compare per node
+            }
             let Ok(r) = self.cfg.naming.parse(name) else {
                 if ours {
                     undrain.entry(String::new()).or_default().push(name.clone());

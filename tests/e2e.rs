@@ -1036,18 +1036,19 @@ fn e2e_13_a_job_for_two_partitions_falls_back_from_a_stockout(slurm: SlurmGenera
 
 /// Scenario 14: `queue_timeout = 60` on `a`, whose requests stay queued: the request is cancelled
 /// after a minute and the job, submitted to `a,b`, runs on `b` within 2 passes; `a` is
-/// unschedulable for the backoff that follows.
+/// unschedulable for the backoff that follows, and a drain left by a daemon that was down when the
+/// backoff ended is lifted by the first pass of the next one.
 fn e2e_14_a_request_queued_past_queue_timeout_falls_back_too(slurm: SlurmGeneration) {
     if !slurm_available(slurm) {
         return;
     }
-    let s = Stack::start(spec(
+    let mut s = Stack::start(spec(
         slurm,
         vec![
             StackNodeset { dws_flex: "queue_timeout = 60".into(), ..StackNodeset::new("a", 0, 2) },
             StackNodeset::new("b", 0, 2),
         ],
-        "backoff_initial = 60\nbackoff_max = 60",
+        "backoff_initial = 25\nbackoff_max = 25",
     ))
     .unwrap();
     s.sim_post("capacity", &json!({"match": "hpc-a-", "hold": true}));
@@ -1067,8 +1068,24 @@ fn e2e_14_a_request_queued_past_queue_timeout_falls_back_too(slurm: SlurmGenerat
     eprintln!("[e2e-14] {slurm}: cancelled -> job COMPLETED on b in {:?}", cancelled.elapsed());
     assert_eq!(ran_on(&out), vec!["hpc-b-0", "hpc-b-1"]);
     assert!(drained(&s, "hpc-a-0"), "{}", node_reason(&s, "hpc-a-0"));
-    assert!(
-        node_reason(&s, "hpc-a-0").contains("queue_timeout")
-            || node_reason(&s, "hpc-a-0").contains("backoff")
-    );
+    let status = s.cli_json(&["status"]);
+    let backoff = status["backoffs"].as_array().and_then(|b| b.iter().find(|b| b["nodeset"] == "a")).cloned();
+    let backoff = backoff.expect("a backs off after the queue_timeout cancel");
+    assert!(backoff["reason"].as_str().unwrap().contains("queue_timeout"), "{backoff}");
+
+    // The daemon is away when the backoff ends: the drain it left is found stale and lifted by the
+    // first pass of the next one.
+    s.kill_daemon();
+    let until = chrono::DateTime::parse_from_rfc3339(backoff["until"].as_str().unwrap()).unwrap();
+    while chrono::Utc::now() < until.with_timezone(&chrono::Utc) + chrono::Duration::seconds(2) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(drained(&s, "hpc-a-0"), "nobody lifted it meanwhile");
+    let restarted = Instant::now();
+    s.start_daemon().unwrap();
+    wait(&s, "a's stale drain lifted after the restart", 30, || {
+        (!drained(&s, "hpc-a-0") && !drained(&s, "hpc-a-1")).then_some(())
+    });
+    eprintln!("[e2e-14] {slurm}: stale drain lifted {:?} after the daemon started", restarted.elapsed());
+    assert!(restarted.elapsed() <= Duration::from_secs(12), "{:?}", restarted.elapsed());
 }

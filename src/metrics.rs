@@ -45,6 +45,10 @@ struct Inner {
     pass_buckets: Vec<u64>,
     pass_sum: f64,
     passes_by_outcome: BTreeMap<String, u64>,
+    /// Nodesets made unschedulable (jobs fall back to other partitions), and exclusive nodes
+    /// released at their job's end, since start.
+    fallbacks: u64,
+    released_nodes: u64,
     last_pass: Option<PassReport>,
     reloads: BTreeMap<&'static str, u64>,
     last_reload_ok: Option<bool>,
@@ -61,6 +65,8 @@ impl Metrics {
                 pass_buckets: vec![0; PASS_BUCKETS.len() + 1],
                 pass_sum: 0.0,
                 passes_by_outcome: BTreeMap::new(),
+                fallbacks: 0,
+                released_nodes: 0,
                 last_pass: None,
                 reloads: BTreeMap::new(),
                 last_reload_ok: None,
@@ -81,6 +87,8 @@ impl Metrics {
         m.pass_buckets[i] += 1;
         m.pass_sum += secs;
         *m.passes_by_outcome.entry(report.outcome.as_str().to_string()).or_default() += 1;
+        m.fallbacks += report.fallbacks as u64;
+        m.released_nodes += report.released_nodes as u64;
         m.last_pass = Some(report.clone());
     }
 
@@ -282,6 +290,18 @@ impl Metrics {
         for (outcome, n) in &m.passes_by_outcome {
             w.sample("slurm_dws_passes_total", &[("outcome", outcome)], *n as f64);
         }
+        w.family(
+            "slurm_dws_fallbacks_total",
+            "counter",
+            "Times a nodeset that could not get capacity had its powered-down nodes drained, so that jobs fall back to their other partitions.",
+        );
+        w.sample("slurm_dws_fallbacks_total", &[], m.fallbacks as f64);
+        w.family(
+            "slurm_dws_exclusive_releases_total",
+            "counter",
+            "Nodes of exclusive nodesets powered down (VM deleted) as soon as their job ended.",
+        );
+        w.sample("slurm_dws_exclusive_releases_total", &[], m.released_nodes as f64);
         if let Some(p) = &m.last_pass {
             w.family("slurm_dws_last_pass_duration_seconds", "gauge", "Duration of the last reconcile pass.");
             w.sample("slurm_dws_last_pass_duration_seconds", &[], p.duration_ms as f64 / 1000.0);

@@ -48,6 +48,8 @@ fn cfg() -> PlanConfig {
         boot_allowance: 600,
         queue_timeout: qt,
         eol_grace: 600,
+        exclusive: false,
+        fallback_after: 0,
     };
     PlanConfig {
         naming: Naming::with_nodesets("hpc", [("a", 1, 20), ("b", 1, 20)]),

@@ -189,6 +189,13 @@ pub struct Nodeset {
     pub partition: String,
     /// Extra `NodeName=` parameters, appended verbatim (e.g. `CPUs=208 RealMemory=1800000`).
     pub node_conf: String,
+    /// A dynamic node's VM is deleted as soon as the job it was resumed for ends (its partition is
+    /// `OverSubscribe=EXCLUSIVE`), instead of after SuspendTime.
+    pub exclusive: bool,
+    /// Seconds a resize request of the nodeset may stay queued before the nodeset's powered-down
+    /// nodes are made unschedulable (jobs fall back to their other partitions); 0 = only when a
+    /// request fails for capacity (then at once).
+    pub fallback_after: u64,
     pub dws_flex: DwsFlex,
 }
 

@@ -86,6 +86,8 @@ pub struct RawNodeset {
     pub node_count_dynamic_max: Val<u32>,
     pub partition: Val<String>,
     pub node_conf: Val<String>,
+    pub exclusive: Val<bool>,
+    pub fallback_after: Val<u64>,
     pub dws_flex: Option<RawDwsFlex>,
 }
 
@@ -143,6 +145,8 @@ pub const KEYS: &[&str] = &[
     "nodeset.node_count_dynamic_max",
     "nodeset.partition",
     "nodeset.node_conf",
+    "nodeset.exclusive",
+    "nodeset.fallback_after",
     "nodeset.dws_flex.enabled",
     "nodeset.dws_flex.max_run_duration",
     "nodeset.dws_flex.use_job_duration",
@@ -214,6 +218,8 @@ impl From<&super::Config> for RawConfig {
                         node_count_dynamic_max: val(n.node_count_dynamic_max),
                         partition: val(n.partition.clone()),
                         node_conf: val(n.node_conf.clone()),
+                        exclusive: val(n.exclusive),
+                        fallback_after: val(n.fallback_after),
                         dws_flex: Some(RawDwsFlex {
                             enabled: val(n.dws_flex.enabled),
                             max_run_duration: val(n.dws_flex.max_run_duration),

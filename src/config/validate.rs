@@ -541,6 +541,8 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
         node_count_dynamic_max,
         partition,
         node_conf,
+        exclusive: get(&n.exclusive, false),
+        fallback_after: get(&n.fallback_after, 0),
         dws_flex,
     }
 }

@@ -22,6 +22,8 @@ pub struct StackNodeset {
     /// Replaces the `ResumeTimeout=` of the nodeset's partition line (`check-config` prints 65533 on
     /// DWS Flex partitions), so a test can see Slurm give up on a resume in seconds.
     pub partition_resume_timeout: Option<u32>,
+    /// Extra lines for the `[[nodeset]]` table itself (e.g. `exclusive = true`).
+    pub nodeset_lines: String,
 }
 
 impl StackNodeset {
@@ -32,7 +34,14 @@ impl StackNodeset {
             node_count_dynamic_max,
             dws_flex: String::new(),
             partition_resume_timeout: None,
+            nodeset_lines: String::new(),
         }
+    }
+
+    /// The same nodeset with `lines` in its `[[nodeset]]` table.
+    pub fn with_lines(mut self, lines: &str) -> Self {
+        self.nodeset_lines = lines.to_string();
+        self
     }
 
     /// The same nodeset with its partition's `ResumeTimeout` set to `secs`.
@@ -452,9 +461,11 @@ zones = ["us-central1-a"]
 node_count_static = {st}
 node_count_dynamic_max = {dy}
 node_conf = "CPUs=1 RealMemory=500"
+{lines}
 [nodeset.dws_flex]
 {flex}
 "#,
+            lines = ns.nodeset_lines,
             name = ns.name,
             st = ns.node_count_static,
             dy = ns.node_count_dynamic_max,

@@ -31,6 +31,8 @@ fn cfg() -> PlanConfig {
         boot_allowance: 600,
         queue_timeout: qt,
         eol_grace: 600,
+        exclusive: name == "gpu2",
+        fallback_after: 0,
     };
     PlanConfig {
         naming: naming(false),
@@ -380,10 +382,12 @@ fn failed_request_requeues_releases_and_backs_off() {
     assert_eq!(p.backoffs_set.len(), 1);
     assert_eq!(p.backoffs_set[0].until, t0() + Duration::seconds(60));
     assert!(p.events.iter().any(|e| e.kind.as_str() == "request_failed" && e.message.contains("no a3u")));
-    // The requeued job may start again when the backoff ends, after the node update that requeued it.
+    // The requeued job may start again now (a's nodes are drained for the backoff instead, so it
+    // starts in another of its partitions, or here when the drain is lifted), after the node
+    // update that requeued it.
     assert_eq!(
         p.slurm.last(),
-        Some(&SlurmStep::SetJobsBegin { jobs: vec![7], begin: t0() + Duration::seconds(60) }),
+        Some(&SlurmStep::SetJobsBegin { jobs: vec![7], begin: t0() }),
         "{:?}",
         p.slurm
     );
@@ -406,7 +410,7 @@ fn backoff_grows_and_caps() {
 fn nodes_in_backoff_are_answered_at_once() {
     let mut n = node("hpc-a-3", NodeState::ResumePending);
     n.job_id = Some(9);
-    let mut w = World::new().node(n);
+    let mut w = World::new().node(n).slurm("hpc-a-3", slurm("allocated", &["CLOUD", "POWERING_UP"], ""));
     w.d.backoffs.insert(
         "a".into(),
         Backoff {
@@ -421,10 +425,10 @@ fn nodes_in_backoff_are_answered_at_once() {
     assert!(p.new_groups.is_empty());
     assert_eq!(node_after(&p, "hpc-a-3").unwrap().state, NodeState::PoweredDown);
     assert!(has_update(&p, "hpc-a-3", "power_down_force"));
-    assert_eq!(
-        p.slurm.last(),
-        Some(&SlurmStep::SetJobsBegin { jobs: vec![9], begin: t0() + Duration::minutes(5) })
-    );
+    // Not held until the backoff ends: a's powered-down nodes are drained instead (fallback.rs), so
+    // a job that names another partition starts there now.
+    assert_eq!(p.slurm.last(), Some(&SlurmStep::SetJobsBegin { jobs: vec![9], begin: t0() }));
+    assert!(has_update(&p, "hpc-a-3", "drain"));
     // ...and the backoff ends by itself
     let mut w = World::new();
     w.d.backoffs.insert(
@@ -1350,3 +1354,6 @@ fn a_node_past_resume_timeout_ends_powered_down_and_usable() {
     assert!(p.events.iter().any(|e| e.kind == EventKind::Returned && e.nodes == ["hpc-a-1"]));
     assert!(p.events.iter().any(|e| e.kind == EventKind::RequestFailed));
 }
+
+#[path = "tests_capacity.rs"]
+mod capacity;

@@ -3,7 +3,8 @@
 //! A real slurmctld with DWS Flex cloud nodes; the bundled Compute Engine simulator as GCE, whose
 //! "VMs" are real slurmds; the slurm-dws daemon and hooks in between. Two jobs go through the whole
 //! lifecycle (queued → provisioning → running → done → powered down → MIG deleted), then a stockout
-//! shows what a failure looks like and how the job recovers. Everything it starts is stopped at the
+//! shows what a failure looks like, how a job that names a second partition falls back to it at
+//! once, and how a job for the failing partition alone recovers. Everything it starts is stopped at the
 //! end, pass or fail. Needs root and Debian's Slurm (`make demo` installs it); `SLURM=24.11 make demo`
 //! runs it on Debian trixie's Slurm 24.11 from the root of scripts/slurm-root.sh instead.
 
@@ -126,12 +127,12 @@ fn main() {
     }
     let bins = bin_dir();
     let spec = StackSpec {
-        reconcile: "mig_gc_grace = 5\nbackoff_initial = 5\nbackoff_max = 10".into(),
+        reconcile: "mig_gc_grace = 5\nbackoff_initial = 20\nbackoff_max = 20".into(),
         slurm,
         ..StackSpec::new(
             bins.join("slurm-dws"),
             bins.join("slurm-dws-sim"),
-            vec![StackNodeset::new("a", 0, 4)],
+            vec![StackNodeset::new("a", 0, 4), StackNodeset::new("b", 0, 2)],
         )
     };
     let mut n =
@@ -145,7 +146,7 @@ fn main() {
         }
     };
     n.say(&format!("{slurm}: slurmctld on port {}, simulator at {}", s.cluster.slurmctld_port(), s.sim_url));
-    n.say("nodeset a: 4 DWS Flex nodes hpc-a-[0-3], all powered down (no VMs)");
+    n.say("nodeset a: 4 DWS Flex nodes hpc-a-[0-3], nodeset b: 2 hpc-b-[0-1], all powered down (no VMs)");
     n.look(&s);
 
     n.step("Submitting two jobs: a 2-node job (--time=30) and a 1-node job (--time=10)");
@@ -153,8 +154,11 @@ fn main() {
     let submit = |name: &str, args: &[&str]| -> u32 {
         let out = jobs_dir.join(format!("{name}.out"));
         let mut a: Vec<&str> = args.to_vec();
+        if !a.contains(&"-p") {
+            a.extend(["-p", "a"]);
+        }
         let o = out.to_str().unwrap().to_string();
-        a.extend(["-p", "a", "-o", &o, "--wrap", "srun printenv SLURMD_NODENAME; sleep 4"]);
+        a.extend(["-o", &o, "--wrap", "srun printenv SLURMD_NODENAME; sleep 4"]);
         s.cluster.sbatch(&a).expect("sbatch")
     };
     let j1 = submit("big", &["-N2", "--time=30"]);
@@ -184,14 +188,15 @@ fn main() {
     let to_gc = n.until(&s, "the MIGs deleted", 120, |s| s.migs().is_empty());
     n.say(&format!("empty MIGs deleted {:.1} s later (mig_gc_grace = 5 s)", to_gc.as_secs_f64()));
 
-    n.step("A stockout: GCE fails the next resize request with ZONE_RESOURCE_POOL_EXHAUSTED");
+    n.step("A stockout in nodeset a: GCE fails its resize requests with ZONE_RESOURCE_POOL_EXHAUSTED");
     s.sim_post(
         "capacity",
-        &json!({"match": "", "fail": {"code": "ZONE_RESOURCE_POOL_EXHAUSTED",
+        &json!({"match": "hpc-a-", "fail": {"code": "ZONE_RESOURCE_POOL_EXHAUSTED",
             "message": "The zone 'projects/demo-project/zones/us-central1-a' does not have enough resources available to fulfill the request."}}),
     );
     let j3 = submit("stockout", &["-N1", "--time=10"]);
-    n.say(&format!("sbatch: job {j3}"));
+    let j4 = submit("fallback", &["-N1", "--time=10", "-p", "a,b"]);
+    n.say(&format!("sbatch: job {j3} for partition a; job {j4} for partitions a,b"));
     let to_fail = n.until(&s, "the failure", 60, |s| {
         s.cli_json(&["requests"]).as_array().is_some_and(|rs| rs.iter().any(|r| r["state"] == "FAILED"))
     });
@@ -199,6 +204,16 @@ fn main() {
         "the request FAILED and job {j3} was requeued {:.1} s after sbatch",
         to_fail.as_secs_f64()
     ));
+    let to_fallback = n.until(&s, "the fallback to b", 60, |s| {
+        ["RUNNING", "COMPLETING", "COMPLETED"].contains(&job_state(s, j4).as_str())
+    });
+    let where4 = s.cluster.job_info(j4).and_then(|j| j.get("Partition").cloned()).unwrap_or_default();
+    n.say(&format!(
+        "job {j4} started in partition {where4} {:.1} s after the failure: a's nodes are drained while it backs off",
+        to_fallback.as_secs_f64()
+    ));
+    let sinfo = s.cluster.client("sinfo").args(["-N", "-o", "%N %T %E"]).output().expect("sinfo");
+    println!("\n$ sinfo -N -o \"%N %T %E\"\n{}", String::from_utf8_lossy(&sinfo.stdout));
     let node = s
         .cli_json(&["nodes"])
         .as_array()
@@ -210,7 +225,10 @@ fn main() {
     n.say("capacity is back (the simulator's stockout rule is removed)");
     s.sim_delete("capacity");
     let to_recover = n.until(&s, "the requeued job to complete", 120, |s| job_state(s, j3) == "COMPLETED");
-    n.say(&format!("job {j3} COMPLETED {:.1} s after capacity returned", to_recover.as_secs_f64()));
+    n.say(&format!(
+        "job {j3} COMPLETED on a {:.1} s after capacity returned (it waited for a's backoff to end)",
+        to_recover.as_secs_f64()
+    ));
 
     n.step("Summary");
     println!("  sbatch → both jobs RUNNING        {:>6.1} s", to_running.as_secs_f64());
@@ -224,6 +242,7 @@ fn main() {
         "  stockout: sbatch → job requeued   {:>6.1} s  (Slurm alone: ResumeTimeout, up to 18 h)",
         to_fail.as_secs_f64()
     );
+    println!("  stockout → job for a,b runs on {where4:<2} {:>6.1} s  (fallback)", to_fallback.as_secs_f64());
     println!("  capacity back → job COMPLETED     {:>6.1} s", to_recover.as_secs_f64());
     let calls = s.sim_get("calls");
     println!("  GCE API calls in all              {:>6}", calls["total"]);

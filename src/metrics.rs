@@ -47,6 +47,10 @@ struct Inner {
     passes_by_outcome: BTreeMap<String, u64>,
     /// Spot nodes found preempted since the daemon started.
     preempted: u64,
+    /// Nodesets made unschedulable (jobs fall back to other partitions), and exclusive nodes
+    /// released at their job's end, since start.
+    fallbacks: u64,
+    released_nodes: u64,
     last_pass: Option<PassReport>,
     reloads: BTreeMap<&'static str, u64>,
     last_reload_ok: Option<bool>,
@@ -64,6 +68,8 @@ impl Metrics {
                 pass_sum: 0.0,
                 passes_by_outcome: BTreeMap::new(),
                 preempted: 0,
+                fallbacks: 0,
+                released_nodes: 0,
                 last_pass: None,
                 reloads: BTreeMap::new(),
                 last_reload_ok: None,
@@ -85,6 +91,8 @@ impl Metrics {
         m.pass_sum += secs;
         *m.passes_by_outcome.entry(report.outcome.as_str().to_string()).or_default() += 1;
         m.preempted += report.preempted as u64;
+        m.fallbacks += report.fallbacks as u64;
+        m.released_nodes += report.released_nodes as u64;
         m.last_pass = Some(report.clone());
     }
 
@@ -292,6 +300,18 @@ impl Metrics {
             "Spot nodes whose VM GCE preempted, since the daemon started (each has a preempted event).",
         );
         w.sample("slurm_dws_preemptions_total", &[], m.preempted as f64);
+        w.family(
+            "slurm_dws_fallbacks_total",
+            "counter",
+            "Times a nodeset that could not get capacity had its powered-down nodes drained, so that jobs fall back to their other partitions.",
+        );
+        w.sample("slurm_dws_fallbacks_total", &[], m.fallbacks as f64);
+        w.family(
+            "slurm_dws_exclusive_releases_total",
+            "counter",
+            "Nodes of exclusive nodesets powered down (VM deleted) as soon as their job ended.",
+        );
+        w.sample("slurm_dws_exclusive_releases_total", &[], m.released_nodes as f64);
         if let Some(p) = &m.last_pass {
             w.family("slurm_dws_last_pass_duration_seconds", "gauge", "Duration of the last reconcile pass.");
             w.sample("slurm_dws_last_pass_duration_seconds", &[], p.duration_ms as f64 / 1000.0);

@@ -290,6 +290,14 @@ string_enum! {
         /// A hook could not load the config file and used the copy of the config the daemon last
         /// accepted (`state_dir/last-accepted.toml`).
         ConfigFallback => "config_fallback",
+        /// The job an `exclusive` node was resumed for ended: the node is powered down at once
+        /// (its VM deleted) instead of after SuspendTime.
+        Released => "released",
+        /// A nodeset cannot get capacity now (a backoff, or a request queued past `fallback_after`):
+        /// its powered-down nodes are drained, so jobs that name other partitions run there.
+        NodesetUnschedulable => "nodeset_unschedulable",
+        /// The drain slurm-dws set for a fallback was lifted: the nodeset's nodes are schedulable.
+        NodesetSchedulable => "nodeset_schedulable",
         /// A spot node's VM was preempted by GCE (TERMINATED, or deleted): the node left service
         /// in that pass, its job was requeued, and the node is usable again at once.
         Preempted => "preempted",
@@ -571,6 +579,9 @@ mod tests {
                 "delegated",
                 "delegate_failed",
                 "config_fallback",
+                "released",
+                "nodeset_unschedulable",
+                "nodeset_schedulable",
                 "preempted",
             ]
         );

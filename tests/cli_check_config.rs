@@ -159,7 +159,8 @@ fn print_slurm_conf() {
         "NodeName=hpc-a3u-[0-15] State=CLOUD CPUs=208 RealMemory=1800000 Gres=gpu:8",
         "NodeName=hpc-h4d-[0-63] State=CLOUD CPUs=192 RealMemory=720000",
         "PartitionName=a3u Nodes=hpc-a3u-[0-15] ResumeTimeout=65533 State=UP",
-        "PartitionName=cpu Nodes=hpc-h4d-[0-63] ResumeTimeout=65533 State=UP",
+        // h4d is exclusive = true: one job per node.
+        "PartitionName=cpu Nodes=hpc-h4d-[0-63] ResumeTimeout=65533 OverSubscribe=EXCLUSIVE State=UP",
     ] {
         assert!(out.lines().any(|l| l == line), "missing {line:?} in\n{out}");
     }

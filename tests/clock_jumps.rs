@@ -49,6 +49,8 @@ fn cfg() -> PlanConfig {
         queue_timeout: qt,
         eol_grace: 600,
         model: Default::default(),
+        exclusive: false,
+        fallback_after: 0,
     };
     PlanConfig {
         naming: Naming::with_nodesets("hpc", [("a", 1, 20), ("b", 1, 20)]),

@@ -96,6 +96,8 @@ fn example_parses_with_the_values_it_shows() {
     let h4d = c.nodeset("h4d").unwrap();
     assert_eq!((h4d.node_count_static, h4d.node_count_dynamic_max), (0, 64));
     assert_eq!(h4d.partition, "cpu");
+    assert_eq!((a3u.exclusive, a3u.fallback_after), (false, 0));
+    assert_eq!((h4d.exclusive, h4d.fallback_after), (true, 600));
     assert_eq!((h4d.dws_flex.max_run_duration, h4d.dws_flex.queue_timeout), (86400, 3600));
     assert!(h4d.dws_flex.enabled && h4d.dws_flex.use_job_duration);
     assert!(c.nodeset("nope").is_none());
@@ -138,6 +140,7 @@ node_count_dynamic_max = 1
     assert_eq!((n.node_count_static, n.node_count_dynamic_max), (0, 1));
     assert_eq!(n.partition, "a3u");
     assert_eq!(n.node_conf, "");
+    assert_eq!((n.exclusive, n.fallback_after), (false, 0), "not exclusive; fallback only on a failure");
     let f = &n.dws_flex;
     assert!(f.enabled && f.use_job_duration);
     assert_eq!((f.max_run_duration, f.boot_allowance, f.queue_timeout, f.eol_grace), (604800, 600, 0, 600));

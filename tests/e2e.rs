@@ -42,6 +42,9 @@ on_both_slurms!(
     e2e_11_nodes_of_another_program_go_to_its_delegate_and_ours_are_unaffected,
     e2e_15_a_spot_job_runs_beside_a_flex_partition_and_its_vms_go_after_suspend_time,
     e2e_16_a_preempted_spot_node_requeues_its_job_which_completes,
+    e2e_12_an_exclusive_nodeset_gives_its_vms_back_when_the_job_ends,
+    e2e_13_a_job_for_two_partitions_falls_back_from_a_stockout,
+    e2e_14_a_request_queued_past_queue_timeout_falls_back_too,
 );
 
 fn slurm_available(slurm: SlurmGeneration) -> bool {
@@ -984,4 +987,194 @@ fn e2e_16_a_preempted_spot_node_requeues_its_job_which_completes(slurm: SlurmGen
     wait(&s, "the requeued job COMPLETED", 120, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
     eprintln!("[e2e-16] preempted job completed {:?} after the preemption", t0.elapsed());
     assert!(!ran_on(&out).is_empty());
+}
+
+/// Scenario 12: `exclusive = true`: a 2-node job of 20 s with SuspendTime 300; both VMs are gone
+/// within 2 passes (interval 5 s) of the job's end, the nodes are `idle~` and usable at once, and
+/// the partition is `OverSubscribe=EXCLUSIVE`.
+fn e2e_12_an_exclusive_nodeset_gives_its_vms_back_when_the_job_ends(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    let s = Stack::start(StackSpec {
+        slurm_conf: vec!["SuspendTime=300".into()],
+        ..spec(slurm, vec![StackNodeset::new("x", 0, 3).with_lines("exclusive = true")], "")
+    })
+    .unwrap();
+    let part = s.cluster.scontrol(&["show", "partition", "x"]).unwrap();
+    assert!(part.contains("OverSubscribe=EXCLUSIVE"), "{part}");
+    let (job, out) =
+        sbatch(&s, "excl", &["-N2", "--time=5", "-p", "x"], "srun printenv SLURMD_NODENAME; sleep 20");
+    wait(&s, "job RUNNING", 60, || (job_state(&s, job).as_deref() == Some("RUNNING")).then_some(()));
+    assert_eq!(s.vms().len(), 2);
+    wait(&s, "job COMPLETED", 90, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    let ended = Instant::now();
+    wait(&s, "both VMs gone", 60, || s.vms().is_empty().then_some(()));
+    let gone_in = ended.elapsed();
+    eprintln!("[e2e-12] {slurm}: job end -> both VMs gone in {gone_in:?} (SuspendTime 300)");
+    assert!(gone_in <= Duration::from_secs(2 * 5 + 3), "within 2 passes of the job's end: {gone_in:?}");
+    assert_eq!(ran_on(&out), vec!["hpc-x-0", "hpc-x-1"]);
+    wait(&s, "nodes idle~", 30, || {
+        (node_state(&s, "hpc-x-0") == "idle~" && node_state(&s, "hpc-x-1") == "idle~").then_some(())
+    });
+    let ev = s.cli(&["events"]);
+    assert!(ev.contains("released") && ev.contains(&format!("job {job} ended")), "{ev}");
+    // Usable at once: a second job gets the nodes again.
+    let (job2, out2) = sbatch(&s, "excl2", &["-N2", "--time=5", "-p", "x"], "srun printenv SLURMD_NODENAME");
+    wait(&s, "the second job COMPLETED", 90, || (sacct_like_state(&s, job2) == "COMPLETED").then_some(()));
+    assert_eq!(ran_on(&out2).len(), 2);
+    wait(&s, "its VMs gone too", 30, || s.vms().is_empty().then_some(()));
+    assert_no_degraded_pass(&s, slurm);
+}
+
+/// Two flex nodesets `a` and `b`, a stockout on `a` with a 30 s backoff (nodeset `a` gets
+/// `extra` in its table).
+fn fallback_stack(slurm: SlurmGeneration, extra: &str, reconcile: &str) -> Stack {
+    Stack::start(spec(
+        slurm,
+        vec![StackNodeset::new("a", 0, 2).with_lines(extra), StackNodeset::new("b", 0, 2)],
+        reconcile,
+    ))
+    .unwrap()
+}
+
+fn drained(s: &Stack, node: &str) -> bool {
+    let st = node_state(s, node);
+    st.starts_with("drain") && node_reason(s, node).starts_with("slurm-dws: unschedulable:")
+}
+
+/// Scenario 13: stockout on `a`; `sbatch -p a,b -N2` runs on `b` within 30 s of the failure; `a`'s
+/// nodes are drained with a reason naming the backoff and its end, `status` and `explain` say so, a
+/// job for `a` alone waits (as before: requeued, started when `a` can get capacity) and runs on `a`
+/// once the backoff is over, and `a`'s nodes are schedulable again right after it ends.
+fn e2e_13_a_job_for_two_partitions_falls_back_from_a_stockout(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    let s = fallback_stack(slurm, "", "backoff_initial = 30\nbackoff_max = 30");
+    s.sim_post(
+        "capacity",
+        &json!({"match": "hpc-a-", "fail": {"code": "ZONE_RESOURCE_POOL_EXHAUSTED",
+            "message": "The zone 'projects/demo-project/zones/us-central1-a' does not have enough resources available to fulfill the request."}}),
+    );
+    let (job, out) = sbatch(&s, "both", &["-N2", "--time=10", "-p", "a,b"], "srun printenv SLURMD_NODENAME");
+    wait(&s, "a's request FAILED", 60, || {
+        requests(&s)
+            .iter()
+            .any(|r| r["nodeset"] == "a" && (r["phase"] == "failed" || r["phase"] == "done"))
+            .then_some(())
+    });
+    let failed = Instant::now();
+    // A 2-node job of one command may be over before the next look: started is what counts.
+    let started =
+        |st: Option<String>| ["RUNNING", "COMPLETING", "COMPLETED"].contains(&st.as_deref().unwrap_or(""));
+    wait(&s, "the job started on b", 30, || started(job_state(&s, job)).then_some(()));
+    let ran_in = failed.elapsed();
+    eprintln!("[e2e-13] {slurm}: a's failure -> job started on b in {ran_in:?}");
+    assert!(ran_in <= Duration::from_secs(30), "{ran_in:?}");
+    wait(&s, "job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    assert_eq!(ran_on(&out), vec!["hpc-b-0", "hpc-b-1"]);
+
+    // a is unschedulable, and says why and until when.
+    assert!(
+        drained(&s, "hpc-a-0") && drained(&s, "hpc-a-1"),
+        "{} {}",
+        node_state(&s, "hpc-a-0"),
+        node_reason(&s, "hpc-a-0")
+    );
+    let reason = node_reason(&s, "hpc-a-0");
+    assert!(reason.contains("capacity backoff of nodeset a until"), "{reason}");
+    let status = s.cli_json(&["status"]);
+    assert!(status["unschedulable"]["a"].as_str().is_some_and(|w| w.contains("until")), "{status}");
+    let why = s.cli(&["explain", "hpc-a-0"]);
+    assert!(why.contains("unschedulable"), "{why}");
+    let sinfo = s.cluster.client("sinfo").args(["-N", "-o", "%N %P %T %E"]).output().unwrap();
+    eprintln!(
+        "[e2e-13] {slurm}: during a's backoff:\n{}\n{}\n{why}",
+        s.cli(&["status"]),
+        String::from_utf8_lossy(&sinfo.stdout)
+    );
+    let ev = s.cli(&["events"]);
+    assert!(ev.contains("nodeset_unschedulable"), "{ev}");
+
+    // A job for a alone waits for a, as before, and runs there once the backoff is over.
+    let (alone, out_alone) =
+        sbatch(&s, "alone", &["-N1", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(job_state(&s, alone).as_deref(), Some("PENDING"), "waits while a is unschedulable");
+    s.sim_delete("capacity");
+    let until = status["backoffs"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["nodeset"] == "a"))
+        .and_then(|b| b["until"].as_str())
+        .and_then(|u| chrono::DateTime::parse_from_rfc3339(u).ok())
+        .expect("a's backoff in status");
+    wait(&s, "a's nodes schedulable again", 90, || {
+        (!drained(&s, "hpc-a-0") && !drained(&s, "hpc-a-1")).then_some(())
+    });
+    let late = chrono::Utc::now().signed_duration_since(until.with_timezone(&chrono::Utc));
+    eprintln!("[e2e-13] {slurm}: a schedulable {late} after its backoff ended");
+    assert!(late.num_seconds() <= 2 * 5 + 2, "right after the backoff: {late}");
+    wait(&s, "the job for a alone COMPLETED", 90, || {
+        (sacct_like_state(&s, alone) == "COMPLETED").then_some(())
+    });
+    assert_eq!(ran_on(&out_alone).len(), 1);
+    assert!(ran_on(&out_alone)[0].starts_with("hpc-a-"), "{:?}", ran_on(&out_alone));
+    assert!(s.cli(&["events"]).contains("nodeset_schedulable"));
+}
+
+/// Scenario 14: `queue_timeout = 60` on `a`, whose requests stay queued: the request is cancelled
+/// after a minute and the job, submitted to `a,b`, runs on `b` within 2 passes; `a` is
+/// unschedulable for the backoff that follows, and a drain left by a daemon that was down when the
+/// backoff ended is lifted by the first pass of the next one.
+fn e2e_14_a_request_queued_past_queue_timeout_falls_back_too(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    let mut s = Stack::start(spec(
+        slurm,
+        vec![
+            StackNodeset { dws_flex: "queue_timeout = 60".into(), ..StackNodeset::new("a", 0, 2) },
+            StackNodeset::new("b", 0, 2),
+        ],
+        "backoff_initial = 25\nbackoff_max = 25",
+    ))
+    .unwrap();
+    s.sim_post("capacity", &json!({"match": "hpc-a-", "hold": true}));
+    let (job, out) =
+        sbatch(&s, "queued", &["-N2", "--time=10", "-p", "a,b"], "srun printenv SLURMD_NODENAME");
+    wait(&s, "a's request queued", 60, || {
+        requests(&s).iter().any(|r| r["nodeset"] == "a" && r["state"] == "ACCEPTED").then_some(())
+    });
+    wait(&s, "a's request cancelled past queue_timeout", 120, || {
+        requests(&s)
+            .iter()
+            .any(|r| r["nodeset"] == "a" && (r["phase"] == "failed" || r["phase"] == "done"))
+            .then_some(())
+    });
+    let cancelled = Instant::now();
+    wait(&s, "the job COMPLETED on b", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    eprintln!("[e2e-14] {slurm}: cancelled -> job COMPLETED on b in {:?}", cancelled.elapsed());
+    assert_eq!(ran_on(&out), vec!["hpc-b-0", "hpc-b-1"]);
+    assert!(drained(&s, "hpc-a-0"), "{}", node_reason(&s, "hpc-a-0"));
+    let status = s.cli_json(&["status"]);
+    let backoff = status["backoffs"].as_array().and_then(|b| b.iter().find(|b| b["nodeset"] == "a")).cloned();
+    let backoff = backoff.expect("a backs off after the queue_timeout cancel");
+    assert!(backoff["reason"].as_str().unwrap().contains("queue_timeout"), "{backoff}");
+
+    // The daemon is away when the backoff ends: the drain it left is found stale and lifted by the
+    // first pass of the next one.
+    s.kill_daemon();
+    let until = chrono::DateTime::parse_from_rfc3339(backoff["until"].as_str().unwrap()).unwrap();
+    while chrono::Utc::now() < until.with_timezone(&chrono::Utc) + chrono::Duration::seconds(2) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(drained(&s, "hpc-a-0"), "nobody lifted it meanwhile");
+    let restarted = Instant::now();
+    s.start_daemon().unwrap();
+    wait(&s, "a's stale drain lifted after the restart", 30, || {
+        (!drained(&s, "hpc-a-0") && !drained(&s, "hpc-a-1")).then_some(())
+    });
+    eprintln!("[e2e-14] {slurm}: stale drain lifted {:?} after the daemon started", restarted.elapsed());
+    assert!(restarted.elapsed() <= Duration::from_secs(12), "{:?}", restarted.elapsed());
 }

@@ -7,7 +7,7 @@
 //! table, `-o/--format` and `--sort` are made from the same records by [`table::print`].
 
 use super::source::Source;
-use super::table::{self, age, rfc3339, when, Field, Kind, Listing, Table};
+use super::table::{self, age, rfc3339, ts, when, Field, Kind, Listing, Table};
 use super::CliError;
 use crate::config::Config;
 use crate::model::*;
@@ -32,11 +32,6 @@ async fn open(cfg: &Config) -> Result<Source, CliError> {
 
 fn rt(e: impl std::fmt::Display) -> CliError {
     CliError::runtime(e.to_string())
-}
-
-/// A time in JSON: RFC 3339 UTC (docs/json.md), or null.
-fn ts(t: Option<DateTime<Utc>>) -> Value {
-    t.map_or(Value::Null, |t| Value::String(rfc3339(t)))
 }
 
 fn print(what: &str, fields: &[Field], records: Vec<Value>, l: &Listing) -> Result<String, CliError> {
@@ -306,6 +301,7 @@ pub async fn status(
         store.step_failures().await?.into_iter().filter(|f| f.failed >= MAX_STEP_ATTEMPTS).collect();
     let inbox = store.inbox_depth().await?;
     let backoffs: Vec<Backoff> = store.backoffs().await?.into_iter().filter(|b| b.until > now).collect();
+    let unsched = super::unschedulable::now(cfg, &backoffs, &requests, now);
     let last_pass: Option<PassReport> = match live.as_ref().and_then(|l| l.last_pass.clone()) {
         Some(p) => Some(p),
         None => store.meta("last_pass").await?.and_then(|s| serde_json::from_str(&s).ok()),
@@ -347,6 +343,7 @@ pub async fn status(
         "pending_work": { "inbox": inbox, "outbox": outbox },
         "gce_steps_given_up": given_up.iter().map(|f| json!({"kind": f.kind.as_str(), "target": f.target, "failed": f.failed, "last_at": rfc3339(f.last_at), "last_error": f.last_error})).collect::<Vec<_>>(),
         "backoffs": backoffs.iter().map(|b| json!({"nodeset": b.nodeset, "until": rfc3339(b.until), "level": b.level, "reason": b.reason})).collect::<Vec<_>>(),
+        "unschedulable": unsched,
     });
     if json_out {
         return Ok((to_json(&v), unhealthy));
@@ -456,6 +453,7 @@ pub async fn status(
             )],
         ));
     }
+    rows.extend(super::unschedulable::status_rows(&unsched));
     // A row's first line follows its label; the lines after it are a list ("- "), each wrapped.
     let mut s = String::new();
     for (label, lines) in rows {
@@ -564,6 +562,7 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
             ));
         }
     }
+    lines.extend(super::unschedulable::explain_line(cfg, &backoffs, &store.requests(true).await?, n, now));
     let backoff = backoffs.iter().find(|b| b.nodeset == n.nodeset && b.until > now);
     lines.push(format!("Next: {}", next_step(cfg, n, request.as_ref(), backoff, now)));
     Ok(render_story(name, &lines, &events, &slurm, json_out, now, width))

@@ -17,6 +17,7 @@ pub mod import_slurm_gcp;
 pub mod logging;
 pub mod source;
 pub mod table;
+pub mod unschedulable;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -372,6 +372,11 @@ pub fn age(secs: i64) -> String {
     }
 }
 
+/// A time in JSON: RFC 3339 UTC (docs/json.md), or null.
+pub fn ts(t: Option<DateTime<Utc>>) -> serde_json::Value {
+    t.map_or(serde_json::Value::Null, |t| serde_json::Value::String(rfc3339(t)))
+}
+
 /// A time as the JSON outputs write it: RFC 3339 in UTC with a `Z`, as serde writes the reports' times.
 pub fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)

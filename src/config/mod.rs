@@ -194,6 +194,13 @@ pub struct Nodeset {
     /// How its VMs are obtained: DWS Flex Start resize requests, or standard / spot VMs created by
     /// name (`provisioning_model`).
     pub provisioning_model: ProvisioningModel,
+    /// A dynamic node's VM is deleted as soon as the job it was resumed for ends (its partition is
+    /// `OverSubscribe=EXCLUSIVE`), instead of after SuspendTime.
+    pub exclusive: bool,
+    /// Seconds a resize request of the nodeset may stay queued before the nodeset's powered-down
+    /// nodes are made unschedulable (jobs fall back to their other partitions); 0 = only when a
+    /// request fails for capacity (then at once).
+    pub fallback_after: u64,
     pub dws_flex: DwsFlex,
 }
 

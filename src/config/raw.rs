@@ -87,6 +87,8 @@ pub struct RawNodeset {
     pub partition: Val<String>,
     pub node_conf: Val<String>,
     pub provisioning_model: Val<String>,
+    pub exclusive: Val<bool>,
+    pub fallback_after: Val<u64>,
     pub dws_flex: Option<RawDwsFlex>,
 }
 
@@ -145,6 +147,8 @@ pub const KEYS: &[&str] = &[
     "nodeset.partition",
     "nodeset.node_conf",
     "nodeset.provisioning_model",
+    "nodeset.exclusive",
+    "nodeset.fallback_after",
     "nodeset.dws_flex.enabled",
     "nodeset.dws_flex.max_run_duration",
     "nodeset.dws_flex.use_job_duration",
@@ -217,6 +221,8 @@ impl From<&super::Config> for RawConfig {
                         partition: val(n.partition.clone()),
                         node_conf: val(n.node_conf.clone()),
                         provisioning_model: val(n.provisioning_model.as_str().to_string()),
+                        exclusive: val(n.exclusive),
+                        fallback_after: val(n.fallback_after),
                         dws_flex: Some(RawDwsFlex {
                             enabled: val(n.dws_flex.enabled),
                             max_run_duration: val(n.dws_flex.max_run_duration),

@@ -258,20 +258,27 @@ pub fn render_slurm_conf_with(
         ));
         line("# later never do.");
     }
-    let mut partitions: Vec<(&str, Vec<String>, bool)> = Vec::new();
+    if config.nodesets.iter().any(|n| n.exclusive) {
+        line("# OverSubscribe=EXCLUSIVE on partitions of nodesets with exclusive = true: each node runs");
+        line("# one job, and slurm-dws deletes its VM as soon as the job it was resumed for ends.");
+    }
+    // (name, node ranges, any flex nodeset, any exclusive nodeset)
+    let mut partitions: Vec<(&str, Vec<String>, bool, bool)> = Vec::new();
     for ns in &config.nodesets {
         let nodes = compress_range(&prefix(&ns.name), ns.indices()).unwrap_or_default();
-        match partitions.iter_mut().find(|(p, _, _)| *p == ns.partition) {
-            Some((_, list, flex)) => {
+        match partitions.iter_mut().find(|(p, ..)| *p == ns.partition) {
+            Some((_, list, flex, exclusive)) => {
                 list.push(nodes);
                 *flex |= ns.dws_flex.enabled;
+                *exclusive |= ns.exclusive;
             }
-            None => partitions.push((&ns.partition, vec![nodes], ns.dws_flex.enabled)),
+            None => partitions.push((&ns.partition, vec![nodes], ns.dws_flex.enabled, ns.exclusive)),
         }
     }
-    for (name, nodes, flex) in partitions {
+    for (name, nodes, flex, exclusive) in partitions {
         let timeout = if flex { format!(" ResumeTimeout={FLEX_RESUME_TIMEOUT}") } else { String::new() };
-        line(&format!("PartitionName={name} Nodes={}{timeout} State=UP", nodes.join(",")));
+        let over = if exclusive { " OverSubscribe=EXCLUSIVE" } else { "" };
+        line(&format!("PartitionName={name} Nodes={}{timeout}{over} State=UP", nodes.join(",")));
     }
     out
 }

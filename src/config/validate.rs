@@ -545,6 +545,8 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
         partition,
         node_conf,
         provisioning_model,
+        exclusive: get(&n.exclusive, false),
+        fallback_after: get(&n.fallback_after, 0),
         dws_flex,
     }
 }

@@ -144,9 +144,21 @@ pub(super) async fn gce_and_slurm(
         }
     }
     let jobs = jobs_waiting(desired, inbox);
-    if !jobs.is_empty() {
-        match src.slurm.jobs(&jobs).await {
+    let exclusive = exclusive_jobs(desired, src.cfg);
+    if !jobs.is_empty() || !exclusive.is_empty() {
+        let all: Vec<u32> =
+            jobs.iter().chain(&exclusive).copied().collect::<BTreeSet<u32>>().into_iter().collect();
+        match src.slurm.jobs(&all).await {
             Ok(infos) => {
+                if !exclusive.is_empty() {
+                    o.exclusive_jobs = Some(
+                        infos
+                            .iter()
+                            .filter(|j| exclusive.contains(&j.job_id))
+                            .map(|j| (j.job_id, observed_job(j)))
+                            .collect(),
+                    );
+                }
                 o.job_limits = infos.into_iter().map(|j| (j.job_id, job_limit(j.time_limit))).collect()
             }
             Err(e) => errors.push(format!("reading job time limits: {e}")),
@@ -227,6 +239,27 @@ pub(super) fn jobs_waiting(desired: &Desired, inbox: &[InboxEntry]) -> Vec<u32> 
     let resumed =
         inbox.iter().filter(|e| e.kind == HookKind::Resume).flat_map(|e| e.jobs.iter().map(|(j, _)| *j));
     pending.chain(resumed).collect::<BTreeSet<u32>>().into_iter().collect()
+}
+
+/// The jobs the up dynamic nodes of `exclusive` nodesets were resumed for: when one ends, its
+/// nodes are released (`plan/release.rs`).
+pub(super) fn exclusive_jobs(desired: &Desired, cfg: &Config) -> BTreeSet<u32> {
+    let exclusive: BTreeSet<&str> =
+        cfg.nodesets.iter().filter(|n| n.exclusive).map(|n| n.name.as_str()).collect();
+    if exclusive.is_empty() {
+        return BTreeSet::new();
+    }
+    desired
+        .nodes
+        .values()
+        .filter(|n| n.state == NodeState::Up && !n.is_static && exclusive.contains(n.nodeset.as_str()))
+        .filter_map(|n| n.job_id)
+        .collect()
+}
+
+fn observed_job(j: &slurm::JobInfo) -> ObservedJob {
+    let nodes = crate::hostlist::expand(&j.nodes).ok().map(|n| n.into_iter().collect());
+    ObservedJob { state: j.state.to_uppercase(), nodes }
 }
 
 fn job_limit(t: slurm::TimeLimit) -> JobLimit {

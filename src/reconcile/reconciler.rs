@@ -444,6 +444,13 @@ impl Reconciler {
                 .map(|e| e.nodes.len())
                 .sum::<usize>();
             report.requests_created += p.new_groups.len();
+            for e in &p.events {
+                match e.kind {
+                    EventKind::NodesetUnschedulable => report.fallbacks += 1,
+                    EventKind::Released => report.released_nodes += e.nodes.len(),
+                    _ => {}
+                }
+            }
             let outbox =
                 commit::commit_round(&self.store, &ctx, &mut p, &fresh_gce, &mut desired, now).await?;
             outbox_used.extend(outbox.iter().map(|e| e.id));

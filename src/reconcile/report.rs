@@ -92,6 +92,13 @@ pub struct PassReport {
     /// (the field and the value it needs). Their nodes get no VM; the pass is degraded.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub refused_nodesets: std::collections::BTreeMap<String, String>,
+    /// Fallbacks this pass: nodesets whose powered-down nodes it drained because they cannot get
+    /// capacity now (`plan/fallback.rs`).
+    #[serde(default)]
+    pub fallbacks: usize,
+    /// Nodes of `exclusive` nodesets it powered down because their job ended (`plan/release.rs`).
+    #[serde(default)]
+    pub released_nodes: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -121,6 +128,8 @@ impl PassReport {
             degraded_since: None,
             unreachable_zones: Vec::new(),
             refused_nodesets: Default::default(),
+            fallbacks: 0,
+            released_nodes: 0,
         }
     }
 

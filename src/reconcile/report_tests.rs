@@ -30,6 +30,7 @@ fn pass_report_json_keeps_its_names() {
             "gce_steps": [{"step": "insert_resize_request", "target": "hpc-a-j1-0a1b2c3d/rr-0a1b2c3d",
                            "ok": true, "error": null}],
             "slurm_commands": 0, "events": 0, "errors": [], "next_pass_in_secs": 30,
+            "fallbacks": 0, "released_nodes": 0,
         })
     );
     assert_eq!(serde_json::from_value::<PassReport>(v).unwrap(), r);

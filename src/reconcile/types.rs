@@ -36,6 +36,11 @@ pub struct NodesetPlan {
     pub eol_grace: u64,
     /// Flex (resize requests) or standard / spot (`createInstances` by name, no run duration).
     pub model: crate::config::ProvisioningModel,
+    /// `exclusive`: a dynamic node's VM goes as soon as the job it was resumed for ends (`release.rs`).
+    pub exclusive: bool,
+    /// `fallback_after`: seconds a request may stay queued before the nodeset's powered-down nodes
+    /// are made unschedulable; 0 = only on a failure (`fallback.rs`).
+    pub fallback_after: u64,
 }
 
 /// A job's time limit as Slurm reports it.
@@ -189,6 +194,10 @@ impl SlurmNode {
     pub fn has(&self, flag: SlurmFlag) -> bool {
         self.flags.contains(flag)
     }
+    /// Any flag, as Slurm spells it upper case (`DRAIN`, `COMPLETING`, ...).
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f == flag)
+    }
     /// Slurm believes the node is powered down (or about to be) — it expects no VM.
     pub fn powered_down(&self) -> bool {
         self.has(SlurmFlag::PoweredDown) || self.has(SlurmFlag::PoweringDown)
@@ -233,6 +242,31 @@ pub struct Observed {
     pub job_limits: BTreeMap<u32, JobLimit>,
     /// Names of Slurm reservations slurm-dws made (prefix `slurm-dws-eol-`) that exist now.
     pub reservations: Option<BTreeSet<String>>,
+    /// The jobs the up nodes of `exclusive` nodesets were resumed for, as `squeue` shows them (a
+    /// job that has ended and left Slurm's memory is absent); `None` when squeue was not asked or
+    /// did not answer: then no node is released (`release.rs`).
+    pub exclusive_jobs: Option<BTreeMap<u32, ObservedJob>>,
+}
+
+/// A job as the release rule reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ObservedJob {
+    /// Upper case, as squeue prints it (`RUNNING`, `PENDING`, `COMPLETED`, `CONFIGURING`...).
+    pub state: String,
+    /// The nodes it holds now (empty while pending); `None` when Slurm's hostlist could not be read
+    /// (then the job is taken to hold every node it was resumed on).
+    pub nodes: Option<BTreeSet<String>>,
+}
+
+impl ObservedJob {
+    /// The job still holds `node`: running (or starting, or completing) there.
+    pub fn holds(&self, node: &str) -> bool {
+        let live = matches!(
+            self.state.as_str(),
+            "RUNNING" | "CONFIGURING" | "COMPLETING" | "SUSPENDED" | "STOPPED" | "SIGNALING" | "STAGE_OUT"
+        );
+        live && self.nodes.as_ref().is_none_or(|n| n.contains(node))
+    }
 }
 
 impl Observed {
@@ -370,8 +404,9 @@ impl GceStep {
 }
 
 /// The `state=` of an `scontrol update nodename=...` slurm-dws makes (docs/slurm-facts.md,
-/// "Changing Slurm's state"). Declared in the order of their names, so that a round's updates run
-/// in the same order whatever the reasons.
+/// "Changing Slurm's state"). Declared in the order a round runs them whatever the reasons: the
+/// first four in the order of their names, then the release of exclusive nodes, then drains and
+/// undrains, which mark nodes whose power state the earlier updates settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeStateChange {
@@ -383,6 +418,14 @@ pub enum NodeStateChange {
     PowerUp,
     /// Clear a DOWN state slurm-dws set: usable again.
     Resume,
+    /// Power an idle node down once nothing runs on it, taking no new job meanwhile (an
+    /// `exclusive` node whose job ended; `release.rs`, docs/slurm-facts.md).
+    PowerDownAsap,
+    /// Keep the scheduler off a powered-down node of a nodeset that cannot get capacity now
+    /// (`fallback.rs`). After the power updates of the round.
+    Drain,
+    /// Clear a drain slurm-dws set for a fallback: schedulable again.
+    Undrain,
 }
 
 impl NodeStateChange {
@@ -393,6 +436,9 @@ impl NodeStateChange {
             NodeStateChange::PowerDownForce => "power_down_force",
             NodeStateChange::PowerUp => "power_up",
             NodeStateChange::Resume => "resume",
+            NodeStateChange::PowerDownAsap => "power_down_asap",
+            NodeStateChange::Drain => "drain",
+            NodeStateChange::Undrain => "undrain",
         }
     }
 }
@@ -528,6 +574,8 @@ impl PlanConfig {
                         queue_timeout: n.dws_flex.queue_timeout,
                         eol_grace: n.dws_flex.eol_grace,
                         model: n.provisioning_model,
+                        exclusive: n.exclusive,
+                        fallback_after: n.fallback_after,
                     };
                     (n.name.clone(), plan)
                 })

@@ -404,6 +404,14 @@ impl Drop for World {
     }
 }
 
+/// Whether a log line names `name` as a whole word (`hpc-a-3`, not `hpc-a-30`).
+fn mentions(line: &str, name: &str) -> bool {
+    line.match_indices(name).any(|(i, _)| {
+        let after = line[i + name.len()..].chars().next();
+        !matches!(after, Some(c) if c.is_ascii_alphanumeric())
+    })
+}
+
 pub fn tail(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
@@ -524,12 +532,26 @@ pub async fn wait_converged(w: &World, wanted: &BTreeSet<String>, secs: u64) {
     loop {
         match converged(w, wanted).await {
             Ok(()) => return,
-            Err(why) if Instant::now() > deadline => panic!(
-                "not converged after {secs}s: {why}\n--- nodes ---\n{}\n--- events (tail) ---\n{}\n--- daemon log (tail) ---\n{}",
-                String::from_utf8_lossy(&w.cli(&["nodes"]).stdout),
-                tail(&String::from_utf8_lossy(&w.cli(&["events"]).stdout), 40),
-                tail(&w.daemon_log(), 40)
-            ),
+            Err(why) if Instant::now() > deadline => {
+                // The daemon's whole story of each VM that differs: what it did to it and why.
+                let vms: BTreeSet<String> = w.sim_vms().await.into_iter().collect();
+                let log = w.daemon_log();
+                let mut story = String::new();
+                for vm in wanted.symmetric_difference(&vms) {
+                    let lines: Vec<&str> = log.lines().filter(|l| mentions(l, vm)).collect();
+                    story.push_str(&format!(
+                        "--- daemon log lines naming {vm} ---\n{}\n",
+                        tail(&lines.join("\n"), 60)
+                    ));
+                }
+                panic!(
+                    // `why` comes first and again last: a CI log shows only the tail of a long message.
+                    "not converged after {secs}s: {why}\n--- nodes ---\n{}\n--- events (tail) ---\n{}\n--- daemon log (tail) ---\n{}\n{story}--- not converged after {secs}s: {why}",
+                    String::from_utf8_lossy(&w.cli(&["nodes"]).stdout),
+                    tail(&String::from_utf8_lossy(&w.cli(&["events"]).stdout), 40),
+                    tail(&w.daemon_log(), 20)
+                )
+            }
             Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
         }
     }

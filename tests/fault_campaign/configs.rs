@@ -131,6 +131,8 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
         &["\"State=IDLE\"", "\"CPUs=2 # x\"", "\"NodeName=x\"", "\"a\\nb\""],
     ),
     ("nodeset.provisioning_model", "\"flex\"", Class::Str, &["\"preemptible\"", "\"SPOT\"", "\"\""]),
+    ("nodeset.exclusive", "true", Class::Bool, &[]),
+    ("nodeset.fallback_after", "600", Class::U64, &[]),
     ("nodeset.dws_flex.enabled", "true", Class::Bool, &[]),
     ("nodeset.dws_flex.max_run_duration", "3600", Class::U64, &["599", "604801", "0"]),
     ("nodeset.dws_flex.use_job_duration", "true", Class::Bool, &[]),

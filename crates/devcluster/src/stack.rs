@@ -25,6 +25,8 @@ pub struct StackNodeset {
     /// `provisioning_model` ("standard", "spot"); `None`: Flex. The simulator gets a template of
     /// that model (`{name}-{model}`).
     pub provisioning_model: Option<String>,
+    /// Extra lines for the `[[nodeset]]` table itself (e.g. `exclusive = true`).
+    pub nodeset_lines: String,
 }
 
 impl StackNodeset {
@@ -36,6 +38,7 @@ impl StackNodeset {
             dws_flex: String::new(),
             partition_resume_timeout: None,
             provisioning_model: None,
+            nodeset_lines: String::new(),
         }
     }
 
@@ -48,6 +51,12 @@ impl StackNodeset {
     /// The name of its instance template in the simulator.
     fn template(&self) -> String {
         format!("{}-{}", self.name, self.provisioning_model.as_deref().unwrap_or("flex"))
+    }
+
+    /// The same nodeset with `lines` in its `[[nodeset]]` table.
+    pub fn with_lines(mut self, lines: &str) -> Self {
+        self.nodeset_lines = lines.to_string();
+        self
     }
 
     /// The same nodeset with its partition's `ResumeTimeout` set to `secs`.
@@ -487,9 +496,11 @@ node_count_static = {st}
 node_count_dynamic_max = {dy}
 node_conf = "CPUs=1 RealMemory=500"
 {model}
+{lines}
 [nodeset.dws_flex]
 {flex}
 "#,
+            lines = ns.nodeset_lines,
             name = ns.name,
             template = ns.template(),
             model = ns

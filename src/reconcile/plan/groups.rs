@@ -87,8 +87,23 @@ impl Planner<'_> {
         }
         let pending: Vec<Node> =
             self.nodes.values().filter(|n| n.state == NodeState::ResumePending).cloned().collect();
+        // Names an earlier request may still create a VM under (it is open in GCE or about to be):
+        // a second request for the same name would race it for the name.
+        let mut promised: std::collections::HashMap<String, i64> = Default::default();
+        if !pending.is_empty() {
+            for r in self.requests.values().filter(|r| r.phase.is_open()) {
+                for name in &r.nodes {
+                    promised.insert(name.clone(), r.id);
+                }
+            }
+        }
         let mut groups: BTreeMap<(String, Option<u32>), Vec<Node>> = BTreeMap::new();
         for n in pending {
+            if promised.get(&n.name).is_some_and(|id| n.request_id != Some(*id)) {
+                // The earlier request (suspended and being cancelled, say) may still bring this
+                // node's VM: wait until it is final; a VM it brought is then reused below.
+                continue;
+            }
             if let Sight::Unknown = self.sight(&n.name) {
                 // A zone its VM could be in did not answer: a VM may exist there under this name,
                 // and a request for the name would meet it. Wait for a complete answer.

@@ -20,6 +20,9 @@
 //! 6. VMs in owned MIGs that back no node are deleted after `orphan_grace` (`orphans.rs`).
 //! 7. End-of-life reservations that no longer belong to an up node are removed, and ones Slurm lost
 //!    are made again (`reservations.rs`).
+//! 8. Up nodes of `exclusive` nodesets whose job ended are powered down at once (`release.rs`).
+//! 9. Nodesets that cannot get capacity now have their powered-down nodes drained, so jobs fall
+//!    back to their other partitions; drains whose cause ended are lifted (`fallback.rs`).
 //!
 //! Absence is only believed when the list that would show the thing succeeded this pass
 //! (`Observed::vms` / `migs` / `slurm` are `None` otherwise): a failed list never deletes anything.
@@ -35,18 +38,22 @@
 //! changes, and records what it decides in the [`Planner`]; [`Planner::finish`] batches the GCE and
 //! Slurm steps and returns the changed records.
 
+mod fallback;
 mod groups;
 mod migs;
 mod nodes;
 mod orphans;
 mod overlay;
+mod release;
 mod requests;
 mod reservations;
 mod standard;
 #[cfg(test)]
 mod tests;
 
+pub use fallback::{unschedulable, FALLBACK_REASON};
 pub use groups::{run_duration, RunDuration};
+pub use release::RELEASE_REASON;
 pub use requests::next_backoff;
 
 use super::types::*;
@@ -104,6 +111,8 @@ pub fn plan(cfg: &PlanConfig, d: &Desired, o: &Observed, now: DateTime<Utc>) -> 
     p.migs_and_gc();
     p.orphans();
     p.reservations();
+    p.release_exclusive();
+    p.fallback();
     p.finish()
 }
 
@@ -210,13 +219,13 @@ impl Planner<'_> {
     }
 
     /// The job that was waiting for `node` was requeued by slurm-dws before the node got a VM: let it start
-    /// again as soon as its nodeset may ask GCE again (now, or when its backoff ends), not after
-    /// Slurm's requeue hold.
+    /// again now, not after Slurm's requeue hold. While the nodeset backs off its powered-down nodes
+    /// are drained (`fallback.rs`): a job that names another partition starts there at once, and
+    /// one that names only this nodeset's waits for the drain to be lifted at the backoff's end.
     fn job_may_start_again(&mut self, node: &str) {
         let Some(n) = self.nodes.get(node) else { return };
         let Some(job) = n.job_id else { return };
-        let begin = self.in_backoff(&n.nodeset).map_or(self.now, |b| b.until);
-        self.job_begins.entry(begin).or_default().insert(job);
+        self.job_begins.entry(self.now).or_default().insert(job);
     }
 
     /// Deletes an observed VM from its MIG (batched per MIG in [`Planner::finish`]).

@@ -34,6 +34,9 @@ enum BackoffClass {
     /// Any other error GCE failed the request with (a bad image, template, subnetwork, permission):
     /// retrying at once would fail the same way.
     Error,
+    /// slurm-dws cancelled the request after `queue_timeout`: no capacity came in that time. The
+    /// backoff makes the nodeset unschedulable, so the requeued job falls back (`fallback.rs`).
+    QueueTimeout,
 }
 
 impl BackoffClass {
@@ -43,6 +46,7 @@ impl BackoffClass {
             BackoffClass::Error => {
                 "error backoff after a GCE error that is not capacity (check the nodeset's template, image, network and permissions)"
             }
+            BackoffClass::QueueTimeout => "capacity backoff after a request queued past queue_timeout",
         }
     }
 }
@@ -250,10 +254,14 @@ impl Planner<'_> {
                     format!("resize request {} in MIG {} {}: {}", r.name, r.mig, state, cause)
                 };
                 // Every failure GCE gave a reason for backs the nodeset off, each class with its
-                // own words; a cancel slurm-dws made (suspend, queue_timeout) does not.
+                // own words; so does a cancel for queue_timeout (no capacity came), and a cancel
+                // slurm-dws made for a suspend does not.
                 let class = match (&rr.error, state) {
                     (Some(_), _) if rr.capacity_error => Some(BackoffClass::Capacity),
                     (Some(_), GceRequestState::Failed) => Some(BackoffClass::Error),
+                    (None, GceRequestState::Cancelled) if self.timed_out(r) => {
+                        Some(BackoffClass::QueueTimeout)
+                    }
                     _ => None,
                 };
                 self.fail_request(r, &why, class);

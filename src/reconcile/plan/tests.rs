@@ -32,6 +32,8 @@ fn cfg() -> PlanConfig {
         queue_timeout: qt,
         eol_grace: 600,
         model: Default::default(),
+        exclusive: name == "gpu2",
+        fallback_after: 0,
     };
     PlanConfig {
         naming: naming(false),
@@ -275,6 +277,41 @@ fn nothing_is_requested_when_vms_cannot_be_listed() {
     assert!(w.plan().new_groups.is_empty());
 }
 
+/// A node resumed again while the request it was suspended out of is still open (being cancelled,
+/// or provisioning anyway) is not requested a second time: two requests would race for one VM
+/// name. Once the earlier request is final, the node is requested (or the VM it brought is reused).
+#[test]
+fn a_name_an_open_request_may_still_create_is_not_requested_twice() {
+    let mut old = request(1, &["hpc-a-3", "hpc-a-4"], RequestPhase::Active);
+    old.last_error = Some("cancelled: every node of the request was suspended".into());
+    let mut member = node("hpc-a-4", NodeState::Suspending);
+    member.request_id = Some(1);
+    let w = World::new()
+        .node(node("hpc-a-3", NodeState::ResumePending))
+        .node(member.clone())
+        .req(old.clone())
+        .mig(mig("hpc-a-j7-t0000001", MigState::Active), Some(2))
+        .rr("hpc-a-j7-t0000001", "ACCEPTED", None, false);
+    let p = w.plan();
+    assert!(p.new_groups.is_empty(), "the open request may still create hpc-a-3: {:?}", p.new_groups);
+    let w = World::new()
+        .node(node("hpc-a-3", NodeState::ResumePending))
+        .req(Request { phase: RequestPhase::Releasing, ..old.clone() })
+        .mig(mig("hpc-a-j7-t0000001", MigState::Active), Some(2))
+        .rr("hpc-a-j7-t0000001", "ACCEPTED", None, false);
+    assert!(w.plan().new_groups.is_empty(), "releasing");
+    // A request with no member left that was never sent ends in this pass; final ones are final:
+    // the node is requested again.
+    for phase in [RequestPhase::Planned, RequestPhase::Succeeded, RequestPhase::Failed, RequestPhase::Done] {
+        let w = World::new()
+            .node(node("hpc-a-3", NodeState::ResumePending))
+            .req(Request { phase, ..old.clone() });
+        let p = w.plan();
+        assert_eq!(p.new_groups.len(), 1, "{phase:?}: {:?}", p.new_groups);
+        assert_eq!(p.new_groups[0].nodes, vec!["hpc-a-3".to_string()]);
+    }
+}
+
 #[test]
 fn request_lifecycle_steps() {
     let mut n = node("hpc-a-1", NodeState::Requested);
@@ -346,10 +383,12 @@ fn failed_request_requeues_releases_and_backs_off() {
     assert_eq!(p.backoffs_set.len(), 1);
     assert_eq!(p.backoffs_set[0].until, t0() + Duration::seconds(60));
     assert!(p.events.iter().any(|e| e.kind.as_str() == "request_failed" && e.message.contains("no a3u")));
-    // The requeued job may start again when the backoff ends, after the node update that requeued it.
+    // The requeued job may start again now (a's nodes are drained for the backoff instead, so it
+    // starts in another of its partitions, or here when the drain is lifted), after the node
+    // update that requeued it.
     assert_eq!(
         p.slurm.last(),
-        Some(&SlurmStep::SetJobsBegin { jobs: vec![7], begin: t0() + Duration::seconds(60) }),
+        Some(&SlurmStep::SetJobsBegin { jobs: vec![7], begin: t0() }),
         "{:?}",
         p.slurm
     );
@@ -372,7 +411,7 @@ fn backoff_grows_and_caps() {
 fn nodes_in_backoff_are_answered_at_once() {
     let mut n = node("hpc-a-3", NodeState::ResumePending);
     n.job_id = Some(9);
-    let mut w = World::new().node(n);
+    let mut w = World::new().node(n).slurm("hpc-a-3", slurm("allocated", &["CLOUD", "POWERING_UP"], ""));
     w.d.backoffs.insert(
         "a".into(),
         Backoff {
@@ -387,10 +426,10 @@ fn nodes_in_backoff_are_answered_at_once() {
     assert!(p.new_groups.is_empty());
     assert_eq!(node_after(&p, "hpc-a-3").unwrap().state, NodeState::PoweredDown);
     assert!(has_update(&p, "hpc-a-3", "power_down_force"));
-    assert_eq!(
-        p.slurm.last(),
-        Some(&SlurmStep::SetJobsBegin { jobs: vec![9], begin: t0() + Duration::minutes(5) })
-    );
+    // Not held until the backoff ends: a's powered-down nodes are drained instead (fallback.rs), so
+    // a job that names another partition starts there now.
+    assert_eq!(p.slurm.last(), Some(&SlurmStep::SetJobsBegin { jobs: vec![9], begin: t0() }));
+    assert!(has_update(&p, "hpc-a-3", "drain"));
     // ...and the backoff ends by itself
     let mut w = World::new();
     w.d.backoffs.insert(
@@ -1317,5 +1356,7 @@ fn a_node_past_resume_timeout_ends_powered_down_and_usable() {
     assert!(p.events.iter().any(|e| e.kind == EventKind::RequestFailed));
 }
 
+#[path = "tests_capacity.rs"]
+mod capacity;
 #[path = "standard_tests.rs"]
 mod standard;

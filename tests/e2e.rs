@@ -45,6 +45,7 @@ on_both_slurms!(
     e2e_12_an_exclusive_nodeset_gives_its_vms_back_when_the_job_ends,
     e2e_13_a_job_for_two_partitions_falls_back_from_a_stockout,
     e2e_14_a_request_queued_past_queue_timeout_falls_back_too,
+    e2e_17_a_stockout_on_flex_sends_a_job_for_both_partitions_to_spot,
 );
 
 fn slurm_available(slurm: SlurmGeneration) -> bool {
@@ -1177,4 +1178,45 @@ fn e2e_14_a_request_queued_past_queue_timeout_falls_back_too(slurm: SlurmGenerat
     });
     eprintln!("[e2e-14] {slurm}: stale drain lifted {:?} after the daemon started", restarted.elapsed());
     assert!(restarted.elapsed() <= Duration::from_secs(12), "{:?}", restarted.elapsed());
+}
+
+/// Scenario 17: a flex partition and a spot partition; a stockout on the flex nodeset sends a job
+/// submitted to both (`sbatch -p f,sp`) to spot within 30 s of the failure, its VMs SPOT ones made
+/// by `createInstances`, and the flex nodes are drained, saying why, while the backoff lasts.
+fn e2e_17_a_stockout_on_flex_sends_a_job_for_both_partitions_to_spot(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    let nodesets = vec![StackNodeset::new("f", 0, 2), StackNodeset::new("sp", 0, 2).model("spot")];
+    let s = Stack::start(spec(slurm, nodesets, "backoff_initial = 60\nbackoff_max = 60")).unwrap();
+    s.sim_post(
+        "capacity",
+        &json!({"match": "hpc-f-", "fail": {"code": "ZONE_RESOURCE_POOL_EXHAUSTED",
+            "message": "The zone 'projects/demo-project/zones/us-central1-a' does not have enough resources available to fulfill the request."}}),
+    );
+    let (job, out) = sbatch(&s, "both", &["-N2", "--time=10", "-p", "f,sp"], "srun printenv SLURMD_NODENAME");
+    wait(&s, "f's request FAILED", 60, || {
+        requests(&s)
+            .iter()
+            .any(|r| r["nodeset"] == "f" && (r["phase"] == "failed" || r["phase"] == "done"))
+            .then_some(())
+    });
+    let failed = Instant::now();
+    let started =
+        |st: Option<String>| ["RUNNING", "COMPLETING", "COMPLETED"].contains(&st.as_deref().unwrap_or(""));
+    wait(&s, "the job started on sp", 30, || started(job_state(&s, job)).then_some(()));
+    let ran_in = failed.elapsed();
+    eprintln!("[e2e-17] {slurm}: f's stockout -> job started on spot in {ran_in:?}");
+    assert!(ran_in <= Duration::from_secs(30), "{ran_in:?}");
+    wait(&s, "job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    assert_eq!(ran_on(&out), vec!["hpc-sp-0", "hpc-sp-1"]);
+    let calls = s.sim_get("calls");
+    assert_eq!(calls["by_method"]["regionInstanceGroupManagers.createInstances"], 1, "{calls}");
+    let spot = requests(&s).into_iter().find(|r| r["nodeset"] == "sp").expect("the spot group");
+    assert_eq!(spot["job_id"], job, "{spot}");
+    assert!(drained(&s, "hpc-f-0") && drained(&s, "hpc-f-1"), "{}", node_reason(&s, "hpc-f-0"));
+    assert!(node_reason(&s, "hpc-f-0").contains("capacity backoff of nodeset f until"));
+    let status = s.cli_json(&["status"]);
+    assert!(status["unschedulable"]["f"].as_str().is_some(), "{status}");
+    assert!(status["unschedulable"]["sp"].is_null(), "spot stays schedulable: {status}");
 }

@@ -7,6 +7,7 @@
 //!
 //! Durations are integer seconds (`u64`), as in slurm.conf.
 
+mod forms;
 pub mod last_accepted;
 mod provisioning;
 pub mod raw;
@@ -22,9 +23,10 @@ use std::path::{Path, PathBuf};
 /// `gcp.credentials`: the GCE client's own type. The config names how the client authenticates and
 /// the client owns what that means, so `gce` never depends on the config.
 pub use crate::gce::Credentials;
+pub use forms::{is_cluster_name, is_nodeset_name, is_rfc1035};
 pub use provisioning::ProvisioningModel;
 pub use slurm_conf::render_slurm_conf;
-pub use validate::{is_cluster_name, is_nodeset_name, is_rfc1035, DEFAULT_ENDPOINT};
+pub use validate::DEFAULT_ENDPOINT;
 
 /// Environment variable naming the config file; checked after `--config`.
 pub const ENV_CONFIG: &str = "SLURM_DWS_CONFIG";

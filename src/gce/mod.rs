@@ -5,6 +5,7 @@
 //! | file           | job                                                                  |
 //! |----------------|----------------------------------------------------------------------|
 //! | `types.rs`     | the API resources on the wire (checked against the discovery doc)    |
+//! | `template_types.rs` | instance templates and machine types on the wire                |
 //! | `error.rs`     | [`GceError`] with full detail, and [`ErrorClass`] for callers        |
 //! | `auth.rs`      | [`Credentials`] → [`TokenSource`]; metadata server; secrets redacted |
 //! | `retry.rs`     | exponential backoff with full jitter, `Retry-After`                  |
@@ -28,6 +29,7 @@ pub mod ratelimit;
 pub mod retry;
 pub mod template_check;
 pub mod template_models;
+pub mod template_types;
 pub mod types;
 
 pub use auth::{AccessToken, Credentials, MetadataServer, StaticToken, TokenFuture, TokenSource};

@@ -25,6 +25,7 @@ mod hook;
 mod queue;
 mod scale;
 mod table;
+mod whole_pass;
 
 use std::path::PathBuf;
 use std::time::Instant;

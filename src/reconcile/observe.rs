@@ -10,6 +10,7 @@
 use super::gce_edge;
 use super::plan::EOL_PREFIX;
 use super::poll::PollSchedule;
+use super::report::PassPhases;
 use super::types::*;
 use crate::config::Config;
 use crate::gce;
@@ -37,6 +38,10 @@ pub struct Observation {
     pub errors: Vec<String>,
     /// Resize requests polled, and carried without asking (`poll.rs`).
     pub polls: PollCounts,
+    /// How long the reads took (the pass report's `phases`: the read phases and the answer times).
+    pub phases: PassPhases,
+    /// Reads not made, and why (the pass report's `reads_skipped`).
+    pub reads_skipped: Vec<String>,
 }
 
 impl Observation {
@@ -49,6 +54,8 @@ impl Observation {
             observed: Observed::default(),
             errors: Vec::new(),
             polls: PollCounts::default(),
+            phases: PassPhases::default(),
+            reads_skipped: Vec::new(),
         }
     }
 }
@@ -83,14 +90,23 @@ pub(super) async fn gce_and_slurm(
     polls: &mut PollSchedule,
     now: DateTime<Utc>,
     errors: &mut Vec<String>,
+    phases: &mut PassPhases,
 ) -> (Observed, PollCounts) {
     let mut o = Observed::default();
-    let (vms, migs, nodes, reservations) = tokio::join!(
-        gce_edge::observe_vms(src.gce, src.cfg),
-        gce_edge::observe_migs(src.gce, src.cfg, src.naming),
-        src.slurm.nodes(),
-        src.slurm.reservations(),
-    );
+    let began = Instant::now();
+    let gce_lists = async {
+        let lists = tokio::join!(
+            gce_edge::observe_vms(src.gce, src.cfg),
+            gce_edge::observe_migs(src.gce, src.cfg, src.naming)
+        );
+        (lists, began.elapsed())
+    };
+    let slurm_reads = async {
+        let reads = tokio::join!(src.slurm.nodes(), src.slurm.reservations());
+        (reads, began.elapsed())
+    };
+    let (((vms, migs), gce_took), ((nodes, reservations), slurm_took)) = tokio::join!(gce_lists, slurm_reads);
+    let (mut gce_took, mut slurm_took) = (gce_took, slurm_took);
     match vms {
         Ok((v, unreachable)) => {
             if let Some(why) = unreachable.unscoped {
@@ -130,7 +146,10 @@ pub(super) async fn gce_and_slurm(
     let plan = polls.choose(&wanted, desired, o.migs.as_ref(), o.vms.as_ref(), now);
     let counts = PollCounts { polled: plan.poll.len(), carried: plan.carried.len() };
     o.requests = plan.carried;
-    for (mig, name, answer) in poll_requests(src, plan.poll).await {
+    let polling = Instant::now();
+    let polled = poll_requests(src, plan.poll).await;
+    gce_took += polling.elapsed();
+    for (mig, name, answer) in polled {
         let target_size = o.migs.as_ref().and_then(|m| m.get(&mig)).map(|m| m.target_size);
         match answer {
             Ok(rr) => {
@@ -145,13 +164,18 @@ pub(super) async fn gce_and_slurm(
     }
     let jobs = jobs_waiting(desired, inbox);
     if !jobs.is_empty() {
-        match src.slurm.jobs(&jobs).await {
+        let asking = Instant::now();
+        let answer = src.slurm.jobs(&jobs).await;
+        slurm_took += asking.elapsed();
+        match answer {
             Ok(infos) => {
                 o.job_limits = infos.into_iter().map(|j| (j.job_id, job_limit(j.time_limit))).collect()
             }
             Err(e) => errors.push(format!("reading job time limits: {e}")),
         }
     }
+    phases.gce_read_ms += PassPhases::ms(gce_took);
+    phases.slurm_read_ms += PassPhases::ms(slurm_took);
     (o, counts)
 }
 

@@ -88,6 +88,43 @@ pub struct PassReport {
     /// (the field and the value it needs). Their nodes get no VM; the pass is degraded.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub refused_nodesets: std::collections::BTreeMap<String, String>,
+    /// Where the pass's wall time went (see [`PassPhases`]).
+    #[serde(default)]
+    pub phases: PassPhases,
+    /// Reads this pass did not make, each with why what it would have read cannot have changed (a
+    /// MIG list kept from a recent pass, a hook's pass planned on the last observation). Empty when
+    /// everything was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reads_skipped: Vec<String>,
+}
+
+/// Where a pass's wall time went, in milliseconds. Slurm's and GCE's reads run at the same time, so
+/// `slurm_read_ms` and `gce_read_ms` overlap; the other phases follow one another. The `*_answer_ms`
+/// figures are the time the other side took to start answering (GCE: request sent → response
+/// headers, summed over the pass's calls; Slurm: command started → its first byte of output, summed
+/// over its commands): slurmctld's and GCE's own time, which the pass only waits for.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PassPhases {
+    /// Slurm's nodes and reservations, and `squeue` when jobs wait for nodes.
+    pub slurm_read_ms: f64,
+    /// GCE's lists, the resize-request polls and the template reads.
+    pub gce_read_ms: f64,
+    /// `plan()` of every round.
+    pub plan_ms: f64,
+    /// Store transactions: the ingested inbox, each round's changes and outbox intents, the outbox
+    /// tidied, the pass report saved.
+    pub commit_ms: f64,
+    /// GCE steps sent and Slurm commands run.
+    pub act_ms: f64,
+    pub slurm_answer_ms: f64,
+    pub gce_answer_ms: f64,
+}
+
+impl PassPhases {
+    /// A duration in milliseconds, to the tenth.
+    pub fn ms(d: std::time::Duration) -> f64 {
+        (d.as_secs_f64() * 10_000.0).round() / 10.0
+    }
 }
 
 impl PassReport {
@@ -112,6 +149,8 @@ impl PassReport {
             degraded_since: None,
             unreachable_zones: Vec::new(),
             refused_nodesets: Default::default(),
+            phases: PassPhases::default(),
+            reads_skipped: Vec::new(),
         }
     }
 
@@ -147,6 +186,14 @@ impl PassReport {
             requests_carried = self.requests_carried,
             gce_steps = self.gce_steps.len(),
             slurm_commands = self.slurm_commands,
+            slurm_read_ms = self.phases.slurm_read_ms,
+            gce_read_ms = self.phases.gce_read_ms,
+            plan_ms = self.phases.plan_ms,
+            commit_ms = self.phases.commit_ms,
+            act_ms = self.phases.act_ms,
+            slurm_answer_ms = self.phases.slurm_answer_ms,
+            gce_answer_ms = self.phases.gce_answer_ms,
+            reads_skipped = self.reads_skipped.len(),
             "reconcile pass"
         );
         for e in &self.errors {

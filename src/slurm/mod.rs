@@ -56,6 +56,12 @@ pub use resume_file::{ResumeFile, ResumeFileError, ResumeJob};
 pub use squeue::{JobInfo, TimeLimit};
 pub use version::{NodeSource, SlurmVersion};
 
+/// The time Slurm's commands have taken, in this process, from their start to their first byte of
+/// output (slurmctld's own answer time), in all; a pass reports the difference over the pass.
+pub fn answer_time() -> Duration {
+    command::answer_time()
+}
+
 /// Output of a Slurm command that does not look like what the Slurm version in use prints.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unexpected output of `{what}`{}: {message}", slurm_suffix(.version))]

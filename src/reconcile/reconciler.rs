@@ -184,7 +184,6 @@ impl Reconciler {
         let started = observation.started;
         let mut report = self.begin_report(trigger, observation.started_at);
         report.phases = observation.phases.clone();
-        report.reads_skipped = observation.reads_skipped.clone();
         match self.plan_commit_execute(observation, &mut report).await {
             Ok(desired) => {
                 if cfg!(debug_assertions) {

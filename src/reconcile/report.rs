@@ -91,11 +91,6 @@ pub struct PassReport {
     /// Where the pass's wall time went (see [`PassPhases`]).
     #[serde(default)]
     pub phases: PassPhases,
-    /// Reads this pass did not make, each with why what it would have read cannot have changed (a
-    /// MIG list kept from a recent pass, a hook's pass planned on the last observation). Empty when
-    /// everything was read.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reads_skipped: Vec<String>,
 }
 
 /// Where a pass's wall time went, in milliseconds. Slurm's and GCE's reads run at the same time, so
@@ -150,7 +145,6 @@ impl PassReport {
             unreachable_zones: Vec::new(),
             refused_nodesets: Default::default(),
             phases: PassPhases::default(),
-            reads_skipped: Vec::new(),
         }
     }
 
@@ -193,7 +187,6 @@ impl PassReport {
             act_ms = self.phases.act_ms,
             slurm_answer_ms = self.phases.slurm_answer_ms,
             gce_answer_ms = self.phases.gce_answer_ms,
-            reads_skipped = self.reads_skipped.len(),
             "reconcile pass"
         );
         for e in &self.errors {

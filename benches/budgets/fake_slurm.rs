@@ -27,11 +27,22 @@ pub struct FakeSlurm {
     dir: PathBuf,
     nodes: u32,
     per_job: u32,
+    /// Nodes `hpc-a-{nodes}..` beyond the jobs' nodes: powered down (`idle~`) until a bench resumes
+    /// one (see [`FakeSlurm::resume_spare`]).
+    spares: u32,
+    /// Spares resumed so far, with the view Slurm has of each.
+    spare_views: std::cell::RefCell<Vec<NodeView>>,
+    view: std::cell::Cell<NodeView>,
 }
 
 impl FakeSlurm {
     /// Writes the three commands into `dir/bin` for `nodes` nodes `hpc-a-0..` in jobs of `per_job`.
     pub fn create(dir: &Path, nodes: u32, per_job: u32) -> std::io::Result<FakeSlurm> {
+        Self::with_spares(dir, nodes, per_job, 0)
+    }
+
+    /// [`FakeSlurm::create`] with `spares` more nodes, powered down.
+    pub fn with_spares(dir: &Path, nodes: u32, per_job: u32, spares: u32) -> std::io::Result<FakeSlurm> {
         let bin_dir = dir.join("bin");
         std::fs::create_dir_all(&bin_dir)?;
         let d = dir.display();
@@ -69,32 +80,81 @@ esac
             std::fs::write(&path, text)?;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
         }
-        let fake = FakeSlurm { bin_dir, dir: dir.to_path_buf(), nodes, per_job };
+        let fake = FakeSlurm {
+            bin_dir,
+            dir: dir.to_path_buf(),
+            nodes,
+            per_job,
+            spares,
+            spare_views: Default::default(),
+            view: std::cell::Cell::new(NodeView::PoweringUp),
+        };
         fake.set_nodes(NodeView::PoweringUp)?;
         std::fs::write(dir.join("squeue.json"), fake.squeue())?;
         Ok(fake)
     }
 
+    /// Slurm resumes spare `i` (node `hpc-a-{nodes + i}`) for job `job` of one node, as slurmctld does
+    /// before it runs the ResumeProgram: the node shows `allocated#`, the job is in `squeue`. Returns
+    /// the node's name and the resume file the hook gets.
+    pub fn resume_spare(&self, i: u32, job: u32) -> std::io::Result<(String, String)> {
+        let name = format!("hpc-a-{}", self.nodes + i);
+        {
+            let mut views = self.spare_views.borrow_mut();
+            while views.len() <= i as usize {
+                views.push(NodeView::PoweringUp);
+            }
+            views[i as usize] = NodeView::PoweringUp;
+        }
+        self.set_nodes(self.view.get())?;
+        let mut doc: Value = serde_json::from_str(&self.squeue()).expect("json");
+        let template = doc["jobs"][0].clone();
+        let jobs = doc["jobs"].as_array_mut().expect("jobs");
+        for (k, _) in self.spare_views.borrow().iter().enumerate() {
+            let mut j = template.clone();
+            j["job_id"] = json!(job - i + k as u32);
+            j["nodes"] = json!(format!("hpc-a-{}", self.nodes + k as u32));
+            jobs.push(j);
+        }
+        std::fs::write(self.dir.join("squeue.json"), serde_json::to_string_pretty(&doc).expect("json"))?;
+        let resume = json!({"jobs": [{"job_id": job, "nodes": name}], "all_nodes": name}).to_string();
+        Ok((name, resume))
+    }
+
+    /// The resumed spare `i` runs (slurmd registered on its VM).
+    pub fn spare_running(&self, i: u32) -> std::io::Result<()> {
+        self.spare_views.borrow_mut()[i as usize] = NodeView::Running;
+        self.set_nodes(self.view.get())
+    }
+
     /// Rewrites what `sinfo --json` prints.
     pub fn set_nodes(&self, view: NodeView) -> std::io::Result<()> {
+        self.view.set(view);
         let mut doc: Value = serde_json::from_str(SINFO_SAMPLE).expect("captured sinfo parses");
         let template = doc["nodes"][0].clone();
-        let flags: &[&str] = match view {
-            NodeView::PoweringUp => &["CLOUD", "NOT_RESPONDING", "POWERING_UP"],
-            NodeView::Running => &["CLOUD"],
-        };
-        let nodes: Vec<Value> = (0..self.nodes)
+        let spare_views = self.spare_views.borrow();
+        let nodes: Vec<Value> = (0..self.nodes + self.spares)
             .map(|i| {
+                let view = if i < self.nodes {
+                    Some(view)
+                } else {
+                    spare_views.get((i - self.nodes) as usize).copied()
+                };
+                let flags: &[&str] = match view {
+                    Some(NodeView::PoweringUp) => &["CLOUD", "NOT_RESPONDING", "POWERING_UP"],
+                    Some(NodeView::Running) => &["CLOUD"],
+                    None => &["CLOUD", "POWERED_DOWN"],
+                };
                 let mut n = template.clone();
                 let name = format!("hpc-a-{i}");
                 n["name"] = json!(name);
                 n["hostname"] = json!(name);
-                n["state"] = json!("allocated");
+                n["state"] = json!(if view.is_some() { "allocated" } else { "idle" });
                 n["state_flags"] = json!(flags);
                 n["partitions"] = json!(["a"]);
                 n["port"] = json!(6818);
-                n["alloc_cpus"] = json!(1);
-                n["idle_cpus"] = json!(0);
+                n["alloc_cpus"] = json!(if view.is_some() { 1 } else { 0 });
+                n["idle_cpus"] = json!(if view.is_some() { 0 } else { 1 });
                 n
             })
             .collect();

@@ -28,6 +28,7 @@ mod queue;
 mod scale;
 mod spot;
 mod table;
+mod whole_pass;
 
 use std::path::PathBuf;
 use std::time::Instant;

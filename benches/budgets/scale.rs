@@ -24,6 +24,14 @@ const NODES: u32 = 10_000;
 const PER_JOB: u32 = 10;
 const STEADY_PASSES: usize = 10;
 const PLAN_ROUNDS: usize = 21;
+/// Nodes beyond the 10,000, powered down, that the whole-pass section resumes one at a time.
+const SPARES: u32 = 8;
+
+/// Steady passes measured: [`STEADY_PASSES`], or `BENCH_STEADY_PASSES` (longer runs, e.g. to profile
+/// the daemon with `perf record -p`).
+fn steady_passes() -> usize {
+    std::env::var("BENCH_STEADY_PASSES").ok().and_then(|v| v.parse().ok()).unwrap_or(STEADY_PASSES)
+}
 
 pub fn run(ctx: &Ctx, t: &mut Table) {
     if let Err(e) = scale(ctx, t) {
@@ -44,7 +52,7 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
     let post = |path: &str| -> Result<Value> {
         rt.block_on(async { Ok(http.post(control(path)).send().await?.error_for_status()?.json().await?) })
     };
-    let slurm = FakeSlurm::create(&d.join("slurm"), NODES, PER_JOB)?;
+    let slurm = FakeSlurm::with_spares(&d.join("slurm"), NODES, PER_JOB, SPARES)?;
     let config = write_config(d, &format!("http://{}/compute/v1/", sim.addr), &slurm.bin_dir)?;
     let cli = |args: &[&str]| -> Result<Value> {
         let out = Command::new(&ctx.bin).arg("--config").arg(&config).args(args).arg("--json").output()?;
@@ -109,7 +117,7 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
     post("calls/reset")?;
     let mut pass_cpu = Samples::default();
     let mut pass_wall = Samples::default();
-    for _ in 0..STEADY_PASSES {
+    for _ in 0..steady_passes() {
         let before = task_cpu(daemon.pid())?;
         let report = cli(&["reconcile"])?;
         let cpu = task_cpu(daemon.pid())? - before;
@@ -124,6 +132,13 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
     let Mem { hwm, rss, .. } = memory(daemon.pid())?;
     let vms = get("state")?["instances"].as_array().map_or(0, Vec::len);
     drop(daemon); // SIGTERM: the database is closed cleanly before it is read here.
+
+    // The whole pass, the old way and as it is, each by a daemon started on this steady state.
+    let whole = (|| -> Result<_> {
+        let base = crate::whole_pass::measure(&ctx.bin, &config, d, &slurm, &sim.addr, true, 0)?;
+        let now = crate::whole_pass::measure(&ctx.bin, &config, d, &slurm, &sim.addr, false, SPARES / 2)?;
+        Ok((base, now))
+    })();
 
     // The rows: GCE calls of the resume.
     let by = |calls: &Value, m: &str| calls["by_method"][m].as_f64().unwrap_or(0.0);
@@ -165,26 +180,30 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
     let ceiling = (vms as f64 / 500.0).ceil() + 2.0;
     t.count(
         &format!("GCE, steady pass with {vms} VMs: list calls per pass"),
-        lists / STEADY_PASSES as f64,
-        &format!("{lists} in {STEADY_PASSES} passes"),
+        lists / steady_passes() as f64,
+        &format!("{lists} in {} passes", steady_passes()),
         Some(ceiling),
         &format!("≤ {ceiling} (ceil(VMs/500)+2)"),
     );
     t.count(
         "GCE, steady pass: resize-request polls (finished requests)",
         by(&steady_calls, "regionInstanceGroupManagerResizeRequests.get"),
-        &format!("in {STEADY_PASSES} passes"),
+        &format!("in {} passes", steady_passes()),
         Some(0.0),
         "0",
     );
     t.count(
         "  context: steady pass, all GCE calls per pass",
-        steady_calls["total"].as_f64().unwrap_or(0.0) / STEADY_PASSES as f64,
+        steady_calls["total"].as_f64().unwrap_or(0.0) / steady_passes() as f64,
         "",
         None,
         "-",
     );
-    t.note(format!("GCE calls of {STEADY_PASSES} steady passes, by method: {}", steady_calls["by_method"]));
+    t.note(format!(
+        "GCE calls of {} steady passes, by method: {}",
+        steady_passes(),
+        steady_calls["by_method"]
+    ));
 
     // Memory and CPU of the daemon process.
     t.add(crate::table::Row {
@@ -222,6 +241,11 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
         slurm.sinfo_bytes() as f64 / 1e6
     ));
 
+    match whole {
+        Ok((base, now)) => crate::whole_pass::rows(t, &base, &now),
+        Err(e) => t.failed("whole pass at 10k nodes", &format!("{e:#}"), "see SPEC budgets"),
+    }
+
     // 3. The pass's planning + store CPU in this process, on the daemon's database.
     plan_and_store(&rt, &config, t)?;
     drop(sim);
@@ -248,7 +272,7 @@ const LIST_METHODS: &[&str] = &[
 ];
 
 /// A pass that changed nothing and sent nothing.
-fn quiet(report: &Value) -> bool {
+pub(crate) fn quiet(report: &Value) -> bool {
     let r = if report["report"].is_object() { &report["report"] } else { report };
     r["gce_steps"].as_array().is_some_and(Vec::is_empty)
         && r["slurm_commands"].as_u64() == Some(0)
@@ -356,7 +380,7 @@ async fn load_desired(store: &Store) -> Result<(Desired, Duration)> {
 }
 
 /// CPU time of every thread of a process (ns precision, from the scheduler's own accounting).
-fn task_cpu(pid: u32) -> Result<Duration> {
+pub(crate) fn task_cpu(pid: u32) -> Result<Duration> {
     let mut ns: u64 = 0;
     for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
         let text = std::fs::read_to_string(entry?.path().join("schedstat")).unwrap_or_default();
@@ -367,9 +391,9 @@ fn task_cpu(pid: u32) -> Result<Duration> {
 
 /// A process's memory from /proc/PID/status, in kB.
 #[derive(Debug, Default, Clone, Copy)]
-struct Mem {
+pub(crate) struct Mem {
     /// VmHWM: the peak resident set.
-    hwm: u64,
+    pub(crate) hwm: u64,
     rss: u64,
     /// RssAnon: heap and stacks.
     anon: u64,
@@ -388,7 +412,7 @@ impl Mem {
     }
 }
 
-fn memory(pid: u32) -> Result<Mem> {
+pub(crate) fn memory(pid: u32) -> Result<Mem> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let field = |name: &str| {
         status
@@ -406,6 +430,23 @@ fn memory(pid: u32) -> Result<Mem> {
     })
 }
 
+/// `GET path` of `addr` over a plain blocking connection: the body of a 200 answer.
+pub(crate) fn http_get(addr: &str, path: &str) -> Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!("GET {path}: {}", head.lines().next().unwrap_or_default());
+    }
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        bail!("GET {path}: a chunked answer (not read here)");
+    }
+    Ok(body.to_string())
+}
+
 /// The scale bench's config: the simulator at `endpoint`, the fake Slurm in `slurm_bin`.
 fn write_config(d: &Path, endpoint: &str, slurm_bin: &Path) -> Result<PathBuf> {
     let extra = format!(
@@ -414,7 +455,7 @@ fn write_config(d: &Path, endpoint: &str, slurm_bin: &Path) -> Result<PathBuf> {
          [reconcile]\ninterval = 30\n",
         slurm_bin.display()
     );
-    Ok(crate::write_config(d, endpoint, NODES, &extra))
+    Ok(crate::write_config(d, endpoint, NODES + SPARES, &extra))
 }
 
 /// A child process this bench started; stopped (SIGTERM, then SIGKILL) by its PID when dropped.
@@ -435,12 +476,22 @@ impl Proc {
         let mut first = String::new();
         BufReader::new(child.stdout.take().expect("piped")).read_line(&mut first)?;
         let addr = first.trim().rsplit(' ').next().unwrap_or_default().to_string();
-        Ok(Proc { child, addr, log: d.join("sim.log") })
+        let sim = Proc { child, addr, log: d.join("sim.log") };
+        // The benches' nodesets name templates nobody loaded: the simulator serves FLEX_START ones, so
+        // the daemon's start-up template check accepts them (as a real project's templates would be).
+        sim.control_post("templates/defaults", r#"{"serve": true}"#)?;
+        Ok(sim)
     }
 
     pub(crate) fn daemon(bin: &Path, config: &Path, d: &Path) -> Result<Proc> {
+        Self::daemon_with(bin, config, d, &[])
+    }
+
+    /// [`Proc::daemon`] with more environment variables.
+    pub(crate) fn daemon_with(bin: &Path, config: &Path, d: &Path, env: &[(&str, &str)]) -> Result<Proc> {
         let log = d.join("daemon.log");
         let child = Command::new(bin)
+            .envs(env.iter().copied())
             .arg("--config")
             .arg(config)
             .arg("daemon")
@@ -466,6 +517,25 @@ impl Proc {
             std::thread::sleep(Duration::from_millis(50));
         }
         Ok(p)
+    }
+
+    /// `POST /_sim/{path}` with a JSON body, over a plain blocking connection (no runtime needed).
+    pub(crate) fn control_post(&self, path: &str, body: &str) -> Result<()> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&self.addr)?;
+        write!(
+            s,
+            "POST /_sim/{path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        )?;
+        let mut answer = String::new();
+        s.read_to_string(&mut answer)?;
+        if !answer.starts_with("HTTP/1.1 200") {
+            bail!("POST /_sim/{path}: {}", answer.lines().next().unwrap_or_default());
+        }
+        Ok(())
     }
 
     pub(crate) fn pid(&self) -> u32 {

@@ -141,6 +141,8 @@ struct Inner {
     request_timeout: Duration,
     retry_deadline: Duration,
     stats: Mutex<BTreeMap<String, MethodStats>>,
+    /// Nanoseconds GCE took to answer, request sent → response headers, over every call.
+    answer_nanos: std::sync::atomic::AtomicU64,
 }
 
 impl fmt::Debug for Client {
@@ -215,6 +217,7 @@ impl Client {
                 request_timeout: opts.request_timeout,
                 retry_deadline: opts.retry_deadline,
                 stats: Mutex::new(BTreeMap::new()),
+                answer_nanos: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }
@@ -251,6 +254,12 @@ impl Client {
     /// Calls and errors by method id, for metrics.
     pub fn stats(&self) -> BTreeMap<String, MethodStats> {
         self.inner.stats.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The time GCE has taken to answer this client's calls (and its clones'), request sent → response
+    /// headers, in all: GCE's own time, which a pass only waits for. A pass reports its difference.
+    pub fn answer_time(&self) -> Duration {
+        Duration::from_nanos(self.inner.answer_nanos.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// `projects/{project}/`.
@@ -360,7 +369,11 @@ impl Client {
             message: error_chain(&e),
             timeout: e.is_timeout(),
         };
-        let resp = req.send().await.map_err(transport)?;
+        let sent = req.send().await;
+        self.inner
+            .answer_nanos
+            .fetch_add(began.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+        let resp = sent.map_err(transport)?;
         let status = resp.status();
         let retry_after =
             resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(parse_retry_after);

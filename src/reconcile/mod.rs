@@ -49,6 +49,7 @@ pub use execute::{judge, StepResult};
 pub use observe::{Observation, PollCounts};
 pub use reconciler::{Reconciler, MAX_ROUNDS};
 pub use report::{
-    gc_items, next_pass_in, GcItem, GcItemKind, GcReport, PassOutcome, PassReport, StepReport, Trigger,
+    gc_items, next_pass_in, GcItem, GcItemKind, GcReport, PassOutcome, PassPhases, PassReport, StepReport,
+    Trigger,
 };
 pub use types::*;

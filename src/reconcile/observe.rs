@@ -10,6 +10,7 @@
 use super::gce_edge;
 use super::plan::EOL_PREFIX;
 use super::poll::PollSchedule;
+use super::report::PassPhases;
 use super::types::*;
 use crate::config::Config;
 use crate::gce;
@@ -37,6 +38,8 @@ pub struct Observation {
     pub errors: Vec<String>,
     /// Resize requests polled, and carried without asking (`poll.rs`).
     pub polls: PollCounts,
+    /// How long the reads took (the pass report's `phases`: the read phases and the answer times).
+    pub phases: PassPhases,
 }
 
 impl Observation {
@@ -49,8 +52,17 @@ impl Observation {
             observed: Observed::default(),
             errors: Vec::new(),
             polls: PollCounts::default(),
+            phases: PassPhases::default(),
         }
     }
+}
+
+/// `SLURM_DWS_BENCH_BASELINE=1` in the daemon's environment: a pass reads Slurm's nodes with every
+/// field and decodes every reservation whole, as before issue 20, so that `make bench` can
+/// measure the baseline beside the current figures in the same run. Not for production use.
+pub(crate) fn bench_baseline() -> bool {
+    static BASELINE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *BASELINE.get_or_init(|| std::env::var_os("SLURM_DWS_BENCH_BASELINE").is_some_and(|v| v == "1"))
 }
 
 /// The clients a pass observes through.
@@ -83,14 +95,37 @@ pub(super) async fn gce_and_slurm(
     polls: &mut PollSchedule,
     now: DateTime<Utc>,
     errors: &mut Vec<String>,
+    phases: &mut PassPhases,
 ) -> (Observed, PollCounts) {
     let mut o = Observed::default();
-    let (vms, migs, nodes, reservations) = tokio::join!(
-        gce_edge::observe_vms(src.gce, src.cfg),
-        gce_edge::observe_migs(src.gce, src.cfg, src.naming),
-        src.slurm.nodes(),
-        src.slurm.reservations(),
-    );
+    let began = Instant::now();
+    let gce_lists = async {
+        let lists = tokio::join!(
+            gce_edge::observe_vms(src.gce, src.cfg),
+            gce_edge::observe_migs(src.gce, src.cfg, src.naming)
+        );
+        (lists, began.elapsed())
+    };
+    let slurm_reads = async {
+        let names = async {
+            if bench_baseline() {
+                src.slurm.reservations().await.map(|r| r.into_iter().map(|r| r.name).collect::<Vec<_>>())
+            } else {
+                src.slurm.reservation_names().await
+            }
+        };
+        let nodes = async {
+            if bench_baseline() {
+                src.slurm.nodes().await
+            } else {
+                src.slurm.node_states().await
+            }
+        };
+        let reads = tokio::join!(nodes, names);
+        (reads, began.elapsed())
+    };
+    let (((vms, migs), gce_took), ((nodes, reservations), slurm_took)) = tokio::join!(gce_lists, slurm_reads);
+    let (mut gce_took, mut slurm_took) = (gce_took, slurm_took);
     match vms {
         Ok((v, unreachable)) => {
             if let Some(why) = unreachable.unscoped {
@@ -120,17 +155,17 @@ pub(super) async fn gce_and_slurm(
         Err(e) => errors.push(format!("reading Slurm's nodes: {e}")),
     }
     match reservations {
-        Ok(r) => {
-            o.reservations =
-                Some(r.into_iter().map(|r| r.name).filter(|n| n.starts_with(EOL_PREFIX)).collect())
-        }
+        Ok(r) => o.reservations = Some(r.into_iter().filter(|n| n.starts_with(EOL_PREFIX)).collect()),
         Err(e) => errors.push(format!("reading Slurm's reservations: {e}")),
     }
     let wanted = requests_to_poll(desired, o.migs.as_ref());
     let plan = polls.choose(&wanted, desired, o.migs.as_ref(), o.vms.as_ref(), now);
     let counts = PollCounts { polled: plan.poll.len(), carried: plan.carried.len() };
     o.requests = plan.carried;
-    for (mig, name, answer) in poll_requests(src, plan.poll).await {
+    let polling = Instant::now();
+    let polled = poll_requests(src, plan.poll).await;
+    gce_took += polling.elapsed();
+    for (mig, name, answer) in polled {
         let target_size = o.migs.as_ref().and_then(|m| m.get(&mig)).map(|m| m.target_size);
         match answer {
             Ok(rr) => {
@@ -148,7 +183,10 @@ pub(super) async fn gce_and_slurm(
     if !jobs.is_empty() || !exclusive.is_empty() {
         let all: Vec<u32> =
             jobs.iter().chain(&exclusive).copied().collect::<BTreeSet<u32>>().into_iter().collect();
-        match src.slurm.jobs(&all).await {
+        let asking = Instant::now();
+        let answer = src.slurm.jobs(&all).await;
+        slurm_took += asking.elapsed();
+        match answer {
             Ok(infos) => {
                 if !exclusive.is_empty() {
                     o.exclusive_jobs = Some(
@@ -164,6 +202,8 @@ pub(super) async fn gce_and_slurm(
             Err(e) => errors.push(format!("reading job time limits: {e}")),
         }
     }
+    phases.gce_read_ms += PassPhases::ms(gce_took);
+    phases.slurm_read_ms += PassPhases::ms(slurm_took);
     (o, counts)
 }
 
@@ -202,11 +242,13 @@ pub(super) fn slurm_view(nodes: Vec<NodeInfo>, cluster: &str) -> BTreeMap<String
         .into_iter()
         .filter(|n| n.name.starts_with(&ours))
         .map(|n| {
-            let s = SlurmNode {
-                state: n.state.to_lowercase(),
-                flags: n.flags.iter().collect(),
-                reason: n.reason,
-            };
+            let mut state = n.state;
+            if state.is_ascii() {
+                state.make_ascii_lowercase(); // in place: no copy for each of 10,000 nodes
+            } else {
+                state = state.to_lowercase();
+            }
+            let s = SlurmNode { state, flags: n.flags.iter().collect(), reason: n.reason };
             (n.name, s)
         })
         .collect()

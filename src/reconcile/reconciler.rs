@@ -20,7 +20,7 @@ use super::ingest::ingest;
 use super::observe::{self, Observation, Sources};
 use super::plan::plan;
 use super::poll::PollSchedule;
-use super::report::{gc_items, next_pass_in, GcReport, PassOutcome, PassReport, Trigger};
+use super::report::{gc_items, next_pass_in, GcReport, PassOutcome, PassPhases, PassReport, Trigger};
 use super::step_retry;
 use super::types::*;
 use crate::config::Config;
@@ -67,6 +67,9 @@ pub struct Reconciler {
     pending_events: Vec<NewEvent>,
     /// Which resize requests to poll, and the last state of those not polled (`poll.rs`).
     polls: PollSchedule,
+    /// GCE's and Slurm's answer time in all when the last observation began (the report's
+    /// `phases.*_answer_ms` are the differences).
+    answers_at: (std::time::Duration, std::time::Duration),
 }
 
 /// The time a pass starts at, in milliseconds as the store keeps time: the state kept between
@@ -107,6 +110,7 @@ impl Reconciler {
             templates: BTreeMap::new(),
             pending_events: Vec::new(),
             polls: PollSchedule::default(),
+            answers_at: Default::default(),
         })
     }
 
@@ -138,20 +142,30 @@ impl Reconciler {
     }
 
     async fn observe_from(&mut self, mut o: Observation) -> Result<Observation, ReconcileError> {
+        self.answers_at = (self.gce.answer_time(), crate::slurm::answer_time());
         let desired = self.take_desired().await?;
         // A failure here leaves `desired` dropped, as after any failed pass: the next reads the store.
         let inbox = self.store.unprocessed_inbox().await?;
         let sources =
             Sources { cfg: &self.cfg, naming: &self.plan_cfg.naming, gce: &self.gce, slurm: &self.slurm };
-        let (observed, polls) =
-            observe::gce_and_slurm(&sources, &desired, &inbox, &mut self.polls, o.started_at, &mut o.errors)
-                .await;
+        let (observed, polls) = observe::gce_and_slurm(
+            &sources,
+            &desired,
+            &inbox,
+            &mut self.polls,
+            o.started_at,
+            &mut o.errors,
+            &mut o.phases,
+        )
+        .await;
         o.observed = observed;
         o.polls = polls;
         if o.observed.vms.is_some() || o.observed.migs.is_some() {
             // GCE answers: read the templates not read yet (with GCE down they would only add
             // their retry deadline to this pass).
+            let reading = tokio::time::Instant::now();
             self.check_templates(&mut o.errors).await;
+            o.phases.gce_read_ms += PassPhases::ms(reading.elapsed());
         }
         o.observed.refused_nodesets =
             self.templates.iter().filter_map(|(ns, why)| Some((ns.clone(), why.clone()?))).collect();
@@ -169,6 +183,7 @@ impl Reconciler {
     pub async fn pass_on(&mut self, trigger: Trigger, observation: Observation) -> PassReport {
         let started = observation.started;
         let mut report = self.begin_report(trigger, observation.started_at);
+        report.phases = observation.phases.clone();
         match self.plan_commit_execute(observation, &mut report).await {
             Ok(desired) => {
                 if cfg!(debug_assertions) {
@@ -237,6 +252,13 @@ impl Reconciler {
         }
     }
 
+    /// GCE's and Slurm's answer time since the observation began.
+    fn report_answers(&self, report: &mut PassReport) {
+        let (gce, slurm) = self.answers_at;
+        report.phases.gce_answer_ms = PassPhases::ms(self.gce.answer_time().saturating_sub(gce));
+        report.phases.slurm_answer_ms = PassPhases::ms(crate::slurm::answer_time().saturating_sub(slurm));
+    }
+
     fn begin_report(&mut self, trigger: Trigger, now: DateTime<Utc>) -> PassReport {
         self.iteration += 1;
         PassReport::new(self.iteration, trigger, now, self.cfg.reconcile.interval)
@@ -245,9 +267,12 @@ impl Reconciler {
     /// Judges, times, stores and logs the report.
     async fn finish(&mut self, mut report: PassReport, started: tokio::time::Instant) -> PassReport {
         report.judge();
-        report.duration_ms = started.elapsed().as_millis() as u64;
         let mut events = std::mem::take(&mut self.pending_events);
         events.extend(self.note_health(&mut report));
+        let saving = tokio::time::Instant::now();
+        // The report is stored with the time taken so far; the log line and the answer have it all.
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        self.report_answers(&mut report);
         match serde_json::to_string(&report) {
             Ok(json) => {
                 if let Err(e) = self.save_report(&json, &events, report.started_at).await {
@@ -256,6 +281,8 @@ impl Reconciler {
             }
             Err(e) => tracing::warn!(error = %e, "could not encode the pass report"),
         }
+        report.phases.commit_ms += PassPhases::ms(saving.elapsed());
+        report.duration_ms = started.elapsed().as_millis() as u64;
         report.log();
         report
     }
@@ -372,12 +399,19 @@ impl Reconciler {
         };
 
         // Ingest the hooks' calls.
+        let mut timer = PhaseTimer::default();
         if !inbox.is_empty() {
+            let t = tokio::time::Instant::now();
             let mut ing = ingest(&self.plan_cfg, &desired.nodes, &inbox, now);
+            timer.plan += t.elapsed();
             report.hook_calls_ingested = ing.processed.len();
             report.events += ing.events.len() + ing.not_ours.len();
+            let t = tokio::time::Instant::now();
             commit::commit_ingest(&self.store, &mut ing, &mut desired, now).await?;
+            timer.commit += t.elapsed();
+            let t = tokio::time::Instant::now();
             exec.refuse_not_ours(&ing.not_ours, report).await;
+            timer.act += t.elapsed();
         }
 
         // Plan, commit and execute, a few rounds.
@@ -387,7 +421,9 @@ impl Reconciler {
         let mut outbox_used: HashSet<i64> = HashSet::new();
         let mut told: HashSet<u64> = HashSet::new();
         for round in 0..MAX_ROUNDS {
+            let t = tokio::time::Instant::now();
             let mut p = plan(&self.plan_cfg, &desired, &observed, now);
+            timer.plan += t.elapsed();
             // A later round plans on the same Slurm observation (a Slurm step it already ran is
             // skipped, not re-observed): an event it would repeat word for word was told already.
             p.events.retain(|e| told.insert(event_key(e)));
@@ -451,8 +487,11 @@ impl Reconciler {
                     _ => {}
                 }
             }
+            let t = tokio::time::Instant::now();
             let outbox =
                 commit::commit_round(&self.store, &ctx, &mut p, &fresh_gce, &mut desired, now).await?;
+            timer.commit += t.elapsed();
+            let t = tokio::time::Instant::now();
             outbox_used.extend(outbox.iter().map(|e| e.id));
             attempted.extend(fresh_gce.iter().map(step_key));
             for s in &fresh_gce {
@@ -464,14 +503,20 @@ impl Reconciler {
             for s in &fresh_slurm {
                 execute::learn_slurm(s, &mut observed);
             }
+            timer.act += t.elapsed();
         }
 
         // Close the outbox entries this pass neither sent nor resent, only when both GCE lists answered
         // in full.
         if observed.vms.is_some() && observed.unreachable_zones.is_empty() && observed.migs.is_some() {
+            let t = tokio::time::Instant::now();
             report.events +=
                 commit::abandon_unused_outbox(&self.store, &outbox_used, &mut desired, now).await?;
+            timer.commit += t.elapsed();
         }
+        report.phases.plan_ms += PassPhases::ms(timer.plan);
+        report.phases.commit_ms += PassPhases::ms(timer.commit);
+        report.phases.act_ms += PassPhases::ms(timer.act);
 
         report.next_pass_in_secs = next_pass_in(self.cfg.reconcile.interval, &desired, now);
         Ok(desired)
@@ -499,6 +544,14 @@ impl Reconciler {
         let pass = self.pass_on(Trigger::Cli, observation).await;
         GcReport::Deleted { deleted: deletions, pass: Box::new(pass) }
     }
+}
+
+/// The time a pass's second half spent planning, committing and acting.
+#[derive(Default)]
+struct PhaseTimer {
+    plan: std::time::Duration,
+    commit: std::time::Duration,
+    act: std::time::Duration,
 }
 
 /// An event's identity within a pass: a 64-bit hash of its kind, nodes and message.

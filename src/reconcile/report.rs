@@ -99,10 +99,42 @@ pub struct PassReport {
     /// Nodes of `exclusive` nodesets it powered down because their job ended (`plan/release.rs`).
     #[serde(default)]
     pub released_nodes: usize,
+    /// Where the pass's wall time went (see [`PassPhases`]).
+    #[serde(default)]
+    pub phases: PassPhases,
 }
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
+}
+
+/// Where a pass's wall time went, in milliseconds. Slurm's and GCE's reads run at the same time, so
+/// `slurm_read_ms` and `gce_read_ms` overlap; the other phases follow one another. The `*_answer_ms`
+/// figures are the time the other side took to start answering (GCE: request sent → response
+/// headers, summed over the pass's calls; Slurm: command started → its first byte of output, summed
+/// over its commands): slurmctld's and GCE's own time, which the pass only waits for.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PassPhases {
+    /// Slurm's nodes and reservations, and `squeue` when jobs wait for nodes.
+    pub slurm_read_ms: f64,
+    /// GCE's lists, the resize-request polls and the template reads.
+    pub gce_read_ms: f64,
+    /// `plan()` of every round.
+    pub plan_ms: f64,
+    /// Store transactions: the ingested inbox, each round's changes and outbox intents, the outbox
+    /// tidied, the pass report saved.
+    pub commit_ms: f64,
+    /// GCE steps sent and Slurm commands run.
+    pub act_ms: f64,
+    pub slurm_answer_ms: f64,
+    pub gce_answer_ms: f64,
+}
+
+impl PassPhases {
+    /// A duration in milliseconds, to the tenth.
+    pub fn ms(d: std::time::Duration) -> f64 {
+        (d.as_secs_f64() * 10_000.0).round() / 10.0
+    }
 }
 
 impl PassReport {
@@ -130,6 +162,7 @@ impl PassReport {
             refused_nodesets: Default::default(),
             fallbacks: 0,
             released_nodes: 0,
+            phases: PassPhases::default(),
         }
     }
 
@@ -165,6 +198,13 @@ impl PassReport {
             requests_carried = self.requests_carried,
             gce_steps = self.gce_steps.len(),
             slurm_commands = self.slurm_commands,
+            slurm_read_ms = self.phases.slurm_read_ms,
+            gce_read_ms = self.phases.gce_read_ms,
+            plan_ms = self.phases.plan_ms,
+            commit_ms = self.phases.commit_ms,
+            act_ms = self.phases.act_ms,
+            slurm_answer_ms = self.phases.slurm_answer_ms,
+            gce_answer_ms = self.phases.gce_answer_ms,
             "reconcile pass"
         );
         for e in &self.errors {

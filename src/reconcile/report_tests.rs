@@ -31,6 +31,8 @@ fn pass_report_json_keeps_its_names() {
                            "ok": true, "error": null}],
             "slurm_commands": 0, "events": 0, "errors": [], "next_pass_in_secs": 30,
             "fallbacks": 0, "released_nodes": 0,
+            "phases": {"slurm_read_ms": 0.0, "gce_read_ms": 0.0, "plan_ms": 0.0, "commit_ms": 0.0,
+                       "act_ms": 0.0, "slurm_answer_ms": 0.0, "gce_answer_ms": 0.0},
         })
     );
     assert_eq!(serde_json::from_value::<PassReport>(v).unwrap(), r);

@@ -172,7 +172,20 @@ impl Flags {
 
 impl<S: AsRef<str>> FromIterator<S> for Flags {
     fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> Flags {
-        let mut words: Vec<String> = iter.into_iter().map(|f| f.as_ref().trim().to_uppercase()).collect();
+        // Slurm prints its flags in upper case already: copied only when they are not (10,000 nodes'
+        // flags are made every pass).
+        let items: Vec<S> = iter.into_iter().collect();
+        let mut words: Vec<std::borrow::Cow<str>> = items
+            .iter()
+            .map(|f| {
+                let w = f.as_ref().trim();
+                if w.bytes().all(|b| b.is_ascii() && !b.is_ascii_lowercase()) {
+                    std::borrow::Cow::Borrowed(w)
+                } else {
+                    std::borrow::Cow::Owned(w.to_uppercase())
+                }
+            })
+            .collect();
         words.retain(|w| !w.is_empty() && !w.contains(','));
         words.sort();
         words.dedup();

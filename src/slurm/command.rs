@@ -2,12 +2,28 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use tokio::time::Instant;
 
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
 use super::{ParseError, SlurmError};
+
+/// Nanoseconds Slurm's commands took, in this process, from their start to their first byte of output
+/// (slurmctld's answer time: a client command prints once the controller has answered).
+static ANSWER_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// The time Slurm's commands have taken to start answering in this process, in all (see
+/// [`ANSWER_NANOS`]); a pass reports its difference.
+pub(crate) fn answer_time() -> Duration {
+    Duration::from_nanos(ANSWER_NANOS.load(Ordering::Relaxed))
+}
+
+fn answered(started: Instant) {
+    ANSWER_NANOS.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+}
 
 /// What a finished command printed.
 pub(crate) struct Output {
@@ -45,6 +61,7 @@ pub(crate) async fn run(
 ) -> Result<Output, SlurmError> {
     let path: PathBuf = bin_dir.join(program);
     let display = display_command(program, args);
+    let started = Instant::now();
     let mut child = command(&path, conf, args)
         .spawn()
         .map_err(|source| SlurmError::Spawn { program: path.clone(), source })?;
@@ -54,8 +71,13 @@ pub(crate) async fn run(
     let finished = tokio::time::timeout(timeout, async {
         let mut out = Vec::new();
         let mut err = Vec::new();
-        let (o, e, status) =
-            tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err), child.wait());
+        let read_out = async {
+            let first = stdout.read_buf(&mut out).await;
+            answered(started);
+            first?;
+            stdout.read_to_end(&mut out).await
+        };
+        let (o, e, status) = tokio::join!(read_out, stderr.read_to_end(&mut err), child.wait());
         o.and(e).and(status).map(|status| (out, err, status))
     })
     .await;
@@ -94,6 +116,7 @@ where
 {
     let path: PathBuf = bin_dir.join(program);
     let display = display_command(program, args);
+    let started = Instant::now();
     let mut child = command(&path, conf, args)
         .spawn()
         .map_err(|source| SlurmError::Spawn { program: path.clone(), source })?;
@@ -102,6 +125,9 @@ where
     let decoder = tokio::task::spawn_blocking(move || {
         let mut reader =
             std::io::BufReader::with_capacity(64 * 1024, tokio_util::io::SyncIoBridge::new(stdout));
+        // The first byte: slurmctld has answered; what follows is our reading and decoding.
+        let _ = std::io::BufRead::fill_buf(&mut reader);
+        answered(started);
         let parsed = parse(&mut reader);
         // Whatever the parser left is read and dropped, so the child never blocks on a full pipe.
         let drained = std::io::copy(&mut reader, &mut std::io::sink());

@@ -89,6 +89,73 @@ pub(crate) fn for_each_element(
     }
 }
 
+/// Writes into `out` the JSON object `element` with only its top-level `fields` (in the element's
+/// order), so that a node of ~1.4 KB is decoded from the hundred bytes a pass reads: every other
+/// value is skipped as [`for_each_element`] skips (strings eight bytes at a time), never decoded.
+/// Keys are compared as printed (Slurm's keys hold no escapes). An element that is not an object is
+/// copied whole, for the decoder to say what it is instead.
+pub(crate) fn only_fields(element: &[u8], fields: &[&str], out: &mut Vec<u8>) -> Result<(), String> {
+    out.clear();
+    let ws = |b: &u8| matches!(b, b' ' | b'\n' | b'\r' | b'\t');
+    let skip_ws = |at: usize| at + element[at..].iter().take_while(|b| ws(b)).count();
+    let mut at = skip_ws(0);
+    if element.get(at) != Some(&b'{') {
+        out.extend_from_slice(element);
+        return Ok(());
+    }
+    let cut = |why: &str| format!("a node's object is cut short ({why})");
+    out.push(b'{');
+    at = skip_ws(at + 1);
+    if element.get(at) == Some(&b'}') {
+        out.push(b'}');
+        return Ok(());
+    }
+    loop {
+        // The key: a string.
+        if element.get(at) != Some(&b'"') {
+            return Err(cut("a key"));
+        }
+        let key_start = at + 1;
+        let key_len = {
+            let mut scan = Scan::new(b'"');
+            match scan.feed(&element[key_start..]) {
+                (used, true) => used - 1,
+                _ => return Err(cut("a key")),
+            }
+        };
+        let key = &element[key_start..key_start + key_len];
+        at = skip_ws(key_start + key_len + 1);
+        if element.get(at) != Some(&b':') {
+            return Err(cut("`:`"));
+        }
+        at = skip_ws(at + 1);
+        let Some(&start) = element.get(at) else { return Err(cut("a value")) };
+        let mut scan = Scan::new(start);
+        let end = match scan.feed(&element[at + 1..]) {
+            (used, true) => at + 1 + used,
+            // A bare word may end the element only if nothing follows it; an object never does.
+            _ => return Err(cut("a value")),
+        };
+        if fields.iter().any(|f| f.as_bytes() == key) {
+            if out.len() > 1 {
+                out.push(b',');
+            }
+            out.extend_from_slice(&element[key_start - 1..key_start + key_len + 1]);
+            out.push(b':');
+            out.extend_from_slice(&element[at..end]);
+        }
+        at = skip_ws(end);
+        match element.get(at) {
+            Some(b',') => at = skip_ws(at + 1),
+            Some(b'}') => {
+                out.push(b'}');
+                return Ok(());
+            }
+            _ => return Err(cut("`,` or `}`")),
+        }
+    }
+}
+
 fn shown(byte: u8) -> String {
     if byte.is_ascii_graphic() {
         format!("`{}`", byte as char)
@@ -225,6 +292,12 @@ impl Scan {
                     }
                 }
             } else {
+                // Between strings only `"`, `{`, `}`, `[` and `]` matter: jump to the next one (a
+                // pretty-printed document is mostly indentation and numbers there).
+                match find_structural(&buf[i..]) {
+                    None => return (buf.len(), false),
+                    Some(at) => i += at,
+                }
                 match buf[i] {
                     b'"' => self.in_string = true,
                     b'{' | b'[' => self.depth += 1,
@@ -242,6 +315,30 @@ impl Scan {
         }
         (buf.len(), false)
     }
+}
+
+/// The first `"`, `{`, `}`, `[` or `]` of `hay`, eight bytes at a time (`[`/`{` and `]`/`}` differ
+/// only in bit 0x20).
+fn find_structural(hay: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    const CASE: u64 = ONES * 0x20;
+    const QUOTES: u64 = ONES * b'"' as u64;
+    const OPENS: u64 = ONES * b'{' as u64;
+    const CLOSES: u64 = ONES * b'}' as u64;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    let wanted = |b: u8| matches!(b, b'"' | b'{' | b'}' | b'[' | b']');
+    let mut chunks = hay.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        let folded = word | CASE;
+        if has_zero(word ^ QUOTES) | has_zero(folded ^ OPENS) | has_zero(folded ^ CLOSES) != 0 {
+            return chunk.iter().position(|&b| wanted(b)).map(|p| at + p);
+        }
+        at += 8;
+    }
+    chunks.remainder().iter().position(|&b| wanted(b)).map(|p| at + p)
 }
 
 /// The first `"` or `\\` of `hay`, eight bytes at a time.
@@ -302,6 +399,53 @@ mod tests {
         }
         assert_eq!(elements("{}", &["nodes"], 8).unwrap(), (vec![], vec![false]));
         assert_eq!(elements(r#"{"n":1}"#, &["nodes"], 1).unwrap(), (vec![], vec![false]));
+    }
+
+    #[test]
+    fn only_the_fields_asked_for_are_kept() {
+        let keep = |e: &str| {
+            let mut out = Vec::new();
+            only_fields(e.as_bytes(), &["name", "state", "n"], &mut out)
+                .map(|()| String::from_utf8(out).unwrap())
+        };
+        let element = r#"{ "x": {"name": "no", "a": [1, "}"]}, "name" : "a\"b}",
+            "skip": "s\\", "state": ["IDLE", "CLOUD"], "num": -1.5e3, "n": 7, "t": true }"#;
+        assert_eq!(keep(element).unwrap(), r#"{"name":"a\"b}","state":["IDLE", "CLOUD"],"n":7}"#);
+        assert_eq!(keep(r#"{"other": null}"#).unwrap(), "{}");
+        assert_eq!(keep(" { } ").unwrap(), "{}");
+        assert_eq!(keep(r#"{"n":1}"#).unwrap(), r#"{"n":1}"#);
+        // Not an object: copied for the decoder to refuse.
+        assert_eq!(keep(r#""str""#).unwrap(), r#""str""#);
+        assert_eq!(keep("42").unwrap(), "42");
+        for bad in [r#"{"n""#, r#"{"n":"#, r#"{"n":[1"#, r#"{"n":1 "m":2}"#, r#"{n:1}"#, r#"{"n":1"#] {
+            assert!(keep(bad).is_err(), "{bad}");
+        }
+        // Decoded from the kept fields, a node is the same as decoded whole.
+        let node = r#"{"name":"a","address":"x","state":["IDLE"],"partitions":["p"],"energy":{"w":1}}"#;
+        let whole: serde_json::Value = serde_json::from_str(node).unwrap();
+        let mut out = Vec::new();
+        only_fields(node.as_bytes(), &["name", "state", "partitions"], &mut out).unwrap();
+        let kept: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        for k in ["name", "state", "partitions"] {
+            assert_eq!(kept[k], whole[k]);
+        }
+    }
+
+    #[test]
+    fn finds_structural_bytes_anywhere_in_a_word() {
+        for len in 0..20 {
+            for at in 0..len {
+                for target in [b'"', b'{', b'}', b'[', b']'] {
+                    let mut hay = vec![b' '; len];
+                    hay[at] = target;
+                    assert_eq!(find_structural(&hay), Some(at), "{len} {at} {target}");
+                }
+            }
+            assert_eq!(find_structural(&vec![b'1'; len]), None);
+        }
+        // Every other byte value, 0x00..=0xff, is passed over.
+        let others: Vec<u8> = (0..=255u8).filter(|b| !b"\"{}[]".contains(b)).collect();
+        assert_eq!(find_structural(&others), None);
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub mod resume_file;
 pub mod scontrol_nodes;
 pub mod sinfo;
 pub mod squeue;
+mod states;
 pub mod version;
 
 use std::path::{Path, PathBuf};
@@ -55,6 +56,12 @@ pub use reservation::Reservation;
 pub use resume_file::{ResumeFile, ResumeFileError, ResumeJob};
 pub use squeue::{JobInfo, TimeLimit};
 pub use version::{NodeSource, SlurmVersion};
+
+/// The time Slurm's commands have taken, in this process, from their start to their first byte of
+/// output (slurmctld's own answer time), in all; a pass reports the difference over the pass.
+pub fn answer_time() -> Duration {
+    command::answer_time()
+}
 
 /// Output of a Slurm command that does not look like what the Slurm version in use prints.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -416,6 +423,16 @@ impl Slurm {
         } else {
             Err(command::failed("scontrol", &args, &out))
         }
+    }
+
+    /// The name of every reservation, from `scontrol -o show reservation`: each line's first field,
+    /// the rest skipped undecoded (a pass needs no more; 10,000 reservations are megabytes of text).
+    pub async fn reservation_names(&self) -> Result<Vec<String>, SlurmError> {
+        let args = ["-o", "show", "reservation"].map(String::from);
+        command::run_streamed(&self.bin_dir, self.conf.as_deref(), self.timeout, "scontrol", &args, |out| {
+            reservation::read_names(out)
+        })
+        .await
     }
 
     /// Every reservation, from `scontrol -o show reservation`.

@@ -65,6 +65,41 @@ pub fn read_reservations(text: &mut dyn std::io::BufRead) -> Result<Vec<Reservat
     }
 }
 
+/// The names of [`read_reservations`]' reservations, and nothing else: each line's `ReservationName=`
+/// value (the first field scontrol prints; any field of the line when it is not first), without
+/// decoding the rest of the line. A line without one is the same error as there.
+pub fn read_names(text: &mut dyn std::io::BufRead) -> Result<Vec<String>, ParseError> {
+    const KEY: &[u8] = b"ReservationName=";
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = text.read_until(b'\n', &mut buf).map_err(|e| ParseError::new(WHAT, e))?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let line = buf.trim_ascii();
+        if line.is_empty() || line.starts_with(b"No reservations") {
+            continue;
+        }
+        let value = if line.starts_with(KEY) {
+            Some(&line[KEY.len()..])
+        } else {
+            line.windows(KEY.len() + 1)
+                .position(|w| w[0].is_ascii_whitespace() && w[1..].eq_ignore_ascii_case(KEY))
+                .map(|at| &line[at + 1 + KEY.len()..])
+        };
+        let name = value.map(|v| v.split(|b| b.is_ascii_whitespace()).next().unwrap_or_default());
+        match name {
+            Some(name) if !name.is_empty() => out.push(String::from_utf8_lossy(name).into_owned()),
+            _ => {
+                let line = String::from_utf8_lossy(line);
+                return Err(ParseError::new(WHAT, format!("no ReservationName in `{line}`")));
+            }
+        }
+    }
+}
+
 fn parse_line(line: &str) -> Result<Reservation, ParseError> {
     let pairs = split_pairs(line);
     let get = |key: &str| pairs.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v.as_str());
@@ -129,6 +164,20 @@ ReservationName=r2 StartTime=2026-11-23T10:24:43 EndTime=2026-11-23T11:24:43 Dur
 
     fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap()
+    }
+
+    #[test]
+    fn names_alone_are_the_names_of_the_full_parse() {
+        let full: Vec<String> = parse_reservations(CAPTURED).unwrap().into_iter().map(|r| r.name).collect();
+        assert_eq!(read_names(&mut CAPTURED.as_bytes()).unwrap(), full);
+        let odd =
+            "\n  No reservations in the system\nStartTime=2026-11-24T10:00:00 reservationname=late x=1\n";
+        assert_eq!(read_names(&mut odd.as_bytes()).unwrap(), vec!["late".to_string()]);
+        for bad in ["StartTime=2026-11-24T10:00:00 Nodes=a\n", "ReservationName= Nodes=a\n"] {
+            let err = read_names(&mut bad.as_bytes()).unwrap_err().to_string();
+            assert!(err.contains("no ReservationName"), "{bad:?}: {err}");
+            assert!(parse_reservations(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::json_stream::for_each_element;
+use super::json_stream::{for_each_element, only_fields};
 pub use super::node::NodeInfo;
 use super::node::{reason_text, split_state, without_position, NodeList};
 use super::ParseError;
@@ -78,9 +78,22 @@ struct RawPartition {
     name: Option<String>,
 }
 
-fn add_node(list: &mut NodeList, i: usize, bytes: &[u8]) -> Result<(), String> {
+/// The fields of a node [`RawNode`] reads; [`only_fields`] keeps them alone before decoding.
+const NODE_FIELDS: &[&str] = &["name", "state", "state_flags", "reason", "address", "hostname", "partitions"];
+
+/// The fields a reconcile pass reads ([`read_node_states`]): no address, host name or partitions.
+const STATE_FIELDS: &[&str] = &["name", "state", "state_flags", "reason"];
+
+fn add_node(
+    list: &mut NodeList,
+    i: usize,
+    bytes: &[u8],
+    fields: &[&str],
+    kept: &mut Vec<u8>,
+) -> Result<(), String> {
+    only_fields(bytes, fields, kept).map_err(|e| format!("nodes[{i}]: {e}"))?;
     let raw: RawNode =
-        serde_json::from_slice(bytes).map_err(|e| format!("nodes[{i}]: {}", without_position(&e)))?;
+        serde_json::from_slice(kept).map_err(|e| format!("nodes[{i}]: {}", without_position(&e)))?;
     let (state, mut flags) = split_state(raw.state).map_err(|e| format!("node {}: {e}", raw.name))?;
     flags.extend(raw.state_flags);
     list.push_first(NodeInfo {
@@ -138,9 +151,20 @@ pub fn parse_nodes(mut json: &[u8]) -> Result<Vec<NodeInfo>, ParseError> {
 /// [`parse_nodes`] from a stream, as `sinfo` writes it, one node or group at a time (see
 /// `json_stream.rs`).
 pub fn read_nodes(json: &mut dyn std::io::BufRead) -> Result<Vec<NodeInfo>, ParseError> {
+    read(json, NODE_FIELDS)
+}
+
+/// [`read_nodes`] without what a reconcile pass does not read: 22.05's nodes come with an empty
+/// address, host name and partition list (23.02+'s groups are read whole, they are small).
+pub fn read_node_states(json: &mut dyn std::io::BufRead) -> Result<Vec<NodeInfo>, ParseError> {
+    read(json, STATE_FIELDS)
+}
+
+fn read(json: &mut dyn std::io::BufRead, fields: &[&str]) -> Result<Vec<NodeInfo>, ParseError> {
     let mut list = NodeList::default();
+    let mut kept = Vec::new();
     let found = for_each_element(json, &["nodes", "sinfo"], |key, i, bytes| match key {
-        0 => add_node(&mut list, i, bytes),
+        0 => add_node(&mut list, i, bytes, fields, &mut kept),
         _ => add_group(&mut list, i, bytes),
     })
     .map_err(|e| ParseError::new(WHAT, e))?;
@@ -153,6 +177,27 @@ pub fn read_nodes(json: &mut dyn std::io::BufRead) -> Result<Vec<NodeInfo>, Pars
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pass's read is the full read without address, host name and partitions (22.05's nodes;
+    /// 23.02+'s sinfo groups are read whole).
+    #[test]
+    fn node_states_are_the_nodes_without_what_a_pass_does_not_read() {
+        for capture in [V22_05_POWERED_DOWN, V24_11_POWERING_UP, V24_11_STATIC_DOWN] {
+            let full = parse_nodes(capture).unwrap();
+            let states = read_node_states(&mut &capture[..]).unwrap();
+            assert_eq!(states.len(), full.len());
+            for (s, f) in states.iter().zip(&full) {
+                assert_eq!(
+                    (&s.name, &s.state, &s.flags, &s.reason),
+                    (&f.name, &f.state, &f.flags, &f.reason)
+                );
+                let grouped = s.partitions == f.partitions && !f.partitions.is_empty();
+                assert!(
+                    grouped || (s.address.is_empty() && s.hostname.is_empty() && s.partitions.is_empty())
+                );
+            }
+        }
+    }
 
     /// The captures of `testdata/` (see its README): 22.05.8 and 24.11.5.
     const V22_05_POWERED_DOWN: &[u8] = include_bytes!("testdata/sinfo-22.05-powered-down.json");

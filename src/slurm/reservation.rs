@@ -46,23 +46,36 @@ pub fn parse_reservations(text: &str) -> Result<Vec<Reservation>, ParseError> {
         .collect()
 }
 
-/// [`parse_reservations`] from a stream, one line at a time (10,000 end-of-life reservations are
-/// megabytes of text: never held whole). Bytes that are not UTF-8 are replaced, as in a lossy read.
-pub fn read_reservations(text: &mut dyn std::io::BufRead) -> Result<Vec<Reservation>, ParseError> {
-    let mut out = Vec::new();
+/// Calls `each` with every reservation line of `scontrol -o show reservation`'s output as it streams
+/// (trimmed; blank lines and "No reservations in the system" skipped): 10,000 end-of-life
+/// reservations are megabytes of text, never held whole.
+fn each_line(
+    text: &mut dyn std::io::BufRead,
+    mut each: impl FnMut(&[u8]) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
     let mut buf = Vec::new();
     loop {
         buf.clear();
         let n = text.read_until(b'\n', &mut buf).map_err(|e| ParseError::new(WHAT, e))?;
         if n == 0 {
-            return Ok(out);
+            return Ok(());
         }
-        let line = String::from_utf8_lossy(&buf);
-        let line = line.trim();
-        if !line.is_empty() && !line.starts_with("No reservations") {
-            out.push(parse_line(line)?);
+        let line = buf.trim_ascii();
+        if !line.is_empty() && !line.starts_with(b"No reservations") {
+            each(line)?;
         }
     }
+}
+
+/// [`parse_reservations`] from a stream, one line at a time. Bytes that are not UTF-8 are replaced,
+/// as in a lossy read.
+pub fn read_reservations(text: &mut dyn std::io::BufRead) -> Result<Vec<Reservation>, ParseError> {
+    let mut out = Vec::new();
+    each_line(text, |line| {
+        out.push(parse_line(&String::from_utf8_lossy(line))?);
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// The names of [`read_reservations`]' reservations, and nothing else: each line's `ReservationName=`
@@ -71,17 +84,7 @@ pub fn read_reservations(text: &mut dyn std::io::BufRead) -> Result<Vec<Reservat
 pub fn read_names(text: &mut dyn std::io::BufRead) -> Result<Vec<String>, ParseError> {
     const KEY: &[u8] = b"ReservationName=";
     let mut out = Vec::new();
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let n = text.read_until(b'\n', &mut buf).map_err(|e| ParseError::new(WHAT, e))?;
-        if n == 0 {
-            return Ok(out);
-        }
-        let line = buf.trim_ascii();
-        if line.is_empty() || line.starts_with(b"No reservations") {
-            continue;
-        }
+    each_line(text, |line| {
         let value = if line.starts_with(KEY) {
             Some(&line[KEY.len()..])
         } else {
@@ -91,13 +94,17 @@ pub fn read_names(text: &mut dyn std::io::BufRead) -> Result<Vec<String>, ParseE
         };
         let name = value.map(|v| v.split(|b| b.is_ascii_whitespace()).next().unwrap_or_default());
         match name {
-            Some(name) if !name.is_empty() => out.push(String::from_utf8_lossy(name).into_owned()),
+            Some(name) if !name.is_empty() => {
+                out.push(String::from_utf8_lossy(name).into_owned());
+                Ok(())
+            }
             _ => {
                 let line = String::from_utf8_lossy(line);
-                return Err(ParseError::new(WHAT, format!("no ReservationName in `{line}`")));
+                Err(ParseError::new(WHAT, format!("no ReservationName in `{line}`")))
             }
         }
-    }
+    })?;
+    Ok(out)
 }
 
 fn parse_line(line: &str) -> Result<Reservation, ParseError> {

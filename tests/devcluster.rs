@@ -338,6 +338,11 @@ async fn node_updates_reservations_requeue_and_timeouts(generation: SlurmGenerat
     };
     assert!(scripts.log().contains(admin_resume), "{}", scripts.log());
 
+    // A slurmd started with `-b` reports its start as the node's boot time, to the second, and may
+    // round it up: a registration in the first second after the node's first answer can then look
+    // like a reboot ("Node unexpectedly rebooted", DOWN for good with ReturnToService=1). The resume
+    // below makes slurmctld ask for one, so the node gets two seconds first (seen under load, 22.05).
+    tokio::time::sleep(Duration::from_secs(2)).await;
     // down with a reason full of shell syntax: it arrives verbatim.
     let reason = r#"resize request "x" FAILED: it's $HOME; `rm -rf /` & more"#;
     slurm

@@ -5,6 +5,9 @@ use super::super::types::{InstanceAggregatedPage, Unreachable};
 use super::*;
 use serde_json::{json, Value};
 
+/// What a pass reads of a VM: name, zone, status, created-by, IP, termination, creation.
+type Read = (String, String, String, Option<String>, Option<String>, Option<String>, String);
+
 /// A VM as the simulator renders it (every field it writes), spot or flex.
 fn full_vm(name: &str, zone: &str, flex: bool) -> Value {
     let base = "https://compute.googleapis.com/compute/v1/";
@@ -44,9 +47,7 @@ fn full_vm(name: &str, zone: &str, flex: bool) -> Value {
 }
 
 /// What a pass reads of every VM, through the whole decoder.
-fn whole(
-    page: &Value,
-) -> (Vec<(String, String, String, Option<String>, Option<String>, Option<String>, String)>, Unreachable) {
+fn whole(page: &Value) -> (Vec<Read>, Unreachable) {
     let p: InstanceAggregatedPage = serde_json::from_value(page.clone()).unwrap();
     let mut u = Unreachable::default();
     u.add_page(&p);
@@ -77,9 +78,7 @@ fn whole(
 }
 
 /// The same through the lean decoder.
-fn lean(
-    page: &Value,
-) -> (Vec<(String, String, String, Option<String>, Option<String>, Option<String>, String)>, Unreachable) {
+fn lean(page: &Value) -> (Vec<Read>, Unreachable) {
     let bytes = serde_json::to_vec(page).unwrap();
     let p = LeanPage::decode(&bytes).unwrap();
     let mut u = Unreachable::default();

@@ -80,13 +80,14 @@ impl<'de: 'a, 'a> Deserialize<'de> for CreatedBy<'a> {
                 f.write_str("metadata items")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                // The first `created-by` item counts, with its value or without one.
                 let mut found = None;
                 while let Some(item) = seq.next_element::<MetadataItem<'a>>()? {
                     if found.is_none() && item.key == "created-by" {
-                        found = item.value;
+                        found = Some(item.value);
                     }
                 }
-                Ok(CreatedBy(found))
+                Ok(CreatedBy(found.flatten()))
             }
             fn visit_unit<E>(self) -> Result<Self::Value, E> {
                 Ok(CreatedBy(None))

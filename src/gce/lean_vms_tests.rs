@@ -163,7 +163,8 @@ fn escapes_null_values_and_odd_items_decode() {
                  "metadata": {"items": [{"key": "ssh-keys"}, {"key": "created-by", "value": "a/b/\"m\""},
                                         {"key": "created-by", "value": "second"}]},
                  "networkInterfaces": [], "resourceStatus": {}},
-                {"name": "hpc-a3u-8", "metadata": null, "networkInterfaces": null, "resourceStatus": {"scheduling": {}}}
+                {"name": "hpc-a3u-8", "metadata": null, "networkInterfaces": null, "resourceStatus": {"scheduling": {}}},
+                {"name": "hpc-a3u-9", "metadata": {"items": [{"key": "created-by"}, {"key": "created-by", "value": "late"}]}}
             ]}
         }
     });
@@ -176,6 +177,7 @@ fn escapes_null_values_and_odd_items_decode() {
     assert_eq!(vms[0].3.as_deref(), Some("a/b/\"m\""), "the first created-by item, unescaped");
     assert_eq!(vms[1].3, None);
     assert_eq!(vms[1].4, None);
+    assert_eq!(vms[2].3, None, "the first created-by item counts, as for a whole Instance");
 }
 
 #[test]

@@ -282,6 +282,16 @@ impl Client {
 
     /// Sends `call`, retrying retryable failures, and decodes the answer as `T`.
     pub(crate) async fn execute<T: DeserializeOwned>(&self, call: &Call) -> Result<T, GceError> {
+        self.execute_with(call, |bytes| serde_json::from_slice(bytes).map_err(|e| e.to_string())).await
+    }
+
+    /// [`Client::execute`] with the answer's bytes handed to `decode` (which may borrow from them
+    /// while it runs, e.g. to decode a page into borrowed fields and keep only what it needs).
+    pub(crate) async fn execute_with<T>(
+        &self,
+        call: &Call,
+        mut decode: impl FnMut(&[u8]) -> Result<T, String>,
+    ) -> Result<T, GceError> {
         let start = Instant::now();
         let mut deadline = start + self.inner.retry_deadline;
         if let Some(d) = call.deadline {
@@ -302,7 +312,7 @@ impl Client {
             } else {
                 per_attempt.min(deadline.saturating_duration_since(Instant::now()))
             };
-            let result = self.attempt::<T>(call, kind, timeout).await;
+            let result = self.attempt(call, kind, timeout, &mut decode).await;
             self.record(&call.method, result.as_ref().err().map(GceError::class));
             if result.as_ref().err().is_some_and(GceError::is_rate_limit) {
                 self.inner.limiter.throttle(kind);
@@ -331,11 +341,12 @@ impl Client {
     }
 
     /// One HTTP attempt.
-    async fn attempt<T: DeserializeOwned>(
+    async fn attempt<T>(
         &self,
         call: &Call,
         kind: CallKind,
         timeout: Duration,
+        decode: &mut impl FnMut(&[u8]) -> Result<T, String>,
     ) -> Result<T, GceError> {
         self.inner.limiter.acquire(kind).await;
         let mut url = self
@@ -390,8 +401,7 @@ impl Client {
                 retry_after,
             ))));
         }
-        serde_json::from_slice(&bytes)
-            .map_err(|e| GceError::Decode { method: call.method.clone(), message: e.to_string() })
+        decode(&bytes).map_err(|message| GceError::Decode { method: call.method.clone(), message })
     }
 }
 

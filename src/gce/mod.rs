@@ -24,6 +24,7 @@ pub mod client;
 pub mod create;
 pub mod endpoints;
 pub mod error;
+pub mod lean_vms;
 pub mod node_shape;
 pub mod ratelimit;
 pub mod retry;
@@ -40,6 +41,7 @@ pub use error::{
     classify_code, classify_errors, classify_http, classify_operation, ApiError, ErrorClass, ErrorReason,
     GceError, OperationFailed,
 };
+pub use lean_vms::LeanVm;
 pub use node_shape::{node_shape, read_node_shape, NodeShape, ShapeError};
 pub use ratelimit::CallKind;
 pub use retry::Backoff;

@@ -710,15 +710,30 @@ impl Unreachable {
     /// Reads one page: scopes whose warning says partial, the list's `unreachables`, and a
     /// list-level partial warning (by the scopes its data names, or none).
     pub(crate) fn add_page(&mut self, page: &InstanceAggregatedPage) {
-        for (scope, list) in &page.items {
-            if let Some(w) = list.warning.as_ref().filter(|w| w.is_partial()) {
+        self.add_parts(
+            page.items.iter().map(|(scope, list)| (scope.as_str(), list.warning.as_ref())),
+            &page.unreachables,
+            page.warning.as_ref(),
+        );
+    }
+
+    /// [`Unreachable::add_page`] from a page's parts: each scope's warning, the list's
+    /// `unreachables` and its warning.
+    pub(crate) fn add_parts<'s>(
+        &mut self,
+        scopes: impl Iterator<Item = (&'s str, Option<&'s ListWarning>)>,
+        unreachables: &[String],
+        warning: Option<&ListWarning>,
+    ) {
+        for (scope, warning) in scopes {
+            if let Some(w) = warning.filter(|w| w.is_partial()) {
                 self.add_scope(scope, &w.code);
             }
         }
-        for scope in &page.unreachables {
+        for scope in unreachables {
             self.add_scope(scope, "listed in unreachables");
         }
-        if let Some(w) = page.warning.as_ref().filter(|w| w.is_partial()) {
+        if let Some(w) = warning.filter(|w| w.is_partial()) {
             let mut named = false;
             for scope in w.scopes() {
                 named = true;

@@ -88,6 +88,26 @@ pub async fn observe_vms(
     let filter = format!("name eq '{}-.*'", cfg.cluster_name);
     let prefix = format!("{}-", cfg.cluster_name);
     let mut vms = BTreeMap::new();
+    if !super::observe::bench_baseline() {
+        let unreachable = client
+            .aggregated_list_vms_lean(Some(&filter), Some(VM_LIST_FIELDS), |zone, i| {
+                if i.name.starts_with(&prefix) {
+                    let vm = ObservedVm {
+                        mig: i.created_by().map(|u| gce::last_segment(u).to_string()),
+                        created: gce::parse_timestamp(&i.creation_timestamp),
+                        termination: i.termination_timestamp().and_then(gce::parse_timestamp),
+                        network_ip: i.internal_ip().map(str::to_string),
+                        zone: zone.to_string(),
+                        name: i.name.to_string(),
+                        status: VmStatus::from(i.status.as_ref()),
+                    };
+                    vms.insert(i.name.to_string(), vm);
+                }
+            })
+            .await?;
+        return Ok((vms, unreachable));
+    }
+    // `SLURM_DWS_BENCH_BASELINE=1` (make bench's same-run baseline): whole `Instance`s, as before.
     let unreachable = client
         .aggregated_list_instances_fields(Some(&filter), Some(VM_LIST_FIELDS), |i| {
             if i.name.starts_with(&prefix) {

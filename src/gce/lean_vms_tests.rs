@@ -1,0 +1,211 @@
+//! The lean page decoder reads what the whole `Instance` decoder reads, on GCE's (and the
+//! simulator's) shapes: full objects, `fields=` partial responses, partial successes, escapes.
+
+use super::super::types::{InstanceAggregatedPage, Unreachable};
+use super::*;
+use serde_json::{json, Value};
+
+/// What a pass reads of a VM: name, zone, status, created-by, IP, termination, creation.
+type Read = (String, String, String, Option<String>, Option<String>, Option<String>, String);
+
+/// A VM as the simulator renders it (every field it writes), spot or flex.
+fn full_vm(name: &str, zone: &str, flex: bool) -> Value {
+    let base = "https://compute.googleapis.com/compute/v1/";
+    let mut vm = json!({
+        "kind": "compute#instance",
+        "id": "4471829301",
+        "creationTimestamp": "2026-11-24T10:00:00.000-08:00",
+        "name": name,
+        "machineType": format!("{base}projects/p/zones/{zone}/machineTypes/a3-ultragpu-8g"),
+        "status": "RUNNING",
+        "zone": format!("{base}projects/p/zones/{zone}"),
+        "networkInterfaces": [
+            {"kind": "compute#networkInterface", "name": "nic0",
+             "network": format!("{base}projects/p/global/networks/default"),
+             "networkIP": "10.0.0.7", "stackType": "IPV4_ONLY"},
+            {"name": "nic1", "networkIP": "10.1.0.7"}
+        ],
+        "metadata": {
+            "kind": "compute#metadata",
+            "fingerprint": "c2ltdWxhdG9y",
+            "items": [
+                {"key": "startup-script", "value": "#!/bin/bash\necho \"hi\"\n"},
+                {"key": "created-by", "value": "projects/123/regions/us-central1/instanceGroupManagers/hpc-a3u-g7"},
+                {"key": "instance-template", "value": "projects/p/global/instanceTemplates/t"}
+            ]
+        },
+        "scheduling": {"provisioningModel": "FLEX_START", "maxRunDuration": {"seconds": "3600"}},
+        "labels": {"slurm-dws": "hpc"},
+        "selfLink": format!("{base}projects/p/zones/{zone}/instances/{name}"),
+        "lastStartTimestamp": "2026-11-24T10:01:00.000-08:00"
+    });
+    if flex {
+        vm["resourceStatus"] =
+            json!({"scheduling": {"terminationTimestamp": "2026-11-24T11:00:00.000-08:00"}});
+    }
+    vm
+}
+
+/// What a pass reads of every VM, through the whole decoder.
+fn whole(page: &Value) -> (Vec<Read>, Unreachable) {
+    let p: InstanceAggregatedPage = serde_json::from_value(page.clone()).unwrap();
+    let mut u = Unreachable::default();
+    u.add_page(&p);
+    let mut out = Vec::new();
+    for (scope, list) in &p.items {
+        for i in &list.instances {
+            let zone = if i.zone.is_empty() {
+                scope.strip_prefix("zones/").unwrap().to_string()
+            } else {
+                crate::gce::last_segment(&i.zone).to_string()
+            };
+            out.push((
+                i.name.clone(),
+                zone,
+                i.status.clone(),
+                i.created_by().map(str::to_string),
+                i.internal_ip().map(str::to_string),
+                i.resource_status
+                    .as_ref()
+                    .and_then(|r| r.scheduling.as_ref())
+                    .map(|s| s.termination_timestamp.clone())
+                    .filter(|t| !t.is_empty()),
+                i.creation_timestamp.clone(),
+            ));
+        }
+    }
+    (out, u)
+}
+
+/// The same through the lean decoder.
+fn lean(page: &Value) -> (Vec<Read>, Unreachable) {
+    let bytes = serde_json::to_vec(page).unwrap();
+    let p = LeanPage::decode(&bytes).unwrap();
+    let mut u = Unreachable::default();
+    p.unreachable_into(&mut u);
+    let out = p
+        .vms()
+        .map(|(zone, vm)| {
+            (
+                vm.name.to_string(),
+                zone.to_string(),
+                vm.status.to_string(),
+                vm.created_by().map(str::to_string),
+                vm.internal_ip().map(str::to_string),
+                vm.termination_timestamp().map(str::to_string),
+                vm.creation_timestamp.to_string(),
+            )
+        })
+        .collect();
+    (out, u)
+}
+
+#[test]
+fn a_full_page_reads_as_the_whole_decoder_reads_it() {
+    let page = json!({
+        "kind": "compute#instanceAggregatedList",
+        "id": "projects/p/aggregated/instances",
+        "items": {
+            "zones/us-central1-a": {"instances": [full_vm("hpc-a3u-0", "us-central1-a", true), full_vm("hpc-a3u-1", "us-central1-a", false)]},
+            "zones/us-central1-b": {"instances": [full_vm("hpc-a3u-2", "us-central1-b", true)]},
+            "zones/europe-west4-a": {"warning": {"code": "NO_RESULTS_ON_PAGE", "message": "none",
+                "data": [{"key": "scope", "value": "zones/europe-west4-a"}]}}
+        },
+        "nextPageToken": "tok-2",
+        "selfLink": "https://compute.googleapis.com/compute/v1/projects/p/aggregated/instances"
+    });
+    let (vms, u) = lean(&page);
+    assert_eq!((vms.clone(), u.clone()), whole(&page));
+    assert_eq!(vms.len(), 3);
+    let (name, zone, status, mig, ip, term, created) = &vms[0];
+    assert_eq!((name.as_str(), zone.as_str(), status.as_str()), ("hpc-a3u-0", "us-central1-a", "RUNNING"));
+    assert_eq!(mig.as_deref(), Some("projects/123/regions/us-central1/instanceGroupManagers/hpc-a3u-g7"));
+    assert_eq!(ip.as_deref(), Some("10.0.0.7"));
+    assert_eq!(term.as_deref(), Some("2026-11-24T11:00:00.000-08:00"));
+    assert_eq!(created, "2026-11-24T10:00:00.000-08:00");
+    assert_eq!(vms[1].5, None);
+    assert!(u.is_empty());
+    let bytes = serde_json::to_vec(&page).unwrap();
+    assert_eq!(LeanPage::decode(&bytes).unwrap().next_page_token, "tok-2");
+}
+
+#[test]
+fn a_partial_response_takes_the_zone_from_the_scope_and_borrows_its_strings() {
+    // What `fields=VM_LIST_FIELDS` leaves: no zone (some servers), two metadata items, one NIC.
+    let page = json!({
+        "items": {
+            "zones/us-central1-c": {"instances": [
+                {"name": "hpc-a3u-5", "status": "PENDING", "creationTimestamp": "2026-11-24T10:00:00.000Z",
+                 "metadata": {"items": [{"key": "created-by", "value": "projects/1/zones/us-central1-c/instanceGroupManagers/m"}]},
+                 "networkInterfaces": [{"networkIP": ""}]},
+                {"name": "hpc-a3u-6", "status": "STAGING"}
+            ]}
+        }
+    });
+    let (vms, u) = lean(&page);
+    assert_eq!((vms.clone(), u), whole(&page));
+    assert_eq!(vms[0].1, "us-central1-c");
+    assert_eq!(vms[0].4, None, "an empty IP is no IP");
+    assert_eq!(vms[1].3, None);
+    let bytes = serde_json::to_vec(&page).unwrap();
+    let p = LeanPage::decode(&bytes).unwrap();
+    let (_, vm) = p.vms().next().unwrap();
+    assert!(matches!(vm.name, Cow::Borrowed(_)), "a string without escapes is not copied");
+    assert!(matches!(vm.created_by().map(|_| &vm.metadata), Some(Some(_))));
+}
+
+#[test]
+fn escapes_null_values_and_odd_items_decode() {
+    let page = json!({
+        "items": {
+            "zones/us-central1-a": {"instances": [
+                {"name": "hpc-a3u-\u{e9}7", "zone": "us-central1-a", "status": "RUNNING",
+                 "metadata": {"items": [{"key": "ssh-keys"}, {"key": "created-by", "value": "a/b/\"m\""},
+                                        {"key": "created-by", "value": "second"}]},
+                 "networkInterfaces": [], "resourceStatus": {}},
+                {"name": "hpc-a3u-8", "metadata": null, "networkInterfaces": null, "resourceStatus": {"scheduling": {}}},
+                {"name": "hpc-a3u-9", "metadata": {"items": [{"key": "created-by"}, {"key": "created-by", "value": "late"}]}}
+            ]}
+        }
+    });
+    let (vms, _) = lean(&page);
+    // The whole decoder refuses a null `networkInterfaces`; the lean one reads it as none.
+    let mut no_null = page.clone();
+    no_null["items"]["zones/us-central1-a"]["instances"][1]["networkInterfaces"] = json!([]);
+    assert_eq!(vms, whole(&no_null).0);
+    assert_eq!(vms[0].0, "hpc-a3u-\u{e9}7");
+    assert_eq!(vms[0].3.as_deref(), Some("a/b/\"m\""), "the first created-by item, unescaped");
+    assert_eq!(vms[1].3, None);
+    assert_eq!(vms[1].4, None);
+    assert_eq!(vms[2].3, None, "the first created-by item counts, as for a whole Instance");
+}
+
+#[test]
+fn a_partial_success_names_the_zones_left_out() {
+    let page = json!({
+        "items": {
+            "zones/us-central1-a": {"instances": [full_vm("hpc-a3u-0", "us-central1-a", false)]},
+            "zones/us-central1-f": {"warning": {"code": "UNREACHABLE", "message": "down",
+                "data": [{"key": "scope", "value": "zones/us-central1-f"}]}}
+        },
+        "unreachables": ["projects/p/zones/us-central1-b"],
+        "warning": {"code": "PARTIAL_SUCCESS", "message": "some", "data": [{"key": "scope", "value": "zones/us-central1-c"}]}
+    });
+    let (vms, u) = lean(&page);
+    assert_eq!((vms.clone(), u.clone()), whole(&page));
+    assert_eq!(vms.len(), 1);
+    let zones: Vec<&str> = u.zones.iter().map(String::as_str).collect();
+    assert_eq!(zones, ["us-central1-b", "us-central1-c", "us-central1-f"]);
+    assert!(u.unscoped.is_none());
+}
+
+#[test]
+fn a_malformed_page_is_an_error_that_says_where() {
+    let err = LeanPage::decode(br#"{"items": {"zones/a": {"instances": [{"name": 5}]}}}"#).unwrap_err();
+    assert!(err.contains("line 1"), "{err}");
+    assert!(LeanPage::decode(b"").is_err());
+    // An empty page (nothing matched the filter) is a page with no VMs.
+    let p = LeanPage::decode(b"{}").unwrap();
+    assert_eq!(p.vms().count(), 0);
+    assert!(p.next_page_token.is_empty());
+}

@@ -414,3 +414,98 @@ async fn backoff_levels_grow_across_failures_and_restarts_and_reset_on_success()
     w.capacity(bad_image).await;
     assert_eq!(fail_once(&w, "hpc-a-4", 5)["level"], 0);
 }
+
+/// The pass log lines of a daemon log, in order: (skipped reads, whether it was inbox-first, the
+/// whole line).
+fn pass_lines(log: &str) -> Vec<(Vec<String>, bool, String)> {
+    log.lines()
+        .filter(|l| l.contains("reconcile pass") && l.contains("iteration="))
+        .map(|l| {
+            let skipped = l
+                .split_whitespace()
+                .find_map(|f| f.strip_prefix("skipped_reads="))
+                .map(|v| v.split(',').filter(|s| !s.is_empty()).map(String::from).collect())
+                .unwrap_or_default();
+            (skipped, l.contains("reused_observation_ms=Some("), l.to_string())
+        })
+        .collect()
+}
+
+/// A hook that wakes the daemon while its last observation is fresh is planned on that observation:
+/// the pass reads the inbox and the job's time limit, sends the MIG and its resize request without
+/// listing VMs or MIGs or reading Slurm's nodes, says in its report which reads it skipped, and a full
+/// pass follows at once. The nodes come up as with any pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_on_a_fresh_observation_is_planned_first_and_a_full_pass_follows() {
+    let mut w = World::new(&[("a", 0, 8, "")], "").await;
+    w.healthy_slurm();
+    w.start_daemon();
+    let report = w.cli_json(&["reconcile"]);
+    assert_eq!(report["outcome"], "ok", "{report}");
+    let before = w.sim_calls().await;
+    // Right after a full pass: its observation is fresh.
+    let rf = resume_file(&[(7, "hpc-a-[0-1]")], "hpc-a-[0-1]");
+    assert!(w.hook("resume", "hpc-a-[0-1]", Some(&rf)).status.success());
+    w.wait_for("2 up", 30, || (w.node_states().values().filter(|s| *s == "up").count() == 2).then_some(()));
+    let log = w.daemon_log();
+    let passes = pass_lines(&log);
+    let i = passes
+        .iter()
+        .position(|(_, first, _)| *first)
+        .unwrap_or_else(|| panic!("no inbox-first pass in the log:\n{}", tail(&log, 30)));
+    let (skipped, _, line) = &passes[i];
+    assert_eq!(
+        skipped,
+        &["migs", "reservations", "resize_requests", "slurm_nodes", "vms"].map(String::from).to_vec(),
+        "{line}"
+    );
+    assert!(line.contains("trigger=Hook") && line.contains("ingested=1"), "{line}");
+    assert!(line.contains("requests_created=1") && line.contains("outcome=ok"), "{line}");
+    let (next_skipped, next_first, next) =
+        passes.get(i + 1).unwrap_or_else(|| panic!("no pass after it:\n{}", tail(&log, 30)));
+    assert!(!next_first && !next_skipped.contains(&"vms".to_string()), "a full pass follows: {next}");
+    // Its GCE calls: the MIG and the resize request, and no list between the hook and them (the
+    // full pass after it lists once).
+    let after = w.sim_calls().await;
+    let grew = |m: &str| count(&after, m) - count(&before, m);
+    assert_eq!(grew("regionInstanceGroupManagers.insert"), 1, "{after}");
+    assert_eq!(grew("regionInstanceGroupManagerResizeRequests.insert"), 1, "{after}");
+    let requests = w.cli_json(&["requests"]);
+    assert_eq!(requests.as_array().map(Vec::len), Some(1), "one request, not two: {requests}");
+}
+
+/// A MIG list nothing could have changed (no GCE step sent, no request open, every MIG active) is
+/// reused by at most two passes in a row, each saying so in its report: GCE is asked for it exactly
+/// by the passes that do not say they skipped it. The MIG is still collected once it is empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mig_list_nothing_could_change_is_reused_twice_at_most_and_each_pass_says_so() {
+    let mut w = World::new(&[("a", 0, 8, "")], "").await;
+    w.healthy_slurm();
+    w.start_daemon();
+    let rf = resume_file(&[(9, "hpc-a-[0-1]")], "hpc-a-[0-1]");
+    assert!(w.hook("resume", "hpc-a-[0-1]", Some(&rf)).status.success());
+    w.wait_for("2 up", 30, || (w.node_states().values().filter(|s| *s == "up").count() == 2).then_some(()));
+    let mut reused = 0;
+    for _ in 0..8 {
+        let r = w.cli_json(&["reconcile"]);
+        assert_eq!(r["outcome"], "ok", "{r}");
+        if let Some(why) = r["skipped_reads"]["migs"].as_str() {
+            assert!(why.contains("no GCE step was sent"), "{why}");
+            reused += 1;
+        }
+    }
+    assert!(reused >= 2, "steady passes reuse the MIG list: {reused} of 8");
+    // Once empty, the MIG is collected: the suspend's deletion makes the next pass read the list.
+    assert!(w.hook("suspend", "hpc-a-[0-1]", None).status.success());
+    w.wait_for("MIG collected", 60, || futures_lite_block(w.sim_migs()).is_empty().then_some(()));
+    assert!(w.stop_daemon().success());
+    let passes = pass_lines(&w.daemon_log());
+    let read = passes.iter().filter(|(s, _, _)| !s.contains(&"migs".to_string())).count();
+    let calls = w.sim_calls().await;
+    assert_eq!(count(&calls, "regionInstanceGroupManagers.list") as usize, read, "{calls}");
+    let mut run = 0;
+    for (skipped, _, line) in &passes {
+        run = if skipped.contains(&"migs".to_string()) { run + 1 } else { 0 };
+        assert!(run <= 2 || line.contains("reused_observation_ms=Some("), "three passes in a row: {line}");
+    }
+}

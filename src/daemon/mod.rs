@@ -197,7 +197,12 @@ pub async fn run_with_reload(
             break 'passes;
         }
         // Wait for the next reason to run: the pass's own requeue time, a hook, or a CLI request.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(report.next_pass_in_secs.max(1));
+        // An inbox-first pass (a hook's, on the last observation) is followed by a full one at once.
+        let wait = match report.reused_observation_ms {
+            Some(_) => Duration::ZERO,
+            None => Duration::from_secs(report.next_pass_in_secs.max(1)),
+        };
+        let deadline = tokio::time::Instant::now() + wait;
         trigger = loop {
             tokio::select! {
                 _ = &mut shutdown => { begin_stopping(&stopping, &cfg); break 'passes }

@@ -40,6 +40,13 @@ pub struct Observation {
     pub polls: PollCounts,
     /// How long the reads took (the pass report's `phases`: the read phases and the answer times).
     pub phases: PassPhases,
+    /// The reads not made, with why (the pass report's `skipped_reads`).
+    pub skipped: BTreeMap<String, String>,
+    /// An inbox-first observation: the age of the full observation it reuses.
+    pub reused_age: Option<std::time::Duration>,
+    /// When the MIG list it holds was read from GCE, and how many passes before this one reused it.
+    pub(super) migs_read_at: Instant,
+    pub(super) mig_reuses: u32,
 }
 
 impl Observation {
@@ -53,6 +60,10 @@ impl Observation {
             errors: Vec::new(),
             polls: PollCounts::default(),
             phases: PassPhases::default(),
+            skipped: BTreeMap::new(),
+            reused_age: None,
+            migs_read_at: Instant::now(),
+            mig_reuses: 0,
         }
     }
 }
@@ -85,26 +96,33 @@ pub struct PollCounts {
     pub carried: usize,
 }
 
-/// GCE's and Slurm's answers for `desired` and the hook calls in `inbox`: one MIG list, one VM list,
+/// GCE's and Slurm's answers for `desired` and the hook calls in `inbox`: one MIG list (unless
+/// `reused_migs` is an earlier one nothing could have changed), one VM list,
 /// Slurm's nodes and reservations, a `get` of each resize request the poll schedule says is due (at
 /// most [`POLL_CONCURRENCY`] at once; the others carried), and one `squeue` for the time limits of the
 /// jobs waiting for nodes.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn gce_and_slurm(
     src: &Sources<'_>,
     desired: &Desired,
     inbox: &[InboxEntry],
     polls: &mut PollSchedule,
     now: DateTime<Utc>,
+    reused_migs: Option<BTreeMap<String, ObservedMig>>,
     errors: &mut Vec<String>,
     phases: &mut PassPhases,
 ) -> (Observed, PollCounts) {
     let mut o = Observed::default();
     let began = Instant::now();
+    let reusing = reused_migs.is_some();
     let gce_lists = async {
-        let lists = tokio::join!(
-            gce_edge::observe_vms(src.gce, src.cfg),
-            gce_edge::observe_migs(src.gce, src.cfg, src.naming)
-        );
+        let migs = async {
+            match reused_migs {
+                Some(m) => Ok(m),
+                None => gce_edge::observe_migs(src.gce, src.cfg, src.naming).await,
+            }
+        };
+        let lists = tokio::join!(gce_edge::observe_vms(src.gce, src.cfg), migs);
         (lists, began.elapsed())
     };
     let slurm_reads = async {
@@ -148,7 +166,10 @@ pub(super) async fn gce_and_slurm(
         Err(e) => errors.push(format!("listing VMs: {e}")),
     }
     match migs {
-        Ok(m) => o.migs = Some(m),
+        Ok(m) => {
+            o.migs = Some(m);
+            o.migs_reused = reusing;
+        }
         Err(e) => errors.push(format!("listing MIGs: {e}")),
     }
     match nodes {
@@ -179,14 +200,30 @@ pub(super) async fn gce_and_slurm(
             }
         }
     }
-    let jobs = jobs_waiting(desired, inbox);
     let exclusive = exclusive_jobs(desired, src.cfg);
+    slurm_took += read_jobs(src, desired, inbox, exclusive, &mut o, errors).await;
+    phases.gce_read_ms += PassPhases::ms(gce_took);
+    phases.slurm_read_ms += PassPhases::ms(slurm_took);
+    (o, counts)
+}
+
+/// One `squeue` for the time limits of the jobs waiting for nodes (those of `desired`'s nodes
+/// waiting for a request and of `inbox`'s resume calls) and the state of the jobs in `exclusive`,
+/// into `o`; how long it took.
+pub(super) async fn read_jobs(
+    src: &Sources<'_>,
+    desired: &Desired,
+    inbox: &[InboxEntry],
+    exclusive: BTreeSet<u32>,
+    o: &mut Observed,
+    errors: &mut Vec<String>,
+) -> std::time::Duration {
+    let jobs = jobs_waiting(desired, inbox);
+    let asking = Instant::now();
     if !jobs.is_empty() || !exclusive.is_empty() {
         let all: Vec<u32> =
             jobs.iter().chain(&exclusive).copied().collect::<BTreeSet<u32>>().into_iter().collect();
-        let asking = Instant::now();
         let answer = src.slurm.jobs(&all).await;
-        slurm_took += asking.elapsed();
         match answer {
             Ok(infos) => {
                 if !exclusive.is_empty() {
@@ -203,9 +240,7 @@ pub(super) async fn gce_and_slurm(
             Err(e) => errors.push(format!("reading job time limits: {e}")),
         }
     }
-    phases.gce_read_ms += PassPhases::ms(gce_took);
-    phases.slurm_read_ms += PassPhases::ms(slurm_took);
-    (o, counts)
+    asking.elapsed()
 }
 
 /// `get`s of the resize requests in `poll`, [`POLL_CONCURRENCY`] at once, answered in the same order.

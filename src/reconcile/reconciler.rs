@@ -70,7 +70,36 @@ pub struct Reconciler {
     /// GCE's and Slurm's answer time in all when the last observation began (the report's
     /// `phases.*_answer_ms` are the differences).
     answers_at: (std::time::Duration, std::time::Duration),
+    /// The last full observation, as its pass left it: an inbox-first pass plans on it, and the next
+    /// full pass may take its MIG list ("Reads a pass skips" in docs/architecture.md). Dropped
+    /// before the next observation reads anything, so that two are never held at once.
+    kept: Option<Kept>,
 }
+
+/// A full observation kept after its pass ([`Reconciler::pass`]): only one whose pass read
+/// everything and was not degraded. Slurm's part is not kept (an inbox-first pass never plans on
+/// it: the hook that wakes it says Slurm changed).
+struct Kept {
+    /// When its observation began.
+    at: tokio::time::Instant,
+    /// The VMs, the MIGs and the rest, with what its pass did learnt into them.
+    observed: Observed,
+    /// When its MIG list was read from GCE, and how many passes in a row have reused it.
+    migs_read_at: tokio::time::Instant,
+    mig_reuses: u32,
+    /// Whether nothing can have changed a MIG since its list was read: its pass sent no GCE step
+    /// and left none waiting for a retry, no request group is open, every MIG on record is active
+    /// and every MIG listed is on record.
+    migs_unchanged: bool,
+}
+
+/// An inbox-first pass plans on an observation at most this old (and at most `reconcile.interval`).
+const INBOX_FIRST_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(30);
+/// A MIG list nothing could have changed is reused by at most this many passes in a row, and only
+/// while it is younger than [`MIG_LIST_MAX_AGE`]: what changes a MIG outside slurm-dws (a VM GCE
+/// deletes at the end of its run duration, an admin's hand) is seen that late at most.
+const MIG_LIST_MAX_REUSES: u32 = 2;
+const MIG_LIST_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The time a pass starts at, in milliseconds as the store keeps time: the state kept between
 /// passes then equals what is stored.
@@ -111,6 +140,7 @@ impl Reconciler {
             pending_events: Vec::new(),
             polls: PollSchedule::default(),
             answers_at: Default::default(),
+            kept: None,
         })
     }
 
@@ -121,10 +151,22 @@ impl Reconciler {
 
     /// One pass: [`observe`](Self::observe), then [`pass_on`](Self::pass_on) what it saw. Never fails:
     /// what went wrong is in the report, and the next pass tries again.
+    ///
+    /// A pass a hook wakes while the last full observation is younger than [`INBOX_FIRST_MAX_AGE`]
+    /// (and `reconcile.interval`) is inbox-first: it reads only the inbox and the waiting jobs' time
+    /// limits, and plans on that observation, so that a resume's request is sent without waiting
+    /// for GCE's and Slurm's lists; its report names the reads it skipped, and the daemon runs a
+    /// full pass right after it. Any other pass observes everything, except a MIG list nothing
+    /// could have changed, which it may take from the last pass.
     pub async fn pass(&mut self, trigger: Trigger) -> PassReport {
-        let begun = Observation::begin(pass_clock());
+        let mut begun = Observation::begin(pass_clock());
         let (started_at, started) = (begun.started_at, begun.started);
-        match self.observe_from(begun).await {
+        let observed = match self.observe_inbox_first(trigger, &mut begun).await {
+            Ok(true) => Ok(begun),
+            Ok(false) => self.observe_from(begun, true).await,
+            Err(e) => Err(e),
+        };
+        match observed {
             Ok(observation) => self.pass_on(trigger, observation).await,
             Err(e) => {
                 let mut report = self.begin_report(trigger, started_at);
@@ -137,12 +179,96 @@ impl Reconciler {
     /// The first half of a pass: the hook calls waiting in the inbox, and GCE's and Slurm's answers
     /// for the desired state on record. What GCE or Slurm did not answer is in the observation's
     /// errors; an error here means the store could not be read.
+    /// Reads everything, nothing reused.
     pub async fn observe(&mut self) -> Result<Observation, ReconcileError> {
-        self.observe_from(Observation::begin(pass_clock())).await
+        self.observe_from(Observation::begin(pass_clock()), false).await
     }
 
-    async fn observe_from(&mut self, mut o: Observation) -> Result<Observation, ReconcileError> {
+    /// An inbox-first observation into `o`, when `trigger` is a hook, the inbox holds calls and the
+    /// last full observation is fresh ([`Reconciler::pass`]): its VMs and MIGs as its pass left
+    /// them, Slurm unknown, no request polled, the waiting jobs' time limits read now. `false` when
+    /// the pass must observe everything.
+    async fn observe_inbox_first(
+        &mut self,
+        trigger: Trigger,
+        o: &mut Observation,
+    ) -> Result<bool, ReconcileError> {
+        let max_age = INBOX_FIRST_MAX_AGE.min(std::time::Duration::from_secs(self.cfg.reconcile.interval));
+        if trigger != Trigger::Hook || !self.kept.as_ref().is_some_and(|k| k.at.elapsed() <= max_age) {
+            return Ok(false);
+        }
         self.answers_at = (self.gce.answer_time(), crate::slurm::answer_time());
+        let inbox = self.store.unprocessed_inbox().await?;
+        if inbox.is_empty() {
+            return Ok(false); // a pass already took the call that woke this one
+        }
+        let Some(kept) = self.kept.take() else { return Ok(false) };
+        let desired = self.take_desired().await?;
+        let age = kept.at.elapsed();
+        let mut observed = kept.observed;
+        observed.reused = true;
+        observed.slurm = None;
+        observed.reservations = None;
+        observed.exclusive_jobs = None;
+        observed.requests.clear();
+        observed.job_limits.clear();
+        let sources =
+            Sources { cfg: &self.cfg, naming: &self.plan_cfg.naming, gce: &self.gce, slurm: &self.slurm };
+        let took =
+            observe::read_jobs(&sources, &desired, &inbox, Default::default(), &mut observed, &mut o.errors)
+                .await;
+        o.phases.slurm_read_ms += PassPhases::ms(took);
+        let ms = age.as_millis();
+        for (read, why) in [
+            ("slurm_nodes", "not read: an inbox-first pass decides nothing from Slurm's view (the hook says it changed)"),
+            ("reservations", "not read: an inbox-first pass decides nothing about reservations"),
+            ("resize_requests", "not polled: an inbox-first pass decides nothing about requests in flight"),
+        ] {
+            o.skipped.insert(read.into(), why.into());
+        }
+        o.skipped.insert(
+            "vms".into(),
+            format!(
+                "the list of {ms} ms ago, as its pass left it: a waiting node is requested only when it \
+                 showed no VM under the node's name (any VM made since comes from a request still open, \
+                 which the node waits for); nothing is deleted as stale"
+            ),
+        );
+        o.skipped.insert("migs".into(), format!("the list of {ms} ms ago, as its pass left it"));
+        o.reused_age = Some(age);
+        o.migs_read_at = kept.migs_read_at;
+        o.mig_reuses = kept.mig_reuses;
+        o.observed = observed;
+        o.inbox = inbox;
+        self.desired = Some(desired);
+        Ok(true)
+    }
+
+    /// Observes into `o`; with `reuse`, takes the kept MIG list when nothing can have changed it.
+    async fn observe_from(&mut self, mut o: Observation, reuse: bool) -> Result<Observation, ReconcileError> {
+        self.answers_at = (self.gce.answer_time(), crate::slurm::answer_time());
+        let kept = self.kept.take();
+        let reused_migs = kept.filter(|k| {
+            reuse
+                && k.migs_unchanged
+                && k.mig_reuses < MIG_LIST_MAX_REUSES
+                && k.migs_read_at.elapsed() <= MIG_LIST_MAX_AGE
+        });
+        let reused_migs = reused_migs.and_then(|k| {
+            let age = k.migs_read_at.elapsed();
+            o.migs_read_at = k.migs_read_at;
+            o.mig_reuses = k.mig_reuses + 1;
+            o.skipped.insert(
+                "migs".into(),
+                format!(
+                    "the list of {} ms ago: since then no GCE step was sent or waits for a retry, no \
+                     request group was open and every MIG was active, so only GCE's end-of-run \
+                     deletions could have changed it; nothing is deleted as stale this pass",
+                    age.as_millis()
+                ),
+            );
+            k.observed.migs
+        });
         let desired = self.take_desired().await?;
         // A failure here leaves `desired` dropped, as after any failed pass: the next reads the store.
         let inbox = self.store.unprocessed_inbox().await?;
@@ -154,10 +280,16 @@ impl Reconciler {
             &inbox,
             &mut self.polls,
             o.started_at,
+            reused_migs,
             &mut o.errors,
             &mut o.phases,
         )
         .await;
+        if !observed.migs_reused {
+            o.skipped.remove("migs");
+            o.migs_read_at = o.started;
+            o.mig_reuses = 0;
+        }
         o.observed = observed;
         o.polls = polls;
         if o.observed.vms.is_some() || o.observed.migs.is_some() {
@@ -184,10 +316,33 @@ impl Reconciler {
         let started = observation.started;
         let mut report = self.begin_report(trigger, observation.started_at);
         report.phases = observation.phases.clone();
+        report.skipped_reads = observation.skipped.clone();
+        report.reused_observation_ms = observation.reused_age.map(|a| a.as_millis() as u64);
+        let (at, migs_read_at, mig_reuses) =
+            (observation.started, observation.migs_read_at, observation.mig_reuses);
         match self.plan_commit_execute(observation, &mut report).await {
-            Ok(desired) => {
+            Ok((desired, observed, failures_waiting)) => {
                 if cfg!(debug_assertions) {
                     self.check_kept_state(&desired).await;
+                }
+                if report.reused_observation_ms.is_some() {
+                    report.next_pass_in_secs = 0; // the full pass, at once
+                } else if report.errors.is_empty()
+                    && report.gce_steps.iter().all(|s| s.ok)
+                    && observed.vms.is_some()
+                    && observed.migs.is_some()
+                    && observed.slurm.is_some()
+                    && observed.unreachable_zones.is_empty()
+                {
+                    let migs_unchanged = report.gce_steps.is_empty()
+                        && !failures_waiting
+                        && !desired.requests.values().any(|r| r.phase.is_open())
+                        && desired.migs.values().all(|m| m.state == crate::model::MigState::Active)
+                        && observed.migs.as_ref().is_some_and(|m| m.keys().all(|k| desired.migs.contains_key(k)));
+                    let mut observed = observed;
+                    observed.slurm = None; // never planned on again: freed now
+                    observed.reservations = None;
+                    self.kept = Some(Kept { at, observed, migs_read_at, mig_reuses, migs_unchanged });
                 }
                 self.desired = Some(desired);
             }
@@ -380,7 +535,7 @@ impl Reconciler {
         &mut self,
         observation: Observation,
         report: &mut PassReport,
-    ) -> Result<Desired, ReconcileError> {
+    ) -> Result<(Desired, Observed, bool), ReconcileError> {
         let Observation { started_at: now, inbox, mut observed, errors, polls, .. } = observation;
         report.errors.extend(errors);
         report.unreachable_zones = observed.unreachable_zones.iter().cloned().collect();
@@ -508,7 +663,13 @@ impl Reconciler {
 
         // Close the outbox entries this pass neither sent nor resent, only when both GCE lists answered
         // in full.
-        if observed.vms.is_some() && observed.unreachable_zones.is_empty() && observed.migs.is_some() {
+        // Not on an earlier pass's lists either: a step they leave unplanned may still be in flight.
+        if observed.vms.is_some()
+            && observed.unreachable_zones.is_empty()
+            && observed.migs.is_some()
+            && !observed.reused
+            && !observed.migs_reused
+        {
             let t = tokio::time::Instant::now();
             report.events +=
                 commit::abandon_unused_outbox(&self.store, &outbox_used, &mut desired, now).await?;
@@ -519,7 +680,7 @@ impl Reconciler {
         report.phases.act_ms += PassPhases::ms(timer.act);
 
         report.next_pass_in_secs = next_pass_in(self.cfg.reconcile.interval, &desired, now);
-        Ok(desired)
+        Ok((desired, observed, !failures.is_empty()))
     }
 
     /// What a pass would delete and why (`gc --dry-run`), or delete it now (`gc`): one observation,

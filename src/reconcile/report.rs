@@ -102,6 +102,14 @@ pub struct PassReport {
     /// Where the pass's wall time went (see [`PassPhases`]).
     #[serde(default)]
     pub phases: PassPhases,
+    /// The reads this pass did not make, each with what it planned from instead and why that is
+    /// safe (docs/architecture.md, "Reads a pass skips"); left out of the JSON when it read everything.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub skipped_reads: std::collections::BTreeMap<String, String>,
+    /// An inbox-first pass (woken by a hook while the last observation was fresh): the age of the
+    /// observation it planned on, in milliseconds. A full pass follows it at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused_observation_ms: Option<u64>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -163,6 +171,8 @@ impl PassReport {
             fallbacks: 0,
             released_nodes: 0,
             phases: PassPhases::default(),
+            skipped_reads: Default::default(),
+            reused_observation_ms: None,
         }
     }
 
@@ -205,6 +215,8 @@ impl PassReport {
             act_ms = self.phases.act_ms,
             slurm_answer_ms = self.phases.slurm_answer_ms,
             gce_answer_ms = self.phases.gce_answer_ms,
+            skipped_reads = %self.skipped_reads.keys().cloned().collect::<Vec<_>>().join(","),
+            reused_observation_ms = ?self.reused_observation_ms,
             "reconcile pass"
         );
         for e in &self.errors {

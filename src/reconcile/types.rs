@@ -259,6 +259,13 @@ pub struct Observed {
     /// job that has ended and left Slurm's memory is absent); `None` when squeue was not asked or
     /// did not answer: then no node is released (`release.rs`).
     pub exclusive_jobs: Option<BTreeMap<u32, ObservedJob>>,
+    /// An inbox-first pass's observation (`Reconciler::pass`): the VMs and MIGs are the last full
+    /// pass's, as that pass left them; Slurm is unknown and no request was polled. A waiting node
+    /// whose name it shows a VM under waits for a fresh list, and nothing is deleted as stale.
+    pub reused: bool,
+    /// The MIG list is an earlier pass's, kept because nothing could have changed it
+    /// (docs/architecture.md, "Reads a pass skips"): nothing is deleted as stale this pass.
+    pub migs_reused: bool,
 }
 
 /// A job as the release rule reads it.

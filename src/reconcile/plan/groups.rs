@@ -114,6 +114,11 @@ impl Planner<'_> {
                 // would meet a 409. The next pass's list says when it is free.
                 continue;
             }
+            if self.o.reused && self.vm(&n.name).is_some() {
+                // An inbox-first pass: the list is the last pass's, and the VM it shows may be gone
+                // by now. Reusing it is for the full pass that follows at once to decide.
+                continue;
+            }
             if let Some(vm) = self.vm(&n.name).cloned() {
                 if vm.status.stays_down() || being_deleted(&vm) {
                     // A failed VM (or one on its way out) holds the name: it goes first.

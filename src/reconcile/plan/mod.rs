@@ -252,11 +252,16 @@ impl Planner<'_> {
         );
     }
 
-    /// Whether both Slurm's nodes and GCE's VMs and MIGs were read this pass: only then may
+    /// Whether both Slurm's nodes and GCE's VMs and MIGs were read this pass (none reused from an
+    /// earlier one): only then may
     /// something be deleted because nothing explains it (a VM, a MIG, a reservation). With one of
     /// them unread, a node running a job may simply not be on record yet (database lost).
     fn saw_everything(&self) -> bool {
-        self.o.slurm.is_some() && self.o.vms.is_some() && self.o.migs.is_some()
+        self.o.slurm.is_some()
+            && self.o.vms.is_some()
+            && self.o.migs.is_some()
+            && !self.o.reused
+            && !self.o.migs_reused
     }
 
     fn clear_vm(&mut self, name: &str) {

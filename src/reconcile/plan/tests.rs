@@ -830,6 +830,51 @@ fn empty_migs_are_collected_after_grace() {
     assert_eq!(p.migs[0].state, MigState::Deleted);
 }
 
+/// A MIG list reused from an earlier pass (nothing could have changed it) deletes nothing as stale:
+/// the empty MIG waits for a pass that reads the list again. Everything else is planned as usual.
+#[test]
+fn a_reused_mig_list_collects_nothing() {
+    let mut m = mig("hpc-a-t1", MigState::Active);
+    m.empty_since = Some(t0() - Duration::seconds(300));
+    let mut w = World::new().mig(m, Some(0)).node(node("hpc-a-3", NodeState::ResumePending));
+    w.o.migs_reused = true;
+    let p = w.plan();
+    assert!(!p.gce.iter().any(|s| matches!(s, GceStep::DeleteMig { .. })), "{:?}", p.gce);
+    assert!(!p.events.iter().any(|e| e.kind == EventKind::MigCollected), "{:?}", p.events);
+    assert_eq!(p.new_groups.len(), 1, "a waiting node is still requested: {:?}", p.new_groups);
+    w.o.migs_reused = false;
+    assert!(w.plan().gce.iter().any(|s| matches!(s, GceStep::DeleteMig { .. })), "read again: collected");
+}
+
+/// An inbox-first pass plans on the last pass's lists: a waiting node they show no VM for is
+/// requested at once; one they show a VM under (which may be gone by now) waits for the full pass;
+/// an orphan VM or an empty MIG is never deleted on them.
+#[test]
+fn an_inbox_first_pass_requests_only_names_its_reused_list_shows_free() {
+    let mut m = mig("hpc-a-t1", MigState::Active);
+    m.empty_since = Some(t0() - Duration::seconds(300));
+    let mut orphan = vm("hpc-a-9", "hpc-a-t1");
+    orphan.created = Some(t0() - Duration::seconds(3600));
+    let mut w = World::new()
+        .node(node("hpc-a-1", NodeState::ResumePending))
+        .node(node("hpc-a-2", NodeState::ResumePending))
+        .mig(m, Some(0))
+        .vm(vm("hpc-a-2", "hpc-a-t1"))
+        .vm(orphan);
+    w.o.reused = true;
+    w.o.slurm = None;
+    w.o.reservations = None;
+    let p = w.plan();
+    assert_eq!(p.new_groups.len(), 1, "{:?}", p.new_groups);
+    assert_eq!(p.new_groups[0].nodes, vec!["hpc-a-1".to_string()]);
+    assert!(node_after(&p, "hpc-a-2").is_none_or(|n| n.state == NodeState::ResumePending), "waits");
+    assert!(p.gce.is_empty(), "nothing deleted on a reused list: {:?}", p.gce);
+    // The full pass after it, on fresh lists: the VM under hpc-a-2's name is reused.
+    w.o.reused = false;
+    let p = w.plan();
+    assert_eq!(node_after(&p, "hpc-a-2").map(|n| n.state), Some(NodeState::Up));
+}
+
 #[test]
 fn failed_lists_decide_nothing_from_absence() {
     let mut n = node("hpc-a-1", NodeState::Up);

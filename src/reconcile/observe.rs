@@ -69,8 +69,8 @@ impl Observation {
 }
 
 /// `SLURM_DWS_BENCH_BASELINE=1` in the daemon's environment: a pass reads Slurm's nodes with every
-/// field, decodes every reservation whole and every listed VM into a whole `Instance`, as before
-/// issue 20, so that `make bench` can
+/// field, decodes every reservation whole and every listed VM into a whole `Instance`, and skips no
+/// read (no inbox-first pass, no MIG list reused), as before issue 20, so that `make bench` can
 /// measure the baseline beside the current figures in the same run. Not for production use.
 pub(crate) fn bench_baseline() -> bool {
     static BASELINE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

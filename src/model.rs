@@ -473,7 +473,10 @@ pub struct OutboxEntry {
     pub kind: MutationKind,
     /// What the mutation is about: a MIG name, or `mig/request` for resize requests.
     pub target: String,
-    pub payload: serde_json::Value,
+    /// The request body as recorded, JSON text: kept as text, because a thousand entries of one
+    /// round held as `serde_json::Value` trees were megabytes of the daemon's peak memory (`make
+    /// bench`); the executor builds the body it sends from the desired state.
+    pub payload: String,
     pub state: OutboxState,
     pub attempts: u32,
     pub created_at: DateTime<Utc>,

@@ -112,6 +112,18 @@ pub fn measure(
     for _ in 0..WARM_UP {
         cli(&["reconcile"])?;
     }
+    // `SLURM_DWS_BENCH_PERF=FILE`: `perf record` the daemon's steady passes (not the baseline's) into FILE.
+    let perf = match std::env::var_os("SLURM_DWS_BENCH_PERF") {
+        Some(file) if !baseline => Some(
+            Command::new("perf")
+                .args(["record", "-F", "999", "-g", "-p", &daemon.pid().to_string(), "-o"])
+                .arg(file)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()?,
+        ),
+        _ => None,
+    };
     for _ in 0..PASSES {
         let before = task_cpu(daemon.pid())?;
         let report = cli(&["reconcile"])?;
@@ -136,6 +148,14 @@ pub fn measure(
         m.act.push_ms(f("act_ms"));
         m.slurm_answer.push_ms(f("slurm_answer_ms"));
         m.gce_answer.push_ms(f("gce_answer_ms"));
+    }
+    if let Some(mut p) = perf {
+        // SIGINT: perf writes its file and exits.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        );
+        let _ = p.wait();
     }
     for i in first_spare..first_spare + RESUMES {
         m.latency.push(resume_latency(config, d, slurm, sim_addr, i, &cli)?);

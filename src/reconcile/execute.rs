@@ -380,12 +380,22 @@ impl Executor<'_> {
         }
         let sem = Arc::new(tokio::sync::Semaphore::new(GCE_CONCURRENCY));
         let mut set = tokio::task::JoinSet::new();
+        let mut results = Vec::with_capacity(steps.len());
+        let cfg = Arc::new(self.cfg.clone());
+        let naming = Arc::new(self.naming.clone());
         for (i, (step, entry)) in steps.iter().cloned().zip(outbox).enumerate() {
             // A task is made only when it may run: a round of 1,000 steps never holds 1,000 futures.
             let permit = sem.clone().acquire_owned().await;
+            // Finished tasks are taken at once: each holds its whole future until it is joined
+            // (kilobytes; 1,000 of them were megabytes of the daemon's peak memory).
+            while let Some(joined) = set.try_join_next() {
+                match joined {
+                    Ok(r) => results.push(r),
+                    Err(e) => report.errors.push(format!("a GCE step panicked: {e}")),
+                }
+            }
             let gce = self.gce.clone();
-            let cfg = self.cfg.clone();
-            let naming = self.naming.clone();
+            let (cfg, naming) = (cfg.clone(), naming.clone());
             let request = step.request().and_then(|id| desired.requests.get(&id)).cloned();
             set.spawn(async move {
                 let _permit = permit;
@@ -404,7 +414,6 @@ impl Executor<'_> {
                 (i, step, entry, result)
             });
         }
-        let mut results = Vec::new();
         while let Some(joined) = set.join_next().await {
             match joined {
                 Ok(r) => results.push(r),

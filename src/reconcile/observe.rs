@@ -251,9 +251,16 @@ async fn poll_requests(
     let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(POLL_CONCURRENCY));
     let cfg = std::sync::Arc::new(src.cfg.clone());
     let mut set = tokio::task::JoinSet::new();
+    let mut out = Vec::new();
     for (i, (mig, name)) in poll.into_iter().enumerate() {
-        // A task is made only when it may run: 2,000 requests never make 2,000 futures at once.
+        // A task is made only when it may run: 2,000 requests never make 2,000 futures at once;
+        // and finished ones are taken at once (each holds its future until it is joined).
         let permit = sem.clone().acquire_owned().await;
+        while let Some(joined) = set.try_join_next() {
+            if let Ok(r) = joined {
+                out.push(r);
+            }
+        }
         let (gce, cfg) = (src.gce.clone(), cfg.clone());
         set.spawn(async move {
             let _permit = permit;
@@ -261,7 +268,6 @@ async fn poll_requests(
             (i, mig, name, answer)
         });
     }
-    let mut out = Vec::new();
     while let Some(joined) = set.join_next().await {
         if let Ok(r) = joined {
             out.push(r);

@@ -98,6 +98,24 @@ pub(crate) async fn run(
     }
 }
 
+/// The pipe a streamed command writes into, and the decoder's reads from it: 12 MB at 10,000 nodes
+/// go through 64 KiB (Linux's default pipe) a wake-up at a time otherwise, each a context switch or
+/// two of the daemon's CPU per pass (`make bench`, whole pass).
+const PIPE_SIZE: i32 = 1 << 20;
+const READ_BUFFER: usize = 64 * 1024;
+
+/// `out` as a plain blocking file for the decoder's thread (tokio hands it over deregistered and
+/// blocking: each read is one `read(2)`, not a hop through the runtime's reactor), its pipe
+/// enlarged to [`PIPE_SIZE`] when the kernel allows (`/proc/sys/fs/pipe-max-size`; best effort).
+fn blocking_pipe(out: tokio::process::ChildStdout) -> std::io::Result<std::fs::File> {
+    let fd = out.into_owned_fd()?;
+    let _ = nix::fcntl::fcntl(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE),
+    );
+    Ok(std::fs::File::from(fd))
+}
+
 /// Runs the command and decodes its stdout with `parse` as it arrives, on a blocking thread: the
 /// output is never held whole (a 10,000-node `sinfo --json` is 12 MB, which held whole would be most of
 /// the daemon's peak memory). Same environment and time limit as [`run`]; a non-zero exit is
@@ -121,10 +139,11 @@ where
         .spawn()
         .map_err(|source| SlurmError::Spawn { program: path.clone(), source })?;
     let stdout = child.stdout.take().expect("stdout is piped");
+    let stdout =
+        blocking_pipe(stdout).map_err(|source| SlurmError::Io { command: display.clone(), source })?;
     let mut stderr = child.stderr.take().expect("stderr is piped");
     let decoder = tokio::task::spawn_blocking(move || {
-        let mut reader =
-            std::io::BufReader::with_capacity(64 * 1024, tokio_util::io::SyncIoBridge::new(stdout));
+        let mut reader = std::io::BufReader::with_capacity(READ_BUFFER, stdout);
         // The first byte: slurmctld has answered; what follows is our reading and decoding.
         let _ = std::io::BufRead::fill_buf(&mut reader);
         answered(started);

@@ -119,7 +119,7 @@ pub(super) fn outbox_from_row(r: &SqliteRow) -> Result<OutboxEntry> {
         request_id: r.try_get("request_id")?,
         kind: r.try_get::<String, _>("kind")?.parse()?,
         target: r.try_get("target")?,
-        payload: serde_json::from_str(&r.try_get::<String, _>("payload")?)?,
+        payload: r.try_get::<String, _>("payload")?,
         state: r.try_get::<String, _>("state")?.parse()?,
         attempts: r.try_get::<i64, _>("attempts")? as u32,
         created_at: from_ms(r.try_get("created_at")?),

@@ -329,6 +329,7 @@ impl StoreTx {
             return outbox_from_row(&row);
         }
         let request_id = uuid::Uuid::new_v4().to_string();
+        let payload = payload.to_string();
         let id = sqlx::query(
             "INSERT INTO outbox (request_id, kind, target, payload, state, created_at, updated_at) \
              VALUES (?, ?, ?, ?, 'pending', ?, ?)",
@@ -336,7 +337,7 @@ impl StoreTx {
         .bind(&request_id)
         .bind(kind.as_str())
         .bind(target)
-        .bind(payload.to_string())
+        .bind(&payload)
         .bind(to_ms(now))
         .bind(to_ms(now))
         .execute(&mut *self.tx)
@@ -347,7 +348,7 @@ impl StoreTx {
             request_id,
             kind,
             target: target.to_string(),
-            payload: payload.clone(),
+            payload,
             state: OutboxState::Pending,
             attempts: 0,
             created_at: now,

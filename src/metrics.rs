@@ -51,6 +51,10 @@ struct Inner {
     /// released at their job's end, since start.
     fallbacks: u64,
     released_nodes: u64,
+    /// Passes planned on the last observation (a hook's, `inbox-first`), and reads passes skipped,
+    /// by read, since start.
+    inbox_first: u64,
+    skipped_reads: BTreeMap<String, u64>,
     last_pass: Option<PassReport>,
     reloads: BTreeMap<&'static str, u64>,
     last_reload_ok: Option<bool>,
@@ -70,6 +74,8 @@ impl Metrics {
                 preempted: 0,
                 fallbacks: 0,
                 released_nodes: 0,
+                inbox_first: 0,
+                skipped_reads: BTreeMap::new(),
                 last_pass: None,
                 reloads: BTreeMap::new(),
                 last_reload_ok: None,
@@ -93,6 +99,10 @@ impl Metrics {
         m.preempted += report.preempted as u64;
         m.fallbacks += report.fallbacks as u64;
         m.released_nodes += report.released_nodes as u64;
+        m.inbox_first += u64::from(report.reused_observation_ms.is_some());
+        for read in report.skipped_reads.keys() {
+            *m.skipped_reads.entry(read.clone()).or_default() += 1;
+        }
         m.last_pass = Some(report.clone());
     }
 
@@ -312,6 +322,20 @@ impl Metrics {
             "Nodes of exclusive nodesets powered down (VM deleted) as soon as their job ended.",
         );
         w.sample("slurm_dws_exclusive_releases_total", &[], m.released_nodes as f64);
+        w.family(
+            "slurm_dws_inbox_first_passes_total",
+            "counter",
+            "Passes a hook woke that planned on the last full observation (a full pass follows each).",
+        );
+        w.sample("slurm_dws_inbox_first_passes_total", &[], m.inbox_first as f64);
+        w.family(
+            "slurm_dws_skipped_reads_total",
+            "counter",
+            "Reads passes did not make, by read (vms, migs, slurm_nodes, reservations, resize_requests): what each planned from instead is in its report's skipped_reads.",
+        );
+        for (read, n) in &m.skipped_reads {
+            w.sample("slurm_dws_skipped_reads_total", &[("read", read)], *n as f64);
+        }
         if let Some(p) = &m.last_pass {
             w.family("slurm_dws_last_pass_duration_seconds", "gauge", "Duration of the last reconcile pass.");
             w.sample("slurm_dws_last_pass_duration_seconds", &[], p.duration_ms as f64 / 1000.0);

@@ -437,7 +437,9 @@ fn pass_lines(log: &str) -> Vec<(Vec<String>, bool, String)> {
 /// pass follows at once. The nodes come up as with any pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hook_on_a_fresh_observation_is_planned_first_and_a_full_pass_follows() {
-    let mut w = World::new(&[("a", 0, 8, "")], "").await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut w =
+        World::new(&[("a", 0, 8, "")], &format!("[daemon]\nmetrics_listen = \"127.0.0.1:{port}\"\n")).await;
     w.healthy_slurm();
     w.start_daemon();
     let report = w.cli_json(&["reconcile"]);
@@ -472,6 +474,11 @@ async fn a_hook_on_a_fresh_observation_is_planned_first_and_a_full_pass_follows(
     assert_eq!(grew("regionInstanceGroupManagerResizeRequests.insert"), 1, "{after}");
     let requests = w.cli_json(&["requests"]);
     assert_eq!(requests.as_array().map(Vec::len), Some(1), "one request, not two: {requests}");
+    // The metrics count it: one inbox-first pass, and each read it skipped.
+    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await.unwrap().text().await.unwrap();
+    let inbox_first = passes.iter().filter(|(_, first, _)| *first).count();
+    assert!(text.contains(&format!("\nslurm_dws_inbox_first_passes_total {inbox_first}\n")), "{text}");
+    assert!(text.contains("slurm_dws_skipped_reads_total{read=\"slurm_nodes\"}"), "{text}");
 }
 
 /// A MIG list nothing could have changed (no GCE step sent, no request open, every MIG active) is

@@ -31,7 +31,9 @@
 //!    [`reconcile`] pass. The pass observes the inbox, GCE (one MIG list, one instance list, a
 //!    get of each request in flight that is due; no call holds the pass longer than about
 //!    `gcp.request_timeout`) and Slurm, ingests the inbox into the per-node desired state it kept
-//!    from the last pass, and plans.
+//!    from the last pass, and plans. When the last full observation is fresh, the hook's pass
+//!    plans on it instead (inbox-first: Slurm unknown, nothing deleted as stale; its report says
+//!    which reads it skipped) and a full pass follows at once.
 //! 3. Planning is a pure function of (desired, observed, now). Its steps that mutate GCE are
 //!    written to the outbox with their `requestId` before they are sent by [`gce`], so a crash
 //!    at any point resumes the same mutation instead of making a second one.

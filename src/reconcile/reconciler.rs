@@ -10,7 +10,9 @@
 //!    (`report.rs`).
 //!
 //! [`Reconciler::pass`] is the one after the other; `make bench` times the second half alone on one
-//! observation, so that GCE's and Slurm's round trips are not in the figure.
+//! observation, so that GCE's and Slurm's round trips are not in the figure. A pass may skip a read
+//! that cannot have changed or that a hook's pass need not wait for (an inbox-first pass, a MIG list
+//! reused), and its report then says which (docs/architecture.md, "Reads a pass skips").
 
 use super::commit::{self, RoundContext};
 use super::error::ReconcileError;
@@ -178,8 +180,8 @@ impl Reconciler {
 
     /// The first half of a pass: the hook calls waiting in the inbox, and GCE's and Slurm's answers
     /// for the desired state on record. What GCE or Slurm did not answer is in the observation's
-    /// errors; an error here means the store could not be read.
-    /// Reads everything, nothing reused.
+    /// errors; an error here means the store could not be read. Everything is read: nothing is
+    /// reused from an earlier pass (`gc` and `make bench` observe this way).
     pub async fn observe(&mut self) -> Result<Observation, ReconcileError> {
         self.observe_from(Observation::begin(pass_clock()), false).await
     }

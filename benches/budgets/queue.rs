@@ -275,7 +275,7 @@ fn stuck(ctx: &Ctx, t: &mut Table) -> Result<()> {
     // A Slurm that answers (no nodes, no reservations, no jobs, every update accepted): with none,
     // every pass is degraded and an empty MIG is never collected (nothing is deleted as stale unless
     // Slurm was read too), so a's MIG delete, the stuck call, would never be sent.
-    write_empty_slurm(&d.join("slurm-bin"))?;
+    devcluster::write_empty_slurm(&d.join("slurm-bin"))?;
     let extra = format!(
         "calls_per_minute = 100000\nrequest_timeout = 5\n\n[slurm]\nbin_dir = \"{}\"\ncommand_timeout = 5\n\n\
          [reconcile]\ninterval = 5\nmig_gc_grace = 2\n\n\
@@ -353,26 +353,5 @@ fn stuck(ctx: &Ctx, t: &mut Table) -> Result<()> {
          pass {:.0} ms",
         pass_ms.iter().copied().fold(0.0, f64::max)
     ));
-    Ok(())
-}
-
-/// `scontrol`, `sinfo` and `squeue` in `dir` that answer like a Slurm 22.05 with no nodes, no
-/// reservations and no jobs, and accept every update.
-fn write_empty_slurm(dir: &std::path::Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(dir)?;
-    let scripts = [
-        (
-            "scontrol",
-            "#!/bin/sh\ncase \"$*\" in\n  --version) echo 'slurm 22.05.8' ;;\n  *reservation*) echo 'No reservations in the system' ;;\nesac\nexit 0\n",
-        ),
-        ("sinfo", "#!/bin/sh\necho '{\"meta\":{},\"errors\":[],\"nodes\":[]}'\n"),
-        ("squeue", "#!/bin/sh\necho '{\"meta\":{},\"errors\":[],\"jobs\":[]}'\n"),
-    ];
-    for (cmd, text) in scripts {
-        let p = dir.join(cmd);
-        std::fs::write(&p, text)?;
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))?;
-    }
     Ok(())
 }

@@ -173,19 +173,8 @@ fn hook(
 /// A config with one dynamic nodeset `a` of `model`, a Slurm that answers with no node (so empty
 /// MIGs may be collected), and short intervals.
 fn write_config(d: &Path, endpoint: &str, model: &str) -> Result<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     let bin = d.join("slurm-bin");
-    std::fs::create_dir_all(&bin)?;
-    let scripts = [
-        ("scontrol", "#!/bin/sh\ncase \"$*\" in\n  --version) echo 'slurm 22.05.8' ;;\n  *reservation*) echo 'No reservations in the system' ;;\nesac\nexit 0\n"),
-        ("sinfo", "#!/bin/sh\necho '{\"meta\":{},\"errors\":[],\"nodes\":[]}'\n"),
-        ("squeue", "#!/bin/sh\necho '{\"meta\":{},\"errors\":[],\"jobs\":[]}'\n"),
-    ];
-    for (name, text) in scripts {
-        let p = bin.join(name);
-        std::fs::write(&p, text)?;
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))?;
-    }
+    devcluster::write_empty_slurm(&bin)?;
     let text = format!(
         r#"cluster_name = "hpc"
 state_dir = "{state}"

@@ -241,9 +241,7 @@ impl Reconciler {
             ),
         );
         o.skipped.insert("migs".into(), format!("the list of {ms} ms ago, as its pass left it"));
-        o.reused_age = Some(age);
-        o.migs_read_at = kept.migs_read_at;
-        o.mig_reuses = kept.mig_reuses;
+        o.reused_age = Some(age); // never kept after its pass: its MIG list's age is not followed
         o.observed = observed;
         o.inbox = inbox;
         self.desired = Some(desired);
@@ -270,7 +268,7 @@ impl Reconciler {
                 format!(
                     "the list of {} ms ago: since then no GCE step was sent or waits for a retry, no \
                      request group was open and every MIG was active, so only GCE's end-of-run \
-                     deletions could have changed it; nothing is deleted as stale this pass",
+                     deletions or an admin could have changed it; nothing is deleted as stale this pass",
                     age.as_millis()
                 ),
             );

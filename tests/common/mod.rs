@@ -219,22 +219,7 @@ node_count_dynamic_max = {dy}
     /// Writes fake `scontrol`, `sinfo` and `squeue` that answer like a Slurm 22.05 with no nodes, no
     /// reservations and no jobs, and accept every update: passes read Slurm and are not degraded.
     pub fn healthy_slurm(&self) {
-        use std::os::unix::fs::PermissionsExt;
-        let scripts = [
-            (
-                "scontrol",
-                "#!/bin/sh\ncase \"$*\" in\n  --version) echo 'slurm 22.05.8' ;;\n  *reservation*) echo 'No reservations in the system' ;;\nesac\nexit 0\n",
-            ),
-            ("sinfo", "#!/bin/sh\necho '{\"meta\":{},\"errors\":[],\"nodes\":[]}'\n"),
-            ("squeue", "#!/bin/sh\necho '{\"meta\":{},\"errors\":[],\"jobs\":[]}'\n"),
-        ];
-        for (cmd, text) in scripts {
-            let p = self.path().join("slurm-bin").join(cmd);
-            let tmp = p.with_extension("tmp");
-            std::fs::write(&tmp, text).unwrap();
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
-            std::fs::rename(&tmp, &p).unwrap();
-        }
+        devcluster::write_empty_slurm(&self.path().join("slurm-bin")).unwrap();
     }
 
     /// Writes fake `scontrol`, `sinfo` and `squeue` that answer like a Slurm 22.05 whose nodes are

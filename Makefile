@@ -33,13 +33,14 @@ FAULT_SUMMARY := $(or $(CARGO_TARGET_DIR),target)/tmp/fault-campaign.txt
 build:
 	$(CARGO) build --profile $(CARGO_PROFILE) --bins
 
-## test: install Slurm/munge if missing, build the Slurm 24.11 root if missing (cached outside the clone in
-##       /var/cache/slurm-dws, docs/slurm-root.md), then fmt, clippy and every test (real Slurm 22.05 and
-##       24.11 included), then the package once (deb-test: a release build); ends with the fault
-##       campaign's summary line
+## test: install Slurm/munge if missing, build the Slurm 24.11 and 26.05 roots if missing (cached outside the
+##       clone in /var/cache/slurm-dws, docs/slurm-root.md), then fmt, clippy and every test (real Slurm
+##       22.05, 24.11 and 26.05 included), then the package once (deb-test: a release build); ends with the
+##       fault campaign's summary line
 test:
 	./scripts/install-deps.sh
-	./scripts/slurm-root.sh
+	./scripts/slurm-root.sh --suite trixie
+	./scripts/slurm-root.sh --suite forky
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	@rm -f $(FAULT_SUMMARY)

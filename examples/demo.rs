@@ -6,7 +6,8 @@
 //! shows what a failure looks like, how a job that names a second partition falls back to it at
 //! once, and how a job for the failing partition alone recovers. Everything it starts is stopped at the
 //! end, pass or fail. Needs root and Debian's Slurm (`make demo` installs it); `SLURM=24.11 make demo`
-//! runs it on Debian trixie's Slurm 24.11 from the root of scripts/slurm-root.sh instead.
+//! runs it on Debian trixie's Slurm 24.11 (`SLURM=26.05`: forky's 26.05) from a root of
+//! scripts/slurm-root.sh instead.
 
 // A live show of real processes, narrated with the time they take.
 #![allow(clippy::disallowed_methods)]
@@ -112,11 +113,13 @@ fn main() {
         eprintln!("make demo: needs root (it runs slurmctld, slurmd and munged on this machine)");
         std::process::exit(2);
     }
-    // `SLURM=24.11 make demo` runs it on Debian trixie's Slurm 24.11 (the root of
-    // scripts/slurm-root.sh, built when missing) instead of the host's 22.05.
+    // `SLURM=24.11 make demo` runs it on Debian trixie's Slurm 24.11, `SLURM=26.05` on forky's 26.05
+    // (the roots of scripts/slurm-root.sh, built when missing), instead of the host's 22.05.
     let slurm = match std::env::var("SLURM") {
         Ok(v) if !v.is_empty() => SlurmGeneration::parse(&v).unwrap_or_else(|| {
-            eprintln!("make demo: SLURM={v}: say 22.05 (the host's) or 24.11 (the trixie root)");
+            eprintln!(
+                "make demo: SLURM={v}: say 22.05 (the host's), 24.11 (the trixie root) or 26.05 (the forky root)"
+            );
             std::process::exit(2);
         }),
         _ => SlurmGeneration::Bookworm,

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Builds the Debian trixie root that the real-Slurm tests run Slurm 24.11 in (docs/slurm-root.md).
+# Builds a Debian root that the real-Slurm tests run a Slurm release in (docs/slurm-root.md):
+# trixie (Slurm 24.11, the default) or forky (Slurm 26.05).
 #
-#   scripts/slurm-root.sh            build the root unless a complete one is already there
-#   scripts/slurm-root.sh --rebuild  build it again even if it is complete
-#   scripts/slurm-root.sh --check    exit 0 if a complete root is there, 1 if not; build nothing
+#   scripts/slurm-root.sh [--suite S]            build the root unless a complete one is there
+#   scripts/slurm-root.sh [--suite S] --rebuild  build it again even if it is complete
+#   scripts/slurm-root.sh [--suite S] --check    exit 0 if a complete root is there, 1 if not
 #
-# The root lives at ${SLURM_DWS_TRIXIE_ROOT:-/var/cache/slurm-dws/trixie-root}, outside any git
+# S is trixie (default) or forky. The trixie root lives at
+# ${SLURM_DWS_TRIXIE_ROOT:-/var/cache/slurm-dws/trixie-root}, the forky one at
+# ${SLURM_DWS_FORKY_ROOT:-/var/cache/slurm-dws/forky-root}, outside any git
 # clone, so every run after the first reuses it. It is built in ROOT.tmp and renamed to ROOT only
 # after its stamp file (ROOT/.slurm-dws-root) is written, so an interrupted build never leaves a
 # root that looks complete; a stale ROOT.tmp is removed and built again. A root whose stamp has
@@ -23,17 +26,10 @@ set -euo pipefail
 
 # Format of the root: bump when PACKAGES or the setup below changes, so existing roots are rebuilt.
 FORMAT=1
-SUITE=trixie
 # What a test cluster needs: the daemons, the client commands, munge; perl-base (essential anyway)
 # for the devcluster's slurmd-start script; procps (ps, pgrep, kill) for scripts and post-mortems.
 PACKAGES=(slurmctld slurmd slurm-client munge perl-base procps)
 STAMP=.slurm-dws-root
-
-ROOT=${SLURM_DWS_TRIXIE_ROOT:-/var/cache/slurm-dws/trixie-root}
-ROOT=${ROOT%/}
-TMP="$ROOT.tmp"
-OLD="$ROOT.old"
-LOCK="$ROOT.lock"
 
 log() { echo "slurm-root: $*" >&2; }
 die() {
@@ -42,19 +38,57 @@ die() {
 }
 
 usage() {
-    sed -n '4,6p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '5,7p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit "$1"
 }
 
 mode=build
-case "${1:-}" in
-    '') ;;
-    --rebuild) mode=rebuild ;;
-    --check) mode=check ;;
-    -h | --help) usage 0 ;;
-    *) usage 2 ;;
+SUITE=trixie
+args=("$@")
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --rebuild) mode=rebuild ;;
+        --check) mode=check ;;
+        --suite)
+            [ $# -ge 2 ] || usage 2
+            SUITE=$2
+            shift
+            ;;
+        --suite=*) SUITE=${1#--suite=} ;;
+        -h | --help) usage 0 ;;
+        *) usage 2 ;;
+    esac
+    shift
+done
+set -- "${args[@]}"
+
+# Per suite: the root's default path and the variable that moves it; the debootstrap script (the
+# debootstrap of bookworm has no forky script: forky is built with sid's, which fits any testing
+# suite); whether apt must ignore the Release file's Valid-Until (forky's Release on the mirrors
+# is signed with a Valid-Until that can lie in the past between two publications).
+case "$SUITE" in
+    trixie)
+        ROOT_VAR=SLURM_DWS_TRIXIE_ROOT
+        ROOT=${SLURM_DWS_TRIXIE_ROOT:-/var/cache/slurm-dws/trixie-root}
+        DEBOOTSTRAP_SCRIPT=
+        NO_VALID_UNTIL=
+        ;;
+    forky)
+        ROOT_VAR=SLURM_DWS_FORKY_ROOT
+        ROOT=${SLURM_DWS_FORKY_ROOT:-/var/cache/slurm-dws/forky-root}
+        DEBOOTSTRAP_SCRIPT=/usr/share/debootstrap/scripts/sid
+        NO_VALID_UNTIL=1
+        ;;
+    *)
+        log "error: unknown suite '$SUITE' (trixie or forky)"
+        exit 2
+        ;;
 esac
-[ "${ROOT#/}" != "$ROOT" ] || die "SLURM_DWS_TRIXIE_ROOT must be an absolute path: $ROOT"
+ROOT=${ROOT%/}
+TMP="$ROOT.tmp"
+OLD="$ROOT.old"
+LOCK="$ROOT.lock"
+[ "${ROOT#/}" != "$ROOT" ] || die "$ROOT_VAR must be an absolute path: $ROOT"
 
 # Whether DIR is a complete root of the current format. (/usr/sbin/slurmctld is an absolute
 # symlink through /etc/alternatives, which would resolve on the host: test the real file.)
@@ -221,8 +255,9 @@ trap 'unmount_below "$TMP"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-log "debootstrap --variant=minbase $SUITE $TMP (host mirror)"
-debootstrap --variant=minbase "$SUITE" "$TMP" "$mirror" >"$ROOT.debootstrap.log" 2>&1 || {
+log "debootstrap --variant=minbase $SUITE $TMP (host mirror${DEBOOTSTRAP_SCRIPT:+, script $DEBOOTSTRAP_SCRIPT})"
+# shellcheck disable=SC2086 # an empty script argument is no argument
+debootstrap --variant=minbase "$SUITE" "$TMP" "$mirror" $DEBOOTSTRAP_SCRIPT >"$ROOT.debootstrap.log" 2>&1 || {
     tail -n 30 "$ROOT.debootstrap.log" >&2
     die "debootstrap failed (log: $ROOT.debootstrap.log)"
 }
@@ -241,6 +276,10 @@ path-exclude=/usr/share/man/*
 path-exclude=/usr/share/info/*
 path-exclude=/usr/share/locale/*
 EOF
+if [ -n "$NO_VALID_UNTIL" ]; then
+    mkdir -p "$TMP/etc/apt/apt.conf.d"
+    echo 'Acquire::Check-Valid-Until "false";' >"$TMP/etc/apt/apt.conf.d/99-slurm-dws-no-valid-until"
+fi
 # No daemon may start inside the root while packages are installed.
 cat >"$TMP/usr/sbin/policy-rc.d" <<'EOF'
 #!/bin/sh

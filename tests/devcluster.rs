@@ -1,7 +1,8 @@
-//! Real Slurm on this machine: the devcluster harness and the `slurm` client against it, on both
-//! Slurms the project tests: `slurm_22_05::*` on Debian bookworm's 22.05 (the host's) and
-//! `slurm_24_11::*` on Debian trixie's 24.11 (the root of scripts/slurm-root.sh). Where the two
-//! differ (the signal mask of hooks, the resume file's keys) each version's fact is asserted.
+//! Real Slurm on this machine: the devcluster harness and the `slurm` client against it, on the three
+//! Slurms the project tests: `slurm_22_05::*` on Debian bookworm's 22.05 (the host's),
+//! `slurm_24_11::*` on Debian trixie's 24.11 and `slurm_26_05::*` on Debian forky's 26.05 (the roots
+//! of scripts/slurm-root.sh). Where they differ (the signal mask of hooks, the resume file's keys)
+//! each version's fact is asserted.
 //!
 //! These tests need root (munged runs as the munge user, slurmd as root). Outside CI they are
 //! skipped with a message when Slurm cannot run here; with `CI=true` that is a failure.
@@ -16,9 +17,9 @@ use chrono::{Duration as ChronoDuration, Timelike, Utc};
 use devcluster::{ClusterSpec, LocalCluster, SlurmGeneration};
 use slurm_dws::slurm::{resume_file, JobInfo, NodeInfo, NodeUpdate, Slurm, SlurmError, TimeLimit};
 
-/// Turns each `async fn test(slurm: SlurmGeneration)` named here into two tests, one per Slurm:
-/// `slurm_22_05::test` and `slurm_24_11::test`.
-macro_rules! on_both_slurms {
+/// Turns each `async fn test(slurm: SlurmGeneration)` named here into three tests, one per Slurm:
+/// `slurm_22_05::test`, `slurm_24_11::test` and `slurm_26_05::test`.
+macro_rules! on_every_slurm {
     ($($name:ident),* $(,)?) => {
         mod slurm_22_05 {
             $(
@@ -32,10 +33,16 @@ macro_rules! on_both_slurms {
                 async fn $name() { super::$name(devcluster::SlurmGeneration::Trixie).await }
             )*
         }
+        mod slurm_26_05 {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() { super::$name(devcluster::SlurmGeneration::Forky).await }
+            )*
+        }
     };
 }
 
-on_both_slurms!(
+on_every_slurm!(
     cloud_job_resumes_runs_and_powers_down,
     jobs_report_time_limits,
     node_updates_reservations_requeue_and_timeouts,
@@ -241,8 +248,10 @@ async fn cloud_job_resumes_runs_and_powers_down(generation: SlurmGeneration) {
         // 22.05 runs the hook with SIGTERM blocked (docs/slurm-facts.md), which its children
         // inherit...
         SlurmGeneration::Bookworm => assert_ne!(hook_mask & SIGTERM_BIT, 0, "hook mask {hook_mask:x}"),
-        // ...24.11 with nothing blocked (docs/slurm-root.md).
-        SlurmGeneration::Trixie => assert_eq!(hook_mask, 0, "hook mask {hook_mask:x}"),
+        // ...24.11 and 26.05 with nothing blocked (docs/slurm-root.md).
+        SlurmGeneration::Trixie | SlurmGeneration::Forky => {
+            assert_eq!(hook_mask, 0, "hook mask {hook_mask:x}")
+        }
     }
     // Either way the slurmds it started through slurmd-start can be stopped with SIGTERM.
     for n in names {
@@ -334,7 +343,7 @@ async fn node_updates_reservations_requeue_and_timeouts(generation: SlurmGenerat
     eprintln!("[timing] power_up -> idle: {:?}", t.elapsed());
     let admin_resume = match generation {
         SlurmGeneration::Bookworm => r#"{"jobs":[],"all_nodes":"dws-b-[0-1]"}"#,
-        SlurmGeneration::Trixie => r#"{"jobs":[],"all_nodes_resume":"dws-b-[0-1]"}"#,
+        SlurmGeneration::Trixie | SlurmGeneration::Forky => r#"{"jobs":[],"all_nodes_resume":"dws-b-[0-1]"}"#,
     };
     assert!(scripts.log().contains(admin_resume), "{}", scripts.log());
 
@@ -448,8 +457,8 @@ async fn node_updates_reservations_requeue_and_timeouts(generation: SlurmGenerat
     assert_eq!(nodes_of(&slurm, &names).await.len(), 2);
 }
 
-/// Teardown stops every process the cluster started, even slurmds started by hooks. On 24.11 every
-/// daemon runs chrooted in the trixie root, and no mount ever shows on the host.
+/// Teardown stops every process the cluster started, even slurmds started by hooks. On 24.11 and
+/// 26.05 every daemon runs chrooted in its root, and no mount ever shows on the host.
 async fn drop_stops_every_process(generation: SlurmGeneration) {
     if !slurm_available(generation) {
         return;
@@ -474,7 +483,7 @@ async fn drop_stops_every_process(generation: SlurmGeneration) {
     let munged = read_pid(&cluster.dir().join("munge").join("munged.pid"));
     let dir = cluster.dir().to_path_buf();
     let root = cluster.root_dir().map(Path::to_path_buf);
-    assert_eq!(root.is_some(), generation == SlurmGeneration::Trixie);
+    assert_eq!(root, generation.root_path());
     let want_root = root.clone().unwrap_or_else(|| PathBuf::from("/"));
     for pid in [pids[0], pids[1], ctld, munged] {
         let seen = std::fs::read_link(format!("/proc/{pid}/root")).unwrap();
@@ -525,11 +534,12 @@ async fn drop_stops_every_process(generation: SlurmGeneration) {
     }
 }
 
-/// Nothing is mounted on the host (this process's mount namespace is the host's) below the trixie
-/// root or at the cluster directory: the bind mounts live only in the daemons' private namespaces.
+/// Nothing is mounted on the host (this process's mount namespace is the host's) below the roots
+/// or at the cluster directory: the bind mounts live only in the daemons' private namespaces.
 fn assert_no_host_mounts(cluster_dir: &Path) {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let below = [devcluster::trixie_root(), cluster_dir.to_path_buf()];
+    let mut below: Vec<PathBuf> = SlurmGeneration::ALL.iter().filter_map(|g| g.root_path()).collect();
+    below.push(cluster_dir.to_path_buf());
     // Field 5 of a mountinfo line is the mount point.
     let found: Vec<&str> = mountinfo
         .lines()

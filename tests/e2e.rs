@@ -1,9 +1,9 @@
 //! End to end with the real slurmctld: jobs really run on "VMs" that are real slurmds started by the GCE
-//! simulator when slurm-dws's resize requests succeed. Every scenario runs on both Slurms the project
-//! tests: `slurm_22_05::*` on Debian bookworm's 22.05 (the host's) and `slurm_24_11::*` on Debian
-//! trixie's 24.11 (the root of scripts/slurm-root.sh, where the hooks run too). Needs root, Debian's
-//! Slurm and the trixie root (`make test` installs and builds them); outside CI the tests say so and
-//! skip, under CI=true they fail.
+//! simulator when slurm-dws's resize requests succeed. Every scenario runs on the three Slurms the
+//! project tests: `slurm_22_05::*` on Debian bookworm's 22.05 (the host's), `slurm_24_11::*` on
+//! Debian trixie's 24.11 and `slurm_26_05::*` on Debian forky's 26.05 (the roots of
+//! scripts/slurm-root.sh, where the hooks run too). Needs root, Debian's Slurm and both roots (`make
+//! test` installs and builds them); outside CI the tests say so and skip, under CI=true they fail.
 
 // Real slurmctld, slurmds and jobs: these wait for them in real time.
 #![allow(clippy::disallowed_methods)]
@@ -14,9 +14,9 @@ use serde_json::{json, Value};
 
 use std::time::{Duration, Instant};
 
-/// Turns each `fn scenario(slurm: SlurmGeneration)` named here into two tests, one per Slurm:
-/// `slurm_22_05::scenario` and `slurm_24_11::scenario`.
-macro_rules! on_both_slurms {
+/// Turns each `fn scenario(slurm: SlurmGeneration)` named here into three tests, one per Slurm:
+/// `slurm_22_05::scenario`, `slurm_24_11::scenario` and `slurm_26_05::scenario`.
+macro_rules! on_every_slurm {
     ($($name:ident),* $(,)?) => {
         mod slurm_22_05 {
             $( #[test] fn $name() { super::$name(devcluster::SlurmGeneration::Bookworm) } )*
@@ -24,10 +24,13 @@ macro_rules! on_both_slurms {
         mod slurm_24_11 {
             $( #[test] fn $name() { super::$name(devcluster::SlurmGeneration::Trixie) } )*
         }
+        mod slurm_26_05 {
+            $( #[test] fn $name() { super::$name(devcluster::SlurmGeneration::Forky) } )*
+        }
     };
 }
 
-on_both_slurms!(
+on_every_slurm!(
     e2e_1_two_node_job_runs_and_everything_is_cleaned_up,
     e2e_2_two_nodesets_at_once_and_an_up_node_is_reused,
     e2e_3_stockout_requeues_at_once_and_the_job_runs_when_capacity_returns,

@@ -10,8 +10,8 @@
 //! |----------------|--------------------------------|--------------------|
 //! | before 22.05   | refused                        | no                 |
 //! | 22.05          | `sinfo --json` (node array)    | yes                |
-//! | 23.02 … 25.05  | `scontrol --json show nodes`   | yes                |
-//! | 25.11 and later| `scontrol --json show nodes`   | no: accepted, but [`SlurmVersion::is_known`] is false and the daemon warns |
+//! | 23.02 … 26.05  | `scontrol --json show nodes`   | yes                |
+//! | after 26.05    | `scontrol --json show nodes`   | no: accepted, but [`SlurmVersion::is_known`] is false and the daemon warns once |
 
 use std::fmt;
 use std::str::FromStr;
@@ -25,9 +25,10 @@ pub struct SlurmVersion {
     pub patch: u16,
 }
 
-/// The releases slurm-dws supports by name: their output shapes are known (22.05 and 24.11 are the
-/// ones tested end to end).
-pub const KNOWN_RELEASES: [(u16, u16); 6] = [(22, 5), (23, 2), (23, 11), (24, 5), (24, 11), (25, 5)];
+/// The releases slurm-dws supports by name: their output shapes are known (22.05, 24.11 and 26.05
+/// are the ones tested end to end; 25.11 is what slurm-gcp's images shipped before 26.05).
+pub const KNOWN_RELEASES: [(u16, u16); 8] =
+    [(22, 5), (23, 2), (23, 11), (24, 5), (24, 11), (25, 5), (25, 11), (26, 5)];
 
 /// Where slurm-dws reads the state of every node from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +55,7 @@ impl SlurmVersion {
     pub const OLDEST: SlurmVersion = SlurmVersion::new(22, 5, 0);
     /// The newest release slurm-dws knows; what `check-config --print-slurm-conf` prints for when
     /// it cannot find out which Slurm is installed.
-    pub const LATEST_KNOWN: SlurmVersion = SlurmVersion::new(25, 5, 0);
+    pub const LATEST_KNOWN: SlurmVersion = SlurmVersion::new(26, 5, 0);
 
     pub const fn new(major: u16, minor: u16, patch: u16) -> Self {
         SlurmVersion { major, minor, patch }
@@ -172,6 +173,7 @@ mod tests {
         let captured = [
             (include_str!("testdata/paired/scontrol-version-22.05.8.txt"), v(22, 5, 8)),
             (include_str!("testdata/paired/scontrol-version-24.11.5.txt"), v(24, 11, 5)),
+            (include_str!("testdata/paired/scontrol-version-26.05.5.txt"), v(26, 5, 5)),
         ];
         for (text, want) in captured {
             assert!(text.starts_with("slurm-wlm "), "{text:?}");
@@ -201,8 +203,10 @@ mod tests {
             (v(24, 5, 8), true, true, ScontrolJson),
             (v(24, 11, 5), true, true, ScontrolJson),
             (v(25, 5, 3), true, true, ScontrolJson),
-            (v(25, 11, 0), true, false, ScontrolJson),
-            (v(26, 5, 1), true, false, ScontrolJson),
+            (v(25, 11, 0), true, true, ScontrolJson),
+            (v(26, 5, 5), true, true, ScontrolJson),
+            (v(26, 11, 0), true, false, ScontrolJson),
+            (v(27, 5, 1), true, false, ScontrolJson),
         ];
         for (version, supported, known, source) in cases {
             assert_eq!(version.is_supported(), supported, "{version}");

@@ -1,9 +1,10 @@
 //! Which Slurm a cluster runs: Debian bookworm's 22.05 installed on the host, or Debian trixie's
-//! 24.11 run from the root that `scripts/slurm-root.sh` builds (docs/slurm-root.md).
+//! 24.11 or forky's 26.05, each run from the root that `scripts/slurm-root.sh` builds
+//! (docs/slurm-root.md).
 //!
 //! A [`ClusterSpec`](crate::ClusterSpec) (and a [`StackSpec`](crate::stack::StackSpec)) names its
 //! generation; the default is [`SlurmGeneration::Bookworm`], what every test ran on before 24.11.
-//! The root is built on first use when it is missing (1–3 minutes, cached outside the clone).
+//! A root is built on first use when it is missing (1–3 minutes, cached outside the clone).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,6 +15,10 @@ use super::DevclusterError;
 /// Where the trixie root is unless `SLURM_DWS_TRIXIE_ROOT` says otherwise (the default of
 /// `scripts/slurm-root.sh`).
 pub const DEFAULT_TRIXIE_ROOT: &str = "/var/cache/slurm-dws/trixie-root";
+
+/// Where the forky root is unless `SLURM_DWS_FORKY_ROOT` says otherwise (the default of
+/// `scripts/slurm-root.sh --suite forky`).
+pub const DEFAULT_FORKY_ROOT: &str = "/var/cache/slurm-dws/forky-root";
 
 /// The file every complete root holds at its top (`scripts/slurm-root.sh` writes it last). The
 /// wrappers test it to tell "already inside the root" from "on the host".
@@ -30,17 +35,22 @@ pub enum SlurmGeneration {
     /// Slurm process (munged, slurmctld, slurmd, clients, the hooks slurmctld runs) lives in a
     /// private mount namespace chrooted into it.
     Trixie,
+    /// Debian 14 (forky, testing)'s Slurm 26.05 (`slurm-wlm 26.05.5`), run from the forky root
+    /// exactly as 24.11 runs from the trixie one.
+    Forky,
 }
 
 impl SlurmGeneration {
-    /// Both, oldest first.
-    pub const ALL: [SlurmGeneration; 2] = [SlurmGeneration::Bookworm, SlurmGeneration::Trixie];
+    /// All three, oldest first.
+    pub const ALL: [SlurmGeneration; 3] =
+        [SlurmGeneration::Bookworm, SlurmGeneration::Trixie, SlurmGeneration::Forky];
 
-    /// The Slurm release it runs, as Slurm names it (`22.05`, `24.11`).
+    /// The Slurm release it runs, as Slurm names it (`22.05`, `24.11`, `26.05`).
     pub fn version(self) -> &'static str {
         match self {
             SlurmGeneration::Bookworm => "22.05",
             SlurmGeneration::Trixie => "24.11",
+            SlurmGeneration::Forky => "26.05",
         }
     }
 
@@ -49,6 +59,7 @@ impl SlurmGeneration {
         match self {
             SlurmGeneration::Bookworm => (22, 5),
             SlurmGeneration::Trixie => (24, 11),
+            SlurmGeneration::Forky => (26, 5),
         }
     }
 
@@ -57,26 +68,47 @@ impl SlurmGeneration {
         match self {
             SlurmGeneration::Bookworm => "bookworm",
             SlurmGeneration::Trixie => "trixie",
+            SlurmGeneration::Forky => "forky",
         }
     }
 
-    /// `22.05` / `bookworm` / `24.11` / `trixie` (also `22`, `24`); anything else is `None`.
+    /// `22.05` / `bookworm` / `24.11` / `trixie` / `26.05` / `forky` (also `22`, `24`, `26`);
+    /// anything else is `None`.
     pub fn parse(text: &str) -> Option<SlurmGeneration> {
         match text.trim().to_ascii_lowercase().as_str() {
             "22.05" | "22" | "bookworm" | "debian12" => Some(SlurmGeneration::Bookworm),
             "24.11" | "24" | "trixie" | "debian13" => Some(SlurmGeneration::Trixie),
+            "26.05" | "26" | "forky" | "debian14" => Some(SlurmGeneration::Forky),
             _ => None,
         }
     }
 
-    /// Makes this Slurm runnable here: installs Debian's Slurm on the host when missing (both
-    /// generations use the host's `scontrol show hostnames`), and for [`SlurmGeneration::Trixie`]
-    /// builds the trixie root when it is missing. Needs root for anything it has to install.
+    /// Whether its Slurm runs from a root of `scripts/slurm-root.sh` (everything but 22.05).
+    pub fn uses_root(self) -> bool {
+        self != SlurmGeneration::Bookworm
+    }
+
+    /// The path of its root (`None` for the host's 22.05): `$SLURM_DWS_TRIXIE_ROOT` /
+    /// `$SLURM_DWS_FORKY_ROOT`, else [`DEFAULT_TRIXIE_ROOT`] / [`DEFAULT_FORKY_ROOT`].
+    pub fn root_path(self) -> Option<PathBuf> {
+        let (var, default) = match self {
+            SlurmGeneration::Bookworm => return None,
+            SlurmGeneration::Trixie => ("SLURM_DWS_TRIXIE_ROOT", DEFAULT_TRIXIE_ROOT),
+            SlurmGeneration::Forky => ("SLURM_DWS_FORKY_ROOT", DEFAULT_FORKY_ROOT),
+        };
+        Some(
+            std::env::var_os(var)
+                .filter(|v| !v.is_empty())
+                .map_or_else(|| PathBuf::from(default), PathBuf::from),
+        )
+    }
+
+    /// Makes this Slurm runnable here: installs Debian's Slurm on the host when missing (every
+    /// generation uses the host's `scontrol show hostnames`), and for the generations that run
+    /// from a root, builds that root when it is missing. Needs root for anything it has to install.
     pub fn ensure_ready(self) -> Result<(), DevclusterError> {
         crate::install::ensure_installed()?;
-        if self == SlurmGeneration::Trixie {
-            ensure_trixie_root()?;
-        }
+        ensure_root(self)?;
         Ok(())
     }
 
@@ -95,14 +127,11 @@ impl SlurmGeneration {
                 panic!("CI=true but a real Slurm {} cluster cannot run here: {why}", self.version())
             }
             Some(why) => {
-                eprintln!(
-                    "SKIPPED: {what} on Slurm {} need root and {}: {why}",
-                    self.version(),
-                    match self {
-                        SlurmGeneration::Bookworm => "Debian's Slurm",
-                        SlurmGeneration::Trixie => "the trixie root of scripts/slurm-root.sh",
-                    }
-                );
+                let needs = match self {
+                    SlurmGeneration::Bookworm => "Debian's Slurm".to_string(),
+                    other => format!("the {} root of scripts/slurm-root.sh", other.suite()),
+                };
+                eprintln!("SKIPPED: {what} on Slurm {} need root and {needs}: {why}", self.version());
                 false
             }
         }
@@ -117,9 +146,7 @@ impl std::fmt::Display for SlurmGeneration {
 
 /// The trixie root's path: `$SLURM_DWS_TRIXIE_ROOT`, else [`DEFAULT_TRIXIE_ROOT`].
 pub fn trixie_root() -> PathBuf {
-    std::env::var_os("SLURM_DWS_TRIXIE_ROOT")
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| PathBuf::from(DEFAULT_TRIXIE_ROOT), PathBuf::from)
+    SlurmGeneration::Trixie.root_path().expect("trixie runs from a root")
 }
 
 /// `scripts/slurm-root.sh` of this workspace: found from the package cargo is running the tests of
@@ -137,29 +164,49 @@ pub fn slurm_root_script() -> PathBuf {
         .unwrap_or(compiled)
 }
 
-/// Makes sure the trixie root is complete, running `scripts/slurm-root.sh` (which builds it
-/// unless it is there, and serialises concurrent builders with a lock) when its `--check` says
-/// it is not. Returns the root's path. The answer is kept for the life of the process.
+/// Makes sure the trixie root is complete (see [`ensure_root`]). Returns the root's path.
 pub fn ensure_trixie_root() -> Result<PathBuf, DevclusterError> {
-    static READY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    READY.get_or_init(build_trixie_root).clone().map_err(DevclusterError::NotInstalled)
+    ensure_root(SlurmGeneration::Trixie).map(|root| root.expect("trixie runs from a root"))
 }
 
-fn build_trixie_root() -> Result<PathBuf, String> {
+/// Makes sure the root `generation` runs from is complete, running `scripts/slurm-root.sh --suite
+/// SUITE` (which builds it unless it is there, and serialises concurrent builders with a lock)
+/// when its `--check` says it is not. Returns the root's path, `None` for the host's 22.05. The
+/// answer is kept for the life of the process.
+pub fn ensure_root(generation: SlurmGeneration) -> Result<Option<PathBuf>, DevclusterError> {
+    static TRIXIE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    static FORKY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let ready = match generation {
+        SlurmGeneration::Bookworm => return Ok(None),
+        SlurmGeneration::Trixie => &TRIXIE,
+        SlurmGeneration::Forky => &FORKY,
+    };
+    ready.get_or_init(|| build_root(generation)).clone().map(Some).map_err(DevclusterError::NotInstalled)
+}
+
+fn build_root(generation: SlurmGeneration) -> Result<PathBuf, String> {
     let script = slurm_root_script();
-    let root = trixie_root();
+    let root = generation.root_path().expect("a generation with a root");
+    let suite = ["--suite", generation.suite()];
     if !script.exists() {
         return Err(format!("{} not found", script.display()));
     }
-    let check = Command::new(&script).arg("--check").output();
+    let check = Command::new(&script).args(suite).arg("--check").output();
     if matches!(&check, Ok(o) if o.status.success()) {
         return Ok(root);
     }
     if !nix::unistd::geteuid().is_root() {
         return Err(format!("{} is missing or incomplete and building it needs root", root.display()));
     }
-    eprintln!("devcluster: building the Slurm 24.11 root {} ({}; 1-3 min)", root.display(), script.display());
+    eprintln!(
+        "devcluster: building the Slurm {} root {} ({} --suite {}; 1-3 min)",
+        generation.version(),
+        root.display(),
+        script.display(),
+        generation.suite()
+    );
     let out = Command::new(&script)
+        .args(suite)
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| format!("{}: {e}", script.display()))?;
@@ -173,7 +220,7 @@ fn build_trixie_root() -> Result<PathBuf, String> {
             lines[lines.len().saturating_sub(15)..].join("\n")
         ));
     }
-    match Command::new(&script).arg("--check").status() {
+    match Command::new(&script).args(suite).arg("--check").status() {
         Ok(s) if s.success() => Ok(root),
         other => Err(format!("{} ran but --check still fails ({other:?}): {stderr}", script.display())),
     }
@@ -243,6 +290,10 @@ mod tests {
         }
         assert_eq!(SlurmGeneration::parse("23.02"), None);
         assert_eq!(SlurmGeneration::Trixie.to_string(), "Slurm 24.11 (trixie)");
+        assert_eq!(SlurmGeneration::Forky.release(), (26, 5));
+        assert_eq!(SlurmGeneration::Forky.to_string(), "Slurm 26.05 (forky)");
+        assert!(!SlurmGeneration::Bookworm.uses_root() && SlurmGeneration::Forky.uses_root());
+        assert_eq!(SlurmGeneration::Bookworm.root_path(), None);
     }
 
     #[test]

@@ -55,7 +55,7 @@ use conf::Layout;
 use process::Daemon;
 
 pub use binaries::{sim_bin, SIM_BIN_NAME};
-pub use generation::{ensure_trixie_root, trixie_root, SlurmGeneration, ROOT_STAMP};
+pub use generation::{ensure_root, ensure_trixie_root, trixie_root, SlurmGeneration, ROOT_STAMP};
 pub use install::{available_for_tests, ensure_installed, missing as missing_files, PACKAGES};
 
 /// Environment variable set in every slurmd of a cluster (value: the cluster directory), so that
@@ -198,10 +198,7 @@ impl LocalCluster {
                 "missing {missing:?}; call devcluster::ensure_installed() or run scripts/install-deps.sh"
             )));
         }
-        let root = match spec.slurm {
-            SlurmGeneration::Bookworm => None,
-            SlurmGeneration::Trixie => Some(generation::ensure_trixie_root()?),
-        };
+        let root = generation::ensure_root(spec.slurm)?;
         if spec.cluster_name.is_empty() || spec.node_lines.is_empty() {
             return Err(DevclusterError::Spec(
                 "a cluster needs a ClusterName and at least one node line".into(),

@@ -439,12 +439,12 @@ fn search_order() {
 #[test]
 fn slurm_conf_example_is_the_rendered_example() {
     let rendered =
-        render_slurm_conf_for(&example(), Path::new("/usr/local/sbin"), Some(SlurmVersion::new(25, 5, 0)));
+        render_slurm_conf_for(&example(), Path::new("/usr/local/sbin"), Some(SlurmVersion::new(26, 5, 0)));
     let shipped = std::fs::read_to_string(repo("conf/slurm.conf.example")).unwrap();
     assert_eq!(
         shipped, rendered,
         "conf/slurm.conf.example is stale: regenerate it with \
-         `slurm-dws check-config conf/slurm-dws.toml --print-slurm-conf --hook-dir /usr/local/sbin --slurm-version 25.05`"
+         `slurm-dws check-config conf/slurm-dws.toml --print-slurm-conf --hook-dir /usr/local/sbin --slurm-version 26.05`"
     );
 }
 

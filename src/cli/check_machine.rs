@@ -231,7 +231,8 @@ fn check_hooks(m: &Machine, out: &mut Vec<Finding>) {
             format!(
                 "the hooks slurm.conf will run do not exist: {} (`make install` links them into \
                  $(PREFIX)/sbin, /usr/local/sbin by default, the .deb into /usr/sbin; give that directory \
-                 with --hook-dir)",
+                 with --hook-dir). slurmctld would log `invalid SuspendProgram` (24.11) or `Invalid \
+                 SuspendProgram PowerAction` (26.05) at every start; 24.11 then disables power saving",
                 missing.join(", ")
             ),
         ));

@@ -7,12 +7,13 @@
 //! Each option is checked against the slurm.conf(5) page and release notes of every supported
 //! release. Where they differ:
 //!
-//! | option | 22.05 | 23.02 | 23.11 … 25.05 |
+//! | option | 22.05 | 23.02 | 23.11 … 26.05 |
 //! |---|---|---|---|
 //! | `PrivateData=cloud` | needed: without it powered-down cloud nodes are invisible, even to root | not needed ("cloud nodes show by default"); the word is ignored | same as 23.02 |
 //! | `SlurmctldParameters=cloud_reg_addrs` | take the address from the slurmd's registration | same | removed, the default; slurmctld logs "defunct" at every start |
 //! | `CommunicationParameters=NoAddrCache` | do not cache node addresses | same | removed; "defunct" error at every start |
-//! | partition `ResumeTimeout` | uint16, 65535 is INFINITE (shown so) yet still added as seconds | same | 24.11: same; 25.05: INFINITE never times out, "maximum value is either 65533 or INFINITE" |
+//! | partition `ResumeTimeout` | uint16, 65535 is INFINITE (shown so) yet still added as seconds | same | 24.11: same; 25.05 and later: INFINITE never times out, "maximum value is either 65533 or INFINITE" |
+//! | partition `OverSubscribe=EXCLUSIVE` | one job per node | same | same; 26.05 takes it and shows it as `Exclusive=NODE OverSubscribe=NO` |
 //!
 //! So a DWS Flex partition gets `ResumeTimeout=65533` on every release: the largest finite value,
 //! about 18 hours, which means the same thing on all of them (65535 was Slurm's INFINITE).
@@ -20,11 +21,15 @@
 //! Measured on 24.11.5: the 22.05 lines make slurmctld log `The SlurmctldParameters option
 //! "cloud_reg_addrs" is defunct` and the same for `NoAddrCache` at every start (docs/slurm-root.md),
 //! and a partition `ResumeTimeout=65535` is printed as INFINITE; the lines printed for 24.11 load
-//! without an error and `scontrol show partition` says `ResumeTimeout=65533`.
+//! without an error and `scontrol show partition` says `ResumeTimeout=65533`. Measured on 26.05.5
+//! (Debian forky): the lines printed for 25.05 (the same as for 25.11 and 26.05) load without an
+//! error, `scontrol show config` says `TopologyPlugin=topology/flat` with no topology.yaml needed
+//! (slurm-dws prints no topology lines: a cluster's topology is its own), and the e2e scenarios run
+//! on them unchanged.
 //! `ResumeProgram`, `SuspendProgram`, `ResumeFailProgram`, `ResumeRate=0` / `SuspendRate=0`
 //! (no limit), `SuspendTime`, `SuspendTimeout`, `SlurmctldParameters=idle_on_node_suspend`,
 //! `TreeWidth` (at most 65533), `SuspendExcNodes`, `NodeName ... State=CLOUD` and partition
-//! `ResumeTimeout` mean the same from 22.05 to 25.05.
+//! `ResumeTimeout` mean the same from 22.05 to 26.05.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -324,7 +329,9 @@ mod tests {
             (v(24, 5, 8), false, false),
             (v(24, 11, 5), false, false),
             (v(25, 5, 0), false, false),
-            (v(26, 5, 1), false, false),
+            (v(25, 11, 2), false, false),
+            (v(26, 5, 5), false, false),
+            (v(26, 11, 0), false, false),
             (None, false, false),
         ];
         for (version, private_data, addresses) in cases {
@@ -422,13 +429,15 @@ mod tests {
         assert_eq!(header(v(24, 11, 5)), "# For Slurm 24.11 (24.11.5).");
         assert_eq!(header(v(24, 11, 0)), "# For Slurm 24.11.");
         assert_eq!(header(v(22, 5, 8)), "# For Slurm 22.05 (22.05.8).");
+        assert_eq!(header(v(25, 11, 2)), "# For Slurm 25.11 (25.11.2).");
+        assert_eq!(header(v(26, 5, 5)), "# For Slurm 26.05 (26.05.5).");
         assert_eq!(
-            header(v(26, 5, 1)),
-            "# For Slurm 25.05, the newest release slurm-dws knows: Slurm 26.05.1 is newer,"
+            header(v(26, 11, 1)),
+            "# For Slurm 26.05, the newest release slurm-dws knows: Slurm 26.11.1 is newer,"
         );
         assert_eq!(
             header(None),
-            "# For Slurm 25.05, the newest release slurm-dws knows: no Slurm version was"
+            "# For Slurm 26.05, the newest release slurm-dws knows: no Slurm version was"
         );
         assert_eq!(render_slurm_conf(&config, dir), render_slurm_conf_for(&config, dir, None));
 
@@ -437,6 +446,12 @@ mod tests {
             "# ResumeTimeout=INFINITE): Slurm 24.11 still times it out after 65535 s, 25.05 and\n# later never do.\n"
         ));
         assert!(on(v(25, 5, 0)).contains("# ResumeTimeout=INFINITE), which Slurm 25.05 never times out.\n"));
+        assert!(on(v(26, 5, 5)).contains("# ResumeTimeout=INFINITE), which Slurm 26.05 never times out.\n"));
+        // 25.11 and 26.05 take the lines of 25.05 (measured on 26.05.5), but for the release named.
+        let body =
+            |version| on(version).lines().skip(5).collect::<Vec<_>>().join("\n").replace("26.05", "25.05");
+        assert_eq!(body(v(26, 5, 5)), body(v(25, 5, 0)));
+        assert_eq!(body(v(25, 11, 0)).replace("25.11", "25.05"), body(v(25, 5, 0)));
         assert!(on(v(24, 11, 5)).contains("cloud_reg_addrs and NoAddrCache are gone"));
         assert!(on(v(22, 5, 8)).contains("# Without this, powered-down cloud nodes are invisible"));
     }

@@ -12,10 +12,11 @@
 //!   ([`SlurmVersion`], cached for the life of the value; a config reload builds a new one) and
 //!   reads the nodes from the command that version prints best.
 //!
-//! What each supported version prints, as measured on Debian bookworm's 22.05.8 and trixie's
-//! 24.11.5 (the captures are in `src/slurm/testdata/`, each parser is table-tested on them):
+//! What each supported version prints, as measured on Debian bookworm's 22.05.8, trixie's 24.11.5
+//! and forky's 26.05.5 (the captures are in `src/slurm/testdata/`, each parser is table-tested on
+//! them; what 26.05 renames or adds, none of it a field slurm-dws reads, is in docs/slurm-facts.md):
 //!
-//! | | 22.05 | 23.02 … 25.05 (24.11 measured) |
+//! | | 22.05 | 23.02 … 26.05 (24.11 and 26.05 measured) |
 //! |---|---|---|
 //! | nodes | `sinfo --json`: `nodes[]`, one per node, `state` lower case + `state_flags` | `scontrol --json show nodes`: `nodes[]`, `state` one upper-case array, base first; `sinfo --json` prints (partition, state) groups instead |
 //! | `scontrol --json` | does not exist | exists |
@@ -27,7 +28,7 @@
 //! | `scontrol -o show reservation` | `Key=Value` line, `Watts=n/a` | same line without `Watts` |
 //!
 //! Versions before 22.05 are refused ([`SlurmError::UnsupportedVersion`]); releases newer than
-//! 25.05 are read as 25.05 is, with a warning. A `scontrol --version` whose output cannot be read
+//! 26.05 are read as 26.05 is, with a warning said once per process. A `scontrol --version` whose output cannot be read
 //! leaves the nodes to `sinfo --json`, whose parser takes both of its shapes.
 //!
 //! The parsers ([`squeue::parse_jobs`], [`sinfo::parse_nodes`], [`scontrol_nodes::parse_nodes`],
@@ -251,12 +252,14 @@ impl Slurm {
                                 "Slurm {v} is older than {}: not supported",
                                 SlurmVersion::OLDEST.release_name()
                             );
-                        } else if !v.is_known() {
+                        } else if !v.is_known() && first_time_newer(&v) {
                             tracing::warn!(
                                 slurm_version = %v,
                                 "Slurm {v} is newer than the releases slurm-dws knows; its output is read as {}'s is",
                                 SlurmVersion::LATEST_KNOWN.release_name()
                             );
+                        } else if !v.is_known() {
+                            tracing::debug!(slurm_version = %v, "Slurm {v}: newer than known (warned once)");
                         } else {
                             tracing::info!(slurm_version = %v, "Slurm {v}: nodes from `{}`", v.node_source().command());
                         }
@@ -463,6 +466,19 @@ fn check_word(what: &str, value: &str) -> Result<(), SlurmError> {
 
 /// Test support: a pass's read ([`read_node_states`]-style) is the full read without address, host
 /// name and partitions (22.05's nodes; 23.02+'s sinfo groups are read whole).
+/// Whether this process has not yet warned that Slurm `version` is newer than the releases
+/// slurm-dws knows: the warning is said once per process and version, not again at every config
+/// reload (each builds a new [`Slurm`] and asks the version again).
+fn first_time_newer(version: &SlurmVersion) -> bool {
+    static WARNED: std::sync::Mutex<Vec<SlurmVersion>> = std::sync::Mutex::new(Vec::new());
+    let mut warned = WARNED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if warned.contains(version) {
+        return false;
+    }
+    warned.push(*version);
+    true
+}
+
 #[cfg(test)]
 pub(crate) fn assert_states_are_the_nodes_cut(full: &[NodeInfo], states: &[NodeInfo]) {
     assert_eq!(states.len(), full.len());
@@ -476,6 +492,17 @@ pub(crate) fn assert_states_are_the_nodes_cut(full: &[NodeInfo], states: &[NodeI
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A release newer than slurm-dws knows is warned about once per process, not at every
+    /// reload; each version on its own.
+    #[test]
+    fn a_newer_release_is_warned_about_once() {
+        let (a, b) = (SlurmVersion::new(40, 5, 1), SlurmVersion::new(40, 11, 0));
+        assert!(first_time_newer(&a));
+        assert!(!first_time_newer(&a));
+        assert!(first_time_newer(&b));
+        assert!(!first_time_newer(&SlurmVersion::new(40, 5, 1)));
+    }
 
     fn slurm_with_fake_scontrol(script: &str) -> (tempfile::TempDir, Slurm) {
         use std::os::unix::fs::PermissionsExt;

@@ -273,6 +273,25 @@ ReservationName=r2 StartTime=2026-11-23T10:24:43 EndTime=2026-11-23T11:24:43 Dur
         }
     }
 
+    /// 26.05.5 (see testdata/README.md): slurm-dws's end-of-life reservation on a static node, with
+    /// the `AllowedPartitions=` and `QOS=` that 26.05 inserts between `TRES=` and `Users=`.
+    #[test]
+    fn captured_26_05_output() {
+        let text = include_str!("testdata/scontrol-o-show-reservation-26.05-eol.txt");
+        assert!(text.contains(" TRES=cpu=1 AllowedPartitions=(null) QOS=(null) Users=root "), "{text}");
+        assert_eq!(
+            parse_reservations(text).unwrap(),
+            vec![Reservation {
+                name: "slurm-dws-eol-lab-s-0".into(),
+                nodes: "lab-s-0".into(),
+                start: utc(2026, 12, 2, 17, 4, 16),
+                end: utc(2026, 12, 2, 18, 14, 16),
+                flags: ["MAINT", "IGNORE_JOBS", "SPEC_NODES"].map(String::from).to_vec(),
+                state: "INACTIVE".into(),
+            }]
+        );
+    }
+
     #[test]
     fn read_from_a_stream_as_from_text() {
         let text = format!("{CAPTURED}\n\n{CAPTURED}\r\n");

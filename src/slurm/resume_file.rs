@@ -169,6 +169,25 @@ mod tests {
         assert_eq!(power_up, ResumeFile { all_nodes: "lab-a3-2".into(), jobs: vec![] });
     }
 
+    /// The files a real 26.05.5 slurmctld handed its ResumeProgram (see testdata/README.md): two
+    /// jobs in one call, each with 26.05's new `exclusive` and `priority`; and the static node
+    /// slurm-dws powered up at start (no job).
+    #[test]
+    fn captured_26_05_files() {
+        let bytes = include_bytes!("testdata/resume-file-26.05-two-jobs.json");
+        let text = std::str::from_utf8(bytes).unwrap();
+        assert!(text.contains("\"exclusive\":") && text.contains("\"priority\":"), "26.05's shape");
+        assert_eq!(
+            parse(bytes).unwrap(),
+            ResumeFile {
+                all_nodes: "lab-a-[0-2]".into(),
+                jobs: vec![job(1, "lab-a-[0-1]", Some("a")), job(2, "lab-a-2", Some("a"))],
+            }
+        );
+        let no_job = parse(include_bytes!("testdata/resume-file-26.05-static-no-job.json")).unwrap();
+        assert_eq!(no_job, ResumeFile { all_nodes: "lab-s-0".into(), jobs: vec![] });
+    }
+
     /// Unknown fields anywhere are ignored; an empty partition means none; 23.02+'s
     /// `nodes_resume` wins over `nodes_alloc` (a job's nodes that were already up are not resumed).
     #[test]

@@ -285,6 +285,45 @@ mod tests {
         assert!(!down.is_powered_down());
     }
 
+    /// 26.05.5 (see testdata/README.md): the same groups as 24.11's, though 26.05 moves the
+    /// reason's user to `reason_set_by_user`, makes `partition.cpus.task_binding` an array and adds
+    /// `partition.topology`, none of which slurm-dws reads. Nodes `lab-a-[0-2]` (partition a) and
+    /// the static `lab-s-0` (partition s, up).
+    #[test]
+    fn captured_26_05_groups_become_one_node_each() {
+        let a = |compact: &str, flags: &[&str]| -> Vec<Row> {
+            (0..3).map(|i| row(&format!("lab-a-{i}"), compact, flags, "", "", &["a"])).collect()
+        };
+        let s0 = row("lab-s-0", "idle", &["CLOUD"], "", "", &["s"]);
+        let cases: [(&[u8], Vec<Row>); 3] = [
+            (
+                include_bytes!("testdata/sinfo-26.05-powered-down.json"),
+                [a("idle~", &["CLOUD", "POWERED_DOWN"]), vec![s0.clone()]].concat(),
+            ),
+            (
+                include_bytes!("testdata/sinfo-26.05-powering-up.json"),
+                [a("allocated#", &["CLOUD", "NOT_RESPONDING", "POWERING_UP"]), vec![s0.clone()]].concat(),
+            ),
+            (
+                include_bytes!("testdata/sinfo-26.05-allocated.json"),
+                [a("allocated", &["CLOUD"]), vec![s0]].concat(),
+            ),
+        ];
+        for (doc, want) in cases {
+            let text = std::str::from_utf8(doc).unwrap();
+            assert!(
+                text.contains("\"task_binding\": [") || text.contains("\"task_binding\":["),
+                "26.05's shape"
+            );
+            let nodes = parse_nodes(doc).unwrap();
+            assert_eq!(rows(&nodes), want);
+            let streamed = read_nodes(&mut std::io::BufReader::with_capacity(7, doc)).unwrap();
+            assert_eq!(streamed, nodes);
+            let states = read_node_states(&mut &doc[..]).unwrap();
+            crate::slurm::assert_states_are_the_nodes_cut(&nodes, &states);
+        }
+    }
+
     #[test]
     fn read_from_a_stream_as_from_bytes() {
         let streamed = read_nodes(&mut std::io::BufReader::with_capacity(5, V22_05_POWERED_DOWN)).unwrap();

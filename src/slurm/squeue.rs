@@ -273,6 +273,47 @@ mod tests {
         }
     }
 
+    /// 26.05.5 (see testdata/README.md): job 1 `-N2 -t 5` on `lab-a-[0-1]`, job 2 `-t UNLIMITED`
+    /// on `lab-a-2`, job 3 held, job 4 requeued. 26.05 adds `step_id.sluid`, `submit_line`,
+    /// `segment_size`, ... and drops `power`; the fields slurm-dws reads are 24.11's.
+    #[test]
+    fn captured_26_05() {
+        use TimeLimit::{Minutes, Unlimited};
+        let one = |state, flags: Vec<&'static str>| (1, state, flags, Minutes(5), "lab-a-[0-1]", "a", "None");
+        let two = |state, flags: Vec<&'static str>| (2, state, flags, Unlimited, "lab-a-2", "a", "None");
+        let power_up = || vec!["CONFIGURING", "POWER_UP_NODE"];
+        let cases: [(&[u8], Vec<Row>); 7] = [
+            (
+                include_bytes!("testdata/squeue-26.05-configuring.json"),
+                vec![one("RUNNING", power_up()), two("RUNNING", power_up())],
+            ),
+            (
+                include_bytes!("testdata/squeue-26.05-running.json"),
+                vec![one("RUNNING", vec![]), two("RUNNING", vec![])],
+            ),
+            (
+                include_bytes!("testdata/squeue-26.05-states-all-completed.json"),
+                vec![one("COMPLETED", vec![]), two("COMPLETED", vec![])],
+            ),
+            (include_bytes!("testdata/squeue-26.05-nodelist.json"), vec![one("RUNNING", vec![])]),
+            (
+                include_bytes!("testdata/squeue-26.05-states-all-known-and-unknown.json"),
+                vec![one("RUNNING", vec![])],
+            ),
+            (
+                include_bytes!("testdata/squeue-26.05-held.json"),
+                vec![(3, "PENDING", vec![], Minutes(5), "", "a", "JobHeldUser")],
+            ),
+            (
+                include_bytes!("testdata/squeue-26.05-requeued.json"),
+                vec![(4, "PENDING", vec![], Minutes(5), "", "a", "BeginTime")],
+            ),
+        ];
+        for (doc, want) in cases {
+            assert_eq!(rows(&parse_jobs(doc, None).unwrap()), want);
+        }
+    }
+
     #[test]
     fn filters_wanted_jobs_and_ignores_unknown_ids() {
         let jobs = parse_jobs(V22_05, Some(&[6, 2, 999])).unwrap();

@@ -624,11 +624,11 @@ fn e2e_9_untouched_nodes_are_tracked_and_a_node_past_resume_timeout_is_usable_ag
         (node_state(&s, node) == "idle~").then_some(())
     });
     eprintln!("[e2e-9] {slurm}: idle~ {:?} after the request queued", t0.elapsed());
-    // `state=resume` clears the reason on 22.05; 24.11 keeps it on the idle~ node (measured; it
-    // does not stop the node from being used, see below).
+    // `state=resume` clears the reason on 22.05 and 26.05; 24.11 keeps it on the idle~ node
+    // (measured; it does not stop the node from being used, see below).
     let reason_left = match slurm {
-        SlurmGeneration::Bookworm => "",
-        _ => "ResumeTimeout reached",
+        SlurmGeneration::Bookworm | SlurmGeneration::Forky => "",
+        SlurmGeneration::Trixie => "ResumeTimeout reached",
     };
     assert_eq!(node_reason(&s, node), reason_left);
     // The job was requeued by Slurm, not lost: pending again.

@@ -50,12 +50,12 @@ impl Layout {
     pub fn prolog(&self) -> PathBuf {
         self.bin().join("prolog")
     }
-    /// `bin/in-root PROGRAM ARGS`: PROGRAM inside the trixie root (24.11 clusters only).
+    /// `bin/in-root PROGRAM ARGS`: PROGRAM inside the root (24.11 and 26.05 clusters only).
     pub fn in_root(&self) -> PathBuf {
         self.bin().join("in-root")
     }
-    /// One wrapper per Slurm client command that runs it inside the root (24.11 clusters only):
-    /// the `bin_dir` handed to slurm-dws.
+    /// One wrapper per Slurm client command that runs it inside the root (24.11 and 26.05 clusters
+    /// only): the `bin_dir` handed to slurm-dws.
     pub fn wbin(&self) -> PathBuf {
         self.dir.join("wbin")
     }
@@ -274,9 +274,9 @@ pub(crate) fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// `bin/in-root PROGRAM [ARG...]`: PROGRAM inside the trixie `root`, in a private mount namespace
-/// in which `/proc`, `/sys`, `/dev` and `bind_dirs` are bind-mounted at the same paths
-/// (docs/slurm-root.md). The mounts exist only in that namespace and vanish with its last
+/// `bin/in-root PROGRAM [ARG...]`: PROGRAM inside the Slurm `root` (trixie or forky), in a private
+/// mount namespace in which `/proc`, `/sys`, `/dev` and `bind_dirs` are bind-mounted at the same
+/// paths (docs/slurm-root.md). The mounts exist only in that namespace and vanish with its last
 /// process: nothing is ever mounted on the host, even after `kill -9`. Every step execs, so the
 /// PID a caller gets is PROGRAM's own. Inside the root already (a program slurmctld runs), it just
 /// execs PROGRAM.
@@ -284,7 +284,7 @@ pub(crate) fn in_root_script(root: &Path, bind_dirs: &[PathBuf]) -> String {
     let dirs: Vec<String> = bind_dirs.iter().map(|d| sh_quote(&d.display().to_string())).collect();
     format!(
         r#"#!/bin/sh
-# in-root PROGRAM [ARG...]: PROGRAM inside the Slurm 24.11 root of a slurm-dws devcluster, in a private
+# in-root PROGRAM [ARG...]: PROGRAM inside the Slurm root of a slurm-dws devcluster, in a private
 # mount namespace with /proc, /sys, /dev and the cluster's directories bind-mounted at the same paths
 # (generated; docs/slurm-root.md).
 [ -e /{stamp} ] && exec "$@"
@@ -309,7 +309,8 @@ exec /usr/bin/unshare --root="$r" --wd="$wd" -- "$@"
     )
 }
 
-/// The Slurm programs that get a wrapper in `wbin/` (24.11 clusters), with their path in the root.
+/// The Slurm programs that get a wrapper in `wbin/` (24.11 and 26.05 clusters), with their path in
+/// the root.
 pub(crate) const WRAPPED: &[&str] = &[
     "/usr/bin/scontrol",
     "/usr/bin/sinfo",
@@ -325,17 +326,18 @@ pub(crate) const WRAPPED: &[&str] = &[
 /// `wbin/NAME`: the root's `program`, from the host through `in-root`, or directly from inside.
 pub(crate) fn client_wrapper(program: &str, in_root: &Path) -> String {
     format!(
-        "#!/bin/sh\n# {program} of the Slurm 24.11 root (generated).\n\
+        "#!/bin/sh\n# {program} of the Slurm root (generated).\n\
          [ -e /{ROOT_STAMP} ] && exec {program} \"$@\"\n\
          exec {} {program} \"$@\"\n",
         sh_quote(&in_root.display().to_string())
     )
 }
 
-/// cgroup.conf of a 24.11 cluster: no cgroup plugin (there is no cgroupfs to rely on in a chroot).
+/// cgroup.conf of a 24.11 or 26.05 cluster: no cgroup plugin (there is no cgroupfs to rely on in a
+/// chroot).
 /// 22.05 does not know `disabled` (its slurmd fails to start), so its clusters get none.
 pub(crate) const CGROUP_CONF_DISABLED: &str =
-    "# cgroup.conf of a slurm-dws devcluster on Slurm 24.11 (generated)\nCgroupPlugin=disabled\n";
+    "# cgroup.conf of a slurm-dws devcluster in a Slurm root (generated)\nCgroupPlugin=disabled\n";
 
 /// `slurmd-stop NODE`: stops that node's slurmd by its pid file (TERM, then KILL after 5 s), then
 /// kills what else ran "on the node", as a deleted VM takes everything with it: the session the
@@ -540,7 +542,7 @@ mod tests {
         let wrapper = client_wrapper("/usr/bin/scontrol", Path::new("/tmp/dc/bin/in-root"));
         assert_eq!(
             wrapper,
-            "#!/bin/sh\n# /usr/bin/scontrol of the Slurm 24.11 root (generated).\n\
+            "#!/bin/sh\n# /usr/bin/scontrol of the Slurm root (generated).\n\
              [ -e /.slurm-dws-root ] && exec /usr/bin/scontrol \"$@\"\n\
              exec '/tmp/dc/bin/in-root' /usr/bin/scontrol \"$@\"\n"
         );

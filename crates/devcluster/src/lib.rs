@@ -1,6 +1,7 @@
-//! A real local slurmctld + slurmd cluster for tests and `make demo`, on either of two real Slurms
+//! A real local slurmctld + slurmd cluster for tests and `make demo`, on any of three real Slurms
 //! ([`SlurmGeneration`]): Debian bookworm's 22.05 installed on the host (the default), or Debian
-//! trixie's 24.11 run from the root that `scripts/slurm-root.sh` builds (docs/slurm-root.md).
+//! trixie's 24.11 or forky's 26.05, each run from the root that `scripts/slurm-root.sh` builds
+//! (docs/slurm-root.md).
 //!
 //! slurm-dws is only right if real Slurm agrees, so the end-to-end tests run a real controller on
 //! this machine whose "cloud" nodes are real `slurmd -N NODE` processes started on demand (by a
@@ -18,8 +19,9 @@
 //!   slurmds daemonize and are stopped through their pid files;
 //! - a PrologSlurmctld that waits for the job's nodes makes a job start ~1–2 s after sbatch.
 //!
-//! On 24.11 ([`SlurmGeneration::Trixie`]) every Slurm process — munged, slurmctld, each slurmd,
-//! each client command, and whatever slurmctld runs (hooks, prolog) — runs inside the trixie root:
+//! On 24.11 and 26.05 ([`SlurmGeneration::Trixie`], [`SlurmGeneration::Forky`]) every Slurm
+//! process — munged, slurmctld, each slurmd, each client command, and whatever slurmctld runs
+//! (hooks, prolog) — runs inside that generation's root:
 //! started on the host through the cluster's `bin/in-root` wrapper, which enters a private mount
 //! namespace, bind-mounts `/proc`, `/sys`, `/dev`, the cluster directory and
 //! [`ClusterSpec::bind_dirs`] at the same paths, and chroots (`unshare --root`). Nothing is ever
@@ -180,7 +182,7 @@ pub struct LocalCluster {
     remove_dir: bool,
     node_names: Vec<String>,
     ctld_port: u16,
-    /// The trixie root on 24.11; `None` when Slurm runs on the host (22.05).
+    /// The root on 24.11 and 26.05; `None` when Slurm runs on the host (22.05).
     root: Option<PathBuf>,
     munged: Option<Daemon>,
     slurmctld: Option<Daemon>,
@@ -188,9 +190,9 @@ pub struct LocalCluster {
 
 impl LocalCluster {
     /// Writes the cluster's files, starts munged and slurmctld, and waits until `scontrol ping`
-    /// answers. The host's Slurm must be installed (see [`ensure_installed`]; both generations
-    /// expand hostlists with it); a 24.11 cluster builds the trixie root if it is missing. Run as
-    /// root.
+    /// answers. The host's Slurm must be installed (see [`ensure_installed`]; every generation
+    /// expands hostlists with it); a 24.11 or 26.05 cluster builds its root if it is missing. Run
+    /// as root.
     pub fn start(spec: ClusterSpec) -> Result<LocalCluster, DevclusterError> {
         let missing = install::missing();
         if !missing.is_empty() {
@@ -533,7 +535,7 @@ impl LocalCluster {
         self.spec.slurm
     }
 
-    /// The trixie root the cluster runs in (24.11), `None` on the host's 22.05.
+    /// The root the cluster runs in (24.11, 26.05), `None` on the host's 22.05.
     pub fn root_dir(&self) -> Option<&Path> {
         self.root.as_deref()
     }

@@ -104,7 +104,7 @@ pub struct StackSpec {
     pub bind_dirs: Vec<PathBuf>,
     /// The simulator's `--time-scale`.
     pub time_scale: f64,
-    /// Which Slurm the cluster runs. On 24.11 the hooks run inside the trixie root: the
+    /// Which Slurm the cluster runs. On 24.11 and 26.05 the hooks run inside its root: the
     /// directory of `bin` and the stack's directory (config, state, log, socket) are bind-mounted
     /// there at the same paths.
     pub slurm: SlurmGeneration,

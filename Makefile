@@ -57,7 +57,8 @@ test:
 	exit $$status
 
 ## demo: a real local Slurm cluster + the GCE simulator + slurm-dws, narrated (needs root); on the host's
-##       Slurm 22.05, or on 24.11 from the trixie root with `SLURM=24.11 make demo` (built when missing)
+##       Slurm 22.05, or on 24.11 / 26.05 from the trixie / forky root with `SLURM=24.11 make demo` /
+##       `SLURM=26.05 make demo` (built when missing)
 demo:
 	./scripts/install-deps.sh
 	$(CARGO) build --bins --example demo

@@ -50,13 +50,19 @@ while [ $# -gt 0 ]; do
         --rebuild) mode=rebuild ;;
         --check) mode=check ;;
         --suite)
-            [ $# -ge 2 ] || usage 2
+            [ $# -ge 2 ] || {
+                log "error: --suite needs a value (trixie or forky)"
+                usage 2
+            }
             SUITE=$2
             shift
             ;;
         --suite=*) SUITE=${1#--suite=} ;;
         -h | --help) usage 0 ;;
-        *) usage 2 ;;
+        *)
+            log "error: unknown argument '$1'"
+            usage 2
+            ;;
     esac
     shift
 done

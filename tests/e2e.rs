@@ -129,6 +129,10 @@ fn e2e_1_two_node_job_runs_and_everything_is_cleaned_up(slurm: SlurmGeneration) 
     }
     let s = Stack::start(spec(slurm, vec![StackNodeset::new("a", 0, 4)], "mig_gc_grace = 5")).unwrap();
     assert_eq!(node_state(&s, "hpc-a-0"), "idle~");
+    // The release slurm-dws finds here is one it knows: the lines are for it, with no "newer" note.
+    let lines = s.cli(&["check-config", "--print-slurm-conf"]);
+    assert!(lines.contains(&format!("\n# For Slurm {} ({}.", slurm.version(), slurm.version())), "{lines}");
+    assert!(!lines.contains("newer"), "{lines}");
     let started = Instant::now();
     let out = s.cluster.dir().join("jobs").join("e2e1.out");
     let job = s
@@ -451,7 +455,11 @@ fn e2e_8_an_unreachable_zone_leaves_running_jobs_alone(slurm: SlurmGeneration) {
     assert_eq!(ran_on(&out), vec![node.clone()]);
     let events = s.cli(&["events", "--node", &node]);
     assert!(!events.contains("vm_lost") && !events.contains("drift"), "{events}");
-    assert_eq!(s.cli_json(&["status"])["unreachable_zones"], json!([]));
+    // The zone leaves the status at the first pass that reaches it again, which need not have
+    // run yet when a job that ended during the outage is seen COMPLETED (seen on 26.05 under load).
+    wait(&s, "the zone reachable again in the status", 30, || {
+        (s.cli_json(&["status"])["unreachable_zones"] == json!([])).then_some(())
+    });
 }
 
 /// Scenario 5: the daemon is SIGKILLed right after a resume hook returns; restarted, the job still runs,

@@ -502,24 +502,23 @@ mod tests {
         assert!(!none.contains("AuthInfo"));
     }
 
+    /// 24.11 and 26.05 get the same slurm.conf.
     #[test]
-    fn a_24_11_conf_has_no_defunct_or_22_05_only_options() {
+    fn a_24_11_or_26_05_conf_has_no_defunct_or_22_05_only_options() {
         let layout = Layout { dir: "/tmp/dc".into() };
-        let conf = render(
-            &ClusterSpec { slurm: SlurmGeneration::Trixie, ..spec(&[]) },
-            &layout,
-            16817,
-            &["NodeName=n-0 Port=1".into()],
-        );
-        assert!(!conf.contains("NoAddrCache"), "defunct on 24.11: {conf}");
-        assert!(!conf.contains("PrivateData"), "22.05 only: {conf}");
-        assert!(!conf.contains("cloud_reg_addrs"), "{conf}");
-        for want in [
-            "SuspendTime=15\n",
-            "ReturnToService=1\n",
-            "SlurmctldParameters=idle_on_node_suspend,power_save_interval=1\n",
-        ] {
-            assert!(conf.contains(want), "missing {want:?} in\n{conf}");
+        for slurm in [SlurmGeneration::Trixie, SlurmGeneration::Forky] {
+            let conf =
+                render(&ClusterSpec { slurm, ..spec(&[]) }, &layout, 16817, &["NodeName=n-0 Port=1".into()]);
+            assert!(!conf.contains("NoAddrCache"), "defunct on 24.11: {conf}");
+            assert!(!conf.contains("PrivateData"), "22.05 only: {conf}");
+            assert!(!conf.contains("cloud_reg_addrs"), "{conf}");
+            for want in [
+                "SuspendTime=15\n",
+                "ReturnToService=1\n",
+                "SlurmctldParameters=idle_on_node_suspend,power_save_interval=1\n",
+            ] {
+                assert!(conf.contains(want), "missing {want:?} in\n{conf}");
+            }
         }
     }
 

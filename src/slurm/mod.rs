@@ -28,8 +28,8 @@
 //! | `scontrol -o show reservation` | `Key=Value` line, `Watts=n/a` | same line without `Watts` |
 //!
 //! Versions before 22.05 are refused ([`SlurmError::UnsupportedVersion`]); releases newer than
-//! 26.05 are read as 26.05 is, with a warning said once per process. A `scontrol --version` whose output cannot be read
-//! leaves the nodes to `sinfo --json`, whose parser takes both of its shapes.
+//! 26.05 are read as 26.05 is, with a warning said once per process. A `scontrol --version` whose
+//! output cannot be read leaves the nodes to `sinfo --json`, whose parser takes both of its shapes.
 //!
 //! The parsers ([`squeue::parse_jobs`], [`sinfo::parse_nodes`], [`scontrol_nodes::parse_nodes`],
 //! [`reservation::parse_reservations`], [`resume_file::parse`]) are pure; the facts measured are in
@@ -464,8 +464,6 @@ fn check_word(what: &str, value: &str) -> Result<(), SlurmError> {
     Ok(())
 }
 
-/// Test support: a pass's read ([`read_node_states`]-style) is the full read without address, host
-/// name and partitions (22.05's nodes; 23.02+'s sinfo groups are read whole).
 /// Whether this process has not yet warned that Slurm `version` is newer than the releases
 /// slurm-dws knows: the warning is said once per process and version, not again at every config
 /// reload (each builds a new [`Slurm`] and asks the version again).
@@ -479,6 +477,8 @@ fn first_time_newer(version: &SlurmVersion) -> bool {
     true
 }
 
+/// Test support: a pass's read ([`read_node_states`]-style) is the full read without address, host
+/// name and partitions (22.05's nodes; 23.02+'s sinfo groups are read whole).
 #[cfg(test)]
 pub(crate) fn assert_states_are_the_nodes_cut(full: &[NodeInfo], states: &[NodeInfo]) {
     assert_eq!(states.len(), full.len());

@@ -130,7 +130,8 @@ fn e2e_1_two_node_job_runs_and_everything_is_cleaned_up(slurm: SlurmGeneration) 
     let s = Stack::start(spec(slurm, vec![StackNodeset::new("a", 0, 4)], "mig_gc_grace = 5")).unwrap();
     assert_eq!(node_state(&s, "hpc-a-0"), "idle~");
     // The release slurm-dws finds here is one it knows: the lines are for it, with no "newer" note.
-    let lines = s.cli(&["check-config", "--print-slurm-conf"]);
+    let hooks = s.path().join("hooks");
+    let lines = s.cli(&["check-config", "--print-slurm-conf", "--hook-dir", hooks.to_str().unwrap()]);
     assert!(lines.contains(&format!("\n# For Slurm {} ({}.", slurm.version(), slurm.version())), "{lines}");
     assert!(!lines.contains("newer"), "{lines}");
     let started = Instant::now();

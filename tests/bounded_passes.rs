@@ -233,7 +233,9 @@ async fn pending_a_inserts(w: &World) -> Vec<slurm_dws::model::OutboxEntry> {
     store.close().await;
     pending
         .into_iter()
-        .filter(|e| e.kind == slurm_dws::model::MutationKind::ResizeRequestInsert && e.target.starts_with("hpc-a-"))
+        .filter(|e| {
+            e.kind == slurm_dws::model::MutationKind::ResizeRequestInsert && e.target.starts_with("hpc-a-")
+        })
         .collect()
 }
 
@@ -277,8 +279,13 @@ async fn a_hanging_insert_stays_in_flight_while_passes_go_on_and_the_next_pass_r
         assert!(Instant::now() < deadline, "b's resize request was not sent:\n{}", tail(&w.daemon_log(), 40));
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    eprintln!("b's resize request sent {took:?} after its hook, passes {before} → {sent_by}, a's insert hanging");
-    assert!(sent_by <= before + 2, "b's resize request was sent after pass {sent_by}; the hook came after {before}");
+    eprintln!(
+        "b's resize request sent {took:?} after its hook, passes {before} → {sent_by}, a's insert hanging"
+    );
+    assert!(
+        sent_by <= before + 2,
+        "b's resize request was sent after pass {sent_by}; the hook came after {before}"
+    );
     // Waiting for a's answer would have taken the rest of its 12 s.
     assert!(took < Duration::from_secs(6), "b's resize request took {took:?} while a's insert hung");
     assert!(hung_at.elapsed() < Duration::from_secs(11), "the hang ended before b was checked: not a test");
@@ -297,7 +304,10 @@ async fn a_hanging_insert_stays_in_flight_while_passes_go_on_and_the_next_pass_r
         let it = last_iteration(&w);
         futures_block(pending_a_inserts(&w)).is_empty().then_some(it)
     });
-    assert!(recorded_by <= answered_iter + 2, "recorded by pass {recorded_by}; answered after pass {answered_iter}");
+    assert!(
+        recorded_by <= answered_iter + 2,
+        "recorded by pass {recorded_by}; answered after pass {answered_iter}"
+    );
     wait_converged(&w, &names("a", 0..2).union(&names("b", 0..2)).cloned().collect(), 60).await;
     assert_eq!(count(&w.sim_calls().await, RR_INSERT), 2, "nothing sent twice");
     assert_eq!(sim_requests(&w).await.len(), 2, "one resize request per job");

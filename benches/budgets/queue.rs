@@ -304,9 +304,8 @@ fn stuck(ctx: &Ctx, t: &mut Table) -> Result<()> {
     let vms = |r: &Rig| -> Result<usize> { Ok(r.get("state")?["instances"].as_array().map_or(0, Vec::len)) };
     r.hook(d, "resume", "hpc-a-[0-1]", Some(&resume_json(99, "hpc-a-[0-1]")))?;
     wait("a's 2 VMs", 60, &|| Ok(vms(&r)? == 2))?;
-    let inserts = |r: &Rig| -> Result<u64> {
-        Ok(r.get("calls")?["by_method"][RR_INSERT].as_u64().unwrap_or(0))
-    };
+    let inserts =
+        |r: &Rig| -> Result<u64> { Ok(r.get("calls")?["by_method"][RR_INSERT].as_u64().unwrap_or(0)) };
     // b's MIGs that have a resize request in GCE.
     let b_sent = |r: &Rig| -> Result<usize> {
         Ok(r.get("state")?["migs"].as_array().map_or(0, |m| {

@@ -8,8 +8,8 @@
 
 use super::commit::{self, ChangeSet};
 use super::error::ReconcileError;
-use super::inflight::{Answer, CallKey, InFlight, STEP_WAIT};
 use super::gce_edge::{self, SendError};
+use super::inflight::{Answer, CallKey, InFlight, STEP_WAIT};
 use super::plan::REASON_PREFIX;
 use super::report::{PassReport, StepReport};
 use super::step_retry::{FailureMap, MAX_STEP_ATTEMPTS};
@@ -455,7 +455,11 @@ impl Executor<'_> {
                             entry.request_id
                         )),
                     });
-                    let key = CallKey { kind: entry.kind, target: entry.target.clone(), mig: step.mig().to_string() };
+                    let key = CallKey {
+                        kind: entry.kind,
+                        target: entry.target.clone(),
+                        mig: step.mig().to_string(),
+                    };
                     in_flight.keep(key, step, entry, sent, handle);
                 }
             }

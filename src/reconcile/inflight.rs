@@ -137,11 +137,9 @@ impl InFlight {
         let now = Instant::now();
         for mut c in std::mem::take(&mut self.calls) {
             match tokio::time::timeout_at(until, &mut c.handle).await {
-                Ok(joined) => answers.push(Answer {
-                    result: joined_result(joined),
-                    step: c.step,
-                    entry: c.entry,
-                }),
+                Ok(joined) => {
+                    answers.push(Answer { result: joined_result(joined), step: c.step, entry: c.entry })
+                }
                 Err(_) => {
                     c.handle.abort();
                     abandoned.push(describe(&c, now));

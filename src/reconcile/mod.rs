@@ -36,8 +36,8 @@
 mod commit;
 mod error;
 mod execute;
-pub mod inflight;
 pub mod gce_edge;
+pub mod inflight;
 pub mod ingest;
 mod observe;
 pub mod plan;

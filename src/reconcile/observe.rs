@@ -8,8 +8,8 @@
 //! concludes nothing about VMs that could be there.
 
 use super::gce_edge;
-use super::plan::EOL_PREFIX;
 use super::inflight::STEP_WAIT;
+use super::plan::EOL_PREFIX;
 use super::poll::PollSchedule;
 use super::report::PassPhases;
 use super::types::*;
@@ -279,8 +279,9 @@ async fn poll_requests(
         let (gce, cfg) = (src.gce.clone(), cfg.clone());
         set.spawn(async move {
             let _permit = permit;
-            let answer =
-                tokio::time::timeout(STEP_WAIT, gce_edge::observe_request(&gce, &cfg, &mig, &name)).await.ok();
+            let answer = tokio::time::timeout(STEP_WAIT, gce_edge::observe_request(&gce, &cfg, &mig, &name))
+                .await
+                .ok();
             (i, mig, name, answer)
         });
     }

@@ -171,7 +171,9 @@ impl Reconciler {
         let (answers, abandoned) = self.in_flight.drain(tokio::time::Instant::now() + grace).await;
         if !answers.is_empty() {
             match self.record_answers(answers).await {
-                Ok(n) => tracing::info!(recorded = n, "GCE calls in flight answered during shutdown: recorded"),
+                Ok(n) => {
+                    tracing::info!(recorded = n, "GCE calls in flight answered during shutdown: recorded")
+                }
                 Err(e) => {
                     self.desired = None;
                     tracing::warn!(error = %e, "could not record the answers of GCE calls in flight; the next start re-sends them")

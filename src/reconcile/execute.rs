@@ -183,6 +183,19 @@ pub(super) fn settle(
     let outbox = match result {
         StepResult::Done => {
             learn(step, observed, desired);
+            // A request made is followed from now on (polled), as the planner would make it in its
+            // next round: recorded here, it holds even when no round follows (an answer taken
+            // from the background at shutdown), and a restart does not send the insert again.
+            if let GceStep::InsertResizeRequest { request, .. } | GceStep::CreateInstances { request, .. } =
+                step
+            {
+                if let Some(r) = desired.requests.get(request).filter(|r| r.phase == RequestPhase::MigReady) {
+                    let mut r = r.clone();
+                    r.phase = RequestPhase::Active;
+                    r.updated_at = now;
+                    changes.requests.push(r);
+                }
+            }
             (OutboxState::Done, None)
         }
         StepResult::Moot(e) => {

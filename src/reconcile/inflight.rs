@@ -152,7 +152,7 @@ impl InFlight {
     /// The calls in flight, oldest first, with their age at `now`.
     pub fn report(&self, now: Instant) -> Vec<InFlightCall> {
         let mut calls: Vec<InFlightCall> = self.calls.iter().map(|c| describe(c, now)).collect();
-        calls.sort_by(|a, b| b.age_secs.cmp(&a.age_secs));
+        calls.sort_by_key(|c| std::cmp::Reverse(c.age_secs));
         calls
     }
 }

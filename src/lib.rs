@@ -29,14 +29,15 @@
 //!    the daemon's socket. Exit 0 means the request is durable.
 //! 2. The [`daemon`] (one per state directory, the only writer of the desired state) wakes a
 //!    [`reconcile`] pass. The pass observes the inbox, GCE (one MIG list, one instance list, a
-//!    get of each request in flight that is due; no call holds the pass longer than about
-//!    `gcp.request_timeout`) and Slurm, ingests the inbox into the per-node desired state it kept
+//!    get of each request in flight that is due, cut after 2 s) and Slurm, ingests the inbox into the per-node desired state it kept
 //!    from the last pass, and plans. When the last full observation is fresh, the hook's pass
 //!    plans on it instead (inbox-first: Slurm unknown, nothing deleted as stale; its report says
 //!    which reads it skipped) and a full pass follows at once.
 //! 3. Planning is a pure function of (desired, observed, now). Its steps that mutate GCE are
 //!    written to the outbox with their `requestId` before they are sent by [`gce`], so a crash
-//!    at any point resumes the same mutation instead of making a second one.
+//!    at any point resumes the same mutation instead of making a second one. No call holds a
+//!    pass: a step not answered within `reconcile::STEP_WAIT` (2 s) goes on in the background,
+//!    no pass sends it again meanwhile, and the first pass after its answer records it.
 
 pub mod cli;
 pub mod config;

@@ -355,6 +355,19 @@ impl Metrics {
                 "Number of the last reconcile pass (survives restarts).",
             );
             w.sample("slurm_dws_last_pass_iteration", &[], p.iteration as f64);
+            w.family(
+                "slurm_dws_gce_calls_in_flight",
+                "gauge",
+                "GCE steps still waiting for GCE's answer in the background when the last pass ended (the pass report's in_flight).",
+            );
+            w.sample("slurm_dws_gce_calls_in_flight", &[], p.in_flight.len() as f64);
+            w.family(
+                "slurm_dws_gce_call_in_flight_oldest_seconds",
+                "gauge",
+                "Age of the oldest GCE call in flight when the last pass ended (0 when none): a call hanging.",
+            );
+            let oldest = p.in_flight.iter().map(|c| c.age_secs).max().unwrap_or(0);
+            w.sample("slurm_dws_gce_call_in_flight_oldest_seconds", &[], oldest as f64);
             w.family("slurm_dws_last_pass_ok", "gauge", "1 if the last pass had no error, else 0.");
             w.sample("slurm_dws_last_pass_ok", &[], if p.outcome == PassOutcome::Ok { 1.0 } else { 0.0 });
             w.family(

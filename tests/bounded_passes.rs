@@ -204,3 +204,163 @@ async fn requests_queued_for_minutes_are_polled_less_carried_between_and_asked_a
     eprintln!("all nodes up {took:?} after capacity came");
     assert!(took < Duration::from_secs(20), "the carried requests waited for their interval: {took:?}");
 }
+
+const RR_INSERT: &str = "regionInstanceGroupManagerResizeRequests.insert";
+
+/// Every call of `method` on nodeset `a`'s MIGs hangs `secs` (the simulator then carries it out and
+/// answers), once.
+async fn hang_a(w: &World, method: &str, secs: u64) {
+    w.sim_post(
+        "faults",
+        json!({"method": method, "status": 200, "delay_ms": secs * 1000, "count": 1,
+               "path_contains": "instanceGroupManagers/hpc-a-"}),
+    )
+    .await;
+}
+
+async fn wait_calls(w: &World, method: &str, n: u64, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while count(&w.sim_calls().await, method) < n {
+        assert!(Instant::now() < deadline, "{method} never reached GCE:\n{}", tail(&w.daemon_log(), 30));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The outbox entries still pending for nodeset `a`'s resize-request insert.
+async fn pending_a_inserts(w: &World) -> Vec<slurm_dws::model::OutboxEntry> {
+    let store = slurm_dws::store::Store::open(&w.state_dir()).await.unwrap();
+    let pending = store.pending_outbox().await.unwrap();
+    store.close().await;
+    pending
+        .into_iter()
+        .filter(|e| {
+            e.kind == slurm_dws::model::MutationKind::ResizeRequestInsert && e.target.starts_with("hpc-a-")
+        })
+        .collect()
+}
+
+/// Nodeset a's resize-request insert hangs 12 s (then GCE acts and answers): the pass that sent it
+/// leaves it in flight after `STEP_WAIT` and ends; later passes neither wait for it nor send it
+/// again, `status` shows it hanging, b's resume reaches its own insert within 2 passes, and the
+/// first pass after the answer arrives records it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_insert_stays_in_flight_while_passes_go_on_and_the_next_pass_records_its_answer() {
+    let mut w = World::new(&[("a", 0, 8, ""), ("b", 0, 8, "")], "").await;
+    // The client's own budget outlasts the hang: the call is answered, not cut.
+    set_gcp(&w, "retry_deadline", "60");
+    set_gcp(&w, "request_timeout", "30");
+    hang_a(&w, RR_INSERT, 12).await;
+    w.start_daemon();
+    let ra = resume_file(&[(31, "hpc-a-[0-1]")], "hpc-a-[0-1]");
+    assert!(w.hook("resume", "hpc-a-[0-1]", Some(&ra)).status.success());
+    wait_calls(&w, RR_INSERT, 1, 30).await;
+    let hung_at = Instant::now();
+
+    // The pass that sent it ends without it: the call is in its report, in flight.
+    let in_flight = w.wait_for("a's insert reported in flight", 15, || {
+        let s = w.cli_json(&["status"]);
+        let calls = s["gce_calls_in_flight"].as_array()?.clone();
+        calls.iter().any(|c| c["target"].as_str().is_some_and(|t| t.starts_with("hpc-a-"))).then_some(calls)
+    });
+    assert_eq!(in_flight[0]["step"], json!("insert_resize_request"), "{in_flight:?}");
+    let text = String::from_utf8_lossy(&w.cli(&["status"]).stdout).to_string();
+    assert!(text.contains("in flight:") && text.contains("hanging for"), "{text}");
+
+    // b's resume comes while a's insert hangs.
+    let before = last_iteration(&w);
+    let asked = Instant::now();
+    let rb = resume_file(&[(32, "hpc-b-[0-1]")], "hpc-b-[0-1]");
+    assert!(w.hook("resume", "hpc-b-[0-1]", Some(&rb)).status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (sent_by, took) = loop {
+        if sim_requests(&w).await.iter().any(|(mig, _)| mig.starts_with("hpc-b-")) {
+            break (last_iteration(&w), asked.elapsed());
+        }
+        assert!(Instant::now() < deadline, "b's resize request was not sent:\n{}", tail(&w.daemon_log(), 40));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!(
+        "b's resize request sent {took:?} after its hook, passes {before} → {sent_by}, a's insert hanging"
+    );
+    assert!(
+        sent_by <= before + 2,
+        "b's resize request was sent after pass {sent_by}; the hook came after {before}"
+    );
+    // Waiting for a's answer would have taken the rest of its 12 s.
+    assert!(took < Duration::from_secs(6), "b's resize request took {took:?} while a's insert hung");
+    assert!(hung_at.elapsed() < Duration::from_secs(11), "the hang ended before b was checked: not a test");
+
+    // Passes go on at their normal length while the call hangs, and none sends it again.
+    let passes_at_hang = last_iteration(&w);
+    let answered_at = hung_at + Duration::from_secs(12);
+    tokio::time::sleep(answered_at.saturating_duration_since(Instant::now())).await;
+    let during = last_iteration(&w) - passes_at_hang;
+    assert!(during >= 2, "only {during} passes while a's insert hung");
+    assert_eq!(count(&w.sim_calls().await, RR_INSERT), 2, "a's insert sent twice, or b's not sent");
+
+    // The answer has come: the first pass after it records it (the daemon is woken by it).
+    let answered_iter = last_iteration(&w);
+    let recorded_by = w.wait_for("a's insert recorded", 30, || {
+        let it = last_iteration(&w);
+        futures_block(pending_a_inserts(&w)).is_empty().then_some(it)
+    });
+    assert!(
+        recorded_by <= answered_iter + 2,
+        "recorded by pass {recorded_by}; answered after pass {answered_iter}"
+    );
+    wait_converged(&w, &names("a", 0..2).union(&names("b", 0..2)).cloned().collect(), 60).await;
+    assert_eq!(count(&w.sim_calls().await, RR_INSERT), 2, "nothing sent twice");
+    assert_eq!(sim_requests(&w).await.len(), 2, "one resize request per job");
+    let durations = pass_durations_ms(&w);
+    let longest = durations.iter().copied().max().unwrap_or(0);
+    // The pass that sent the insert waited STEP_WAIT (2 s) for it; none waited for the 12 s hang.
+    assert!(longest <= 6_000, "a pass took {longest} ms while a call hung 12 s: {durations:?}");
+    assert!(w.daemon_log().contains("left in flight"), "{}", tail(&w.daemon_log(), 30));
+}
+
+/// SIGTERM with a call in flight that does not answer within the shutdown grace: the daemon stops
+/// within its bound, abandoning the call with its outbox entry still pending; the next start sends
+/// it again with the same requestId, and one resize request results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_in_flight_at_shutdown_is_abandoned_within_the_bound_and_resent_with_its_request_id() {
+    let mut w = World::new(&[("a", 0, 8, "")], "").await;
+    set_gcp(&w, "retry_deadline", "120");
+    set_gcp(&w, "request_timeout", "60");
+    hang_a(&w, RR_INSERT, 50).await;
+    w.start_daemon();
+    let ra = resume_file(&[(41, "hpc-a-[0-1]")], "hpc-a-[0-1]");
+    assert!(w.hook("resume", "hpc-a-[0-1]", Some(&ra)).status.success());
+    wait_calls(&w, RR_INSERT, 1, 30).await;
+    w.wait_for("a's insert in flight", 15, || {
+        w.cli_json(&["status"])["gce_calls_in_flight"].as_array().filter(|a| !a.is_empty()).map(|_| ())
+    });
+
+    let t = Instant::now();
+    let exit = w.stop_daemon();
+    let took = t.elapsed();
+    let log = w.daemon_log();
+    assert!(exit.success(), "exit {exit:?}\n{}", tail(&log, 30));
+    // IN_FLIGHT_GRACE (5 s) and the handlers' grace; far from the 50 s hang.
+    assert!(took < Duration::from_secs(15), "stopping took {took:?}\n{}", tail(&log, 30));
+    assert!(log.contains("abandoned at shutdown"), "{}", tail(&log, 30));
+    let pending = pending_a_inserts(&w).await;
+    assert_eq!(pending.len(), 1, "the abandoned insert stays pending: {pending:?}");
+    let request_id = pending[0].request_id.clone();
+    assert!(log.contains(&request_id), "the log names the abandoned requestId {request_id}");
+
+    // The next start re-sends it (the hang was for one call only) with the same requestId.
+    w.start_daemon();
+    wait_converged(&w, &names("a", 0..2), 60).await;
+    assert_eq!(count(&w.sim_calls().await, RR_INSERT), 2, "the hung call and its resend");
+    assert_eq!(sim_requests(&w).await.len(), 1, "one resize request");
+    let store = slurm_dws::store::Store::open(&w.state_dir()).await.unwrap();
+    let entries = store.outbox_for_target(&pending[0].target).await.unwrap();
+    store.close().await;
+    assert_eq!(entries.len(), 1, "one outbox entry, resent, not a new one: {entries:?}");
+    assert_eq!(entries[0].request_id, request_id, "the same requestId: {entries:?}");
+    assert_eq!(entries[0].state, slurm_dws::model::OutboxState::Done, "{entries:?}");
+}
+
+fn futures_block<F: std::future::Future>(f: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+}

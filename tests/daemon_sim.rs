@@ -167,7 +167,8 @@ async fn a_second_daemon_on_the_same_state_dir_is_refused_by_name() {
 }
 
 /// SIGTERM while a pass waits on GCE (the resize request's insert answers after 5 s): the pass is let
-/// finish, so the mutation it sent is committed with its outcome and nothing is left half done; the
+/// finish, and the call it left in flight is drained, so the mutation it sent is committed with its
+/// outcome and nothing is left half done; the
 /// clients in flight are answered, not cut off; the daemon exits 0 well inside systemd's
 /// `TimeoutStopSec=30s`. A restart carries the work to its end without sending anything twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,7 +201,13 @@ async fn sigterm_during_a_pass_lets_it_commit_answers_every_client_and_exits_0()
     let log = w.daemon_log();
     assert!(exit.success(), "exit {exit:?}\n{}", tail(&log, 40));
     assert!(took < Duration::from_secs(15), "stopping took {took:?}\n{}", tail(&log, 40));
-    assert!(log.contains("letting it finish"), "SIGTERM came during the pass\n{}", tail(&log, 40));
+    // The pass waits for the insert STEP_WAIT (2 s), then leaves it in flight: SIGTERM finds it in
+    // the pass or in flight, and either way its answer (at 5 s) is recorded before the exit.
+    assert!(
+        log.contains("letting it finish") || log.contains("answered during shutdown: recorded"),
+        "SIGTERM came during the pass or with the insert in flight\n{}",
+        tail(&log, 40)
+    );
     assert!(!log.contains("was dropped"), "{}", tail(&log, 40));
     assert!(!sock.exists(), "the socket file is removed");
     for (who, client) in [("silent", silent), ("asking", asking)] {

@@ -11,7 +11,7 @@
 //!   the pass's planning + store CPU in this process on the daemon's own 10k-node database.
 //! - `queue`: 10,000 nodes in 2,000 (and 1,000) resize requests ACCEPTED for over 10 minutes: GCE
 //!   read calls per minute and pass wall time.
-//! - `stuck`: a stuck call on one nodeset: passes until another nodeset's resize request is sent.
+//! - `stuck`: one nodeset's resize-request insert hangs: pass wall time and another nodeset's resume latency, with and without it.
 //! - `spot`:  API calls of one 2-node job's life (resume → up → suspend → MIG collected) per provisioning
 //!   model, flex and spot, against the simulator and the real daemon.
 //! - `e2e`:   real slurmctld + simulator + daemon (devcluster `Stack`): sbatch of a 2-node job → RUNNING.

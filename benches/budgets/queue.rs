@@ -3,8 +3,8 @@
 //! - 10,000 nodes in 2,000 (then 1,000) resize requests that DWS keeps ACCEPTED for over 10 minutes:
 //!   the daemon's GCE read calls per minute (counted by the simulator) and its pass wall time (its
 //!   pass reports), with the periodic passes alone (`reconcile.interval` = 30 s, the default);
-//! - a MIG delete of nodeset `a` that hangs: how many passes until nodeset `b`'s resize request is
-//!   sent.
+//! - a resize-request insert of nodeset `a` that hangs: how long and how many passes until nodeset
+//!   `b`'s resize request is sent, and how long passes are, with and without the stuck call.
 //!
 //! "Queued for over 10 minutes": the requests are made and left ACCEPTED (the simulator holds all
 //! capacity), the daemon is stopped, the requests' `created_at` in its database is set 11 minutes
@@ -26,8 +26,11 @@ const NODES: u32 = 10_000;
 const QUEUED_FOR: Duration = Duration::from_secs(11 * 60);
 /// The window the reads are counted in.
 const WINDOW: Duration = Duration::from_secs(180);
-/// Resumes of nodeset `b` while `a` is stuck.
+/// Resumes of nodeset `b` with nothing stuck, and again while `a`'s call hangs.
 const STUCK_SAMPLES: u32 = 5;
+/// `reconcile.interval` of the `stuck` rig.
+const STUCK_INTERVAL: u64 = 5;
+const RR_INSERT: &str = "regionInstanceGroupManagerResizeRequests.insert";
 
 /// The `queue` section: queues of 2,000 and 1,000 requests.
 pub fn run(ctx: &Ctx, t: &mut Table) {
@@ -266,19 +269,21 @@ async fn backdate(db: &Path, by: Duration) -> Result<()> {
     Ok(())
 }
 
-/// Nodeset `a`'s MIG delete hangs (ten minutes a call); nodeset `b` is resumed [`STUCK_SAMPLES`]
-/// times meanwhile: in which pass after its hook is each of `b`'s resize requests sent?
+/// Nodeset `b` is resumed [`STUCK_SAMPLES`] times with nothing stuck, then [`STUCK_SAMPLES`] times
+/// while nodeset `a`'s resize-request insert hangs (90 s a call, as the user measured; the default
+/// `request_timeout` of 30 s): how long after its hook does each of `b`'s resize requests reach GCE,
+/// in how many passes, and how long are the passes meanwhile — with and without the stuck call, in
+/// the same run.
 fn stuck(ctx: &Ctx, t: &mut Table) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let d = dir.path();
     let sim = Proc::sim(&ctx.sim_bin, d)?;
     // A Slurm that answers (no nodes, no reservations, no jobs, every update accepted): with none,
-    // every pass is degraded and an empty MIG is never collected (nothing is deleted as stale unless
-    // Slurm was read too), so a's MIG delete, the stuck call, would never be sent.
+    // every pass is degraded.
     devcluster::write_empty_slurm(&d.join("slurm-bin"))?;
     let extra = format!(
-        "calls_per_minute = 100000\nrequest_timeout = 5\n\n[slurm]\nbin_dir = \"{}\"\ncommand_timeout = 5\n\n\
-         [reconcile]\ninterval = 5\nmig_gc_grace = 2\n\n\
+        "calls_per_minute = 100000\n\n[slurm]\nbin_dir = \"{}\"\ncommand_timeout = 5\n\n\
+         [reconcile]\ninterval = {STUCK_INTERVAL}\nmig_gc_grace = 2\n\n\
          [[nodeset]]\nname = \"b\"\ninstance_template = \"projects/bench-project/regions/us-central1/instanceTemplates/b-flex\"\n\
          zones = [\"us-central1-a\"]\nnode_count_dynamic_max = 100\n[nodeset.dws_flex]\n",
         d.join("slurm-bin").display()
@@ -286,7 +291,6 @@ fn stuck(ctx: &Ctx, t: &mut Table) -> Result<()> {
     let config = crate::write_config(d, &format!("http://{}/compute/v1/", sim.addr), 8, &extra);
     let r = rig(ctx, &sim, config.clone())?;
     let daemon = Proc::daemon(&ctx.bin, &config, d)?;
-    r.hook(d, "resume", "hpc-a-[0-1]", None)?;
     let wait = |what: &str, secs: u64, f: &dyn Fn() -> Result<bool>| -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(secs);
         while !f()? {
@@ -298,16 +302,10 @@ fn stuck(ctx: &Ctx, t: &mut Table) -> Result<()> {
         Ok(())
     };
     let vms = |r: &Rig| -> Result<usize> { Ok(r.get("state")?["instances"].as_array().map_or(0, Vec::len)) };
+    r.hook(d, "resume", "hpc-a-[0-1]", Some(&resume_json(99, "hpc-a-[0-1]")))?;
     wait("a's 2 VMs", 60, &|| Ok(vms(&r)? == 2))?;
-    r.post(
-        "faults",
-        json!({"method": "regionInstanceGroupManagers.delete", "status": 200, "delay_ms": 600_000}),
-    )?;
-    r.hook(d, "suspend", "hpc-a-[0-1]", None)?;
-    let deletes = |r: &Rig| -> Result<u64> {
-        Ok(r.get("calls")?["by_method"]["regionInstanceGroupManagers.delete"].as_u64().unwrap_or(0))
-    };
-    wait("a's MIG delete sent", 60, &|| Ok(deletes(&r)? >= 1))?;
+    let inserts =
+        |r: &Rig| -> Result<u64> { Ok(r.get("calls")?["by_method"][RR_INSERT].as_u64().unwrap_or(0)) };
     // b's MIGs that have a resize request in GCE.
     let b_sent = |r: &Rig| -> Result<usize> {
         Ok(r.get("state")?["migs"].as_array().map_or(0, |m| {
@@ -317,41 +315,91 @@ fn stuck(ctx: &Ctx, t: &mut Table) -> Result<()> {
                 .count()
         }))
     };
-    let mut passes_taken = Vec::new();
-    let mut latency = Samples::default();
-    for i in 0..STUCK_SAMPLES {
-        std::thread::sleep(Duration::from_millis(700)); // land somewhere inside a held pass
-        let before = r.last_iteration()?;
-        let had = b_sent(&r)?;
-        let asked = Instant::now();
-        let nodes = format!("hpc-b-[{}-{}]", i * 2, i * 2 + 1);
-        let resume = json!({"jobs": [{"job_id": 100 + i, "nodes": nodes}], "all_nodes": nodes}).to_string();
-        r.hook(d, "resume", &nodes, Some(&resume))?;
-        wait("b's resize request", 120, &|| Ok(b_sent(&r)? > had))?;
-        let took = asked.elapsed();
-        // Passes that had finished since the hook, plus the one that sent it.
-        let k = r.last_iteration()?.saturating_sub(before) + 1;
-        passes_taken.push(k);
-        latency.push(took);
-    }
-    let resent = deletes(&r)?;
-    let pass_ms: Vec<f64> = passes(&daemon.log).into_iter().map(|p| p.1).collect();
+    // One phase: b resumed STUCK_SAMPLES times; (passes taken each, hook → insert, passes' iterations).
+    let phase = |first_job: u32| -> Result<(Vec<u64>, Samples, (u64, u64))> {
+        let (mut taken, mut latency) = (Vec::new(), Samples::default());
+        let from = r.last_iteration()?;
+        for i in first_job..first_job + STUCK_SAMPLES {
+            std::thread::sleep(Duration::from_millis(700)); // land somewhere inside a pass or between
+            let before = r.last_iteration()?;
+            let had = b_sent(&r)?;
+            let asked = Instant::now();
+            let nodes = format!("hpc-b-[{}-{}]", i * 2, i * 2 + 1);
+            r.hook(d, "resume", &nodes, Some(&resume_json(100 + i, &nodes)))?;
+            wait("b's resize request", 120, &|| Ok(b_sent(&r)? > had))?;
+            latency.push(asked.elapsed());
+            // Passes that had finished since the hook, plus the one that sent it.
+            taken.push(r.last_iteration()?.saturating_sub(before) + 1);
+        }
+        Ok((taken, latency, (from + 1, r.last_iteration()?)))
+    };
+    let pass_samples = |range: (u64, u64)| -> Samples {
+        let mut s = Samples::default();
+        for (it, ms) in passes(&daemon.log) {
+            if it >= range.0 && it <= range.1 {
+                s.push_ms(ms);
+            }
+        }
+        s
+    };
+
+    let (_, calm_latency, calm_range) = phase(0)?;
+    let calm_passes = pass_samples(calm_range);
+
+    // Every resize-request insert of a's MIGs now hangs 90 s; a's next job sends one.
+    r.post(
+        "faults",
+        json!({"method": RR_INSERT, "status": 200, "delay_ms": 90_000,
+               "path_contains": "instanceGroupManagers/hpc-a-"}),
+    )?;
+    let had = inserts(&r)?;
+    r.hook(d, "resume", "hpc-a-[2-3]", Some(&resume_json(98, "hpc-a-[2-3]")))?;
+    wait("a's resize-request insert sent (and hanging)", 60, &|| Ok(inserts(&r)? > had))?;
+    let hung_at = Instant::now();
+    let (taken, stuck_latency, stuck_range) = phase(STUCK_SAMPLES)?;
+    let stuck_passes = pass_samples(stuck_range);
+    let hung_for = hung_at.elapsed();
+    let a_sent = inserts(&r)? - had - u64::from(STUCK_SAMPLES);
     drop(daemon);
     drop(sim);
-    let worst = passes_taken.iter().copied().max().unwrap_or(0) as f64;
+
+    let normal_pass = calm_passes.median();
+    t.timed("stuck: pass wall time, nothing stuck", &calm_passes, None, None);
+    t.timed(
+        "stuck: pass wall time, a's resize-request insert hanging",
+        &stuck_passes,
+        Some(2.0 * normal_pass),
+        Some(("nothing stuck", normal_pass)),
+    );
+    let interval_ms = STUCK_INTERVAL as f64 * 1000.0;
+    t.timed("stuck: b's hook → its resize request in GCE, nothing stuck", &calm_latency, None, None);
+    t.timed(
+        "stuck: b's hook → its resize request in GCE, a's insert hanging",
+        &stuck_latency,
+        Some(2.0 * interval_ms),
+        Some(("nothing stuck", calm_latency.median())),
+    );
+    let worst = taken.iter().copied().max().unwrap_or(0) as f64;
     t.count(
-        "stuck call on nodeset a: passes until b's resize request is sent",
+        "stuck: passes until b's resize request is sent, a's insert hanging",
         worst,
-        &format!("worst of {STUCK_SAMPLES}: {passes_taken:?}"),
+        &format!("worst of {STUCK_SAMPLES}: {taken:?}"),
         Some(2.0),
         "≤ 2 passes",
     );
-    t.timed("  context: b's hook → its resize request in GCE, a stuck", &latency, None, None);
     t.note(format!(
-        "stuck call: every regionInstanceGroupManagers.delete hangs 10 min; request_timeout = 5 s, \
-         interval = 5 s; the stuck delete was sent {resent} times (carried from pass to pass); longest \
-         pass {:.0} ms",
-        pass_ms.iter().copied().fold(0.0, f64::max)
+        "stuck: every resize-request insert of nodeset a's MIGs hangs 90 s; request_timeout = 30 s (default), \
+         interval = {STUCK_INTERVAL} s; budgets: passes ≤ 2× the median pass with nothing stuck, b's resume ≤ 2 \
+         intervals. In the {:.0} s measured with a's insert hanging it was sent {a_sent} time(s) (in flight, not \
+         resent by the passes in between); longest pass with it hanging {:.0} ms (the pass that sends a hanging \
+         call waits STEP_WAIT = 2 s for it), {} passes",
+        hung_for.as_secs_f64(),
+        stuck_passes.max(),
+        stuck_passes.len()
     ));
     Ok(())
+}
+
+fn resume_json(job: u32, nodes: &str) -> String {
+    json!({"jobs": [{"job_id": job, "nodes": nodes}], "all_nodes": nodes}).to_string()
 }

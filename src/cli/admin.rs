@@ -316,6 +316,14 @@ pub async fn status(
     let degraded = last_pass.as_ref().filter(|p| p.outcome == crate::reconcile::PassOutcome::Degraded);
     let reasons = degraded.map(|p| p.degraded_reasons()).unwrap_or_default();
     let since = degraded.map(|p| p.degraded_since.unwrap_or(p.started_at));
+    // GCE calls in flight as the last pass left them, aged to now.
+    let in_flight: Vec<(&crate::reconcile::InFlightCall, i64)> = last_pass
+        .iter()
+        .flat_map(|p| {
+            let since_end = (now - p.started_at).num_seconds() - (p.duration_ms / 1000) as i64;
+            p.in_flight.iter().map(move |c| (c, c.age_secs as i64 + since_end.max(0)))
+        })
+        .collect();
     let unhealthy = if live.is_none() {
         Some(CliError::runtime(format!("the daemon is not running (no answer on {})", cfg.socket.display())))
     } else {
@@ -335,6 +343,7 @@ pub async fn status(
         "state_dir": cfg.state_dir.display().to_string(),
         "unreachable_zones": last_pass.as_ref().map(|p| p.unreachable_zones.clone()).unwrap_or_default(),
         "refused_nodesets": last_pass.as_ref().map(|p| p.refused_nodesets.clone()).unwrap_or_default(),
+        "gce_calls_in_flight": in_flight.iter().map(|(c, age)| json!({"step": c.step.as_str(), "target": c.target, "request_id": c.request_id, "age_seconds": age})).collect::<Vec<_>>(),
         "last_pass": last_pass,
         "nodes": counts,
         "requests_open": requests.len(),
@@ -412,6 +421,17 @@ pub async fn status(
     }
     for (ns, why) in last_pass.iter().flat_map(|p| &p.refused_nodesets) {
         rows.push(("refused:", vec![format!("nodeset {ns}: {why}; its nodes get no VM")]));
+    }
+    for (c, secs) in &in_flight {
+        rows.push((
+            "in flight:",
+            vec![format!(
+                "{} of {} hanging for {secs} s (requestId {}): no answer from GCE yet; passes go on without it",
+                c.step.as_str(),
+                c.target,
+                c.request_id
+            )],
+        ));
     }
     rows.push(("nodes:", vec![counts.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")]));
     rows.push(("requests:", vec![format!("{} open, {} queued in GCE", requests.len(), queued.len())]));

@@ -17,7 +17,10 @@
 //! 2. A pass that is running is let finish for up to [`PASS_GRACE`], so what it sent to GCE is
 //!    committed with its outcome; past that it is dropped, with a log line. Dropping is safe (every
 //!    mutation's `requestId` is in the outbox before it is sent, and an open SQLite transaction
-//!    rolls back), only slower: the next start finds out how the mutation went.
+//!    rolls back), only slower: the next start finds out how the mutation went. GCE calls that passes
+//!    left in flight (`reconcile::inflight`) then get [`IN_FLIGHT_GRACE`] to answer: an answer is
+//!    recorded, a call still running is abandoned with a log line (its outbox entry stays pending,
+//!    and the next start re-sends it with the same `requestId`).
 //! 3. Clients waiting for a pass that will not run are answered "daemon is shutting down"; every
 //!    client in flight gets [`HANDLER_GRACE`] to be answered, then its connection is closed. The
 //!    store is closed last.
@@ -43,6 +46,11 @@ use tokio_util::task::TaskTracker;
 /// Operation, so this lets a pass that is waiting on one see it through; with [`HANDLER_GRACE`] it
 /// stays inside the unit's `TimeoutStopSec=30s`.
 pub const PASS_GRACE: Duration = Duration::from_secs(20);
+
+/// How long GCE calls a pass left in flight (`reconcile::inflight`) get to answer once the daemon
+/// stops; with [`PASS_GRACE`] and [`HANDLER_GRACE`] it stays inside `TimeoutStopSec=30s`. A pass
+/// waits for a call only `reconcile::STEP_WAIT`, so the pass grace is rarely used up.
+pub const IN_FLIGHT_GRACE: Duration = Duration::from_secs(5);
 
 /// How long socket clients and metrics scrapes in flight get to be answered once the daemon stops.
 pub const HANDLER_GRACE: Duration = Duration::from_secs(3);
@@ -203,10 +211,13 @@ pub async fn run_with_reload(
             None => Duration::from_secs(report.next_pass_in_secs.max(1)),
         };
         let deadline = tokio::time::Instant::now() + wait;
+        // A GCE call left in flight by a pass answers: the next pass records it now.
+        let answered = reconciler.in_flight_answered();
         trigger = loop {
             tokio::select! {
                 _ = &mut shutdown => { begin_stopping(&stopping, &cfg); break 'passes }
                 _ = tokio::time::sleep_until(deadline) => break Trigger::Interval,
+                _ = answered.notified() => break Trigger::Interval,
                 _ = watchdog_tick(watchdog) => watchdog_ping(watchdog),
                 _ = next_reload(&mut reload) => {
                     if apply_reload(&mut cfg, &mut reconciler, &store, &metrics).await {
@@ -236,6 +247,18 @@ pub async fn run_with_reload(
             }
         }
     }
+
+    // GCE calls a pass left in flight: their answers recorded if they come within the grace, the
+    // others abandoned (their outbox entries stay pending; the next start re-sends them).
+    let abandoned = reconciler.drain_in_flight(IN_FLIGHT_GRACE).await;
+    if !abandoned.is_empty() {
+        tracing::warn!(
+            calls = abandoned.len(),
+            grace_secs = IN_FLIGHT_GRACE.as_secs(),
+            "GCE calls still in flight at the end of the shutdown grace were abandoned"
+        );
+    }
+    drop(reconciler);
 
     // No pass runs any more: clients waiting for one, queued or not, are answered "shutting down" as
     // their reply channels close.

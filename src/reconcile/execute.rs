@@ -9,6 +9,7 @@
 use super::commit::{self, ChangeSet};
 use super::error::ReconcileError;
 use super::gce_edge::{self, SendError};
+use super::inflight::{Answer, CallKey, InFlight, STEP_WAIT};
 use super::plan::REASON_PREFIX;
 use super::report::{PassReport, StepReport};
 use super::step_retry::{FailureMap, MAX_STEP_ATTEMPTS};
@@ -182,6 +183,19 @@ pub(super) fn settle(
     let outbox = match result {
         StepResult::Done => {
             learn(step, observed, desired);
+            // A request made is followed from now on (polled), as the planner would make it in its
+            // next round: recorded here, it holds even when no round follows (an answer taken
+            // from the background at shutdown), and a restart does not send the insert again.
+            if let GceStep::InsertResizeRequest { request, .. } | GceStep::CreateInstances { request, .. } =
+                step
+            {
+                if let Some(r) = desired.requests.get(request).filter(|r| r.phase == RequestPhase::MigReady) {
+                    let mut r = r.clone();
+                    r.phase = RequestPhase::Active;
+                    r.updated_at = now;
+                    changes.requests.push(r);
+                }
+            }
             (OutboxState::Done, None)
         }
         StepResult::Moot(e) => {
@@ -364,12 +378,17 @@ pub(super) struct Executor<'a> {
 }
 
 impl Executor<'_> {
-    /// Sends the GCE steps of a round (at most [`GCE_CONCURRENCY`] at once) with their outbox entries,
-    /// then records how each went in one transaction.
+    /// Sends the GCE steps of a round (at most [`GCE_CONCURRENCY`] waited for at once) with their
+    /// outbox entries, waits for each up to [`STEP_WAIT`], then records how those that answered went
+    /// in one transaction. A step that has not answered by then goes on in the background, in
+    /// `in_flight` (its outbox entry stays pending): a later pass records its answer
+    /// ([`Executor::record`]).
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn gce_steps(
         &self,
         steps: &[GceStep],
         outbox: Vec<OutboxEntry>,
+        in_flight: &mut InFlight,
         desired: &mut Desired,
         observed: &mut Observed,
         report: &mut PassReport,
@@ -378,52 +397,106 @@ impl Executor<'_> {
         if steps.is_empty() {
             return Ok(());
         }
+        // A permit is held while the pass waits for a step, not while the step is in flight: calls
+        // that hang never keep the others from being sent.
         let sem = Arc::new(tokio::sync::Semaphore::new(GCE_CONCURRENCY));
-        let mut set = tokio::task::JoinSet::new();
-        let mut results = Vec::with_capacity(steps.len());
         let cfg = Arc::new(self.cfg.clone());
         let naming = Arc::new(self.naming.clone());
-        for (i, (step, entry)) in steps.iter().cloned().zip(outbox).enumerate() {
-            // A task is made only when it may run: a round of 1,000 steps never holds 1,000 futures.
+        let notify = in_flight.notifier();
+        let mut sending = Vec::with_capacity(steps.len());
+        for (step, entry) in steps.iter().cloned().zip(outbox) {
             let permit = sem.clone().acquire_owned().await;
-            // Finished tasks are taken at once: each holds its whole future until it is joined
-            // (kilobytes; 1,000 of them were megabytes of the daemon's peak memory).
-            while let Some(joined) = set.try_join_next() {
-                match joined {
-                    Ok(r) => results.push(r),
-                    Err(e) => report.errors.push(format!("a GCE step panicked: {e}")),
+            let gce = self.gce.clone();
+            let (cfg, naming, notify) = (cfg.clone(), naming.clone(), notify.clone());
+            let request = step.request().and_then(|id| desired.requests.get(&id)).cloned();
+            let (left, left_rx) = tokio::sync::oneshot::channel::<()>();
+            let (task_step, task_entry) = (step.clone(), entry.clone());
+            let sent = tokio::time::Instant::now();
+            let handle = tokio::spawn(async move {
+                // Belt and braces: whatever waits inside (the rate limiter, a token), a step ends
+                // within its budget and a little.
+                let budget = gce_edge::step_budget(&cfg);
+                let call = async {
+                    let sent = gce_edge::send(&gce, &cfg, &naming, &task_step, request.as_ref(), &task_entry);
+                    match tokio::time::timeout(budget + STEP_GRACE, sent).await {
+                        Ok(Ok(())) => StepResult::Done,
+                        Ok(Err(e)) => judge(&task_step, &e),
+                        Err(_) => StepResult::Retry(format!(
+                            "no answer within gcp.request_timeout ({} s): the next pass resends it",
+                            budget.as_secs()
+                        )),
+                    }
+                };
+                tokio::pin!(call);
+                tokio::select! {
+                    result = &mut call => result,
+                    _ = tokio::time::sleep(STEP_WAIT) => {
+                        // The pass goes on without it; the daemon is woken when it answers.
+                        drop(permit);
+                        let _ = left.send(());
+                        let result = call.await;
+                        notify.notify_one();
+                        result
+                    }
+                }
+            });
+            sending.push((step, entry, sent, handle, left_rx));
+        }
+        let mut results = Vec::with_capacity(sending.len());
+        for (step, entry, sent, mut handle, mut left_rx) in sending {
+            let joined = tokio::select! {
+                biased;
+                joined = &mut handle => Some(joined),
+                left = &mut left_rx => match left {
+                    Ok(()) => None,
+                    Err(_) => Some((&mut handle).await), // it answered: the sender went with the task
+                },
+            };
+            match joined {
+                Some(Ok(result)) => results.push(Answer { step, entry, result }),
+                Some(Err(e)) => report.errors.push(format!("a GCE step panicked: {e}")),
+                None => {
+                    let target = step_target(&step);
+                    tracing::warn!(step = %step.kind(), target = %target, request_id = %entry.request_id, wait_secs = STEP_WAIT.as_secs(), "GCE step has not answered: left in flight; a later pass takes its answer");
+                    report.gce_steps.push(StepReport {
+                        step: step.kind(),
+                        target,
+                        ok: true,
+                        error: Some(format!(
+                            "no answer within {} s: in flight in the background (requestId {}); a later pass takes its answer",
+                            STEP_WAIT.as_secs(),
+                            entry.request_id
+                        )),
+                    });
+                    let key = CallKey {
+                        kind: entry.kind,
+                        target: entry.target.clone(),
+                        mig: step.mig().to_string(),
+                    };
+                    in_flight.keep(key, step, entry, sent, handle);
                 }
             }
-            let gce = self.gce.clone();
-            let (cfg, naming) = (cfg.clone(), naming.clone());
-            let request = step.request().and_then(|id| desired.requests.get(&id)).cloned();
-            set.spawn(async move {
-                let _permit = permit;
-                // Belt and braces: whatever waits inside (the rate limiter, a token), a step ends
-                // within its budget and a little; one stuck step never holds the others' round long.
-                let budget = gce_edge::step_budget(&cfg);
-                let sent = gce_edge::send(&gce, &cfg, &naming, &step, request.as_ref(), &entry);
-                let result = match tokio::time::timeout(budget + STEP_GRACE, sent).await {
-                    Ok(Ok(())) => StepResult::Done,
-                    Ok(Err(e)) => judge(&step, &e),
-                    Err(_) => StepResult::Retry(format!(
-                        "no answer within gcp.request_timeout ({} s): the next pass resends it",
-                        budget.as_secs()
-                    )),
-                };
-                (i, step, entry, result)
-            });
         }
-        while let Some(joined) = set.join_next().await {
-            match joined {
-                Ok(r) => results.push(r),
-                Err(e) => report.errors.push(format!("a GCE step panicked: {e}")),
-            }
+        self.record(results, desired, observed, report, now).await
+    }
+
+    /// Records how answered steps went — this round's, or calls in flight that answered since an
+    /// earlier pass — in one transaction: their outbox entries, the changes they make, the events
+    /// of failures, the pass report's lines.
+    pub(super) async fn record(
+        &self,
+        answers: Vec<Answer>,
+        desired: &mut Desired,
+        observed: &mut Observed,
+        report: &mut PassReport,
+        now: DateTime<Utc>,
+    ) -> Result<(), ReconcileError> {
+        if answers.is_empty() {
+            return Ok(());
         }
-        results.sort_by_key(|r| r.0);
         let mut tx = self.store.begin().await?;
         let mut changes = ChangeSet::default();
-        for (_, step, entry, result) in results {
+        for Answer { step, entry, result } in answers {
             let mut settled = settle(&step, &result, desired, observed, now);
             if matches!(result, StepResult::Failed { .. }) {
                 let failed =

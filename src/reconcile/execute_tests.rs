@@ -308,11 +308,14 @@ fn a_done_step_tells_the_next_round_what_it_made() {
     );
     let m = &o.migs.as_ref().unwrap()["hpc-a-j7-0a1b2c3d"];
     assert_eq!((m.tag.as_str(), m.job_id, m.target_size), ("0a1b2c3d", Some(7), 0));
-    settle(&insert_rr(), &StepResult::Done, &d, &mut o, t0());
+    let s = settle(&insert_rr(), &StepResult::Done, &d, &mut o, t0());
     assert_eq!(
         o.requests["hpc-a-j7-0a1b2c3d"],
         PolledRequest::Found(ObservedRequest::in_state(GceRequestState::Creating))
     );
+    // The request made is followed from now on, whether a round follows or not.
+    let active = Request { phase: RequestPhase::Active, ..group() };
+    assert_eq!(s.changes, ChangeSet { requests: vec![active], ..ChangeSet::default() });
     settle(&cancel(), &StepResult::Done, &d, &mut o, t0());
     assert!(
         matches!(&o.requests["hpc-a-j7-0a1b2c3d"], PolledRequest::Found(r) if r.state == GceRequestState::Cancelled)

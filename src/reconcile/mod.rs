@@ -5,6 +5,9 @@
 //!   store, GCE and Slurm, and compares. Hooks only make the next pass come sooner.
 //! - Passes never overlap (one task runs them); a hook during a pass is picked up by the next.
 //! - A pass does not retry inside itself: a step that fails is recorded and the next pass decides again.
+//! - No call holds a pass: a GCE step that has not answered within `inflight::STEP_WAIT` stays in
+//!   flight in the background, and the first pass after its answer records it; meanwhile no pass
+//!   sends it again.
 //!   Within one pass the planner may run a few rounds, so that what one step achieved (a MIG now exists)
 //!   lets the next step (its resize request) go out in the same pass; a step is never sent twice in a pass.
 //! - Every GCE mutation is written to the outbox with its `requestId` before it is sent; a crash between
@@ -22,6 +25,7 @@
 //! | `plan/`         | the planner, one file per rule family (pure, table-tested)                  |
 //! | `commit.rs`     | [`ChangeSet`]s: written to the store and applied to the kept state          |
 //! | `execute.rs`    | GCE steps sent and judged (Done / Retry / Refused / Moot), Slurm steps run  |
+//! | `inflight.rs`   | GCE steps still running after a short wait, across passes (no call holds one) |
 //! | `report.rs`     | the pass report and the gc report                                           |
 //! | `step_retry.rs` | when a failed GCE step may be sent again, with a new requestId (pure)      |
 //! | `gce_edge.rs`   | GCE's answers → observations, steps → request bodies and calls              |
@@ -33,6 +37,7 @@ mod commit;
 mod error;
 mod execute;
 pub mod gce_edge;
+pub mod inflight;
 pub mod ingest;
 mod observe;
 pub mod plan;
@@ -46,6 +51,7 @@ pub mod vm_create;
 pub use commit::ChangeSet;
 pub use error::ReconcileError;
 pub use execute::{judge, StepResult};
+pub use inflight::{InFlightCall, STEP_WAIT};
 pub use observe::{Observation, PollCounts};
 pub use reconciler::{Reconciler, MAX_ROUNDS};
 pub use report::{

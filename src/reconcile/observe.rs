@@ -8,6 +8,7 @@
 //! concludes nothing about VMs that could be there.
 
 use super::gce_edge;
+use super::inflight::STEP_WAIT;
 use super::plan::EOL_PREFIX;
 use super::poll::PollSchedule;
 use super::report::PassPhases;
@@ -182,13 +183,25 @@ pub(super) async fn gce_and_slurm(
     }
     let wanted = requests_to_poll(desired, o.migs.as_ref());
     let plan = polls.choose(&wanted, desired, o.migs.as_ref(), o.vms.as_ref(), now);
-    let counts = PollCounts { polled: plan.poll.len(), carried: plan.carried.len() };
+    let mut counts = PollCounts { polled: plan.poll.len(), carried: plan.carried.len() };
     o.requests = plan.carried;
     let polling = Instant::now();
     let polled = poll_requests(src, plan.poll).await;
     gce_took += polling.elapsed();
     for (mig, name, answer) in polled {
         let target_size = o.migs.as_ref().and_then(|m| m.get(&mig)).map(|m| m.target_size);
+        let Some(answer) = answer else {
+            // No answer within STEP_WAIT: no poll holds a pass. The request is carried in the
+            // state last seen (or unknown, as after a failed get) and asked about again next pass.
+            tracing::info!(%mig, request = %name, wait_secs = STEP_WAIT.as_secs(), "resize-request poll not answered in time: carried, asked again next pass");
+            counts.polled -= 1;
+            if let Some(last) = polls.last_seen(&mig, &name) {
+                counts.carried += 1;
+                o.requests.insert(mig.clone(), last);
+            }
+            polls.record(&mig, &name, None, target_size, now);
+            continue;
+        };
         match answer {
             Ok(rr) => {
                 polls.record(&mig, &name, Some(&rr), target_size, now);
@@ -243,11 +256,13 @@ pub(super) async fn read_jobs(
     asking.elapsed()
 }
 
-/// `get`s of the resize requests in `poll`, [`POLL_CONCURRENCY`] at once, answered in the same order.
+/// `get`s of the resize requests in `poll`, [`POLL_CONCURRENCY`] at once, answered in the same order;
+/// `None` for one that did not answer within [`STEP_WAIT`] (it is dropped: a read has nothing to
+/// keep in flight, and the next pass asks again).
 async fn poll_requests(
     src: &Sources<'_>,
     poll: Vec<(String, String)>,
-) -> Vec<(String, String, Result<PolledRequest, gce::GceError>)> {
+) -> Vec<(String, String, Option<Result<PolledRequest, gce::GceError>>)> {
     let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(POLL_CONCURRENCY));
     let cfg = std::sync::Arc::new(src.cfg.clone());
     let mut set = tokio::task::JoinSet::new();
@@ -264,7 +279,9 @@ async fn poll_requests(
         let (gce, cfg) = (src.gce.clone(), cfg.clone());
         set.spawn(async move {
             let _permit = permit;
-            let answer = gce_edge::observe_request(&gce, &cfg, &mig, &name).await;
+            let answer = tokio::time::timeout(STEP_WAIT, gce_edge::observe_request(&gce, &cfg, &mig, &name))
+                .await
+                .ok();
             (i, mig, name, answer)
         });
     }

@@ -162,6 +162,11 @@ impl PollSchedule {
         }
     }
 
+    /// The state `mig`'s request `name` was last seen in, if this schedule polled it.
+    pub fn last_seen(&self, mig: &str, name: &str) -> Option<PolledRequest> {
+        self.entries.get(mig).filter(|e| e.name == name).map(|e| PolledRequest::Found(e.last.clone()))
+    }
+
     /// Something was sent about `mig` this pass: its request is polled next pass.
     pub fn forget(&mut self, mig: &str) {
         self.entries.remove(mig);

@@ -18,6 +18,7 @@ use super::commit::{self, RoundContext};
 use super::error::ReconcileError;
 use super::execute::{self, Executor};
 use super::gce_edge;
+use super::inflight::{self, CallKey, InFlight};
 use super::ingest::ingest;
 use super::observe::{self, Observation, Sources};
 use super::plan::plan;
@@ -76,6 +77,9 @@ pub struct Reconciler {
     /// full pass may take its MIG list ("Reads a pass skips" in docs/architecture.md). Dropped
     /// before the next observation reads anything, so that two are never held at once.
     kept: Option<Kept>,
+    /// GCE steps still running after [`inflight::STEP_WAIT`], across passes: no pass waits for
+    /// them or sends them again; the first pass after one answers records it.
+    in_flight: InFlight,
 }
 
 /// A full observation kept after its pass ([`Reconciler::pass`]): only one whose pass read
@@ -143,12 +147,43 @@ impl Reconciler {
             polls: PollSchedule::default(),
             answers_at: Default::default(),
             kept: None,
+            in_flight: InFlight::default(),
         })
     }
 
     /// The GCE client (its call statistics feed the metrics).
     pub fn gce(&self) -> &gce::Client {
         &self.gce
+    }
+
+    /// Notified when a GCE call in flight answers: the daemon runs a pass to record it.
+    pub fn in_flight_answered(&self) -> Arc<tokio::sync::Notify> {
+        self.in_flight.notifier()
+    }
+
+    /// Shutdown: waits until every GCE call in flight has answered, or `grace`, and records the
+    /// answers; the calls still running are abandoned (their outbox entries stay pending: the
+    /// next start re-sends them with the same `requestId`). Returns the abandoned calls.
+    pub async fn drain_in_flight(&mut self, grace: std::time::Duration) -> Vec<inflight::InFlightCall> {
+        if self.in_flight.is_empty() {
+            return Vec::new();
+        }
+        let (answers, abandoned) = self.in_flight.drain(tokio::time::Instant::now() + grace).await;
+        if !answers.is_empty() {
+            match self.record_answers(answers).await {
+                Ok(n) => {
+                    tracing::info!(recorded = n, "GCE calls in flight answered during shutdown: recorded")
+                }
+                Err(e) => {
+                    self.desired = None;
+                    tracing::warn!(error = %e, "could not record the answers of GCE calls in flight; the next start re-sends them")
+                }
+            }
+        }
+        for c in &abandoned {
+            tracing::warn!(step = %c.step.as_str(), target = %c.target, request_id = %c.request_id, age_secs = c.age_secs, "GCE call in flight abandoned at shutdown: its outbox entry stays pending and the next start re-sends it with the same requestId");
+        }
+        abandoned
     }
 
     /// One pass: [`observe`](Self::observe), then [`pass_on`](Self::pass_on) what it saw. Never fails:
@@ -340,6 +375,7 @@ impl Reconciler {
                     && observed.unreachable_zones.is_empty()
                 {
                     let migs_unchanged = report.gce_steps.is_empty()
+                        && self.in_flight.is_empty()
                         && !failures_waiting
                         && !desired.requests.values().any(|r| r.phase.is_open())
                         && desired.migs.values().all(|m| m.state == crate::model::MigState::Active)
@@ -524,6 +560,25 @@ impl Reconciler {
         Ok(d)
     }
 
+    /// Records answers of calls in flight outside a pass (shutdown's drain); how many.
+    async fn record_answers(&mut self, answers: Vec<inflight::Answer>) -> Result<usize, ReconcileError> {
+        let now = pass_clock();
+        let mut desired = self.take_desired().await?;
+        let failures = step_retry::failure_map(self.store.step_failures().await?);
+        let exec = Executor {
+            cfg: &self.cfg,
+            naming: &self.plan_cfg.naming,
+            store: &self.store,
+            gce: &self.gce,
+            slurm: &self.slurm,
+            failures: &failures,
+        };
+        let mut report = PassReport::new(self.iteration, Trigger::Cli, now, self.cfg.reconcile.interval);
+        exec.record(answers, &mut desired, &mut Observed::default(), &mut report, now).await?;
+        self.desired = Some(desired);
+        Ok(report.gce_steps.len())
+    }
+
     /// Debug builds: the state kept between passes must be exactly what the store holds, or a pass
     /// would plan from something that is not on record. Every test that runs the daemon checks this.
     async fn check_kept_state(&self, kept: &Desired) {
@@ -577,6 +632,18 @@ impl Reconciler {
             timer.act += t.elapsed();
         }
 
+        // The answers of calls in flight that arrived since the last pass: recorded before planning,
+        // as if their pass had waited for them.
+        let answers = self.in_flight.take_answered().await;
+        if !answers.is_empty() {
+            let t = tokio::time::Instant::now();
+            for a in &answers {
+                self.polls.forget(a.step.mig()); // what was sent about a MIG is read back next pass
+            }
+            exec.record(answers, &mut desired, &mut observed, report, now).await?;
+            timer.commit += t.elapsed();
+        }
+
         // Plan, commit and execute, a few rounds.
         let ctx = RoundContext { cfg: &self.cfg, plan_cfg: &self.plan_cfg };
         let mut attempted: HashSet<u64> = HashSet::new();
@@ -596,11 +663,19 @@ impl Reconciler {
                 .into_iter()
                 .filter(|s| !attempted.contains(&step_key(s)))
                 .collect();
+            let flying = self.in_flight.keys();
             fresh_gce.retain(|s| {
                 let Ok((kind, target, _)) = gce_edge::intent(s, &desired, &self.cfg, &self.plan_cfg.naming)
                 else {
                     return true; // the commit reports it
                 };
+                let key = CallKey { kind, target, mig: s.mig().to_string() };
+                if let Some(c) = inflight::held_back(&key, &flying) {
+                    tracing::debug!(step = %s.kind(), target = %key.target, in_flight = %c.target, "a GCE step waits for a call in flight");
+                    attempted.insert(step_key(s)); // decided for this pass
+                    return false;
+                }
+                let CallKey { kind, target, .. } = key;
                 let f = failures.get(&(kind, target));
                 let (interval, max) = (self.cfg.reconcile.interval as i64, self.cfg.reconcile.backoff_max as i64);
                 let gate = step_retry::gate(f, interval, max, now);
@@ -660,7 +735,8 @@ impl Reconciler {
             for s in &fresh_gce {
                 self.polls.forget(s.mig()); // what was sent about a MIG is read back next pass
             }
-            exec.gce_steps(&fresh_gce, outbox, &mut desired, &mut observed, report, now).await?;
+            exec.gce_steps(&fresh_gce, outbox, &mut self.in_flight, &mut desired, &mut observed, report, now)
+                .await?;
             slurm_done.extend(fresh_slurm.iter().map(step_key));
             exec.slurm_steps(&fresh_slurm, report, &mut desired, now).await;
             for s in &fresh_slurm {
@@ -669,8 +745,9 @@ impl Reconciler {
             timer.act += t.elapsed();
         }
 
-        // Close the outbox entries this pass neither sent nor resent, only when both GCE lists answered
-        // in full.
+        // Close the outbox entries this pass neither sent nor resent (a call in flight is being sent),
+        // only when both GCE lists answered in full.
+        outbox_used.extend(self.in_flight.entry_ids());
         // Not on an earlier pass's lists either: a step they leave unplanned may still be in flight.
         if observed.vms.is_some()
             && observed.unreachable_zones.is_empty()
@@ -688,6 +765,7 @@ impl Reconciler {
         report.phases.act_ms += PassPhases::ms(timer.act);
 
         report.next_pass_in_secs = next_pass_in(self.cfg.reconcile.interval, &desired, now);
+        report.in_flight = self.in_flight.report(tokio::time::Instant::now());
         Ok((desired, observed, !failures.is_empty()))
     }
 

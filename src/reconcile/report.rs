@@ -110,6 +110,10 @@ pub struct PassReport {
     /// observation it planned on, in milliseconds. A full pass follows it at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reused_observation_ms: Option<u64>,
+    /// GCE steps still waiting for GCE's answer in the background when the pass ended, oldest
+    /// first, each with its age (`inflight.rs`); left out of the JSON when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_flight: Vec<super::inflight::InFlightCall>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -173,6 +177,7 @@ impl PassReport {
             phases: PassPhases::default(),
             skipped_reads: Default::default(),
             reused_observation_ms: None,
+            in_flight: Vec::new(),
         }
     }
 
@@ -217,8 +222,19 @@ impl PassReport {
             gce_answer_ms = self.phases.gce_answer_ms,
             skipped_reads = %self.skipped_reads.keys().cloned().collect::<Vec<_>>().join(","),
             reused_observation_ms = ?self.reused_observation_ms,
+            in_flight = self.in_flight.len(),
             "reconcile pass"
         );
+        for c in &self.in_flight {
+            tracing::warn!(
+                iteration = self.iteration,
+                step = %c.step.as_str(),
+                target = %c.target,
+                request_id = %c.request_id,
+                age_secs = c.age_secs,
+                "GCE call in flight: no answer yet"
+            );
+        }
         for e in &self.errors {
             tracing::debug!(iteration = self.iteration, error = %e, "reconcile pass error");
         }

@@ -9,7 +9,7 @@
 //! | `POST /_sim/calls/reset` | | zero the counts |
 //! | `POST /_sim/capacity` | `{"match": "hpc-a3u-", "delay_seconds": 5.0, "fail": {"code", "message", "errorDetails"?} \| null, "hold": false}` | a rule for MIGs whose name starts with `match` ("" = all; the latest matching rule wins, and applies to requests already queued); no rule = capacity at once |
 //! | `DELETE /_sim/capacity` | | clear the rules (held requests then get capacity) |
-//! | `POST /_sim/faults` | `{"method": "regionInstanceGroupManagers.insert" \| "*", "status": 503, "reason"?, "probability": 1.0, "count"?, "delay_ms"?, "after"?}` | HTTP fault injection; status 200 with `delay_ms` = slowness only; `after: true` carries the call out, then answers the error (a lost response) |
+//! | `POST /_sim/faults` | `{"method": "regionInstanceGroupManagers.insert" \| "*", "status": 503, "reason"?, "probability": 1.0, "count"?, "delay_ms"?, "after"?, "path_contains"?}` | HTTP fault injection; status 200 with `delay_ms` = slowness only (a call that hangs that long, then acts and answers); `path_contains` limits the rule to calls whose URL path contains it (one MIG's calls); `after: true` carries the call out, then answers the error (a lost response) |
 //! | `DELETE /_sim/faults` | | clear the fault rules |
 //! | `POST /_sim/operation-faults` | `{"method": "regionInstanceGroupManagers.deleteInstances" \| "*", "code": "RESOURCE_NOT_READY", "message"?, "http_status"?, "errorDetails"?, "probability"?: 1.0, "count"?}` | the next matching mutations do not act: each returns an Operation that ends DONE with `error.errors[0] = {code, message}` and `httpErrorStatusCode`; a retry with the same `requestId` gets that failed Operation back |
 //! | `DELETE /_sim/operation-faults` | | clear them |
@@ -354,10 +354,11 @@ async fn latency(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
 }
 
 /// Picks the latest fault rule that applies to this call, if the dice say so, and uses up one of its count.
-pub fn pick_fault(faults: &mut Vec<FaultRule>, method_id: &str) -> Option<FaultRule> {
+pub fn pick_fault(faults: &mut Vec<FaultRule>, method_id: &str, path: &str) -> Option<FaultRule> {
     let mut rng = rand::thread_rng();
     let i = faults.iter().rposition(|f| {
         (f.method == "*" || f.method.strip_prefix("compute.").unwrap_or(&f.method) == method_id)
+            && f.path_contains.as_deref().is_none_or(|p| path.contains(p))
             && f.count != Some(0)
             && rng.gen::<f64>() < f.probability
     })?;

@@ -203,7 +203,7 @@ pub async fn api(State(sim): State<Arc<Shared>>, method: Method, uri: Uri, body:
                 *st.rate_limited.entry(call.method_id.to_string()).or_default() += 1;
                 (None, Some(limit))
             }
-            Ok(()) => (super::control::pick_fault(&mut st.faults, call.method_id), None),
+            Ok(()) => (super::control::pick_fault(&mut st.faults, call.method_id, path), None),
         }
     };
     if let Some(limit) = limited {

@@ -58,6 +58,10 @@ pub struct FaultRule {
     /// A method id such as `regionInstanceGroupManagers.insert`, or `*` for every API call.
     #[serde(default = "any_method")]
     pub method: String,
+    /// Only calls whose URL path contains this (e.g. a MIG's name: one nodeset's calls hang while
+    /// another's answer); absent = every call of the method.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_contains: Option<String>,
     /// HTTP status to answer with; 200 means "no error" (only `delay_ms` applies).
     pub status: u16,
     /// `errors[0].reason`; defaults from the status (`rateLimitExceeded`, `backendError`, ...).
@@ -68,7 +72,8 @@ pub struct FaultRule {
     /// How many calls it may still hit; absent = unlimited.
     #[serde(default)]
     pub count: Option<u64>,
-    /// Delay before answering (or before the real answer when status is 200).
+    /// Delay before answering (or before the real answer when status is 200): with status 200, a
+    /// call that hangs that long, then acts and answers.
     #[serde(default)]
     pub delay_ms: u64,
     /// Carry the call out, then answer the error instead of its result: a response lost on the way

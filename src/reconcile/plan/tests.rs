@@ -1405,3 +1405,72 @@ fn a_node_past_resume_timeout_ends_powered_down_and_usable() {
 mod capacity;
 #[path = "standard_tests.rs"]
 mod standard;
+
+/// A MIG whose members have no VM (GCE deleted a preempted spot VM and the MIG, doing nothing on
+/// failure, kept the member and its targetSize) is empty whatever its size says: collected after
+/// the grace when the VM list is complete and nothing holds it; the group behind it then ends.
+#[test]
+fn a_mig_whose_members_have_no_vm_is_collected_whatever_its_size() {
+    let since = t0() - Duration::seconds(300);
+    let aged = |size: u32| {
+        let mut m = mig("hpc-a-t1", MigState::Active);
+        m.target_size = size;
+        m.empty_since = Some(since);
+        m
+    };
+    let deletes =
+        |p: &Plan| p.gce.iter().any(|s| matches!(s, GceStep::DeleteMig { mig, .. } if mig == "hpc-a-t1"));
+    // First seen with no VM: empty from now.
+    let p = World::new().mig(mig("hpc-a-t1", MigState::Active), Some(1)).plan();
+    assert_eq!(p.migs[0].empty_since, Some(t0()));
+    assert!(p.gce.is_empty(), "{:?}", p.gce);
+    // Past the grace: deleted, with an event that says why.
+    for size in [1, 3] {
+        let p = World::new().mig(aged(size), Some(size)).plan();
+        assert!(deletes(&p), "size {size}: {:?}", p.gce);
+        assert!(
+            p.events.iter().any(|e| e.kind == EventKind::MigCollected
+                && e.message.contains(&format!("holding no VM (targetSize {size}"))),
+            "{:?}",
+            p.events
+        );
+    }
+    // Cases that keep it: (why, world, empty_since after).
+    // Just SUCCEEDED: its VM may not be in the list yet (LIST_LAG_SECS), and the node holds it.
+    let mut up = node("hpc-a-1", NodeState::Up);
+    up.mig = Some("hpc-a-t1".into());
+    up.state_since = t0();
+    let mut requested = node("hpc-a-2", NodeState::Requested);
+    requested.request_id = Some(1);
+    let mut open = request(1, &["hpc-a-2"], RequestPhase::Active);
+    open.mig = "hpc-a-t1".into();
+    let mut partial = World::new().mig(aged(1), Some(1));
+    partial.o.unreachable_zones.insert("us-central1-a".into());
+    let mut unlisted = World::new().mig(aged(1), Some(1));
+    unlisted.o.vms = None;
+    let mut reused = World::new().mig(aged(1), Some(1));
+    reused.o.reused = true;
+    let cases: Vec<(&str, World, Option<DateTime<Utc>>)> = vec![
+        ("a VM of it is listed", World::new().mig(aged(1), Some(1)).vm(vm("hpc-a-9", "hpc-a-t1")), None),
+        ("an up node holds it", World::new().mig(aged(1), Some(1)).node(up), None),
+        ("an open group holds it", World::new().mig(aged(1), Some(1)).node(requested).req(open), None),
+        ("a zone was left out of the VM list", partial, Some(since)),
+        ("the VM list failed", unlisted, Some(since)),
+        ("the VM list is an earlier pass's", reused, Some(since)),
+    ];
+    for (why, w, empty_since) in cases {
+        let p = w.plan();
+        assert!(!deletes(&p), "{why}: {:?}", p.gce);
+        let after = p.migs.iter().find(|m| m.name == "hpc-a-t1").map_or(since.into(), |m| m.empty_since);
+        assert_eq!(after, empty_since, "{why}");
+    }
+    // The succeeded group behind it ends once the MIG is gone and none of its nodes is up.
+    let mut pd = node("hpc-a-1", NodeState::PoweredDown);
+    pd.request_id = Some(1);
+    let mut done = request(1, &["hpc-a-1"], RequestPhase::Succeeded);
+    done.mig = "hpc-a-t1".into();
+    let mut gone = aged(1);
+    gone.state = MigState::Deleting;
+    let p = World::new().node(pd).req(done).mig(gone, None).plan();
+    assert_eq!(p.requests[0].phase, RequestPhase::Done, "{:?}", p.requests);
+}

@@ -1548,7 +1548,8 @@ fn a_static_node_whose_reprovisioning_fails_waits_for_the_backoff_and_stays_expe
 #[test]
 fn a_node_slurm_never_sees_register_is_drift_and_repaired() {
     use super::nodes::STUCK_SECS;
-    let cases: &[(&str, &str, &[&str], i64, Option<&str>)] = &[
+    type Case<'a> = (&'a str, &'a str, &'a [&'a str], i64, Option<&'a str>);
+    let cases: &[Case] = &[
         // (node, slurm state, flags, seconds up, expected repair)
         ("hpc-b-0", "idle", &["CLOUD", "POWERING_UP"], STUCK_SECS + 10, Some("static")),
         ("hpc-b-0", "idle", &["CLOUD", "NOT_RESPONDING"], STUCK_SECS + 10, Some("static")),

@@ -545,12 +545,12 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
     if let Some(e) = live.last_error {
         lines.push(format!("Last error: {e}"));
     }
-    // History: what no longer holds (the events below tell the whole story).
+    // What no longer holds (the history below tells the whole story).
     if let Some(j) = old_job {
-        lines.push(format!("History: it was last resumed for job {j}."));
+        lines.push(format!("Earlier: it was last resumed for job {j}."));
     }
     if let Some(e) = old_error {
-        lines.push(format!("History: its last error, which no longer holds: {e}"));
+        lines.push(format!("Earlier: its last error, which no longer holds: {e}"));
     }
     // GCE steps about the node's MIG (or its VM) that keep failing.
     let mig = request.as_ref().map(|r| r.mig.clone()).or_else(|| n.mig.clone());

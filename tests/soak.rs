@@ -202,6 +202,15 @@ fn soak(slurm: SlurmGeneration) {
     invariants(&s, seed, quiet_secs);
 
     let calls = all_calls(&s);
+    // What the daemon did, by event kind (the story behind the wall time).
+    let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
+    for e in s.cli_json(&["events", "--limit", "100000"]).as_array().into_iter().flatten() {
+        *kinds.entry(e["kind"].as_str().unwrap_or_default().to_string()).or_default() += 1;
+    }
+    eprintln!("[soak] events by kind: {kinds:?}");
+    let restarts: u64 =
+        jobs.iter().filter_map(|j| s.cluster.job_info(*j)?.get("Restarts")?.parse::<u64>().ok()).sum();
+    eprintln!("[soak] job restarts (requeues): {restarts}");
     eprintln!(
         "[soak] FIGURES seed={seed} slurm={slurm} jobs={} faults={} ({}) gce_calls={calls} calls_per_job={:.1} \
          wall={:?} (jobs done after {:?})",

@@ -27,7 +27,7 @@ DEB_ASSETS := target/deb-assets
 # The fault campaign's one-line summary (tests/fault_campaign), printed last by `make test`.
 FAULT_SUMMARY := $(or $(CARGO_TARGET_DIR),target)/tmp/fault-campaign.txt
 
-.PHONY: build test demo bench install uninstall deb deb-test clean
+.PHONY: build test soak demo bench install uninstall deb deb-test clean
 
 ## build: binaries (release unless CARGO_PROFILE=dev): slurm-dws and slurm-dws-sim
 build:
@@ -55,6 +55,15 @@ test:
 	$(MAKE) --no-print-directory deb-test || status=$$?; \
 	cat $(FAULT_SUMMARY) 2>/dev/null || echo "fault campaign: no summary (tests/fault_campaign did not finish)"; \
 	exit $$status
+
+## soak: the soak of `make test` (tests/soak.rs), longer, before a release: SOAK_MINUTES (default 15)
+##       sets the workload (12 jobs a minute), SOAK_SEED reruns a seed, SOAK_QUIET_SECS the end's
+##       quiet window (default 60 here); needs root
+SOAK_MINUTES ?= 15
+soak:
+	./scripts/install-deps.sh
+	SOAK_MINUTES=$(SOAK_MINUTES) SOAK_QUIET_SECS=$${SOAK_QUIET_SECS:-60} CI=true \
+		$(CARGO) nextest run --test soak --no-capture --retries 0
 
 ## demo: a real local Slurm cluster + the GCE simulator + slurm-dws, narrated (needs root); on the host's
 ##       Slurm 22.05, or on 24.11 / 26.05 from the trixie / forky root with `SLURM=24.11 make demo` /

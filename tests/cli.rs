@@ -303,10 +303,13 @@ async fn every_command_in_table_and_json_and_explain_tells_the_story() {
     });
     let story = words(&ok_table(&w, &["explain", "hpc-a-0"]));
     eprintln!("$ slurm-dws explain hpc-a-0\n{story}");
+    // Powered down: job 42 is history, not the node's live job (issue 28).
+    let a0 = w.cli_json(&["nodes", "hpc-a-0"]);
+    assert_eq!(a0[0]["job_id"], serde_json::Value::Null, "{a0}");
     for needle in [
         "hpc-a-0",
         "nodeset a",
-        "Job 42",
+        "Earlier: it was last resumed for job 42",
         r42["mig"].as_str().unwrap(),
         r42["name"].as_str().unwrap(),
         "SUCCEEDED",

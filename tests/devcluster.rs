@@ -47,6 +47,7 @@ on_every_slurm!(
     jobs_report_time_limits,
     node_updates_reservations_requeue_and_timeouts,
     drop_stops_every_process,
+    already_so_answers_are_done,
 );
 
 fn slurm_available(slurm: SlurmGeneration) -> bool {
@@ -403,7 +404,7 @@ async fn node_updates_reservations_requeue_and_timeouts(generation: SlurmGenerat
         slurm.jobs(&[job]).await.ok()?.first().filter(|j| is_running(j)).map(drop)
     })
     .await;
-    slurm.requeue(&[job]).await.unwrap();
+    slurm.requeue(&[999_999]).await.unwrap();
     let requeued = wait_until(&cluster, Duration::from_secs(30), "job requeued", || async {
         job_state(&slurm, job).await.filter(|s| s != "RUNNING" && s != "COMPLETING")
     })
@@ -589,4 +590,107 @@ fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| !s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
         .unwrap_or(false)
+}
+
+/// What real Slurm answers to the commands slurm-dws sends when their effect is already in place
+/// (issue 28): `scontrol update jobid=J starttime=...` and `scontrol requeue J` of a job that has
+/// finished, node updates to the state a node is already in, the deletion of a reservation that is
+/// gone and the creation of one that exists. Each wording is printed (`[wording <slurm>]`) and judged
+/// by `slurm::already` as done; the `Slurm` calls succeed.
+async fn already_so_answers_are_done(generation: SlurmGeneration) {
+    use slurm_dws::slurm::already::{judge, Judged, ScontrolCall};
+    if !slurm_available(generation) {
+        return;
+    }
+    let scripts = PowerScripts::new();
+    let cluster = cloud_cluster(generation, "dcalr", "dws-c-[0-1]", &scripts);
+    let slurm = Slurm::new(cluster.client_bin_dir(), Some(cluster.conf_path()), Duration::from_secs(10));
+    let raw = |args: &[&str]| -> (bool, String) {
+        let out = std::process::Command::new(cluster.client_bin_dir().join("scontrol"))
+            .args(args)
+            .env("SLURM_CONF", cluster.conf_path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        eprintln!(
+            "[wording {generation}] scontrol {} -> rc={:?} {stderr:?}",
+            args.join(" "),
+            out.status.code()
+        );
+        (out.status.success(), stderr)
+    };
+    let update = |state: &'static str| NodeUpdate { state: Some(state), ..Default::default() };
+    let mut answers: Vec<(ScontrolCall, String)> = Vec::new();
+    let mut note = |call: ScontrolCall, (ok, stderr): (bool, String)| {
+        if !ok {
+            answers.push((call, stderr));
+        }
+    };
+
+    // Nodes powered down (never up): power_down_force, undrain and resume of such a node.
+    note(
+        ScontrolCall::NodeState("power_down_force"),
+        raw(&["update", "nodename=dws-c-1", "state=power_down_force"]),
+    );
+    note(ScontrolCall::NodeState("undrain"), raw(&["update", "nodename=dws-c-1", "state=undrain"]));
+    note(ScontrolCall::NodeState("resume"), raw(&["update", "nodename=dws-c-1", "state=resume"]));
+    // Up: power_up and resume of an idle node.
+    slurm.update_nodes("dws-c-0", &update("power_up")).await.unwrap();
+    wait_until(&cluster, Duration::from_secs(30), "dws-c-0 up", || async {
+        let n = nodes_of(&slurm, &["dws-c-0"]).await.remove(0);
+        (n.compact_state() == "idle").then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    note(ScontrolCall::NodeState("power_up"), raw(&["update", "nodename=dws-c-0", "state=power_up"]));
+    note(ScontrolCall::NodeState("resume"), raw(&["update", "nodename=dws-c-0", "state=resume"]));
+    note(ScontrolCall::NodeState("undrain"), raw(&["update", "nodename=dws-c-0", "state=undrain"]));
+
+    // A job that has finished: its begin time and a requeue.
+    let job = cluster.sbatch(&["-w", "dws-c-0", "-N1", "--time=5", "--wrap", "true"]).unwrap();
+    wait_until(&cluster, Duration::from_secs(30), "job finished", || async {
+        job_state(&slurm, job).await.filter(|s| s == "COMPLETED")
+    })
+    .await;
+    let begin = (Utc::now() + ChronoDuration::seconds(60)).format("%Y-%m-%dT%H:%M:%S").to_string();
+    let j = job.to_string();
+    note(ScontrolCall::JobsBegin, raw(&["update", &format!("jobid={j}"), &format!("starttime={begin}")]));
+    // (No requeue of the finished job: Slurm takes it, rc 0, and runs the job again.)
+    // A job slurmctld never knew.
+    note(ScontrolCall::JobsBegin, raw(&["update", "jobid=999999", &format!("starttime={begin}")]));
+    note(ScontrolCall::Requeue, raw(&["requeue", "999999"]));
+
+    // Reservations: deleting one that is gone, creating one that exists.
+    note(ScontrolCall::DeleteReservation, raw(&["delete", "reservation=slurm-dws-eol-gone"]));
+    let start = (Utc::now() + ChronoDuration::hours(1)).format("%Y-%m-%dT%H:%M:%S").to_string();
+    let end = (Utc::now() + ChronoDuration::hours(2)).format("%Y-%m-%dT%H:%M:%S").to_string();
+    let create = [
+        "create",
+        "reservation",
+        "reservationname=slurm-dws-eol-dws-c-0",
+        "nodes=dws-c-0",
+        &format!("starttime={start}"),
+        &format!("endtime={end}"),
+        "user=root",
+        "flags=maint,ignore_jobs",
+    ];
+    let (made, why) = raw(&create);
+    assert!(made, "{why}");
+    note(ScontrolCall::CreateReservation, raw(&create));
+
+    assert!(!answers.is_empty());
+    for (call, stderr) in &answers {
+        assert!(
+            matches!(judge(*call, stderr), Judged::AlreadySo(_)),
+            "{generation}: {call:?} answered {stderr:?}, which is not judged already so"
+        );
+    }
+    // Through slurm-dws's own calls: done, not errors.
+    slurm.set_jobs_begin(&[job, 999_999], Utc::now() + ChronoDuration::seconds(60)).await.unwrap();
+    slurm.requeue(&[job]).await.unwrap();
+    slurm.update_nodes("dws-c-0", &update("power_up")).await.unwrap();
+    slurm.update_nodes("dws-c-1", &update("power_down_force")).await.unwrap();
+    assert!(!slurm.delete_reservation("slurm-dws-eol-gone").await.unwrap());
+    let (s, e) = (Utc::now() + ChronoDuration::hours(1), Utc::now() + ChronoDuration::hours(2));
+    slurm.create_reservation("slurm-dws-eol-dws-c-0", "dws-c-0", s, e, "maint,ignore_jobs").await.unwrap();
 }

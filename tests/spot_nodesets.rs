@@ -132,6 +132,42 @@ async fn spot_nodes_are_created_by_name_preempted_and_released() {
     assert_eq!(sim_migs(&w).await.len(), 1, "only the static node's new MIG is left");
 }
 
+/// The spot MIG leak (issue 28): GCE deletes a preempted spot VM, and its MIG — doing nothing on
+/// failure — keeps the member with no VM and its targetSize 1. Nothing holds the MIG any more, so it
+/// is collected all the same, its group ends, and `status` has nothing open on the idle cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preempted_spot_vms_mig_is_collected() {
+    let mut w = spot_world((0, 4), &[]).await;
+    w.healthy_slurm();
+    w.start_daemon();
+    let out = w.hook("resume", "hpc-spot-1", Some(&resume_file(&[(7, "hpc-spot-1")], "hpc-spot-1")));
+    assert!(out.status.success());
+    w.wait_for("hpc-spot-1 up", 40, || {
+        (w.node_states().get("hpc-spot-1").map(String::as_str) == Some("up")).then_some(())
+    });
+    let migs = w.sim_migs().await;
+    assert_eq!(migs.len(), 1, "{migs:?}");
+    let mig = migs[0]["name"].as_str().unwrap().to_string();
+    w.sim_post("instances/hpc-spot-1/preempt", json!({})).await;
+    // The simulator keeps the member as GCE does: targetSize 1, no VM.
+    let after = w.sim_migs().await;
+    assert_eq!(after[0]["targetSize"], 1, "{after:?}");
+    assert!(!w.sim_vms().await.contains(&"hpc-spot-1".to_string()));
+    w.wait_for("hpc-spot-1 preempted", 20, || has_event(&w, "preempted", "hpc-spot-1").then_some(()));
+    w.wait_for("the preempted VM's MIG deleted", 30, || block(w.sim_migs()).is_empty().then_some(()));
+    assert!(has_event_kind(&w, "mig_collected", &mig), "{:?}", events(&w));
+    w.wait_for("no request open", 20, || {
+        let st = w.cli_json(&["status"]);
+        (st["requests_open"] == 0).then_some(())
+    });
+    let st = w.cli_json(&["status"]);
+    assert_eq!(st["healthy"], true, "{st}");
+}
+
+fn has_event_kind(w: &World, kind: &str, text: &str) -> bool {
+    events(w).iter().any(|e| e["kind"] == kind && e["message"].as_str().is_some_and(|m| m.contains(text)))
+}
+
 /// A stockout on create (ZONE_RESOURCE_POOL_EXHAUSTED in the managed instances' lastAttempt) fails
 /// the group in one pass and backs the nodeset off exactly as a failed Flex request does: a
 /// `capacity backoff`, the nodes powered down and usable, the MIG (with what it was creating) deleted.

@@ -154,13 +154,17 @@ pub async fn nodes(
         return print("nodes --summarize", SUMMARY_FIELDS, summary(&nodes), l);
     }
     let rr_name = |n: &Node| n.request_id.and_then(|id| requests.get(&id)).map(|r| r.name.clone());
+    // The job and error columns are the live ones; past ones are in `explain` and `events`.
+    let backoffs = store.backoffs().await?;
+    let now = now();
     let records: Vec<Value> = nodes
         .iter()
         .map(|n| {
+            let live = super::live::live(n, backoffs.iter().find(|b| b.nodeset == n.nodeset), now);
             json!({
                 "name": n.name, "nodeset": n.nodeset, "static": n.is_static, "state": n.state,
-                "job_id": n.job_id, "mig": n.mig, "resize_request": rr_name(n),
-                "termination_time": ts(n.termination_time), "last_error": n.last_error,
+                "job_id": live.job_id, "mig": n.mig, "resize_request": rr_name(n),
+                "termination_time": ts(n.termination_time), "last_error": live.last_error,
                 "vm_status": n.vm_status, "reservation": n.reservation, "state_since": ts(Some(n.state_since)),
             })
         })
@@ -526,7 +530,9 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
         when(Some(n.state_since), now)
     ));
     lines.push(slurm.sentence());
-    if let Some(j) = n.job_id {
+    let live = super::live::live(n, backoffs.iter().find(|b| b.nodeset == n.nodeset), now);
+    let (old_job, old_error) = super::live::history(n, &live);
+    if let Some(j) = live.job_id {
         lines.push(format!("Job {j} asked for it."));
     }
     if let Some(r) = &request {
@@ -556,8 +562,15 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
     if let Some(r) = &n.reservation {
         lines.push(format!("Slurm reservation {r} keeps new jobs from outliving the VM."));
     }
-    if let Some(e) = &n.last_error {
+    if let Some(e) = live.last_error {
         lines.push(format!("Last error: {e}"));
+    }
+    // What no longer holds (the history below tells the whole story).
+    if let Some(j) = old_job {
+        lines.push(format!("Earlier: it was last resumed for job {j}."));
+    }
+    if let Some(e) = old_error {
+        lines.push(format!("Earlier: its last error, which no longer holds: {e}"));
     }
     // GCE steps about the node's MIG (or its VM) that keep failing.
     let mig = request.as_ref().map(|r| r.mig.clone()).or_else(|| n.mig.clone());

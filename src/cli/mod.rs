@@ -14,6 +14,7 @@ pub mod check_machine;
 pub mod check_online;
 pub mod completion;
 pub mod import_slurm_gcp;
+pub mod live;
 pub mod logging;
 pub mod source;
 pub mod table;

@@ -35,6 +35,7 @@
 //! [`reservation::parse_reservations`], [`resume_file::parse`]) are pure; the facts measured are in
 //! each module's docs. Commands run with `TZ=UTC`, so the zone-less times of scontrol are UTC.
 
+pub mod already;
 mod command;
 mod json_stream;
 mod node;
@@ -342,7 +343,33 @@ impl Slurm {
         if args.len() == 2 {
             return Err(SlurmError::InvalidArgument(format!("nothing to update on {hostlist}")));
         }
-        self.run_ok("scontrol", args).await.map(drop)
+        let call = update.state.map(already_state).unwrap_or(already::ScontrolCall::NodeState(""));
+        self.run_judged("scontrol", args, call).await
+    }
+
+    /// Runs the command; a failure whose answer means its effect is already in place
+    /// ([`already::judge`]) is done.
+    async fn run_judged(
+        &self,
+        program: &str,
+        args: Vec<String>,
+        call: already::ScontrolCall,
+    ) -> Result<(), SlurmError> {
+        let out = command::run(&self.bin_dir, self.conf.as_deref(), self.timeout, program, &args).await?;
+        if out.success {
+            return Ok(());
+        }
+        match already::judge(call, &out.stderr) {
+            already::Judged::AlreadySo(why) => {
+                tracing::info!(
+                    command = %command::display_command(program, &args),
+                    answer = %out.stderr,
+                    "already so: {why}"
+                );
+                Ok(())
+            }
+            already::Judged::Failed => Err(command::failed(program, &args, &out)),
+        }
     }
 
     /// `scontrol requeue ID,ID,...`: put the jobs back in the queue (one call).
@@ -350,7 +377,8 @@ impl Slurm {
         if job_ids.is_empty() {
             return Ok(());
         }
-        self.run_ok("scontrol", vec!["requeue".into(), join(job_ids)]).await.map(drop)
+        self.run_judged("scontrol", vec!["requeue".into(), join(job_ids)], already::ScontrolCall::Requeue)
+            .await
     }
 
     /// `scontrol update jobid=ID,ID,... StartTime=T`: when the pending jobs may start again. Slurm makes
@@ -367,16 +395,7 @@ impl Slurm {
             format!("jobid={}", join(job_ids)),
             format!("starttime={}", reservation::format_time(begin)),
         ];
-        let out = command::run(&self.bin_dir, self.conf.as_deref(), self.timeout, "scontrol", &args).await?;
-        if out.success
-            || out.stderr.contains("no longer pending")
-            || out.stderr.contains("Invalid job id")
-            || out.stderr.contains("already completed")
-        {
-            Ok(())
-        } else {
-            Err(command::failed("scontrol", &args, &out))
-        }
+        self.run_judged("scontrol", args, already::ScontrolCall::JobsBegin).await
     }
 
     /// Creates reservation `name` on `nodes` from `start` to `end` (UTC, whole seconds), owned by
@@ -409,7 +428,7 @@ impl Slurm {
             check_word("reservation flags", flags)?;
             args.push(format!("flags={flags}"));
         }
-        self.run_ok("scontrol", args).await.map(drop)
+        self.run_judged("scontrol", args, already::ScontrolCall::CreateReservation).await
     }
 
     /// Deletes reservation `name`. Returns `false` if there was no such reservation, so callers
@@ -420,7 +439,8 @@ impl Slurm {
         let out = command::run(&self.bin_dir, self.conf.as_deref(), self.timeout, "scontrol", &args).await?;
         if out.success {
             Ok(true)
-        } else if out.stderr.contains("Requested reservation is invalid") || out.stderr.contains("not found")
+        } else if let already::Judged::AlreadySo(_) =
+            already::judge(already::ScontrolCall::DeleteReservation, &out.stderr)
         {
             Ok(false)
         } else {
@@ -450,6 +470,14 @@ impl Slurm {
 
 fn version_command() -> String {
     command::display_command("scontrol", &VERSION_ARGS.map(String::from))
+}
+
+/// The node state as [`already::judge`] takes it (`scontrol`'s spelling, any case).
+fn already_state(state: &str) -> already::ScontrolCall {
+    const KNOWN: [&str; 7] =
+        ["power_up", "power_down_force", "power_down_asap", "resume", "undrain", "down", "drain"];
+    let lower = state.to_ascii_lowercase();
+    already::ScontrolCall::NodeState(KNOWN.iter().find(|k| **k == lower).copied().unwrap_or(""))
 }
 
 fn join(ids: &[u32]) -> String {

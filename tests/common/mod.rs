@@ -466,7 +466,7 @@ pub fn store_requests(w: &World) -> Vec<Value> {
 /// had time to converge:
 /// - every node Slurm wants has exactly one VM, and no other node has one;
 /// - no MIG or resize request in GCE that the store does not know (no duplicate, nothing leaked);
-/// - no empty owned MIG without an open request (after mig_gc_grace);
+/// - no empty owned MIG without an open request (after mig_gc_grace), nor one whose members have no VM;
 /// - nothing left half-done: no open request, no pending outbox entry.
 pub async fn converged(w: &World, wanted: &BTreeSet<String>) -> Result<(), String> {
     let vms: BTreeSet<String> = w.sim_vms().await.into_iter().collect();
@@ -478,6 +478,19 @@ pub async fn converged(w: &World, wanted: &BTreeSet<String>) -> Result<(), Strin
     let migs = sim_migs(w).await;
     if let Some((m, _)) = migs.iter().find(|(_, (size, open))| *size == 0 && *open == 0) {
         return Err(format!("empty MIG {m} still there"));
+    }
+    // A MIG whose members have no VM (a preempted spot VM's member stays, with the targetSize) is
+    // empty too.
+    for m in w.sim_migs().await {
+        let managed = m["managedInstances"].as_array().cloned().unwrap_or_default();
+        let (name, open) =
+            (m["name"].as_str().unwrap_or_default(), migs.get(m["name"].as_str().unwrap_or_default()));
+        if !managed.is_empty()
+            && managed.iter().all(|mi| mi.get("instanceStatus").is_none() && mi["currentAction"] == "NONE")
+            && open.is_some_and(|(_, open)| *open == 0)
+        {
+            return Err(format!("MIG {name} holds only members with no VM: {managed:?}"));
+        }
     }
     let known_migs: BTreeSet<String> = w
         .cli_json(&["migs"])

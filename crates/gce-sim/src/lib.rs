@@ -83,9 +83,12 @@
 //!   them CREATING. A FLEX_START template (or an unloaded one) is refused: an assumption, Flex Start
 //!   VMs come through resize requests. A name already in the group or the project's zones fails
 //!   the Operation with `RESOURCE_ALREADY_EXISTS` (the code is an assumption). A preempted SPOT VM
-//!   (control API) is deleted and leaves its MIG when its template says `instanceTerminationAction:
-//!   DELETE`, and stays TERMINATED with STOP; a `DO_NOTHING` MIG does not recreate it (an
-//!   assumption from "MIG does not repair a failed VM").
+//!   (control API) is deleted when its template says `instanceTerminationAction: DELETE`, and
+//!   stays TERMINATED with STOP; a `DO_NOTHING` MIG neither recreates nor forgets a deleted one:
+//!   the member stays, with no VM (its URL, `currentAction` NONE, no `instanceStatus`), and counts
+//!   in `targetSize` until `deleteInstances` names it or the MIG is deleted (an assumption from
+//!   "MIG does not repair a failed VM", as an independent strict fake and users of slurm-gcp saw
+//!   it). A Flex VM at the end of its run duration leaves its MIG (targetSize drops).
 //! * **machineTypes.get** serves a3-ultragpu-8g, a3-highgpu-8g, a2-highgpu-1g, g2-standard-4 and
 //!   n2-standard-4 with their published vCPUs, memory and GPUs; others are 404.
 //! * **Rate quotas.** Per project, GCE's "read requests" (get, list, aggregatedList,

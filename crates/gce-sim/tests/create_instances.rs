@@ -178,7 +178,24 @@ async fn preemption_deletes_or_stops_a_spot_vm_as_its_template_says() {
     api.control(Method::POST, "instances/hpc-spot-1/preempt", None).await;
     let names: Vec<Value> = api.instances().await.iter().map(|v| v["name"].clone()).collect();
     assert_eq!(names, vec![json!("hpc-spot-0")], "DELETE: the preempted VM is gone");
-    assert_eq!(api.target_size("hpc-spot-g1").await, 1, "and left its MIG");
+    // A MIG that does nothing on failure keeps the member, with no VM, and its targetSize.
+    assert_eq!(api.target_size("hpc-spot-g1").await, 2, "the member stays in its MIG");
+    let managed = api.managed("hpc-spot-g1").await;
+    let gone: Vec<&Value> = managed.iter().filter(|m| m["name"] == "hpc-spot-1").collect();
+    assert_eq!(gone.len(), 1, "{managed:?}");
+    assert_eq!(gone[0]["currentAction"], "NONE", "{managed:?}");
+    assert!(gone[0].get("instanceStatus").is_none(), "no VM, no status: {managed:?}");
+    let url = gone[0]["instance"].as_str().expect("the member keeps its URL").to_string();
+    // deleteInstances in its documented form removes it.
+    let (_, op) = api
+        .post(
+            &format!("{REGION}/instanceGroupManagers/hpc-spot-g1/deleteInstances"),
+            json!({"instances": [url], "skipInstancesOnValidationError": true}),
+        )
+        .await;
+    assert!(api.wait(&op).await.get("error").is_none());
+    assert_eq!(api.target_size("hpc-spot-g1").await, 1, "the member left with deleteInstances");
+    assert_eq!(api.managed("hpc-spot-g1").await.len(), 1);
     // STOP: the VM stays TERMINATED (a VM keeps the scheduling its template had when it was made).
     let t = json!({"name": "spotstop", "properties": {"machineType": "n2-standard-8",
         "scheduling": {"provisioningModel": "SPOT", "instanceTerminationAction": "STOP"}}});

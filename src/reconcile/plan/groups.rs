@@ -120,6 +120,10 @@ impl Planner<'_> {
                 continue;
             }
             if let Some(vm) = self.vm(&n.name).cloned() {
+                if self.delete_instances.values().any(|refs| refs.iter().any(|r| r.name == n.name)) {
+                    // This pass deletes it (a VM being replaced): it holds the name until it is gone.
+                    continue;
+                }
                 if vm.status.stays_down() || being_deleted(&vm) {
                     // A failed VM (or one on its way out) holds the name: it goes first.
                     if let Some(m) = vm.mig.clone().filter(|m| self.owned_mig(m) && !being_deleted(&vm)) {

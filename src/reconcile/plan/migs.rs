@@ -2,6 +2,12 @@
 //! read this pass, with an event); an owned MIG the store does not
 //! know is adopted, with its resize request when that is still in flight (so that it is followed,
 //! not collected).
+//!
+//! Empty means: no open request group and no node that holds it (up, suspending, requested), and
+//! either a `targetSize` of 0 or no VM at all in the complete VM list — whatever its size says. A
+//! MIG does nothing on failure, so a VM GCE deleted outside it (a preempted spot VM) leaves a member
+//! with no VM that still counts in `targetSize` (docs/gce-facts.md): such a MIG is collected like
+//! an empty one, and the request groups behind it end with it.
 
 use super::*;
 use std::collections::HashSet;
@@ -21,6 +27,7 @@ impl Planner<'_> {
                 busy.insert(mig.clone());
             }
         }
+        let with_vms = migs_with_vms(self.o);
         for name in self.migs.keys_now() {
             let name: &str = &name;
             let Some(m) = self.migs.current(name) else { continue };
@@ -31,17 +38,35 @@ impl Planner<'_> {
                         nm.state = MigState::Active;
                     }
                     nm.target_size = om.target_size;
-                    let empty = om.target_size == 0 && !busy.contains(name);
-                    nm.empty_since = if empty { Some(m.empty_since.unwrap_or(self.now)) } else { None };
+                    let emptiness = if busy.contains(name) {
+                        Emptiness::InUse
+                    } else {
+                        emptiness(om.target_size, with_vms.as_ref().map(|w| w.contains(name)))
+                    };
+                    nm.empty_since = match emptiness {
+                        Emptiness::Empty | Emptiness::NoVm => Some(m.empty_since.unwrap_or(self.now)),
+                        // The VM list did not answer in full: what was concluded stays.
+                        Emptiness::Unknown => m.empty_since,
+                        Emptiness::InUse => None,
+                    };
                     if let Some(since) = nm.empty_since {
                         // Collected only when Slurm and the VMs were read too: with either unread,
                         // a node of this MIG may be in use and not on record yet (database lost).
                         if secs_since(self.now, since) >= self.cfg.mig_gc_grace
                             && nm.state != MigState::Deleting
                             && self.saw_everything()
+                            && emptiness != Emptiness::Unknown
                         {
+                            let what = if om.target_size == 0 {
+                                "empty".to_string()
+                            } else {
+                                format!(
+                                    "holding no VM (targetSize {}: members whose VMs GCE deleted)",
+                                    om.target_size
+                                )
+                            };
                             let why = format!(
-                                "empty with no active request since {}",
+                                "{what} with no active request since {}",
                                 since.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
                             );
                             if !self.deleting_mig(name) {
@@ -111,9 +136,45 @@ impl Planner<'_> {
                     target_size: om.target_size,
                     state: MigState::Active,
                     created_at: om.created.unwrap_or(self.now),
-                    empty_since: (om.target_size == 0 && !busy).then_some(self.now),
+                    empty_since: (!busy
+                        && matches!(
+                            emptiness(om.target_size, with_vms.as_ref().map(|w| w.contains(name.as_str()))),
+                            Emptiness::Empty | Emptiness::NoVm
+                        ))
+                    .then_some(self.now),
                 },
             );
         }
+    }
+}
+
+/// The MIGs that have a VM in this pass's VM list; `None` when the list is not this pass's or not
+/// complete (a zone left out): then no MIG is known to hold no VM.
+fn migs_with_vms(o: &Observed) -> Option<HashSet<&str>> {
+    let vms = o.vms.as_ref().filter(|_| !o.reused && o.unreachable_zones.is_empty())?;
+    Some(vms.values().filter_map(|v| v.mig.as_deref()).collect())
+}
+
+/// What a MIG nothing holds (no open group, no node) is, from its size and its VMs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Emptiness {
+    /// An open group or a node holds it.
+    InUse,
+    /// `targetSize` 0.
+    Empty,
+    /// A size, but no VM in a complete list: its members' VMs are gone (preempted, deleted by
+    /// GCE, failed and deleted).
+    NoVm,
+    /// A size, and the VM list is not complete this pass: nothing is concluded.
+    Unknown,
+}
+
+/// `has_vm`: whether the complete VM list shows a VM of the MIG (`None`: no complete list).
+fn emptiness(target_size: u32, has_vm: Option<bool>) -> Emptiness {
+    match (target_size, has_vm) {
+        (0, _) => Emptiness::Empty,
+        (_, Some(false)) => Emptiness::NoVm,
+        (_, Some(true)) => Emptiness::InUse,
+        (_, None) => Emptiness::Unknown,
     }
 }

@@ -14,7 +14,8 @@
 //! 4. Nodes waiting for a VM are grouped by (nodeset, job) into new request groups of at most 1000
 //!    (`groups.rs`, with the run duration of each group). A standard or spot nodeset's group creates
 //!    its VMs by name instead of a resize request (`standard.rs`).
-//! 5. Owned MIGs (`migs.rs`): seen, gone, empty long enough to delete; owned MIGs the store does not
+//! 5. Owned MIGs (`migs.rs`): seen, gone, empty (a `targetSize` of 0, or no VM left whatever the
+//!    size: a preempted spot VM's member stays in its MIG) long enough to delete; owned MIGs the store does not
 //!    know are adopted, with their resize request when it is still in flight (so that it is
 //!    followed, not collected).
 //! 6. VMs in owned MIGs that back no node are deleted after `orphan_grace` (`orphans.rs`).

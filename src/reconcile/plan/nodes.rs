@@ -110,6 +110,10 @@ impl Planner<'_> {
                 }
                 if let Some(s) = o.slurm.as_ref().and_then(|s| s.get(name)) {
                     let ours_down = s.is_down() && s.reason.starts_with(REASON_PREFIX);
+                    if let Some(how) = stuck(s, vm, secs_since(self.now, node.state_since)) {
+                        self.replace_stuck(name, vm, how);
+                        return;
+                    }
                     if node.is_static && vm.status == VmStatus::Running && ours_down && !s.powered_down() {
                         // A static node slurm-dws took out of service while re-provisioning is back.
                         self.slurm_update(name, NodeStateChange::Resume, None);
@@ -126,6 +130,11 @@ impl Planner<'_> {
                             // Only once its VM runs: a VM still coming up is not ready for Slurm.
                             if vm.status == VmStatus::Running {
                                 self.slurm_update(name, NodeStateChange::PowerUp, None);
+                                self.plan.event(
+                                    EventKind::Drift,
+                                    vec![name.to_string()],
+                                    "Slurm has the static node powered down but its VM runs: powering it up",
+                                );
                             }
                         } else {
                             self.plan.event(
@@ -194,6 +203,51 @@ impl Planner<'_> {
                     self.plan.event(kind, vec![name.to_string()], format!("{msg}; node leaves service"));
                 }
             }
+        }
+    }
+
+    /// A node slurm-dws holds up whose VM runs, but that Slurm has shown powering up or not
+    /// responding for longer than [`STUCK_SECS`] since the VM came: its slurmd never registered
+    /// (it started while Slurm had the node powered down, or died). An event, and a repair: a static
+    /// node's VM is replaced (deleted, and a new one requested once the name is free, whose slurmd
+    /// registers with Slurm expecting it; DOWN meanwhile), a dynamic node leaves service (its job is
+    /// requeued, the VM deleted when Slurm suspends it).
+    fn replace_stuck(&mut self, name: &str, vm: &ObservedVm, how: &str) {
+        let Some(node) = self.nodes.current(name) else { return };
+        let msg = format!(
+            "Slurm has shown the node {how} for more than {STUCK_SECS}s while its VM runs: its slurmd did not register"
+        );
+        self.drop_reservation(name);
+        if let Some(n) = self.nodes.get_mut(name) {
+            n.last_error = Some(msg.clone());
+        }
+        if node.is_static {
+            self.set_state(name, NodeState::ResumePending);
+            if let Some(n) = self.nodes.get_mut(name) {
+                n.request_id = None;
+                n.job_id = None;
+                n.termination_time = None;
+            }
+            if let Some(mig) = vm.mig.clone().or(node.mig.clone()).filter(|m| self.owned_mig(m)) {
+                self.delete_vm(&mig, vm);
+            }
+            if self.slurm_node(name).is_none_or(|s| !s.is_down()) {
+                self.slurm_update(
+                    name,
+                    NodeStateChange::Down,
+                    Some(format!("{REASON_PREFIX} slurmd did not register; re-provisioning")),
+                );
+            }
+            self.plan.event(
+                EventKind::Drift,
+                vec![name.to_string()],
+                format!("{msg}; replacing the VM (static node: re-provisioning)"),
+            );
+        } else {
+            self.take_out_of_service(name, &msg);
+            self.set_state(name, NodeState::Suspending);
+            self.plan.event(EventKind::Drift, vec![name.to_string()], format!("{msg}; node leaves service"));
+            self.suspending_node(name);
         }
     }
 
@@ -358,7 +412,10 @@ impl Planner<'_> {
                 self.set_state(name, NodeState::ResumePending);
             }
             let refused = self.o.refused_nodesets.contains_key(&node.nodeset);
+            // Powered up only when a VM may be asked for: inside the nodeset's backoff Slurm would
+            // wait for a node that gets no VM (and one made later would boot before Slurm expects it).
             if !refused
+                && self.in_backoff(&node.nodeset).is_none()
                 && slurm
                     .as_ref()
                     .is_some_and(|s| s.has(SlurmFlag::PoweredDown) && !s.powering_up() && !s.is_down())
@@ -399,5 +456,25 @@ impl Planner<'_> {
                 "Slurm has the node in service but no VM backs it: taking it out",
             );
         }
+    }
+}
+
+/// How long Slurm may show a node powering up or not responding while its VM runs before it is
+/// drift: a VM's slurmd registers within a minute or two of RUNNING on GCE (docs/slurm-facts.md);
+/// past this it never will (it started before Slurm expected it, or died).
+pub const STUCK_SECS: i64 = 180;
+
+/// Whether Slurm shows an up node stuck (`powering up` or `not responding`), its VM RUNNING, for
+/// longer than [`STUCK_SECS`] since the node came up (`up_for`).
+fn stuck(s: &SlurmNode, vm: &ObservedVm, up_for: i64) -> Option<&'static str> {
+    if vm.status != VmStatus::Running || up_for <= STUCK_SECS || s.powered_down() {
+        return None;
+    }
+    if s.powering_up() {
+        Some("powering up")
+    } else if s.has_flag("NOT_RESPONDING") {
+        Some("not responding")
+    } else {
+        None
     }
 }

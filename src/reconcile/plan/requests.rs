@@ -1,7 +1,7 @@
 //! Rules 1 and 2: nodeset backoffs that ran out end (keeping their level), and every open request group walks its
 //! lifecycle (planned → MIG → resize request → SUCCEEDED, or failed and released).
 
-use super::{secs_since, Planner};
+use super::{secs_since, Planner, REASON_PREFIX};
 use crate::config::ProvisioningModel;
 use crate::model::*;
 use crate::reconcile::types::*;
@@ -165,9 +165,30 @@ impl Planner<'_> {
         }
     }
 
-    /// The request will bring no VM: its nodes go back to powered-down (usable), Slurm is told.
+    /// The request will bring no VM: its nodes go back to powered-down (usable), Slurm is told. A
+    /// static node it failed stays wanted instead: it waits for a VM (asked again when its
+    /// nodeset's backoff ends, rule 4) and Slurm has it DOWN with the cause meanwhile — never
+    /// powered down, so that Slurm expects it when its next VM's slurmd registers.
     pub(super) fn release_members(&mut self, r: &Request, error: Option<&str>) {
         for (name, state) in self.members(r) {
+            let is_static = self.nodes.get(name).is_some_and(|n| n.is_static);
+            if let (NodeState::Requested, Some(e), true) = (state, error, is_static) {
+                self.set_state(name, NodeState::ResumePending);
+                if let Some(n) = self.nodes.get_mut(name) {
+                    n.mig = None;
+                    n.request_id = None;
+                    n.last_error = Some(e.to_string());
+                }
+                self.clear_vm(name);
+                if self.slurm_node(name).is_none_or(|s| !s.is_down()) {
+                    self.slurm_update(
+                        name,
+                        NodeStateChange::Down,
+                        Some(format!("{REASON_PREFIX} {e}; re-provisioning")),
+                    );
+                }
+                continue;
+            }
             match state {
                 NodeState::Requested | NodeState::Suspending => {
                     let was_requested = state == NodeState::Requested;

@@ -229,3 +229,30 @@ fn a_spot_vm_that_stops_or_vanishes_was_preempted() {
         }
     }
 }
+
+/// Every provisioning model, every way a VM disappears: once the node's VM is gone and nothing
+/// holds the MIG any more, the MIG is empty even though its targetSize still counts the member.
+#[test]
+fn a_mig_left_with_a_member_and_no_vm_is_empty_for_every_model() {
+    for nodeset in ["a", "gpu", "gpu2"] {
+        let name = format!("hpc-{nodeset}-1");
+        let mut r = request(1, &[&name], RequestPhase::Succeeded);
+        r.nodeset = nodeset.into();
+        let mut n = node(&name, NodeState::Up);
+        n.request_id = Some(1);
+        n.mig = Some(r.mig.clone());
+        n.vm_status = Some("RUNNING".into());
+        n.state_since = t0() - Duration::minutes(10);
+        n.termination_time = None;
+        let mut m = mig(&r.mig, MigState::Active);
+        m.nodeset = nodeset.into();
+        m.target_size = 1;
+        // The VM vanished (preempted, deleted by GCE): the node leaves; the MIG keeps its size.
+        let w = models(World::new()).node(n).req(r.clone()).mig(m, Some(1));
+        let p = w.plan();
+        let after = node_after(&p, &name).expect("node changed");
+        assert_eq!(after.state, NodeState::PoweredDown, "{nodeset}");
+        let mig_after = p.migs.iter().find(|x| x.name == r.mig).expect("mig changed");
+        assert_eq!(mig_after.empty_since, Some(t0()), "{nodeset}: empty in the same pass");
+    }
+}

@@ -1405,3 +1405,195 @@ fn a_node_past_resume_timeout_ends_powered_down_and_usable() {
 mod capacity;
 #[path = "standard_tests.rs"]
 mod standard;
+
+/// A MIG whose members have no VM (GCE deleted a preempted spot VM and the MIG, doing nothing on
+/// failure, kept the member and its targetSize) is empty whatever its size says: collected after
+/// the grace when the VM list is complete and nothing holds it; the group behind it then ends.
+#[test]
+fn a_mig_whose_members_have_no_vm_is_collected_whatever_its_size() {
+    let since = t0() - Duration::seconds(300);
+    let aged = |size: u32| {
+        let mut m = mig("hpc-a-t1", MigState::Active);
+        m.target_size = size;
+        m.empty_since = Some(since);
+        m
+    };
+    let deletes =
+        |p: &Plan| p.gce.iter().any(|s| matches!(s, GceStep::DeleteMig { mig, .. } if mig == "hpc-a-t1"));
+    // First seen with no VM: empty from now.
+    let p = World::new().mig(mig("hpc-a-t1", MigState::Active), Some(1)).plan();
+    assert_eq!(p.migs[0].empty_since, Some(t0()));
+    assert!(p.gce.is_empty(), "{:?}", p.gce);
+    // Past the grace: deleted, with an event that says why.
+    for size in [1, 3] {
+        let p = World::new().mig(aged(size), Some(size)).plan();
+        assert!(deletes(&p), "size {size}: {:?}", p.gce);
+        assert!(
+            p.events.iter().any(|e| e.kind == EventKind::MigCollected
+                && e.message.contains(&format!("holding no VM (targetSize {size}"))),
+            "{:?}",
+            p.events
+        );
+    }
+    // Cases that keep it: (why, world, empty_since after).
+    // Just SUCCEEDED: its VM may not be in the list yet (LIST_LAG_SECS), and the node holds it.
+    let mut up = node("hpc-a-1", NodeState::Up);
+    up.mig = Some("hpc-a-t1".into());
+    up.state_since = t0();
+    let mut requested = node("hpc-a-2", NodeState::Requested);
+    requested.request_id = Some(1);
+    let mut open = request(1, &["hpc-a-2"], RequestPhase::Active);
+    open.mig = "hpc-a-t1".into();
+    let mut partial = World::new().mig(aged(1), Some(1));
+    partial.o.unreachable_zones.insert("us-central1-a".into());
+    let mut unlisted = World::new().mig(aged(1), Some(1));
+    unlisted.o.vms = None;
+    let mut reused = World::new().mig(aged(1), Some(1));
+    reused.o.reused = true;
+    let cases: Vec<(&str, World, Option<DateTime<Utc>>)> = vec![
+        ("a VM of it is listed", World::new().mig(aged(1), Some(1)).vm(vm("hpc-a-9", "hpc-a-t1")), None),
+        ("an up node holds it", World::new().mig(aged(1), Some(1)).node(up), None),
+        ("an open group holds it", World::new().mig(aged(1), Some(1)).node(requested).req(open), None),
+        ("a zone was left out of the VM list", partial, Some(since)),
+        ("the VM list failed", unlisted, Some(since)),
+        ("the VM list is an earlier pass's", reused, Some(since)),
+    ];
+    for (why, w, empty_since) in cases {
+        let p = w.plan();
+        assert!(!deletes(&p), "{why}: {:?}", p.gce);
+        let after = p.migs.iter().find(|m| m.name == "hpc-a-t1").map_or(since.into(), |m| m.empty_since);
+        assert_eq!(after, empty_since, "{why}");
+    }
+    // The succeeded group behind it ends once the MIG is gone and none of its nodes is up.
+    let mut pd = node("hpc-a-1", NodeState::PoweredDown);
+    pd.request_id = Some(1);
+    let mut done = request(1, &["hpc-a-1"], RequestPhase::Succeeded);
+    done.mig = "hpc-a-t1".into();
+    let mut gone = aged(1);
+    gone.state = MigState::Deleting;
+    let p = World::new().node(pd).req(done).mig(gone, None).plan();
+    assert_eq!(p.requests[0].phase, RequestPhase::Done, "{:?}", p.requests);
+}
+
+/// Issue 28: a static node whose re-provisioning FAILED stays wanted and DOWN in Slurm (never
+/// powered down: its next VM's slurmd must find Slurm expecting it), is asked for again only when
+/// its nodeset's backoff ends, and is never powered up inside the backoff.
+#[test]
+fn a_static_node_whose_reprovisioning_fails_waits_for_the_backoff_and_stays_expected() {
+    let mut n = node("hpc-b-0", NodeState::Requested);
+    n.is_static = true;
+    n.request_id = Some(1);
+    let r = request(1, &["hpc-b-0"], RequestPhase::Active);
+    let w = World::new()
+        .with_static()
+        .node(n)
+        .req(r.clone())
+        .mig(mig(&r.mig, MigState::Active), Some(0))
+        .rr(&r.mig, "FAILED", Some(("ZONE_RESOURCE_POOL_EXHAUSTED", "no capacity")), true)
+        .slurm("hpc-b-0", slurm("down", &["CLOUD"], "slurm-dws: run duration ended; re-provisioning"));
+    let p = w.plan();
+    let after = node_after(&p, "hpc-b-0").unwrap();
+    assert_eq!(after.state, NodeState::ResumePending, "still wanted");
+    assert!(after.last_error.as_deref().unwrap().contains("ZONE_RESOURCE_POOL_EXHAUSTED"));
+    assert!(!has_update(&p, "hpc-b-0", "power_down_force"), "never powered down: {:?}", p.slurm);
+    assert!(p.new_groups.is_empty(), "not asked again inside the backoff: {:?}", p.new_groups);
+    assert_eq!(p.backoffs_set.len(), 1);
+    // The same failure while Slurm had the node in service: DOWN with the cause.
+    let mut n = node("hpc-b-0", NodeState::Requested);
+    n.is_static = true;
+    n.request_id = Some(1);
+    let p = World::new()
+        .with_static()
+        .node(n)
+        .req(r.clone())
+        .mig(mig(&r.mig, MigState::Active), Some(0))
+        .rr(&r.mig, "FAILED", Some(("ZONE_RESOURCE_POOL_EXHAUSTED", "no capacity")), true)
+        .slurm("hpc-b-0", slurm("idle", &["CLOUD", "POWERING_UP"], ""))
+        .plan();
+    assert!(has_update(&p, "hpc-b-0", "down"), "{:?}", p.slurm);
+
+    // Inside the backoff: a waiting static node is neither requested nor powered up, whatever
+    // order Slurm acted in (powered down by an older release, or DOWN).
+    let backoff = |until: DateTime<Utc>| Backoff {
+        nodeset: "b".into(),
+        until,
+        level: 0,
+        reason: "capacity backoff".into(),
+        ended: false,
+    };
+    for (state, flags) in [("idle", &["CLOUD", "POWERED_DOWN"][..]), ("down", &["CLOUD"][..])] {
+        for node_state in [NodeState::ResumePending, NodeState::PoweredDown] {
+            let mut n = node("hpc-b-0", node_state);
+            n.is_static = true;
+            let mut w =
+                World::new().with_static().node(n).slurm("hpc-b-0", slurm(state, flags, "slurm-dws: x"));
+            w.d.backoffs.insert("b".into(), backoff(t0() + Duration::seconds(30)));
+            let p = w.plan();
+            assert!(p.new_groups.is_empty(), "{state} {node_state:?}: {:?}", p.new_groups);
+            assert!(!has_update(&p, "hpc-b-0", "power_up"), "{state} {node_state:?}: {:?}", p.slurm);
+            // Once it ends: requested (and Slurm told to expect it, if it had it powered down).
+            w.d.backoffs.insert("b".into(), backoff(t0() - Duration::seconds(1)));
+            let p = w.plan();
+            assert_eq!(p.new_groups.len(), 1, "{state} {node_state:?}");
+            if state == "idle" && node_state == NodeState::PoweredDown {
+                assert!(has_update(&p, "hpc-b-0", "power_up"), "{:?}", p.slurm);
+            }
+        }
+    }
+}
+
+/// Issue 28: a node slurm-dws holds up, its VM running, that Slurm shows powering up (`idle#`) or
+/// not responding for longer than STUCK_SECS is drift: an event and a repair (a static node's VM
+/// is replaced, a dynamic node leaves service); within that time it is left to boot.
+#[test]
+fn a_node_slurm_never_sees_register_is_drift_and_repaired() {
+    use super::nodes::STUCK_SECS;
+    type Case<'a> = (&'a str, &'a str, &'a [&'a str], i64, Option<&'a str>);
+    let cases: &[Case] = &[
+        // (node, slurm state, flags, seconds up, expected repair)
+        ("hpc-b-0", "idle", &["CLOUD", "POWERING_UP"], STUCK_SECS + 10, Some("static")),
+        ("hpc-b-0", "idle", &["CLOUD", "NOT_RESPONDING"], STUCK_SECS + 10, Some("static")),
+        ("hpc-b-0", "down", &["CLOUD", "NOT_RESPONDING", "POWERING_UP"], STUCK_SECS + 10, Some("static")),
+        ("hpc-b-0", "idle", &["CLOUD", "POWERING_UP"], STUCK_SECS - 10, None),
+        ("hpc-b-0", "idle", &["CLOUD"], STUCK_SECS + 10, None),
+        ("hpc-b-1", "idle", &["CLOUD", "POWERING_UP"], STUCK_SECS + 10, Some("dynamic")),
+        ("hpc-b-1", "allocated", &["CLOUD", "NOT_RESPONDING"], STUCK_SECS + 10, Some("dynamic")),
+        ("hpc-b-1", "idle", &["CLOUD", "POWERING_UP"], 30, None),
+    ];
+    for (name, state, flags, up_for, repair) in cases {
+        let mut n = node(name, NodeState::Up);
+        n.is_static = *name == "hpc-b-0";
+        n.mig = Some("hpc-b-t1".into());
+        n.vm_status = Some("RUNNING".into());
+        n.state_since = t0() - Duration::seconds(*up_for);
+        let mut v = vm(name, "hpc-b-t1");
+        v.termination = None;
+        let mut m = mig("hpc-b-t1", MigState::Active);
+        m.nodeset = "b".into();
+        let w = World::new().with_static().node(n).mig(m, Some(1)).vm(v).slurm(name, slurm(state, flags, ""));
+        let p = w.plan();
+        let drift =
+            p.events.iter().any(|e| e.kind == EventKind::Drift && e.nodes.contains(&name.to_string()));
+        let deleted = p.gce.iter().any(
+            |s| matches!(s, GceStep::DeleteInstances { instances, .. } if instances.iter().any(|v| v.name == *name)),
+        );
+        let what = format!("{name} {state} {flags:?} up {up_for}s");
+        match repair {
+            None => {
+                assert!(!drift && !deleted, "{what}: {:?} {:?}", p.events, p.gce);
+            }
+            Some("static") => {
+                assert!(drift && deleted, "{what}: {:?} {:?}", p.events, p.gce);
+                assert_eq!(node_after(&p, name).unwrap().state, NodeState::ResumePending, "{what}");
+                if *state != "down" {
+                    assert!(has_update(&p, name, "down"), "{what}: {:?}", p.slurm);
+                }
+            }
+            Some(_) => {
+                assert!(drift, "{what}: {:?}", p.events);
+                assert!(has_update(&p, name, "power_down_force"), "{what}: {:?}", p.slurm);
+                assert_eq!(node_after(&p, name).unwrap().state, NodeState::Suspending, "{what}");
+            }
+        }
+    }
+}

@@ -19,10 +19,12 @@
 //!   once the rule is cleared.
 //! * A VM created this way has no run duration (no `terminationTimestamp`).
 //! * Preemption (`POST /_sim/instances/{name}/preempt`, SPOT VMs only): the stop command runs; a VM
-//!   whose template says `instanceTerminationAction: DELETE` is deleted and leaves its MIG (its
-//!   targetSize drops, as for a Flex VM at the end of its run duration), one that says STOP stays
-//!   TERMINATED. A MIG with `defaultActionOnFailure: DO_NOTHING` does not recreate it (assumption:
-//!   GCE documents that such a MIG "does not repair a failed VM"; slurm-dws's MIGs all say so).
+//!   whose template says `instanceTerminationAction: DELETE` is deleted, one that says STOP stays
+//!   TERMINATED. A MIG with `defaultActionOnFailure: DO_NOTHING` neither recreates the deleted VM
+//!   nor forgets it: the member stays with no VM and keeps its place in `targetSize` until
+//!   `deleteInstances` names it (by URL) or the MIG is deleted (assumption: GCE documents that such
+//!   a MIG "does not repair a failed VM"; slurm-dws's MIGs all say so). Unlike a Flex VM at the end
+//!   of its run duration, which leaves its MIG.
 
 use super::*;
 
@@ -86,6 +88,7 @@ impl State {
             .filter(|n| {
                 mig.creating.contains_key(*n)
                     || mig.vms.contains(*n)
+                    || mig.vanished.contains(*n)
                     || mig.queued.contains_key(*n)
                     || mig.zones.iter().any(|z| {
                         self.instances.contains_key(&(key.project.clone(), z.clone(), n.to_string()))

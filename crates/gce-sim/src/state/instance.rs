@@ -332,7 +332,15 @@ impl State {
         if let Some(mig) = self.migs.get_mut(&vm.mig) {
             mig.vms.remove(&vm.name);
             if vm.deleting_at.is_none() {
-                mig.target_size -= 1;
+                if vm.run_seconds == 0 && mig.do_nothing_on_failure() {
+                    // GCE deleted a VM with no run duration (a preempted spot VM): a MIG that does
+                    // nothing on failure neither recreates it nor forgets it. The member stays,
+                    // with no VM, and so does the targetSize.
+                    mig.vanished.insert(vm.name.clone());
+                } else {
+                    // The end of a Flex VM's run duration: the VM leaves its MIG.
+                    mig.target_size -= 1;
+                }
             }
         }
         vm.booted.then_some(Effect::Stop(vm.name))

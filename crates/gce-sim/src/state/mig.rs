@@ -22,6 +22,11 @@ pub struct Mig {
     pub(super) queued: BTreeMap<String, String>,
     /// Names `createInstances` asked for that are not VMs yet (`create.rs`).
     pub(super) creating: BTreeMap<String, super::create::Creating>,
+    /// Members whose VM GCE deleted outside the MIG's own actions (a preempted spot VM, a VM with no
+    /// run duration that GCE removed) while the MIG does nothing on failure: still members, still
+    /// counted in `targetSize`, listed with their URL and no `instanceStatus`, until
+    /// `deleteInstances` names them or the MIG is deleted (`instance.rs`, `end_of_vm`).
+    pub(super) vanished: BTreeSet<String>,
     /// Delete operations waiting for a provisioning request to finish.
     pub(super) deleting: Vec<String>,
     pub(super) busy_until: Option<DateTime<Utc>>,
@@ -203,6 +208,7 @@ impl State {
                 vms: BTreeSet::new(),
                 queued: BTreeMap::new(),
                 creating: BTreeMap::new(),
+                vanished: BTreeSet::new(),
                 deleting: Vec::new(),
                 busy_until: None,
             },
@@ -219,7 +225,7 @@ impl State {
         let mut o = mig.body.clone();
         let obj = o.as_object_mut().expect("validated object");
         let (mut creating, mut deleting, mut recreating, mut none) =
-            (mig.queued.len() + mig.creating.len(), 0, 0, 0);
+            (mig.queued.len() + mig.creating.len(), 0, 0, mig.vanished.len());
         for name in &mig.vms {
             let Some(vm) = self.instances.get(&(mig.key.project.clone(), mig.zone.clone(), name.clone()))
             else {
@@ -345,6 +351,7 @@ impl State {
         let mut invalid: Vec<(&str, String)> = Vec::new();
         let mut vms: Vec<InstanceKey> = Vec::new();
         let mut queued: Vec<(String, String)> = Vec::new();
+        let mut vanished: Vec<String> = Vec::new();
         let field = |i: usize, e: &str| format!("Invalid value for field 'instances[{i}]': '{e}'.");
         for (i, (e, r)) in entries.iter().zip(&refs).enumerate() {
             let (zone, name) = match r {
@@ -411,6 +418,12 @@ impl State {
                             queued.push(pair);
                         }
                     }
+                    // A member whose VM GCE deleted: named, it leaves the group.
+                    _ if zone == mig.zone && mig.vanished.contains(name) => {
+                        if !vanished.iter().any(|v| v == name) {
+                            vanished.push(name.to_string());
+                        }
+                    }
                     _ => invalid.push((
                         "RESOURCE_NOT_FOUND",
                         format!(
@@ -435,7 +448,7 @@ impl State {
             };
             return Ok(self.failed_op(&key.project, key.scope.clone(), op_type, url, id, now, &errors, http));
         }
-        let lowered = (vms.len() + queued.len()) as i64;
+        let lowered = (vms.len() + queued.len() + vanished.len()) as i64;
         for vm_key in vms {
             if let Some(vm) = self.instances.get_mut(&vm_key) {
                 vm.deleting_at = Some(now + ms(DELETE_MS));
@@ -444,6 +457,9 @@ impl State {
         self.wake(now + ms(DELETE_MS));
         let mig = self.mig_mut(key)?;
         mig.target_size -= lowered;
+        for name in &vanished {
+            mig.vanished.remove(name);
+        }
         for (rr_name, vm) in queued {
             mig.queued.remove(&vm);
             if let Some(rr) = mig.requests.get_mut(&rr_name) {
@@ -480,6 +496,15 @@ impl State {
             items.push((name.clone(), mi));
         }
         items.extend(self.creating_managed_instances(mig));
+        for name in &mig.vanished {
+            // Its VM is gone: the member keeps its URL, and has no status.
+            let url = format!("{GCE_BASE}projects/{}/zones/{}/instances/{name}", key.project, mig.zone);
+            items.push((
+                name.clone(),
+                json!({"name": name, "instance": url, "currentAction": "NONE", "targetStatus": "RUNNING",
+                       "version": version}),
+            ));
+        }
         for name in &mig.vms {
             let Some(vm) = self.instances.get(&(key.project.clone(), mig.zone.clone(), name.clone())) else {
                 continue;

@@ -24,6 +24,7 @@ fn node_ref(c: &PlanConfig, name: &str) -> Option<(String, u32, bool)> {
 
 fn cfg() -> PlanConfig {
     let ns = |name: &str, qt: u64| NodesetPlan {
+        owned_policy: None,
         name: name.into(),
         zones: vec!["us-central1-a".into()],
         max_run_duration: 604_800,
@@ -89,6 +90,7 @@ fn mig(name: &str, state: MigState) -> Mig {
 
 fn vm(name: &str, mig: &str) -> ObservedVm {
     ObservedVm {
+        topology: None,
         name: name.into(),
         zone: "us-central1-a".into(),
         status: "RUNNING".into(),
@@ -146,6 +148,7 @@ impl World {
             self.o.migs.as_mut().unwrap().insert(
                 m.name.clone(),
                 ObservedMig {
+                    workload_policy: None,
                     name: m.name.clone(),
                     nodeset: m.nodeset.clone(),
                     tag: "x".into(),
@@ -893,6 +896,7 @@ fn owned_migs_unknown_to_the_store_are_adopted() {
     w.o.migs.as_mut().unwrap().insert(
         "hpc-a-j3-deadbeef".into(),
         ObservedMig {
+            workload_policy: None,
             name: "hpc-a-j3-deadbeef".into(),
             nodeset: "a".into(),
             tag: "deadbeef".into(),
@@ -941,6 +945,7 @@ fn a_request_in_flight_in_an_unrecorded_mig_is_adopted_not_collected() {
     // after mig_gc_grace, cancelling the request. It is adopted and followed instead.
     let mut w = World::new();
     let om = ObservedMig {
+        workload_policy: None,
         name: "hpc-a-j4-cafe0001".into(),
         nodeset: "a".into(),
         tag: "cafe0001".into(),
@@ -1258,6 +1263,7 @@ fn database_lost_world() -> World {
     w.o.migs.as_mut().unwrap().insert(
         "hpc-a-j3-deadbeef".into(),
         ObservedMig {
+            workload_policy: None,
             name: "hpc-a-j3-deadbeef".into(),
             nodeset: "a".into(),
             tag: "deadbeef".into(),

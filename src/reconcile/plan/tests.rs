@@ -1411,3 +1411,63 @@ fn a_node_past_resume_timeout_ends_powered_down_and_usable() {
 mod capacity;
 #[path = "standard_tests.rs"]
 mod standard;
+
+/// Owned workload policies: created before the first MIG of their nodeset (the insert waits for
+/// it), nothing while the policies are unknown; deleted only when unused and not wanted, never
+/// while a MIG (even one being deleted) uses it, nor on a reused MIG list.
+#[test]
+fn owned_policies_come_before_their_migs_and_go_only_when_unused() {
+    let owned = |mut w: World| {
+        w.c.nodesets.get_mut("a").unwrap().owned_policy = Some("hpc-a-wp".into());
+        w
+    };
+    let policy =
+        |nodeset: &str| ObservedPolicy { name: format!("hpc-{nodeset}-wp"), nodeset: nodeset.into() };
+    let with_policies = |mut w: World, ps: &[ObservedPolicy]| {
+        w.o.policies = Some(ps.iter().map(|p| (p.name.clone(), p.clone())).collect());
+        w
+    };
+    let mut n = node("hpc-a-1", NodeState::Requested);
+    n.request_id = Some(1);
+    let base = || World::new().node(n.clone()).req(request(1, &["hpc-a-1"], RequestPhase::Planned));
+
+    // (world, the GCE steps expected)
+    let insert_policy = GceStep::InsertPolicy { policy: "hpc-a-wp".into(), nodeset: "a".into() };
+    let w = with_policies(owned(base()), &[]);
+    assert_eq!(w.plan().gce, vec![insert_policy.clone()], "the policy first");
+    let w = with_policies(owned(base()), &[policy("a")]);
+    assert!(matches!(w.plan().gce.as_slice(), [GceStep::InsertMig { request: 1, .. }]), "then the MIG");
+    assert!(owned(base()).plan().gce.is_empty(), "policies unknown this pass: wait");
+    let w = with_policies(base(), &[]);
+    assert!(matches!(w.plan().gce.as_slice(), [GceStep::InsertMig { .. }]), "no placement: as before");
+
+    // A policy of a nodeset gone from the config: deleted when no MIG uses it.
+    let gone = || with_policies(World::new(), &[policy("old")]);
+    assert!(matches!(gone().plan().gce.as_slice(), [GceStep::DeletePolicy { policy, reason }]
+        if policy == "hpc-old-wp" && reason.contains("gone from the config")));
+    let mut in_use = gone();
+    in_use.o.migs.as_mut().unwrap().insert(
+        "hpc-old-t1".into(),
+        ObservedMig {
+            name: "hpc-old-t1".into(),
+            nodeset: "old".into(),
+            tag: "t1".into(),
+            job_id: None,
+            target_size: 0,
+            created: None,
+            workload_policy: Some("hpc-old-wp".into()),
+        },
+    );
+    assert!(!in_use.plan().gce.iter().any(|s| matches!(s, GceStep::DeletePolicy { .. })), "in use");
+    let mut reused = gone();
+    reused.o.migs_reused = true;
+    assert!(reused.plan().gce.is_empty(), "a reused MIG list proves nothing");
+    let mut unknown = gone();
+    unknown.o.migs = None;
+    assert!(unknown.plan().gce.is_empty(), "MIGs unknown");
+    // Wanted by its nodeset: kept, used or not.
+    assert!(owned(with_policies(World::new(), &[policy("a")])).plan().gce.is_empty());
+    // The nodeset is still there but no longer asks for an owned policy: deleted when unused.
+    assert!(matches!(with_policies(World::new(), &[policy("a")]).plan().gce.as_slice(),
+        [GceStep::DeletePolicy { reason, .. }] if reason.contains("no longer asks")));
+}

@@ -72,7 +72,7 @@ fn example_parses_with_the_values_it_shows() {
     assert_eq!(c.slurm.node_addr, NodeAddr::None);
     assert_eq!(c.slurm.command_timeout, 30);
     assert_eq!(c.slurm.topology.kind, slurm_dws::config::TopologyKind::Block);
-    assert_eq!(c.slurm.topology.file.as_deref(), Some(Path::new("/etc/slurm/topology.conf")));
+    assert_eq!(c.slurm.topology.file.as_deref(), Some(Path::new("/etc/slurm/topology.yaml")));
     let r = &c.reconcile;
     assert_eq!(
         (r.interval, r.orphan_grace, r.mig_gc_grace, r.backoff_initial, r.backoff_max),

@@ -90,6 +90,10 @@ pub fn render(kind: TopologyKind, yaml: bool, nodes: &BTreeMap<String, Option<St
             if !unplaced.is_empty() {
                 out.push_str(&format!("BlockName={UNPLACED} Nodes={}\n", hl(&unplaced)));
             }
+            // Slurm takes the first block's node count as the base block size unless told, and a
+            // block smaller than that is fatal (24.11: "children count lower than
+            // bblock_node_cnt"): GCE's blocks hold any number of our nodes, so the base is 1.
+            out.push_str("BlockSizes=1\n");
         }
         (TopologyKind::Tree, true) => {
             out.push_str("- topology: default\n  cluster_default: true\n  tree:\n    switches:\n");
@@ -115,7 +119,9 @@ pub fn render(kind: TopologyKind, yaml: bool, nodes: &BTreeMap<String, Option<St
             }
         }
         (TopologyKind::Block, true) => {
-            out.push_str("- topology: default\n  cluster_default: true\n  block:\n    blocks:\n");
+            out.push_str(
+                "- topology: default\n  cluster_default: true\n  block:\n    block_sizes: [1]\n    blocks:\n",
+            );
             for blocks in tree.values() {
                 for (b, subs) in blocks {
                     let ns: Vec<&str> = subs.values().flatten().copied().collect();
@@ -234,11 +240,11 @@ mod tests {
         );
         assert_eq!(
             body(render(TopologyKind::Block, false, &n)),
-            "BlockName=b1 Nodes=hpc-a3u-[0-2]\nBlockName=b2 Nodes=hpc-a3u-3\nBlockName=unplaced Nodes=hpc-a3u-[4-5]"
+            "BlockName=b1 Nodes=hpc-a3u-[0-2]\nBlockName=b2 Nodes=hpc-a3u-3\nBlockName=unplaced Nodes=hpc-a3u-[4-5]\nBlockSizes=1"
         );
         let y = render(TopologyKind::Block, true, &n);
         assert!(
-            y.contains("  block:\n    blocks:\n      - block: \"b1\"\n        nodes: \"hpc-a3u-[0-2]\"\n"),
+            y.contains("  block:\n    block_sizes: [1]\n    blocks:\n      - block: \"b1\"\n        nodes: \"hpc-a3u-[0-2]\"\n"),
             "{y}"
         );
         let y = render(TopologyKind::Tree, true, &n);
@@ -246,7 +252,10 @@ mod tests {
         assert!(y.contains("      - switch: \"root\"\n        children: \"c1,unplaced\"\n"), "{y}");
         // Nothing placed yet: every node is still in the file.
         let none = nodes(&[("hpc-a3u-0", None)]);
-        assert_eq!(body(render(TopologyKind::Block, false, &none)), "BlockName=unplaced Nodes=hpc-a3u-0");
+        assert_eq!(
+            body(render(TopologyKind::Block, false, &none)),
+            "BlockName=unplaced Nodes=hpc-a3u-0\nBlockSizes=1"
+        );
         assert_eq!(block_of("c1/b1/s1/h1"), Some("b1"));
         assert_eq!(block_of("//"), None);
     }

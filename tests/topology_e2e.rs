@@ -110,10 +110,23 @@ fn four_node_job_lands_in_one_block_and_slurm_knows_it(slurm: SlurmGeneration, k
         t.contains(&block).then_some(t)
     });
     eprintln!("[topology] {}:\n{text}", file.display());
-    let shown = wait("scontrol show topology naming the block", 120, || {
-        let o = s.cluster.scontrol(&["show", "topology"]).unwrap_or_default();
-        o.contains(&block).then_some(o)
-    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let shown = loop {
+        let o = match s.cluster.scontrol(&["show", "topology"]) {
+            Ok(o) => o,
+            Err(e) => format!("{e}"),
+        };
+        if o.contains(&block) {
+            break o;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "scontrol show topology never named {block}: {o}\nslurmctld: {}\ndaemon: {}",
+            s.cluster.slurmctld_log_tail(30),
+            s.daemon_log().lines().filter(|l| l.contains("topology")).take(5).collect::<Vec<_>>().join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
     eprintln!("[topology] scontrol show topology:\n{shown}");
     s.kill_daemon();
 }

@@ -26,6 +26,7 @@ pub mod endpoints;
 pub mod error;
 pub mod lean_vms;
 pub mod node_shape;
+pub mod placement_rules;
 pub mod policies;
 pub mod ratelimit;
 pub mod retry;

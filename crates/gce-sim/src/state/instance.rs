@@ -155,8 +155,10 @@ impl State {
         if vm.run_seconds > 0 {
             o["resourceStatus"] = json!({"scheduling": {"terminationTimestamp": ts(vm.termination)}});
         }
-        // GCE reports where a VM runs once it has a host (not while PROVISIONING).
-        if let (Some(slot), false) = (vm.host, vm.status == VmStatus::Provisioning) {
+        // GCE reports where a VM runs once it has a host (not while PROVISIONING), for VMs of a MIG
+        // with a HIGH_THROUGHPUT workload policy ("About workload policies for MIGs").
+        let placed = self.migs.get(&vm.mig).is_some_and(|m| m.placement.is_some());
+        if let (Some(slot), false, true) = (vm.host, vm.status == VmStatus::Provisioning, placed) {
             let t = super::topology_json(&vm.zone, slot);
             o["resourceStatus"]["physicalHost"] = json!(format!(
                 "/{}/{}/{}",

@@ -33,6 +33,7 @@ METHODS = {
     "zoneOperations": ["get", "wait"],
     "regionOperations": ["get", "wait"],
     "globalOperations": ["get", "wait"],
+    "resourcePolicies": ["insert", "get", "list", "delete"],
 }
 
 DROP_KEYS = {"description", "enumDescriptions", "enumDeprecated", "icons", "documentationLink"}

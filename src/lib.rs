@@ -21,6 +21,7 @@
 //! | [`cli`]       | argument parsing and the admin commands' output                          |
 //! | [`slurm_gcp`] | `import-slurm-gcp`: slurm-gcp v6's config.yaml as a slurm-dws config     |
 //! | [`syslog`]    | one line to `/dev/log` when a hook fails or runs on the fallback config   |
+//! | [`topology`]  | the Slurm topology file from GCE's physical host topology (`[slurm] topology`) |
 //!
 //! # The path of a resume, from hook to GCE
 //!
@@ -55,3 +56,4 @@ pub mod slurm;
 pub mod slurm_gcp;
 pub mod store;
 pub mod syslog;
+pub mod topology;

@@ -186,6 +186,9 @@ string_enum! {
         CreateInstances => "create_instances",
         DeleteInstances => "delete_instances",
         MigDelete => "mig_delete",
+        /// A workload policy slurm-dws owns.
+        PolicyInsert => "policy_insert",
+        PolicyDelete => "policy_delete",
     }
 }
 

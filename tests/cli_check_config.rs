@@ -552,3 +552,71 @@ async fn online_check_judges_each_template_by_the_nodesets_provisioning_model() 
     assert!(!out.contains("nodeset f"), "{out}");
     sim.shutdown().await;
 }
+
+/// `check-config --online` refuses what GCE would refuse of a placement: flex-start H4D with a
+/// policy, spot A4X without an accelerator topology; a spot A4X with one and a flex A3 Ultra with
+/// a distance pass. Each line names the nodeset, the field and the machine type.
+#[tokio::test]
+async fn online_check_refuses_placements_gce_refuses() {
+    let sim = gce_sim::start(gce_sim::SimOptions::default()).await.unwrap();
+    let http = reqwest::Client::new();
+    let control = format!("http://{}/_sim/templates", sim.addr());
+    let mut a3u = devcluster::stack::flex_template("a3u-flex");
+    a3u["properties"]["machineType"] = serde_json::json!("a3-ultragpu-8g");
+    let mut h4d = devcluster::stack::flex_template("h4d-flex");
+    h4d["properties"]["machineType"] = serde_json::json!("h4d-highmem-192");
+    let mut a4x = devcluster::stack::model_template("a4x-spot", "spot");
+    a4x["properties"]["machineType"] = serde_json::json!("a4x-highgpu-4g");
+    for t in [&a3u, &h4d, &a4x] {
+        let r = http.post(&control).json(t).send().await.unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let url = sim.base_url();
+    let config = |name: &str, nodesets: &str| {
+        let text = format!(
+            "cluster_name = \"hpc\"\nstate_dir = \"{}\"\n[gcp]\nproject = \"p\"\nregion = \"us-central1\"\n\
+             endpoint = \"{url}\"\ncredentials = \"none\"\nrequest_timeout = 2\nretry_deadline = 3\n{nodesets}",
+            dir.path().join("state").display()
+        );
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let ns = |name: &str, t: &str, extra: &str| {
+        format!(
+            "[[nodeset]]\nname = \"{name}\"\ninstance_template = \"projects/p/global/instanceTemplates/{t}\"\n\
+             zones = [\"us-central1-a\"]\nnode_count_dynamic_max = 4\n{extra}\n"
+        )
+    };
+    let run = |path: String| {
+        tokio::task::spawn_blocking(move || slurm_dws(&["check-config", "--config-only", "--online", &path]))
+    };
+    let good = config(
+        "good",
+        &(ns("a3u", "a3u-flex", "[nodeset.placement]\nmax_topology_distance = \"BLOCK\"")
+            + &ns(
+                "a4x",
+                "a4x-spot",
+                "provisioning_model = \"spot\"\n[nodeset.placement]\naccelerator_topology = \"1x72\"",
+            )),
+    );
+    let o = run(good).await.unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    let bad = config(
+        "bad",
+        &(ns("h4d", "h4d-flex", "[nodeset.placement]\nmax_topology_distance = \"BLOCK\"")
+            + &ns("a4x", "a4x-spot", "provisioning_model = \"spot\"")),
+    );
+    let o = run(bad).await.unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("nodeset h4d: placement.max_topology_distance is set, but GCE takes a workload policy for flex-start VMs only on A4 and A3 Ultra, not H4D (h4d-highmem-192)"),
+        "{out}"
+    );
+    assert!(out.contains("nodeset a4x: placement.accelerator_topology is not set"), "{out}");
+    assert!(out.contains("a4x-highgpu-4g"), "{out}");
+    sim.shutdown().await;
+}

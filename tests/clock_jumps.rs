@@ -41,6 +41,7 @@ const JUMPS: &[i64] = &[
 
 fn cfg() -> PlanConfig {
     let ns = |name: &str, qt: u64| NodesetPlan {
+        owned_policy: None,
         name: name.into(),
         zones: vec!["us-central1-a".into()],
         max_run_duration: 604_800,
@@ -103,6 +104,7 @@ fn mig(name: &str, nodeset: &str, empty_since: Option<DateTime<Utc>>) -> (Mig, O
             empty_since,
         },
         ObservedMig {
+            workload_policy: None,
             name: name.into(),
             nodeset: nodeset.into(),
             tag: "x".into(),
@@ -115,6 +117,7 @@ fn mig(name: &str, nodeset: &str, empty_since: Option<DateTime<Utc>>) -> (Mig, O
 
 fn vm(name: &str, mig: &str, created: DateTime<Utc>) -> ObservedVm {
     ObservedVm {
+        topology: None,
         name: name.into(),
         zone: "us-central1-a".into(),
         status: "RUNNING".into(),

@@ -71,6 +71,8 @@ fn example_parses_with_the_values_it_shows() {
     assert_eq!(c.slurm.conf.as_deref(), Some(Path::new("/etc/slurm/slurm.conf")));
     assert_eq!(c.slurm.node_addr, NodeAddr::None);
     assert_eq!(c.slurm.command_timeout, 30);
+    assert_eq!(c.slurm.topology.kind, slurm_dws::config::TopologyKind::Block);
+    assert_eq!(c.slurm.topology.file.as_deref(), Some(Path::new("/etc/slurm/topology.yaml")));
     let r = &c.reconcile;
     assert_eq!(
         (r.interval, r.orphan_grace, r.mig_gc_grace, r.backoff_initial, r.backoff_max),
@@ -92,6 +94,13 @@ fn example_parses_with_the_values_it_shows() {
     let f = &a3u.dws_flex;
     assert!(f.enabled && f.use_job_duration);
     assert_eq!((f.max_run_duration, f.boot_allowance, f.queue_timeout, f.eol_grace), (604800, 600, 0, 600));
+    assert_eq!(
+        a3u.placement,
+        Some(slurm_dws::config::Placement::Owned {
+            max_topology_distance: Some(slurm_dws::config::TopologyDistance::Block),
+            accelerator_topology: None
+        })
+    );
 
     let h4d = c.nodeset("h4d").unwrap();
     assert_eq!((h4d.node_count_static, h4d.node_count_dynamic_max), (0, 64));
@@ -516,6 +525,14 @@ fn key_list_matches_the_schema() {
     {
         *p = Some("/usr/local/sbin/slurm-gcp-program".into());
     }
+    // One nodeset with an owned policy (both keys), the other with an existing one.
+    c.nodesets[0].placement = Some(slurm_dws::config::Placement::Owned {
+        max_topology_distance: Some(slurm_dws::config::TopologyDistance::Block),
+        accelerator_topology: Some("1x72".into()),
+    });
+    c.nodesets[1].placement = Some(slurm_dws::config::Placement::Existing {
+        url: "projects/my-project/regions/us-central1/resourcePolicies/wp".into(),
+    });
     let raw = RawConfig::from(&c);
     let mut serialized = BTreeSet::new();
     keys_of("", &toml::Value::try_from(&raw).unwrap(), &mut serialized);
@@ -617,4 +634,51 @@ fn provisioning_model_defaults_and_contradictions() {
     let spot = parse(&with(Some("spot"), None)).unwrap();
     let again = toml::to_string(&RawConfig::from(&spot)).unwrap();
     assert_eq!(parse(&again).unwrap().nodesets[0].provisioning_model, ProvisioningModel::Spot);
+}
+
+/// `[nodeset.placement]` and `[slurm] topology`: each wrong value is a problem naming nodeset, key
+/// and value; a right one resolves.
+#[test]
+fn placement_and_topology_keys() {
+    use slurm_dws::config::{Placement, TopologyDistance, TopologyKind};
+    let with = |table: &str| format!("{BASE}[nodeset.placement]\n{table}\n");
+    for (table, key, words) in [
+        (
+            "workload_policy = \"projects/p/regions/us-central1/resourcePolicies/wp\"\nmax_topology_distance = \"BLOCK\"",
+            "nodeset[0].placement.workload_policy",
+            "not both",
+        ),
+        ("max_topology_distance = \"block\"", "nodeset[0].placement.max_topology_distance", "\"block\" must be"),
+        ("accelerator_topology = \"72\"", "nodeset[0].placement.accelerator_topology", "\"72\" must be like 1x72"),
+        ("workload_policy = \"wp\"", "nodeset[0].placement.workload_policy", "\"wp\" must be projects/"),
+        (
+            "workload_policy = \"projects/p/regions/europe-west4/resourcePolicies/wp\"",
+            "nodeset[0].placement.workload_policy",
+            "its own region \"us-central1\"",
+        ),
+        ("", "nodeset[0].placement", "is empty"),
+    ] {
+        let err = parse(&with(table)).unwrap_err();
+        assert_eq!(err.keys(), [key], "{table}: {err}");
+        assert!(err.to_string().contains(words), "{table}: {err}");
+    }
+    let c = parse(&with("max_topology_distance = \"SUBBLOCK\"\naccelerator_topology = \"1x72\"")).unwrap();
+    assert_eq!(
+        c.nodesets[0].placement,
+        Some(Placement::Owned {
+            max_topology_distance: Some(TopologyDistance::Subblock),
+            accelerator_topology: Some("1x72".into())
+        })
+    );
+    let c = parse(&with("workload_policy = \"projects/p/regions/us-central1/resourcePolicies/wp\"")).unwrap();
+    assert!(matches!(&c.nodesets[0].placement, Some(Placement::Existing { url }) if url.ends_with("/wp")));
+    assert_eq!(parse(BASE).unwrap().nodesets[0].placement, None);
+
+    let err = parse(&format!("{BASE}[slurm]\ntopology = \"dragonfly\"\n")).unwrap_err();
+    assert_eq!(err.keys(), ["slurm.topology"]);
+    let err =
+        parse(&format!("{BASE}[slurm]\ntopology = \"tree\"\ntopology_file = \"topo.conf\"\n")).unwrap_err();
+    assert_eq!(err.keys(), ["slurm.topology_file"]);
+    let c = parse(&format!("{BASE}[slurm]\ntopology = \"tree\"\n")).unwrap();
+    assert_eq!((c.slurm.topology.kind, c.slurm.topology.file.as_deref()), (TopologyKind::Tree, None));
 }

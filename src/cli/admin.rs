@@ -820,6 +820,7 @@ fn render_gc(r: &GcReport) -> String {
         let kind = match i.kind {
             GcItemKind::Mig => "mig",
             GcItemKind::Vm => "vm",
+            GcItemKind::Policy => "policy",
         };
         t.push(vec![
             kind.into(),

@@ -27,6 +27,15 @@ pub fn template_problems(config: &Config) -> Result<Vec<String>, CliError> {
             ))
         })?;
         lines.extend(problems.iter().map(|p| format!("nodeset {}: instance template {t}: {p}", ns.name)));
+        // What GCE would refuse of the nodeset's placement for this machine family and model.
+        // A template GCE could not give is one of the problems above already.
+        let Ok(template) = rt.block_on(client.get_instance_template_ref(t)) else { continue };
+        let mt = template.properties.as_ref().map(|p| p.machine_type.clone()).unwrap_or_default();
+        for (field, message) in
+            gce::placement_rules::placement_problems(&mt, ns.provisioning_model, ns.placement.as_ref())
+        {
+            lines.push(format!("nodeset {}: {field} {message}", ns.name));
+        }
     }
     Ok(lines)
 }

@@ -9,6 +9,7 @@
 
 mod forms;
 pub mod last_accepted;
+mod placement;
 mod provisioning;
 pub mod raw;
 pub mod slurm_conf;
@@ -24,6 +25,9 @@ use std::path::{Path, PathBuf};
 /// the client owns what that means, so `gce` never depends on the config.
 pub use crate::gce::Credentials;
 pub use forms::{is_cluster_name, is_nodeset_name, is_rfc1035};
+pub use placement::{
+    is_accelerator_topology, parse_policy_url, Placement, Topology, TopologyDistance, TopologyKind,
+};
 pub use provisioning::ProvisioningModel;
 pub use slurm_conf::render_slurm_conf;
 pub use validate::DEFAULT_ENDPOINT;
@@ -114,6 +118,8 @@ pub struct Slurm {
     pub delegate_resume: Option<PathBuf>,
     pub delegate_suspend: Option<PathBuf>,
     pub delegate_resume_fail: Option<PathBuf>,
+    /// `topology` / `topology_file`: the Slurm topology file kept from GCE's physical host topology.
+    pub topology: Topology,
 }
 
 impl Slurm {
@@ -204,6 +210,8 @@ pub struct Nodeset {
     /// request fails for capacity (then at once).
     pub fallback_after: u64,
     pub dws_flex: DwsFlex,
+    /// `[nodeset.placement]`: the workload policy of every MIG of the nodeset; `None` = none.
+    pub placement: Option<Placement>,
 }
 
 impl Nodeset {

@@ -52,6 +52,8 @@ pub struct RawSlurm {
     pub delegate_resume: Val<String>,
     pub delegate_suspend: Val<String>,
     pub delegate_resume_fail: Val<String>,
+    pub topology: Val<String>,
+    pub topology_file: Val<String>,
 }
 
 /// `[reconcile]`.
@@ -90,6 +92,7 @@ pub struct RawNodeset {
     pub exclusive: Val<bool>,
     pub fallback_after: Val<u64>,
     pub dws_flex: Option<RawDwsFlex>,
+    pub placement: Option<RawPlacement>,
 }
 
 /// `[nodeset.dws_flex]`.
@@ -102,6 +105,15 @@ pub struct RawDwsFlex {
     pub boot_allowance: Val<u64>,
     pub queue_timeout: Val<u64>,
     pub eol_grace: Val<u64>,
+}
+
+/// `[nodeset.placement]`.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlacement {
+    pub workload_policy: Val<String>,
+    pub max_topology_distance: Val<String>,
+    pub accelerator_topology: Val<String>,
 }
 
 /// Every key of the schema as a dotted path (`nodeset.dws_flex.enabled`).
@@ -130,6 +142,8 @@ pub const KEYS: &[&str] = &[
     "slurm.delegate_resume",
     "slurm.delegate_suspend",
     "slurm.delegate_resume_fail",
+    "slurm.topology",
+    "slurm.topology_file",
     "reconcile.interval",
     "reconcile.orphan_grace",
     "reconcile.mig_gc_grace",
@@ -155,6 +169,9 @@ pub const KEYS: &[&str] = &[
     "nodeset.dws_flex.boot_allowance",
     "nodeset.dws_flex.queue_timeout",
     "nodeset.dws_flex.eol_grace",
+    "nodeset.placement.workload_policy",
+    "nodeset.placement.max_topology_distance",
+    "nodeset.placement.accelerator_topology",
 ];
 
 fn val<T>(v: T) -> Val<T> {
@@ -195,6 +212,8 @@ impl From<&super::Config> for RawConfig {
                 delegate_resume: c.slurm.delegate_resume.as_deref().and_then(path_val),
                 delegate_suspend: c.slurm.delegate_suspend.as_deref().and_then(path_val),
                 delegate_resume_fail: c.slurm.delegate_resume_fail.as_deref().and_then(path_val),
+                topology: val(c.slurm.topology.kind.as_str().to_string()),
+                topology_file: c.slurm.topology.file.as_deref().and_then(path_val),
             }),
             reconcile: Some(RawReconcile {
                 interval: val(c.reconcile.interval),
@@ -230,6 +249,21 @@ impl From<&super::Config> for RawConfig {
                             boot_allowance: val(n.dws_flex.boot_allowance),
                             queue_timeout: val(n.dws_flex.queue_timeout),
                             eol_grace: val(n.dws_flex.eol_grace),
+                        }),
+                        placement: n.placement.as_ref().map(|p| match p {
+                            super::Placement::Existing { url } => RawPlacement {
+                                workload_policy: val(url.clone()),
+                                max_topology_distance: None,
+                                accelerator_topology: None,
+                            },
+                            super::Placement::Owned { max_topology_distance, accelerator_topology } => {
+                                RawPlacement {
+                                    workload_policy: None,
+                                    max_topology_distance: max_topology_distance
+                                        .and_then(|d| val(d.as_str().to_string())),
+                                    accelerator_topology: accelerator_topology.clone().and_then(val),
+                                }
+                            }
                         }),
                     })
                     .collect(),

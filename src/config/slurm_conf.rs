@@ -193,6 +193,7 @@ pub fn render_slurm_conf_with(
     }
     line("# Do not route messages through cloud nodes, most of which are powered down.");
     line("TreeWidth=65533");
+    topology_lines(config, target, &mut line);
 
     let statics: Vec<String> = config
         .nodesets
@@ -286,6 +287,26 @@ pub fn render_slurm_conf_with(
         line(&format!("PartitionName={name} Nodes={}{timeout}{over} State=UP", nodes.join(",")));
     }
     out
+}
+
+/// `TopologyPlugin` and where its file is, when `[slurm] topology` is set (`crate::topology`).
+fn topology_lines(config: &Config, target: SlurmVersion, line: &mut impl FnMut(&str)) {
+    let kind = config.slurm.topology.kind;
+    let Some(plugin) = kind.plugin() else { return };
+    let yaml = (target.major, target.minor) >= (25, 5);
+    let file = config
+        .slurm
+        .topology
+        .file
+        .clone()
+        .unwrap_or_else(|| crate::topology::default_path(config.slurm.conf.as_deref(), yaml));
+    line("# Topology from GCE's physical host topology: slurm-dws keeps this file and runs");
+    line("# `scontrol reconfigure` when it changes (at most once a minute). Slurm reads it from");
+    line(&format!("# slurm.conf's directory: {} must be there (slurm.topology_file).", file.display()));
+    if kind == crate::config::TopologyKind::Block && (target.major, target.minor) < (23, 11) {
+        line("# topology/block needs Slurm 23.11 or later: use topology = \"tree\" on this release.");
+    }
+    line(&format!("TopologyPlugin={plugin}"));
 }
 
 #[cfg(test)]

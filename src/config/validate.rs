@@ -8,10 +8,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use super::forms::*;
-use super::raw::{RawConfig, RawDwsFlex, RawNodeset, Val};
+use super::raw::{RawConfig, RawDwsFlex, RawNodeset, RawPlacement, Val};
 use super::{
-    Config, ConfigError, Credentials, Daemon, DwsFlex, Gcp, NodeAddr, Nodeset, Problem, ProvisioningModel,
-    Reconcile, Slurm, MAX_RUN_DURATION, MIN_RUN_DURATION,
+    is_accelerator_topology, parse_policy_url, Config, ConfigError, Credentials, Daemon, DwsFlex, Gcp,
+    NodeAddr, Nodeset, Placement, Problem, ProvisioningModel, Reconcile, Slurm, Topology, TopologyDistance,
+    TopologyKind, MAX_RUN_DURATION, MIN_RUN_DURATION,
 };
 
 /// Default `gcp.endpoint`: the real Compute v1 API.
@@ -356,6 +357,18 @@ fn resolve_slurm(ck: &mut Checker, s: super::raw::RawSlurm) -> Slurm {
     let delegate_resume = ck.program("slurm.delegate_resume", &s.delegate_resume);
     let delegate_suspend = ck.program("slurm.delegate_suspend", &s.delegate_suspend);
     let delegate_resume_fail = ck.program("slurm.delegate_resume_fail", &s.delegate_resume_fail);
+    let kind = match TopologyKind::parse(&get(&s.topology, "none".to_string())) {
+        Some(k) => k,
+        None => {
+            let v = get(&s.topology, String::new());
+            ck.bad("slurm.topology", &s.topology, format!("{v:?} must be none, tree or block"));
+            TopologyKind::None
+        }
+    };
+    let file = match get(&s.topology_file, String::new()) {
+        f if f.is_empty() => None,
+        _ => Some(ck.abs_path("slurm.topology_file", &s.topology_file, "")),
+    };
     Slurm {
         bin_dir,
         conf,
@@ -364,6 +377,7 @@ fn resolve_slurm(ck: &mut Checker, s: super::raw::RawSlurm) -> Slurm {
         delegate_resume,
         delegate_suspend,
         delegate_resume_fail,
+        topology: Topology { kind, file },
     }
 }
 
@@ -549,7 +563,72 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
         exclusive: get(&n.exclusive, false),
         fallback_after: get(&n.fallback_after, 0),
         dws_flex,
+        placement: n.placement.and_then(|p| resolve_placement(ck, i, p, region)),
     }
+}
+
+/// `[nodeset.placement]`: one way or the other, never both; the values' forms (what GCE accepts
+/// for the machine type is checked online).
+fn resolve_placement(ck: &mut Checker, i: usize, p: RawPlacement, region: &str) -> Option<Placement> {
+    let key = |k: &str| format!("nodeset[{i}].placement.{k}");
+    let distance = p.max_topology_distance.as_ref().map(|v| v.get_ref().clone());
+    let accel = p.accelerator_topology.as_ref().map(|v| v.get_ref().clone());
+    if let Some(url) = p.workload_policy.as_ref().map(|v| v.get_ref().clone()) {
+        if distance.is_some() || accel.is_some() {
+            let other = if distance.is_some() { "max_topology_distance" } else { "accelerator_topology" };
+            ck.bad(
+                &key("workload_policy"),
+                &p.workload_policy,
+                format!(
+                    "{url:?} is given with {other}: use an existing policy (workload_policy) or one \
+                     slurm-dws creates (max_topology_distance / accelerator_topology), not both"
+                ),
+            );
+            return None;
+        }
+        match parse_policy_url(&url) {
+            Err(why) => ck.bad(&key("workload_policy"), &p.workload_policy, why),
+            Ok((_, r, _)) if !region.is_empty() && r != region => ck.bad(
+                &key("workload_policy"),
+                &p.workload_policy,
+                format!(
+                    "{url:?} is in region {r:?}: a MIG takes a workload policy of its own region {region:?}"
+                ),
+            ),
+            Ok(_) => {}
+        }
+        return Some(Placement::Existing { url });
+    }
+    let max_topology_distance = distance.as_deref().and_then(|d| {
+        let parsed = TopologyDistance::parse(d);
+        if parsed.is_none() {
+            ck.bad(
+                &key("max_topology_distance"),
+                &p.max_topology_distance,
+                format!("{d:?} must be CLUSTER, BLOCK or SUBBLOCK"),
+            );
+        }
+        parsed
+    });
+    if let Some(a) = &accel {
+        if !is_accelerator_topology(a) {
+            ck.bad(
+                &key("accelerator_topology"),
+                &p.accelerator_topology,
+                format!("{a:?} must be like 1x72 (AxB or AxBxC, positive integers)"),
+            );
+        }
+    }
+    if distance.is_none() && accel.is_none() {
+        ck.bad::<()>(
+            &format!("nodeset[{i}].placement"),
+            &None,
+            "is empty: give workload_policy, or max_topology_distance and/or accelerator_topology \
+             (or remove the table for no placement)",
+        );
+        return None;
+    }
+    Some(Placement::Owned { max_topology_distance, accelerator_topology: accel })
 }
 
 /// `provisioning_model`: "flex" unless `dws_flex.enabled = false` says otherwise (then "standard":

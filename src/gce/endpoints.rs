@@ -92,12 +92,12 @@ fn check_request_id(request_id: &str) -> Result<(), GceError> {
     }
 }
 
-fn to_body<T: Serialize>(v: &T) -> Result<Vec<u8>, GceError> {
+pub(crate) fn to_body<T: Serialize>(v: &T) -> Result<Vec<u8>, GceError> {
     serde_json::to_vec(v).map_err(|e| GceError::InvalidArgument(format!("request body: {e}")))
 }
 
 impl Client {
-    fn mutation(
+    pub(crate) fn mutation(
         &self,
         method: String,
         verb: Method,
@@ -112,7 +112,7 @@ impl Client {
 
     /// Fetches every page of a list call. A repeated page token means the server is looping:
     /// that is reported rather than followed for ever.
-    async fn list_all<T: DeserializeOwned>(
+    pub(crate) async fn list_all<T: DeserializeOwned>(
         &self,
         method: String,
         verb: Method,

@@ -46,6 +46,13 @@ impl LeanVm<'_> {
         self.network_interfaces.0.as_deref().filter(|ip| !ip.is_empty())
     }
 
+    /// `resourceStatus.physicalHostTopology` as `CLUSTER/BLOCK/SUBBLOCK/HOST` (a part GCE left out
+    /// is empty); `None` when GCE gave none.
+    pub fn topology(&self) -> Option<String> {
+        let t = self.resource_status.as_ref()?.physical_host_topology.as_ref()?;
+        Some(format!("{}/{}/{}/{}", t.cluster, t.block, t.subblock, t.host))
+    }
+
     /// `resourceStatus.scheduling.terminationTimestamp`, as GCE wrote it.
     pub fn termination_timestamp(&self) -> Option<&str> {
         self.resource_status.as_ref()?.scheduling.as_ref()?.termination_timestamp.as_deref()
@@ -131,9 +138,26 @@ impl<'de: 'a, 'a> Deserialize<'de> for FirstIp<'a> {
 
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(default)]
+#[serde(rename_all = "camelCase")]
 struct LeanResourceStatus<'a> {
     #[serde(borrow)]
     scheduling: Option<LeanScheduling<'a>>,
+    #[serde(borrow)]
+    physical_host_topology: Option<LeanTopology<'a>>,
+}
+
+/// `resourceStatus.physicalHostTopology`.
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+struct LeanTopology<'a> {
+    #[serde(borrow)]
+    cluster: Cow<'a, str>,
+    #[serde(borrow)]
+    block: Cow<'a, str>,
+    #[serde(borrow)]
+    subblock: Cow<'a, str>,
+    #[serde(borrow)]
+    host: Cow<'a, str>,
 }
 
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]

@@ -26,6 +26,8 @@ pub mod endpoints;
 pub mod error;
 pub mod lean_vms;
 pub mod node_shape;
+pub mod placement_rules;
+pub mod policies;
 pub mod ratelimit;
 pub mod retry;
 pub mod template_check;
@@ -43,6 +45,7 @@ pub use error::{
 };
 pub use lean_vms::LeanVm;
 pub use node_shape::{node_shape, read_node_shape, NodeShape, ShapeError};
+pub use policies::{ResourcePolicy, WorkloadPolicy};
 pub use ratelimit::CallKind;
 pub use retry::Backoff;
 pub use template_check::{check_flex_template, flex_template_problems, TemplateProblem};

@@ -117,9 +117,13 @@ pub fn judge(step: &GceStep, e: &SendError) -> StepResult {
             StepResult::Retry(format!("{e}; what exists could not be read to compare"))
         }
         // The thing to remove is gone already.
-        (GceStep::DeleteMig { .. } | GceStep::DeleteInstances { .. }, ErrorClass::NotFound) => {
-            StepResult::Done
+        (GceStep::InsertPolicy { .. }, ErrorClass::AlreadyExists) => {
+            StepResult::Retry(format!("{e}; what exists could not be read to compare"))
         }
+        (
+            GceStep::DeleteMig { .. } | GceStep::DeleteInstances { .. } | GceStep::DeletePolicy { .. },
+            ErrorClass::NotFound,
+        ) => StepResult::Done,
         // Some of the names exist already (an earlier attempt made them): the next poll of the MIG's
         // managed instances says which, and the planner goes on from there.
         (GceStep::CreateInstances { .. }, ErrorClass::AlreadyExists) => StepResult::Moot(e.to_string()),
@@ -258,6 +262,7 @@ pub(super) fn learn(step: &GceStep, observed: &mut Observed, desired: &Desired) 
                         job_id: r.and_then(|r| r.job_id),
                         target_size: 0,
                         created: None,
+                        workload_policy: None,
                     },
                 );
             }
@@ -281,6 +286,16 @@ pub(super) fn learn(step: &GceStep, observed: &mut Observed, desired: &Desired) 
                 }
             }
             observed.deleting.extend(instances.iter().map(|i| i.name.clone()));
+        }
+        GceStep::InsertPolicy { policy, nodeset } => {
+            if let Some(p) = observed.policies.as_mut() {
+                p.insert(policy.clone(), ObservedPolicy { name: policy.clone(), nodeset: nodeset.clone() });
+            }
+        }
+        GceStep::DeletePolicy { policy, .. } => {
+            if let Some(p) = observed.policies.as_mut() {
+                p.remove(policy);
+            }
         }
         GceStep::DeleteMig { mig, .. } => {
             if let Some(m) = observed.migs.as_mut() {

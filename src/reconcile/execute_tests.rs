@@ -397,6 +397,7 @@ fn learning_never_undoes_a_final_state() {
         matches!(&o.requests["hpc-a-j7-0a1b2c3d"], PolledRequest::Found(r) if r.state == GceRequestState::Succeeded)
     );
     let vm = |name: &str, mig: &str| ObservedVm {
+        topology: None,
         name: name.into(),
         zone: "us-central1-a".into(),
         status: VmStatus::Running,

@@ -24,11 +24,12 @@ use tokio::time::Instant;
 /// The fields of a VM a pass reads from `instances.aggregatedList`, with the scopes' `warning` and the
 /// list's `unreachables` (so a partial list can be told from a complete one) and the page token.
 pub const VM_LIST_FIELDS: &str = "items/*/instances(name,zone,status,creationTimestamp,metadata/items,\
-networkInterfaces/networkIP,resourceStatus/scheduling/terminationTimestamp),items/*/warning,\
+networkInterfaces/networkIP,resourceStatus/scheduling/terminationTimestamp,\
+resourceStatus/physicalHostTopology),items/*/warning,\
 nextPageToken,unreachables,warning";
 /// The fields of a MIG a pass reads from `regionInstanceGroupManagers.list`.
 pub const MIG_LIST_FIELDS: &str =
-    "items(name,description,targetSize,creationTimestamp),nextPageToken,warning";
+    "items(name,description,targetSize,creationTimestamp,resourcePolicies),nextPageToken,warning";
 /// The fields of a resize request a poll reads.
 pub const REQUEST_FIELDS: &str = "name,state,status,instances/name,requestedRunDuration";
 
@@ -97,6 +98,7 @@ pub async fn observe_vms(
                         created: gce::parse_timestamp(&i.creation_timestamp),
                         termination: i.termination_timestamp().and_then(gce::parse_timestamp),
                         network_ip: i.internal_ip().map(str::to_string),
+                        topology: i.topology(),
                         zone: zone.to_string(),
                         name: i.name.to_string(),
                         status: VmStatus::from(i.status.as_ref()),
@@ -116,6 +118,7 @@ pub async fn observe_vms(
                     created: i.created_at(),
                     termination: i.termination_time(),
                     network_ip: i.internal_ip().map(str::to_string),
+                    topology: None,
                     zone: gce::last_segment(&i.zone).to_string(),
                     name: i.name.clone(),
                     status: VmStatus::from(i.status),
@@ -148,6 +151,11 @@ pub async fn observe_migs(
                     job_id: owned.job,
                     target_size: m.target_size.unwrap_or(0).max(0) as u32,
                     created: gce::parse_timestamp(&m.creation_timestamp),
+                    workload_policy: m
+                        .resource_policies
+                        .as_ref()
+                        .map(|p| gce::last_segment(&p.workload_policy).to_string())
+                        .filter(|p| !p.is_empty()),
                 },
             ))
         })
@@ -245,6 +253,15 @@ pub fn intent(
         GceStep::DeleteMig { mig, reason } => {
             (MutationKind::MigDelete, mig.clone(), serde_json::json!({ "reason": reason }))
         }
+        GceStep::InsertPolicy { policy, nodeset } => {
+            let ns = cfg.nodeset(nodeset).ok_or_else(|| ReconcileError::NodesetGone(nodeset.clone()))?;
+            let body = super::policies::policy_body(cfg, ns)
+                .ok_or_else(|| ReconcileError::NodesetGone(nodeset.clone()))?;
+            (MutationKind::PolicyInsert, policy.clone(), serde_json::to_value(body)?)
+        }
+        GceStep::DeletePolicy { policy, reason } => {
+            (MutationKind::PolicyDelete, policy.clone(), serde_json::json!({ "reason": reason }))
+        }
     })
 }
 
@@ -281,6 +298,8 @@ pub fn mig_body(
             target_shape: "ANY_SINGLE_ZONE".into(),
         }),
         update_policy: Some(gce::UpdatePolicy { instance_redistribution_type: "NONE".into() }),
+        resource_policies: super::policies::policy_url(cfg, ns)
+            .map(|workload_policy| gce::InstanceGroupManagerResourcePolicies { workload_policy }),
         ..Default::default()
     })
 }
@@ -425,6 +444,25 @@ pub async fn send(
             client.delete_instances(&loc, mig, &urls, rid).await?
         }
         GceStep::DeleteMig { mig, .. } => client.delete_mig(&loc, mig, rid).await?,
+        GceStep::InsertPolicy { nodeset, .. } => {
+            let body = cfg
+                .nodeset(nodeset)
+                .and_then(|ns| super::policies::policy_body(cfg, ns))
+                .ok_or_else(|| SendError::Config(ReconcileError::NodesetGone(nodeset.clone())))?;
+            let sent = match client.insert_policy(&cfg.gcp.region, &body, rid).await {
+                Ok(op) => client.wait_done(&op, deadline).await?.into_result(),
+                Err(e) => Err(e),
+            };
+            return match sent {
+                Err(e) if e.class() == ErrorClass::AlreadyExists => {
+                    let found = client.get_policy(&cfg.gcp.region, &body.name).await?;
+                    super::policies::policy_mismatch(&body, &found)
+                        .map_or(Ok(()), |d| Err(SendError::Mismatch(d)))
+                }
+                other => other.map(|_| ()).map_err(SendError::from),
+            };
+        }
+        GceStep::DeletePolicy { policy, .. } => client.delete_policy(&cfg.gcp.region, policy, rid).await?,
     };
     client.wait_done(&op, deadline).await?.into_result()?;
     Ok(())

@@ -29,6 +29,7 @@
 //! | `report.rs`     | the pass report and the gc report                                           |
 //! | `step_retry.rs` | when a failed GCE step may be sent again, with a new requestId (pure)      |
 //! | `gce_edge.rs`   | GCE's answers → observations, steps → request bodies and calls              |
+//! | `policies.rs`   | workload policies: owned names, bodies, the region's owned policies observed |
 //! | `vm_create.rs`  | the same for standard and spot groups: `createInstances`, managed instances |
 //! | `types.rs`      | the planner's inputs and outputs                                            |
 //! | `error.rs`      | [`ReconcileError`]                                                          |
@@ -41,6 +42,7 @@ pub mod inflight;
 pub mod ingest;
 mod observe;
 pub mod plan;
+pub mod policies;
 pub mod poll;
 mod reconciler;
 mod report;

@@ -123,8 +123,9 @@ pub(super) async fn gce_and_slurm(
                 None => gce_edge::observe_migs(src.gce, src.cfg, src.naming).await,
             }
         };
-        let lists = tokio::join!(gce_edge::observe_vms(src.gce, src.cfg), migs);
-        (lists, began.elapsed())
+        let policies = super::policies::observe_policies(src.gce, src.cfg);
+        let (vms, migs, policies) = tokio::join!(gce_edge::observe_vms(src.gce, src.cfg), migs, policies);
+        (((vms, migs), policies), began.elapsed())
     };
     let slurm_reads = async {
         let names = async {
@@ -144,7 +145,12 @@ pub(super) async fn gce_and_slurm(
         let reads = tokio::join!(nodes, names);
         (reads, began.elapsed())
     };
-    let (((vms, migs), gce_took), ((nodes, reservations), slurm_took)) = tokio::join!(gce_lists, slurm_reads);
+    let ((((vms, migs), policies), gce_took), ((nodes, reservations), slurm_took)) =
+        tokio::join!(gce_lists, slurm_reads);
+    match policies {
+        Ok(p) => o.policies = Some(p),
+        Err(e) => errors.push(format!("listing workload policies: {e}")),
+    }
     let (mut gce_took, mut slurm_took) = (gce_took, slurm_took);
     match vms {
         Ok((v, unreachable)) => {

@@ -29,6 +29,7 @@ fn request(id: i64, phase: RequestPhase) -> Request {
 
 fn owned(name: &str, tag: &str) -> ObservedMig {
     ObservedMig {
+        workload_policy: None,
         name: name.into(),
         nodeset: "a".into(),
         tag: tag.into(),

@@ -32,6 +32,7 @@ fn request(id: i64, created_at: DateTime<Utc>) -> Request {
 
 fn mig(r: &Request, target_size: u32) -> ObservedMig {
     ObservedMig {
+        workload_policy: None,
         name: r.mig.clone(),
         nodeset: "a".into(),
         tag: r.tag.clone(),
@@ -149,6 +150,7 @@ fn the_lists_bring_a_queued_request_back_at_once() {
     let migs: Vec<String> = w.1.keys().cloned().collect();
     // A VM of the first MIG appears; the second's target size moves; the third's MIG is gone.
     let vm = ObservedVm {
+        topology: None,
         name: "hpc-a-1".into(),
         zone: "us-central1-a".into(),
         status: VmStatus::Running,

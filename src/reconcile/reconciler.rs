@@ -80,6 +80,8 @@ pub struct Reconciler {
     /// GCE steps still running after [`inflight::STEP_WAIT`], across passes: no pass waits for
     /// them or sends them again; the first pass after one answers records it.
     in_flight: InFlight,
+    /// The Slurm topology file (`[slurm] topology`), once Slurm's release says which form it takes.
+    topology: Option<crate::topology::Keeper>,
 }
 
 /// A full observation kept after its pass ([`Reconciler::pass`]): only one whose pass read
@@ -148,6 +150,7 @@ impl Reconciler {
             answers_at: Default::default(),
             kept: None,
             in_flight: InFlight::default(),
+            topology: None,
         })
     }
 
@@ -362,6 +365,11 @@ impl Reconciler {
             (observation.started, observation.migs_read_at, observation.mig_reuses);
         match self.plan_commit_execute(observation, &mut report).await {
             Ok((desired, observed, failures_waiting)) => {
+                if report.reused_observation_ms.is_none() {
+                    if let Some(vms) = observed.vms.as_ref() {
+                        self.keep_topology(vms, report.started_at, &mut report.errors).await;
+                    }
+                }
                 if cfg!(debug_assertions) {
                     self.check_kept_state(&desired).await;
                 }
@@ -397,6 +405,58 @@ impl Reconciler {
             }
         }
         self.finish(report, started).await
+    }
+
+    /// Writes the topology file when the placement of our nodes' VMs changed, and has Slurm load
+    /// it at most once a minute (`topology.rs`). No GCE call: the VMs are this pass's list.
+    async fn keep_topology(
+        &mut self,
+        vms: &BTreeMap<String, ObservedVm>,
+        now: DateTime<Utc>,
+        errors: &mut Vec<String>,
+    ) {
+        use crate::config::TopologyKind;
+        let kind = self.cfg.slurm.topology.kind;
+        if kind == TopologyKind::None {
+            return;
+        }
+        if self.topology.is_none() {
+            let yaml = match self.slurm.version().await {
+                Ok(v) => (v.major, v.minor) >= (25, 5),
+                Err(e) => return errors.push(format!("topology: Slurm's version: {e}")),
+            };
+            let path = self
+                .cfg
+                .slurm
+                .topology
+                .file
+                .clone()
+                .unwrap_or_else(|| crate::topology::default_path(self.cfg.slurm.conf.as_deref(), yaml));
+            self.topology = Some(crate::topology::Keeper::new(path, kind, yaml));
+        }
+        let keeper = self.topology.as_mut().expect("set above");
+        let naming = &self.plan_cfg.naming;
+        let nodes: BTreeMap<String, Option<String>> = naming
+            .nodesets()
+            .flat_map(|ns| naming.all_nodes(ns))
+            .map(|n| {
+                let t = vms.get(&n).and_then(|v| v.topology.clone());
+                (n, t)
+            })
+            .collect();
+        let decision = keeper.decide(crate::topology::render(kind, keeper.yaml, &nodes), now);
+        if let Some(content) = decision.write {
+            match crate::topology::write_atomically(&keeper.path, &content) {
+                Ok(()) => keeper.written(content),
+                Err(e) => return errors.push(format!("topology: writing {}: {e}", keeper.path.display())),
+            }
+        }
+        if decision.reload {
+            match self.slurm.reconfigure().await {
+                Ok(()) => keeper.reloaded(now),
+                Err(e) => errors.push(format!("topology: scontrol reconfigure: {e}")),
+            }
+        }
     }
 
     /// Reads the instance template of each nodeset not read yet this run and judges it against the

@@ -247,6 +247,8 @@ impl PassReport {
 pub enum GcItemKind {
     Mig,
     Vm,
+    /// A workload policy slurm-dws owns.
+    Policy,
 }
 
 /// One deletion `gc` reports, with its reason.
@@ -357,6 +359,12 @@ pub fn gc_items(p: &Plan) -> Vec<GcItem> {
             GceStep::DeleteMig { mig, reason } => {
                 vec![GcItem { kind: GcItemKind::Mig, name: mig.clone(), mig: None, reason: reason.clone() }]
             }
+            GceStep::DeletePolicy { policy, reason } => vec![GcItem {
+                kind: GcItemKind::Policy,
+                name: policy.clone(),
+                mig: None,
+                reason: reason.clone(),
+            }],
             GceStep::DeleteInstances { mig, instances } => instances
                 .iter()
                 .map(|i| GcItem {

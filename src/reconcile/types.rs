@@ -41,6 +41,9 @@ pub struct NodesetPlan {
     /// `fallback_after`: seconds a request may stay queued before the nodeset's powered-down nodes
     /// are made unschedulable; 0 = only on a failure (`fallback.rs`).
     pub fallback_after: u64,
+    /// The name of the workload policy slurm-dws owns for it (`[nodeset.placement]` with a
+    /// distance or accelerator topology), created before its first MIG.
+    pub owned_policy: Option<String>,
 }
 
 /// A job's time limit as Slurm reports it.
@@ -75,6 +78,8 @@ pub struct ObservedVm {
     pub created: Option<DateTime<Utc>>,
     pub termination: Option<DateTime<Utc>>,
     pub network_ip: Option<String>,
+    /// `resourceStatus.physicalHostTopology` as `CLUSTER/BLOCK/SUBBLOCK/HOST` (null parts empty).
+    pub topology: Option<String>,
 }
 
 /// A MIG as GCE lists it, already proven ours (name prefix and description).
@@ -86,6 +91,8 @@ pub struct ObservedMig {
     pub job_id: Option<u32>,
     pub target_size: u32,
     pub created: Option<DateTime<Utc>>,
+    /// The name of its workload policy (`resourcePolicies.workloadPolicy`), if any.
+    pub workload_policy: Option<String>,
 }
 
 /// What a `get` of a resize request found.
@@ -266,6 +273,17 @@ pub struct Observed {
     /// The MIG list is an earlier pass's, kept because nothing could have changed it
     /// (docs/architecture.md, "Reads a pass skips"): nothing is deleted as stale this pass.
     pub migs_reused: bool,
+    /// The region's workload policies slurm-dws owns, by name; `None` when not listed this pass
+    /// (then none is created or deleted).
+    pub policies: Option<BTreeMap<String, ObservedPolicy>>,
+}
+
+/// A workload policy slurm-dws owns (`policies.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedPolicy {
+    pub name: String,
+    /// The nodeset it was made for (from its description; it may be gone from the config).
+    pub nodeset: String,
 }
 
 /// A job as the release rule reads it.
@@ -354,6 +372,16 @@ pub enum GceStep {
         mig: String,
         reason: String,
     },
+    /// Create the workload policy slurm-dws owns for `nodeset` (before its first MIG).
+    InsertPolicy {
+        policy: String,
+        nodeset: String,
+    },
+    /// Delete an owned workload policy no MIG uses, of a nodeset gone from the config.
+    DeletePolicy {
+        policy: String,
+        reason: String,
+    },
 }
 
 /// Which kind of [`GceStep`] (the pass report's `step`), named as the step serializes.
@@ -366,6 +394,8 @@ pub enum GceStepKind {
     CancelResizeRequest,
     DeleteInstances,
     DeleteMig,
+    InsertPolicy,
+    DeletePolicy,
 }
 
 impl GceStepKind {
@@ -377,6 +407,8 @@ impl GceStepKind {
             GceStepKind::CancelResizeRequest => "cancel_resize_request",
             GceStepKind::DeleteInstances => "delete_instances",
             GceStepKind::DeleteMig => "delete_mig",
+            GceStepKind::InsertPolicy => "insert_policy",
+            GceStepKind::DeletePolicy => "delete_policy",
         }
     }
 }
@@ -396,10 +428,12 @@ impl GceStep {
             GceStep::CancelResizeRequest { .. } => GceStepKind::CancelResizeRequest,
             GceStep::DeleteInstances { .. } => GceStepKind::DeleteInstances,
             GceStep::DeleteMig { .. } => GceStepKind::DeleteMig,
+            GceStep::InsertPolicy { .. } => GceStepKind::InsertPolicy,
+            GceStep::DeletePolicy { .. } => GceStepKind::DeletePolicy,
         }
     }
 
-    /// The MIG the step is about.
+    /// The MIG the step is about (for a policy step: the policy).
     pub fn mig(&self) -> &str {
         match self {
             GceStep::InsertMig { mig, .. }
@@ -408,6 +442,7 @@ impl GceStep {
             | GceStep::CancelResizeRequest { mig, .. }
             | GceStep::DeleteInstances { mig, .. }
             | GceStep::DeleteMig { mig, .. } => mig,
+            GceStep::InsertPolicy { policy, .. } | GceStep::DeletePolicy { policy, .. } => policy,
         }
     }
 
@@ -418,7 +453,10 @@ impl GceStep {
             | GceStep::InsertResizeRequest { request, .. }
             | GceStep::CreateInstances { request, .. }
             | GceStep::CancelResizeRequest { request, .. } => Some(*request),
-            GceStep::DeleteInstances { .. } | GceStep::DeleteMig { .. } => None,
+            GceStep::DeleteInstances { .. }
+            | GceStep::DeleteMig { .. }
+            | GceStep::InsertPolicy { .. }
+            | GceStep::DeletePolicy { .. } => None,
         }
     }
 }
@@ -596,6 +634,8 @@ impl PlanConfig {
                         model: n.provisioning_model,
                         exclusive: n.exclusive,
                         fallback_after: n.fallback_after,
+                        owned_policy: matches!(n.placement, Some(crate::config::Placement::Owned { .. }))
+                            .then(|| super::policies::policy_name(&cfg.cluster_name, &n.name)),
                     };
                     (n.name.clone(), plan)
                 })

@@ -431,6 +431,11 @@ impl Slurm {
         self.run_judged("scontrol", args, already::ScontrolCall::CreateReservation).await
     }
 
+    /// `scontrol reconfigure`: slurmctld re-reads its config files (the topology file among them).
+    pub async fn reconfigure(&self) -> Result<(), SlurmError> {
+        self.run_ok("scontrol", vec!["reconfigure".to_string()]).await.map(drop)
+    }
+
     /// Deletes reservation `name`. Returns `false` if there was no such reservation, so callers
     /// can delete idempotently.
     pub async fn delete_reservation(&self, name: &str) -> Result<bool, SlurmError> {

@@ -577,14 +577,17 @@ impl Reader {
             ("reservation_name", "a reservation (DWS Flex Start VMs cannot use one)"),
             ("future_reservation", "a future reservation (DWS Flex Start VMs cannot use one)"),
             ("maintenance_interval", "a maintenance interval"),
-            ("accelerator_topology", "an accelerator topology"),
+            (
+                "accelerator_topology",
+                "an accelerator topology here: set [nodeset.placement] accelerator_topology by hand",
+            ),
         ] {
             if let Some(v) = self.opt_string(ns, k, &path(k)) {
                 n.notes.push(format!("{k} = {v:?}: not carried over; slurm-dws does not set {what}."));
             }
         }
         for (k, what) in [
-            ("enable_placement", "compact placement policies (DWS Flex Start VMs cannot use them)"),
+            ("enable_placement", "placement from this key: set [nodeset.placement] max_topology_distance by hand (workload policies; flex-start only on A4 and A3 Ultra)"),
             ("enable_maintenance_reservation", "Slurm reservations for scheduled maintenance (it reserves each node before its run duration ends: eol_grace)"),
             ("enable_opportunistic_maintenance", "opportunistic maintenance"),
         ] {

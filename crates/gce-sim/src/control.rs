@@ -51,6 +51,7 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/_sim/operation-faults", post(add_op_fault).delete(clear_op_faults))
         .route("/_sim/request-ids", get(request_ids).post(set_request_ids))
         .route("/_sim/zones/{zone}/unreachable", post(set_unreachable).delete(clear_unreachable))
+        .route("/_sim/zones/{zone}/topology", post(set_topology))
         .route("/_sim/instances/{name}/expire", post(expire))
         .route("/_sim/instances/{name}/fail", post(fail))
         .route("/_sim/instances/{name}/preempt", post(preempt))
@@ -247,6 +248,16 @@ async fn set_unreachable(State(sim): State<Arc<Shared>>, Path(zone): Path<String
 async fn clear_unreachable(State(sim): State<Arc<Shared>>, Path(zone): Path<String>) -> Json<Value> {
     sim.lock().unreachable.remove(&zone);
     Json(json!({}))
+}
+
+/// `{"blocks": B, "subblocks_per_block": S, "hosts_per_subblock": H}`: the zone's hosts, one VM each.
+async fn set_topology(State(sim): State<Arc<Shared>>, Path(zone): Path<String>, body: Bytes) -> Response {
+    let shape: crate::state::ZoneShape = match parse(&body) {
+        Ok(s) => s,
+        Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    sim.lock().set_zone_shape(&zone, shape);
+    Json(json!({})).into_response()
 }
 
 async fn lifecycle(State(sim): State<Arc<Shared>>) -> Json<Value> {

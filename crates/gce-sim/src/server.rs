@@ -142,6 +142,10 @@ fn route(method: &Method, path: &str) -> Option<Call> {
             Some(*mig),
             Some(*rr),
         ),
+        ("POST", ["resourcePolicies"]) if region => ("resourcePolicies.insert", None, None),
+        ("GET", ["resourcePolicies"]) if region => ("resourcePolicies.list", None, None),
+        ("GET", ["resourcePolicies", p]) if region => ("resourcePolicies.get", Some(*p), None),
+        ("DELETE", ["resourcePolicies", p]) if region => ("resourcePolicies.delete", Some(*p), None),
         ("GET", ["instances"]) if zone => ("instances.list", None, None),
         ("GET", ["instances", vm]) if zone => ("instances.get", Some(*vm), None),
         ("GET", ["machineTypes", m]) if zone => ("machineTypes.get", Some(*m), None),
@@ -293,7 +297,12 @@ fn mutation<'a>(call: &'a Call, request_id: Option<&'a str>, body: &Value) -> Mu
     let (_, op) = call.method_id.split_once('.').expect("ids have a dot");
     let named = body.get("name").and_then(Value::as_str).unwrap_or_default();
     let is_rr = call.method_id.contains("ResizeRequests");
+    let policies = format!("{GCE_BASE}projects/{}/{}/resourcePolicies", call.project, call.scope.path());
     let (op_type, target_link) = match (is_rr, op) {
+        _ if call.method_id.starts_with("resourcePolicies.") => match op {
+            "insert" => ("insert", format!("{policies}/{named}")),
+            _ => ("delete", format!("{policies}/{}", call.name.as_deref().unwrap_or_default())),
+        },
         (false, "insert") => (
             "insert",
             format!(
@@ -397,6 +406,22 @@ async fn run(sim: &Shared, call: &Call, query: &[(String, String)], body: &Value
             };
             let items = items.into_iter().map(|(_, v)| v).collect();
             Ok(with_next(items_or_nothing("managedInstances", items), next))
+        }
+        ("resourcePolicies", op) => {
+            let Scope::Region(region) = &call.scope else { unreachable!("routed as regional") };
+            match op {
+                "insert" => sim.lock().mutate(m(), now, |s| s.insert_policy(project, region, body, now)),
+                "get" => sim.lock().policy_json(project, region, name),
+                "delete" => sim.lock().mutate(m(), now, |s| s.delete_policy(project, region, name, now)),
+                _ => {
+                    let st = sim.lock();
+                    let items = st
+                        .policies_of(project, region)
+                        .map(|p| (p["name"].as_str().unwrap_or_default().to_string(), p));
+                    let (items, next) = page_keyed(items, query, filter.as_ref(), |p| p)?;
+                    Ok(list_json(items, next, "ResourcePolicyList"))
+                }
+            }
         }
         (_, "insert") => {
             let key = call.mig_key();

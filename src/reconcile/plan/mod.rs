@@ -45,6 +45,7 @@ mod migs;
 mod nodes;
 mod orphans;
 mod overlay;
+mod policies;
 mod release;
 mod requests;
 mod reservations;
@@ -111,6 +112,7 @@ pub fn plan(cfg: &PlanConfig, d: &Desired, o: &Observed, now: DateTime<Utc>) -> 
     p.group_pending();
     p.migs_and_gc();
     p.orphans();
+    p.unused_policies();
     p.reservations();
     p.release_exclusive();
     p.fallback();

@@ -115,11 +115,7 @@ impl Planner<'_> {
                     self.update_request(id, |r| r.phase = RequestPhase::MigReady);
                     self.one_request(id);
                 } else {
-                    self.plan.gce.push(GceStep::InsertMig {
-                        request: id,
-                        mig: r.mig.clone(),
-                        nodeset: r.nodeset.clone(),
-                    });
+                    self.insert_mig(id, &r);
                 }
             }
             RequestPhase::MigReady => {

@@ -24,6 +24,7 @@ fn node_ref(c: &PlanConfig, name: &str) -> Option<(String, u32, bool)> {
 
 fn cfg() -> PlanConfig {
     let ns = |name: &str, qt: u64| NodesetPlan {
+        owned_policy: None,
         name: name.into(),
         zones: vec!["us-central1-a".into()],
         max_run_duration: 604_800,
@@ -89,6 +90,7 @@ fn mig(name: &str, state: MigState) -> Mig {
 
 fn vm(name: &str, mig: &str) -> ObservedVm {
     ObservedVm {
+        topology: None,
         name: name.into(),
         zone: "us-central1-a".into(),
         status: "RUNNING".into(),
@@ -146,6 +148,7 @@ impl World {
             self.o.migs.as_mut().unwrap().insert(
                 m.name.clone(),
                 ObservedMig {
+                    workload_policy: None,
                     name: m.name.clone(),
                     nodeset: m.nodeset.clone(),
                     tag: "x".into(),
@@ -893,6 +896,7 @@ fn owned_migs_unknown_to_the_store_are_adopted() {
     w.o.migs.as_mut().unwrap().insert(
         "hpc-a-j3-deadbeef".into(),
         ObservedMig {
+            workload_policy: None,
             name: "hpc-a-j3-deadbeef".into(),
             nodeset: "a".into(),
             tag: "deadbeef".into(),
@@ -941,6 +945,7 @@ fn a_request_in_flight_in_an_unrecorded_mig_is_adopted_not_collected() {
     // after mig_gc_grace, cancelling the request. It is adopted and followed instead.
     let mut w = World::new();
     let om = ObservedMig {
+        workload_policy: None,
         name: "hpc-a-j4-cafe0001".into(),
         nodeset: "a".into(),
         tag: "cafe0001".into(),
@@ -1258,6 +1263,7 @@ fn database_lost_world() -> World {
     w.o.migs.as_mut().unwrap().insert(
         "hpc-a-j3-deadbeef".into(),
         ObservedMig {
+            workload_policy: None,
             name: "hpc-a-j3-deadbeef".into(),
             nodeset: "a".into(),
             tag: "deadbeef".into(),
@@ -1596,4 +1602,64 @@ fn a_node_slurm_never_sees_register_is_drift_and_repaired() {
             }
         }
     }
+}
+
+/// Owned workload policies: created before the first MIG of their nodeset (the insert waits for
+/// it), nothing while the policies are unknown; deleted only when unused and not wanted, never
+/// while a MIG (even one being deleted) uses it, nor on a reused MIG list.
+#[test]
+fn owned_policies_come_before_their_migs_and_go_only_when_unused() {
+    let owned = |mut w: World| {
+        w.c.nodesets.get_mut("a").unwrap().owned_policy = Some("hpc-a-wp".into());
+        w
+    };
+    let policy =
+        |nodeset: &str| ObservedPolicy { name: format!("hpc-{nodeset}-wp"), nodeset: nodeset.into() };
+    let with_policies = |mut w: World, ps: &[ObservedPolicy]| {
+        w.o.policies = Some(ps.iter().map(|p| (p.name.clone(), p.clone())).collect());
+        w
+    };
+    let mut n = node("hpc-a-1", NodeState::Requested);
+    n.request_id = Some(1);
+    let base = || World::new().node(n.clone()).req(request(1, &["hpc-a-1"], RequestPhase::Planned));
+
+    // (world, the GCE steps expected)
+    let insert_policy = GceStep::InsertPolicy { policy: "hpc-a-wp".into(), nodeset: "a".into() };
+    let w = with_policies(owned(base()), &[]);
+    assert_eq!(w.plan().gce, vec![insert_policy.clone()], "the policy first");
+    let w = with_policies(owned(base()), &[policy("a")]);
+    assert!(matches!(w.plan().gce.as_slice(), [GceStep::InsertMig { request: 1, .. }]), "then the MIG");
+    assert!(owned(base()).plan().gce.is_empty(), "policies unknown this pass: wait");
+    let w = with_policies(base(), &[]);
+    assert!(matches!(w.plan().gce.as_slice(), [GceStep::InsertMig { .. }]), "no placement: as before");
+
+    // A policy of a nodeset gone from the config: deleted when no MIG uses it.
+    let gone = || with_policies(World::new(), &[policy("old")]);
+    assert!(matches!(gone().plan().gce.as_slice(), [GceStep::DeletePolicy { policy, reason }]
+        if policy == "hpc-old-wp" && reason.contains("gone from the config")));
+    let mut in_use = gone();
+    in_use.o.migs.as_mut().unwrap().insert(
+        "hpc-old-t1".into(),
+        ObservedMig {
+            name: "hpc-old-t1".into(),
+            nodeset: "old".into(),
+            tag: "t1".into(),
+            job_id: None,
+            target_size: 0,
+            created: None,
+            workload_policy: Some("hpc-old-wp".into()),
+        },
+    );
+    assert!(!in_use.plan().gce.iter().any(|s| matches!(s, GceStep::DeletePolicy { .. })), "in use");
+    let mut reused = gone();
+    reused.o.migs_reused = true;
+    assert!(reused.plan().gce.is_empty(), "a reused MIG list proves nothing");
+    let mut unknown = gone();
+    unknown.o.migs = None;
+    assert!(unknown.plan().gce.is_empty(), "MIGs unknown");
+    // Wanted by its nodeset: kept, used or not.
+    assert!(owned(with_policies(World::new(), &[policy("a")])).plan().gce.is_empty());
+    // The nodeset is still there but no longer asks for an owned policy: deleted when unused.
+    assert!(matches!(with_policies(World::new(), &[policy("a")]).plan().gce.as_slice(),
+        [GceStep::DeletePolicy { reason, .. }] if reason.contains("no longer asks")));
 }

@@ -128,10 +128,12 @@ impl State {
     /// Names waiting to be created become VMs, unless the MIG's capacity rule holds or fails them.
     pub(super) fn advance_creations(&mut self, now: DateTime<Utc>) {
         let mut made: Vec<(MigKey, String)> = Vec::new();
-        let State { migs, capacity, .. } = self;
+        let State { migs, capacity, hosts, reserved, instances, .. } = self;
+        let placement_wait = capacity_error(&super::placement::placement_waiting());
         for mig in migs.values_mut().filter(|m| !m.creating.is_empty() && m.deleting.is_empty()) {
             let rule = capacity.iter().rev().find(|r| mig.key.name.starts_with(&r.prefix));
-            for (name, c) in mig.creating.iter_mut() {
+            let Mig { key, zone, vms, placement, creating, .. } = mig;
+            for (name, c) in creating.iter_mut() {
                 let delay = rule.map_or(0.0, |r| r.delay_seconds.max(0.0));
                 let ready = now >= later(c.since, (delay * 1000.0) as i64);
                 match rule {
@@ -142,7 +144,22 @@ impl State {
                             c.last_attempt = Some(err);
                         }
                     }
-                    _ => made.push((mig.key.clone(), name.clone())),
+                    _ if !super::placement::reserve(
+                        hosts,
+                        reserved,
+                        instances,
+                        key,
+                        zone,
+                        vms,
+                        placement,
+                        std::slice::from_ref(name),
+                    ) =>
+                    {
+                        if c.last_attempt.as_ref() != Some(&placement_wait) {
+                            c.last_attempt = Some(placement_wait.clone());
+                        }
+                    }
+                    _ => made.push((key.clone(), name.clone())),
                 }
             }
         }

@@ -52,6 +52,8 @@ pub struct Instance {
     pub(super) repairing: bool,
     /// Set by `deleteInstances`: the VM is STOPPING and disappears at that time.
     pub(super) deleting_at: Option<DateTime<Utc>>,
+    /// The host it runs on (`placement.rs`); `None` when its zone had no free host.
+    pub(super) host: Option<super::Slot>,
 }
 
 impl Instance {
@@ -153,6 +155,19 @@ impl State {
         if vm.run_seconds > 0 {
             o["resourceStatus"] = json!({"scheduling": {"terminationTimestamp": ts(vm.termination)}});
         }
+        // GCE reports where a VM runs once it has a host (not while PROVISIONING), for VMs of a MIG
+        // with a HIGH_THROUGHPUT workload policy ("About workload policies for MIGs").
+        let placed = self.migs.get(&vm.mig).is_some_and(|m| m.placement.is_some());
+        if let (Some(slot), false, true) = (vm.host, vm.status == VmStatus::Provisioning, placed) {
+            let t = super::topology_json(&vm.zone, slot);
+            o["resourceStatus"]["physicalHost"] = json!(format!(
+                "/{}/{}/{}",
+                t["block"].as_str().unwrap_or_default(),
+                t["subblock"].as_str().unwrap_or_default(),
+                t["host"].as_str().unwrap_or_default()
+            ));
+            o["resourceStatus"]["physicalHostTopology"] = t;
+        }
         if let Some(t) = vm.last_start {
             o["lastStartTimestamp"] = json!(ts(t));
         }
@@ -231,7 +246,10 @@ impl State {
             last_start: None,
             repairing: false,
             deleting_at: None,
+            host: None,
         };
+        let mut vm = vm;
+        vm.host = self.take_slot(&(vm.project.clone(), zone.clone(), name.to_string()));
         self.wake(vm.next_at.unwrap_or(now).min(vm.termination));
         self.instances.insert((vm.project.clone(), zone, name.to_string()), vm);
         if let Some(m) = self.migs.get_mut(mig) {
@@ -329,6 +347,7 @@ impl State {
             return std::mem::take(&mut vm.booted).then(|| Effect::Stop(vm.name.clone()));
         }
         let vm = self.instances.remove(key)?;
+        self.free_slot(&vm.zone, vm.host);
         if let Some(mig) = self.migs.get_mut(&vm.mig) {
             mig.vms.remove(&vm.name);
             if vm.deleting_at.is_none() {

@@ -30,6 +30,8 @@ pub struct Mig {
     /// Delete operations waiting for a provisioning request to finish.
     pub(super) deleting: Vec<String>,
     pub(super) busy_until: Option<DateTime<Utc>>,
+    /// Its workload policy (`resourcePolicies.workloadPolicy`) and how close that keeps its VMs.
+    pub(super) placement: Option<(PolicyKey, Distance)>,
 }
 
 impl Mig {
@@ -191,6 +193,7 @@ impl State {
         if self.migs.contains_key(&key) {
             return Err(ApiError::already_exists(&key.path()));
         }
+        let placement = self.mig_policy(project, &scope, &body, &template)?;
         let id = new_id();
         let url = key.url();
         self.migs.insert(
@@ -211,6 +214,7 @@ impl State {
                 vanished: BTreeSet::new(),
                 deleting: Vec::new(),
                 busy_until: None,
+                placement,
             },
         );
         Ok(self.new_op(project, scope, "insert", url, id, now, Some(now + ms(self.op_latency_ms))))

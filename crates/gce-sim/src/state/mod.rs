@@ -17,6 +17,7 @@ mod instance;
 mod machine_type;
 mod mig;
 mod operation;
+mod placement;
 mod resize_request;
 mod rules;
 #[cfg(test)]
@@ -26,6 +27,7 @@ pub use instance::{Instance, VmStatus};
 pub use machine_type::machine_type_json;
 pub use mig::Mig;
 pub use operation::Operation;
+pub use placement::{topology_json, Distance, Policy, PolicyKey, Slot, ZoneShape, POLICY_FAMILIES};
 use resize_request::render_request;
 pub use resize_request::{ResizeRequest, RrState};
 pub use rules::{
@@ -189,6 +191,12 @@ pub struct State {
     /// How long Operations stay RUNNING (control API: `POST /_sim/latency`).
     pub op_latency_ms: i64,
     last_prune: DateTime<Utc>,
+    /// Workload policies (`resourcePolicies`).
+    policies: BTreeMap<PolicyKey, Policy>,
+    /// Each zone's hosts and which are taken (`placement.rs`).
+    hosts: BTreeMap<String, placement::ZoneHosts>,
+    /// Hosts set aside for VMs about to be created.
+    reserved: BTreeMap<InstanceKey, Slot>,
     /// The earliest time any VM has something due (a lifecycle step, the end of a deletion or of its
     /// run duration): the ticker looks at the VMs only then, not 20 times a second.
     vm_wakeup: DateTime<Utc>,
@@ -262,6 +270,9 @@ impl State {
             next_ip: 2,
             op_latency_ms: OP_LATENCY_MS,
             last_prune: DateTime::<Utc>::MIN_UTC,
+            policies: BTreeMap::new(),
+            hosts: BTreeMap::new(),
+            reserved: BTreeMap::new(),
             vm_wakeup: DateTime::<Utc>::MAX_UTC,
         }
     }
@@ -435,6 +446,7 @@ impl State {
             for name in &mig.vms {
                 let k = (key.project.clone(), mig.zone.clone(), name.clone());
                 if let Some(vm) = self.instances.remove(&k) {
+                    self.free_slot(&vm.zone, vm.host);
                     if vm.booted {
                         effects.push(Effect::Stop(vm.name));
                     }

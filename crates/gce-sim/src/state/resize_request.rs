@@ -332,7 +332,8 @@ impl State {
     /// until they are all RUNNING ([`State::finish_provisioning`]).
     pub(super) fn advance_requests(&mut self, now: DateTime<Utc>) {
         let mut created: Vec<(MigKey, String, i64)> = Vec::new();
-        let State { migs, capacity, .. } = self;
+        let State { migs, capacity, hosts, reserved, instances, .. } = self;
+        let placement_wait = capacity_error(&super::placement::placement_waiting());
         // What a waiting request's lastAttempt says under each rule: built once a tick, not once
         // per request (2,000 queued requests are the benchmark's steady state).
         let waiting = CapacityFailure {
@@ -348,7 +349,7 @@ impl State {
             }
             let rule_index = capacity.iter().rposition(|r| mig.key.name.starts_with(&r.prefix));
             let rule = rule_index.map(|i| &capacity[i]);
-            let Mig { requests, queued, target_size, key, .. } = mig;
+            let Mig { requests, queued, target_size, key, zone, vms, placement, .. } = mig;
             for rr in requests.values_mut() {
                 if rr.state == RrState::Creating && now >= rr.accept_at {
                     rr.state = RrState::Accepted;
@@ -379,6 +380,15 @@ impl State {
                     }
                     _ => {
                         let names: Vec<String> = rr.remaining().cloned().collect();
+                        // A request its policy cannot place waits, as for a stockout.
+                        if !super::placement::reserve(
+                            hosts, reserved, instances, key, zone, vms, placement, &names,
+                        ) {
+                            if rr.last_attempt.as_ref() != Some(&placement_wait) {
+                                rr.last_attempt = Some(placement_wait.clone());
+                            }
+                            continue;
+                        }
                         for n in &names {
                             queued.remove(n);
                             created.push((key.clone(), n.clone(), rr.run_seconds));

@@ -12,13 +12,12 @@
 //! reservation: Duplicate reservation name". (`requeue` of a finished batch job exits 0 and runs
 //! the job again: slurm-dws never requeues a job by itself.)
 //!
-//! The wording is slurmctld's error strings (`slurm_strerror`), the same in every generation slurm-dws
-//! supports. Where each was measured (`tests/devcluster.rs`, `already_so_answers_are_done`, which
-//! prints every answer as `[wording <slurm>]` and checks it with [`judge`]; the table test below
-//! holds the strings): 22.05 (the host's) and 24.11 (the trixie root) by running the commands on a
-//! real cluster; 26.05 from its captures (`Invalid job id specified`) and from its sources: the
-//! strings below are all in `src/common/slurm_errno.c` unchanged from 22.05 to 26.05, and in each
-//! generation's `libslurmfull.so` (checked with `strings` on 22.05 and 24.11).
+//! The wording is slurmctld's error strings (`slurm_strerror`). Where each was measured
+//! (`tests/devcluster.rs`, `already_so_answers_are_done`, which prints every answer as
+//! `[wording <slurm>]` and checks it with [`judge`]; the table test below holds the strings): 22.05
+//! (the host's), 24.11 (the trixie root) and 26.05 (the forky root), by running the commands on a
+//! real cluster. 26.05 answers `state=resume` of a node in service with "Invalid node state
+//! transition" where 22.05 and 24.11 say "Invalid node state specified"; the rest is worded alike.
 
 /// A command slurm-dws sends that can find its effect already in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +53,9 @@ const NOT_PENDING: &str = "Job is no longer pending execution";
 const INVALID_JOB: &str = "Invalid job id specified";
 /// `ESLURM_INVALID_NODE_STATE`: the node is not in a state the transition starts from.
 const INVALID_NODE_STATE: &str = "Invalid node state specified";
+/// 26.05's answer to `state=resume` of a node in service (measured on 26.05.5: "slurm_update error:
+/// Invalid node state transition"), where 22.05 and 24.11 answer [`INVALID_NODE_STATE`].
+const INVALID_NODE_TRANSITION: &str = "Invalid node state transition";
 /// `ESLURM_RESERVATION_INVALID`.
 const RESERVATION_INVALID: &str = "Requested reservation is invalid";
 /// `ESLURM_RESERVATION_NAME_DUP`.
@@ -77,7 +79,10 @@ pub fn judge(call: ScontrolCall, stderr: &str) -> Judged {
         // powering down, in service, not drained. `down` and `drain` never answer so.
         ScontrolCall::NodeState(
             "power_up" | "power_down_force" | "power_down_asap" | "resume" | "undrain",
-        ) => &[(INVALID_NODE_STATE, "the node is already in that state")],
+        ) => &[
+            (INVALID_NODE_STATE, "the node is already in that state"),
+            (INVALID_NODE_TRANSITION, "the node is already in that state"),
+        ],
         ScontrolCall::NodeState(_) => &[],
         // slurm-dws names a reservation after its one node: one of that name is the node's.
         ScontrolCall::CreateReservation => &[(RESERVATION_DUP, "the node's reservation exists already")],
@@ -107,6 +112,8 @@ mod tests {
             (JobsBegin, "Invalid job id specified for job 999999", true),
             (Requeue, "Invalid job id specified for job 999999", true),
             (NodeState("resume"), "slurm_update error: Invalid node state specified", true),
+            // Measured on 26.05.5 (tests/devcluster.rs):
+            (NodeState("resume"), "slurm_update error: Invalid node state transition", true),
             (
                 DeleteReservation,
                 "delete_reservation reservation=slurm-dws-eol-gone: Requested reservation is invalid",
@@ -134,6 +141,8 @@ mod tests {
             (NodeState("power_down_force"), "slurm_update error: Invalid node state specified", true),
             (NodeState("power_down_asap"), "slurm_update error: Invalid node state specified", true),
             (NodeState("resume"), "slurm_update error: Invalid node state specified", true),
+            // Measured on 26.05.5 (tests/devcluster.rs):
+            (NodeState("resume"), "slurm_update error: Invalid node state transition", true),
             (NodeState("undrain"), "slurm_update error: Invalid node state specified", true),
             (NodeState("down"), "slurm_update error: Invalid node state specified", false),
             (NodeState("drain"), "slurm_update error: Invalid node state specified", false),

@@ -69,6 +69,8 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
     ("slurm.conf", "\"/etc/slurm/slurm.conf\"", Class::Path, &["\"slurm.conf\"", "\"\""]),
     ("slurm.node_addr", "\"none\"", Class::Str, &["\"external\"", "\"\"", "\"INTERNAL_IP\""]),
     ("slurm.command_timeout", "30", Class::U64, &["0"]),
+    ("slurm.topology", "\"tree\"", Class::Str, &["\"torus\"", "\"TREE\"", "\"\""]),
+    ("slurm.topology_file", "\"@DIR@/topology.conf\"", Class::Path, &["\"topology.conf\""]),
     // A program on this host: absolute, existing, a regular file, executable.
     (
         "slurm.delegate_resume",
@@ -139,7 +141,27 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
     ("nodeset.dws_flex.boot_allowance", "600", Class::U64, &["604201"]),
     ("nodeset.dws_flex.queue_timeout", "0", Class::U64, &["59", "1"]),
     ("nodeset.dws_flex.eol_grace", "600", Class::U64, &["3600"]),
+    (
+        "nodeset.placement.workload_policy",
+        "\"projects/p/regions/us-central1/resourcePolicies/wp\"",
+        Class::Str,
+        &["\"\"", "\"wp\"", "\"projects/p/regions/us-east5/resourcePolicies/wp\""],
+    ),
+    ("nodeset.placement.max_topology_distance", "\"BLOCK\"", Class::Str, &["\"block\"", "\"HOST\"", "\"\""]),
+    (
+        "nodeset.placement.accelerator_topology",
+        "\"1x72\"",
+        Class::Str,
+        &["\"72\"", "\"1x\"", "\"0x72\"", "\"\""],
+    ),
 ];
+
+/// Keys the base config leaves out: `workload_policy` (an existing policy) excludes the keys of a
+/// policy slurm-dws owns, which the base carries. A case of such a key takes those out.
+const NOT_IN_BASE: &[(&str, &[&str])] = &[(
+    "nodeset.placement.workload_policy",
+    &["nodeset.placement.max_topology_distance", "nodeset.placement.accelerator_topology"],
+)];
 
 /// Keys an admin must write (everything else has a default).
 const REQUIRED: &[&str] = &[
@@ -179,7 +201,8 @@ fn named(key: &str, nodeset: usize) -> String {
 /// Renders the full config with `values` (key → value text, None = leave the key out) and extra
 /// lines per section.
 fn render(dir: &Path, values: &[(&str, Option<String>)], extra: &[(&str, String)]) -> String {
-    let sections = ["", "gcp", "slurm", "reconcile", "daemon", "nodeset", "nodeset.dws_flex"];
+    let sections =
+        ["", "gcp", "slurm", "reconcile", "daemon", "nodeset", "nodeset.dws_flex", "nodeset.placement"];
     let mut out = String::new();
     for s in sections {
         match s {
@@ -207,11 +230,26 @@ fn render(dir: &Path, values: &[(&str, Option<String>)], extra: &[(&str, String)
 }
 
 fn base_values() -> Vec<(&'static str, Option<String>)> {
-    KEY_TABLE.iter().map(|(k, v, _, _)| (*k, Some(v.to_string()))).collect()
+    KEY_TABLE
+        .iter()
+        .map(|(k, v, _, _)| (*k, (!NOT_IN_BASE.iter().any(|(n, _)| n == k)).then(|| v.to_string())))
+        .collect()
 }
 
 fn with(key: &str, value: Option<String>) -> Vec<(&'static str, Option<String>)> {
-    base_values().into_iter().map(|(k, v)| if k == key { (k, value.clone()) } else { (k, v) }).collect()
+    let excluded: &[&str] = NOT_IN_BASE.iter().find(|(n, _)| *n == key).map_or(&[], |(_, e)| e);
+    base_values()
+        .into_iter()
+        .map(|(k, v)| {
+            if k == key {
+                (k, value.clone())
+            } else if excluded.contains(&k) {
+                (k, None)
+            } else {
+                (k, v)
+            }
+        })
+        .collect()
 }
 
 struct Case {
@@ -232,15 +270,17 @@ fn cases(dir: &Path) -> Vec<Case> {
         }
         let (sec, k) = section_of(key);
         // Misspelt (unknown) key beside it, and the key written twice.
+        let v = KEY_TABLE.iter().find(|r| r.0 == *key).unwrap().1;
+        // The base with this key set (a key the base leaves out is put in, what it excludes out).
+        let keyed = with(key, Some(v.to_string()));
         cs.push(Case {
             what: format!("unknown key {k}x beside {key}"),
-            text: render(dir, &base_values(), &[(sec, format!("{k}x = 1"))]),
+            text: render(dir, &keyed, &[(sec, format!("{k}x = 1"))]),
             key: named(&format!("{sec}{}{k}x", if sec.is_empty() { "" } else { "." }), 0),
         });
-        let v = KEY_TABLE.iter().find(|r| r.0 == *key).unwrap().1;
         cs.push(Case {
             what: format!("{key} twice"),
-            text: render(dir, &base_values(), &[(sec, format!("{k} = {v}"))]),
+            text: render(dir, &keyed, &[(sec, format!("{k} = {v}"))]),
             key: named(key, 0),
         });
         if REQUIRED.contains(key) {

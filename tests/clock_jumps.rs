@@ -42,6 +42,7 @@ const JUMPS: &[i64] = &[
 fn cfg() -> PlanConfig {
     let ns = |name: &str, qt: u64| NodesetPlan {
         name: name.into(),
+        region: "us-central1".into(),
         zones: vec!["us-central1-a".into()],
         max_run_duration: 604_800,
         use_job_duration: true,

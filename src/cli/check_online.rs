@@ -27,6 +27,11 @@ pub fn template_problems(config: &Config) -> Result<Vec<String>, CliError> {
             ))
         })?;
         lines.extend(problems.iter().map(|p| format!("nodeset {}: instance template {t}: {p}", ns.name)));
+        // Its region: a regional template, or a subnetwork, of another region cannot work there.
+        if let Ok(template) = rt.block_on(client.get_instance_template_ref(t)) {
+            let wrong = gce::template_region_problems(&template, &ns.region);
+            lines.extend(wrong.iter().map(|p| format!("nodeset {}: instance template {t}: {p}", ns.name)));
+        }
     }
     Ok(lines)
 }

@@ -80,6 +80,7 @@ pub struct RawDaemon {
 #[serde(deny_unknown_fields)]
 pub struct RawNodeset {
     pub name: Val<String>,
+    pub region: Val<String>,
     pub instance_template: Val<String>,
     pub zones: Val<Vec<String>>,
     pub node_count_static: Val<u32>,
@@ -140,6 +141,7 @@ pub const KEYS: &[&str] = &[
     "daemon.history_days",
     "daemon.readers",
     "nodeset.name",
+    "nodeset.region",
     "nodeset.instance_template",
     "nodeset.zones",
     "nodeset.node_count_static",
@@ -214,6 +216,7 @@ impl From<&super::Config> for RawConfig {
                     .iter()
                     .map(|n| RawNodeset {
                         name: val(n.name.clone()),
+                        region: val(n.region.clone()),
                         instance_template: val(n.instance_template.clone()),
                         zones: val(n.zones.clone()),
                         node_count_static: val(n.node_count_static),

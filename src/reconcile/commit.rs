@@ -254,7 +254,7 @@ pub(super) fn round_changes(
         migs.push(Mig {
             name: r.mig.clone(),
             nodeset: g.nodeset.clone(),
-            region: cfg.region.clone(),
+            region: cfg.region_of(&g.nodeset).to_string(),
             target_size: 0,
             state: MigState::Creating,
             created_at: now,

@@ -397,12 +397,13 @@ impl Executor<'_> {
             let gce = self.gce.clone();
             let (cfg, naming) = (cfg.clone(), naming.clone());
             let request = step.request().and_then(|id| desired.requests.get(&id)).cloned();
+            let region = gce_edge::step_region(&cfg, desired, &step);
             set.spawn(async move {
                 let _permit = permit;
                 // Belt and braces: whatever waits inside (the rate limiter, a token), a step ends
                 // within its budget and a little; one stuck step never holds the others' round long.
                 let budget = gce_edge::step_budget(&cfg);
-                let sent = gce_edge::send(&gce, &cfg, &naming, &step, request.as_ref(), &entry);
+                let sent = gce_edge::send(&gce, &cfg, &naming, &step, request.as_ref(), &region, &entry);
                 let result = match tokio::time::timeout(budget + STEP_GRACE, sent).await {
                     Ok(Ok(())) => StepResult::Done,
                     Ok(Err(e)) => judge(&step, &e),

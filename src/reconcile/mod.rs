@@ -38,6 +38,7 @@ mod observe;
 pub mod plan;
 pub mod poll;
 mod reconciler;
+pub mod regions;
 mod report;
 pub mod step_retry;
 pub mod types;

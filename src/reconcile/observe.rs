@@ -118,8 +118,11 @@ pub(super) async fn gce_and_slurm(
     let gce_lists = async {
         let migs = async {
             match reused_migs {
-                Some(m) => Ok(m),
-                None => gce_edge::observe_migs(src.gce, src.cfg, src.naming).await,
+                Some(m) => gce_edge::MigLists { migs: m, ..Default::default() },
+                None => {
+                    let regions = gce_edge::mig_list_regions(src.cfg, desired);
+                    gce_edge::observe_migs_in(src.gce, src.cfg, src.naming, &regions).await
+                }
             }
         };
         let lists = tokio::join!(gce_edge::observe_vms(src.gce, src.cfg), migs);
@@ -165,12 +168,14 @@ pub(super) async fn gce_and_slurm(
         }
         Err(e) => errors.push(format!("listing VMs: {e}")),
     }
-    match migs {
-        Ok(m) => {
-            o.migs = Some(m);
-            o.migs_reused = reusing;
+    if migs.listed.is_empty() && !reusing {
+        // No region answered: the MIGs are unknown, as with one region.
+        for (region, e) in &migs.failed {
+            errors.push(format!("listing MIGs in {region}: {e}"));
         }
-        Err(e) => errors.push(format!("listing MIGs: {e}")),
+    } else {
+        super::regions::carry_unlisted(&mut o, migs, desired, src.cfg, errors);
+        o.migs_reused = reusing;
     }
     match nodes {
         Ok(n) => o.slurm = Some(slurm_view(n, &src.cfg.cluster_name)),
@@ -185,7 +190,7 @@ pub(super) async fn gce_and_slurm(
     let counts = PollCounts { polled: plan.poll.len(), carried: plan.carried.len() };
     o.requests = plan.carried;
     let polling = Instant::now();
-    let polled = poll_requests(src, plan.poll).await;
+    let polled = poll_requests(src, &o.mig_regions, plan.poll).await;
     gce_took += polling.elapsed();
     for (mig, name, answer) in polled {
         let target_size = o.migs.as_ref().and_then(|m| m.get(&mig)).map(|m| m.target_size);
@@ -246,6 +251,7 @@ pub(super) async fn read_jobs(
 /// `get`s of the resize requests in `poll`, [`POLL_CONCURRENCY`] at once, answered in the same order.
 async fn poll_requests(
     src: &Sources<'_>,
+    regions: &BTreeMap<String, String>,
     poll: Vec<(String, String)>,
 ) -> Vec<(String, String, Result<PolledRequest, gce::GceError>)> {
     let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(POLL_CONCURRENCY));
@@ -262,9 +268,10 @@ async fn poll_requests(
             }
         }
         let (gce, cfg) = (src.gce.clone(), cfg.clone());
+        let region = gce_edge::mig_region(&cfg, regions.get(&mig).map(String::as_str), &mig);
         set.spawn(async move {
             let _permit = permit;
-            let answer = gce_edge::observe_request(&gce, &cfg, &mig, &name).await;
+            let answer = gce_edge::observe_request(&gce, &cfg, &region, &mig, &name).await;
             (i, mig, name, answer)
         });
     }

@@ -677,6 +677,7 @@ impl Reconciler {
             && observed.migs.is_some()
             && !observed.reused
             && !observed.migs_reused
+            && observed.unlisted_regions.is_empty()
         {
             let t = tokio::time::Instant::now();
             report.events +=

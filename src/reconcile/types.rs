@@ -27,6 +27,8 @@ pub struct PlanConfig {
 #[derive(Debug, Clone)]
 pub struct NodesetPlan {
     pub name: String,
+    /// The region of its MIGs (`[[nodeset]] region`, by default `gcp.region`).
+    pub region: String,
     /// The zones its MIGs spread over: where its nodes' VMs can be.
     pub zones: Vec<String>,
     pub max_run_duration: u64,
@@ -241,8 +243,15 @@ pub struct Observed {
     /// Nodesets whose instance template cannot work for DWS Flex Start, with why
     /// (`gce::flex_template_problems`): nothing is requested for their nodes.
     pub refused_nodesets: BTreeMap<String, String>,
-    /// Owned MIGs by name; `None` when the list failed this pass.
+    /// Owned MIGs by name; `None` when the list failed this pass. With nodesets in several regions
+    /// it is one list per region: a region whose list failed ([`Observed::unlisted_regions`]) has
+    /// its recorded MIGs carried here as last recorded, so it degrades only its own nodesets.
     pub migs: Option<BTreeMap<String, ObservedMig>>,
+    /// The region each MIG of [`Observed::migs`] was listed (or is recorded) in.
+    pub mig_regions: BTreeMap<String, String>,
+    /// Regions whose MIG list failed this pass: their MIGs are carried, not listed, so nothing
+    /// is decided from a MIG's absence there and nothing is collected as stale.
+    pub unlisted_regions: BTreeSet<String>,
     /// Resize requests by MIG name: the active request of each recorded group, and the request of each
     /// owned MIG the store has no record of (so that it can be adopted) — as polled this pass, or, for
     /// a request the poll schedule did not ask about (`poll.rs`), carried: the state it was last seen
@@ -571,6 +580,11 @@ impl Plan {
 }
 
 impl PlanConfig {
+    /// The region of `nodeset`'s MIGs; `gcp.region` for a nodeset no longer configured.
+    pub fn region_of(&self, nodeset: &str) -> &str {
+        self.nodesets.get(nodeset).map_or(self.region.as_str(), |n| n.region.as_str())
+    }
+
     /// The planner's view of `cfg`.
     pub fn new(cfg: &Config) -> PlanConfig {
         PlanConfig {
@@ -587,6 +601,7 @@ impl PlanConfig {
                 .map(|n| {
                     let plan = NodesetPlan {
                         name: n.name.clone(),
+                        region: n.region.clone(),
                         zones: n.zones.clone(),
                         max_run_duration: n.dws_flex.max_run_duration,
                         use_job_duration: n.dws_flex.use_job_duration,

@@ -25,6 +25,7 @@ fn node_ref(c: &PlanConfig, name: &str) -> Option<(String, u32, bool)> {
 fn cfg() -> PlanConfig {
     let ns = |name: &str, qt: u64| NodesetPlan {
         name: name.into(),
+        region: "us-central1".into(),
         zones: vec!["us-central1-a".into()],
         max_run_duration: 604_800,
         use_job_duration: true,

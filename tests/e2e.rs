@@ -46,6 +46,7 @@ on_both_slurms!(
     e2e_13_a_job_for_two_partitions_falls_back_from_a_stockout,
     e2e_14_a_request_queued_past_queue_timeout_falls_back_too,
     e2e_17_a_stockout_on_flex_sends_a_job_for_both_partitions_to_spot,
+    e2e_18_a_stockout_in_one_region_sends_a_job_for_both_to_the_other_region,
 );
 
 fn slurm_available(slurm: SlurmGeneration) -> bool {
@@ -1219,4 +1220,62 @@ fn e2e_17_a_stockout_on_flex_sends_a_job_for_both_partitions_to_spot(slurm: Slur
     let status = s.cli_json(&["status"]);
     assert!(status["unschedulable"]["f"].as_str().is_some(), "{status}");
     assert!(status["unschedulable"]["sp"].is_null(), "spot stays schedulable: {status}");
+}
+
+/// Scenario 18: capacity in several regions. Nodeset `c` (partition a3u-central) is in gcp.region
+/// us-central1, `e` (partition a3u-east) in us-east5. A stockout in us-central1 sends
+/// `sbatch -p a3u-central,a3u-east` to us-east5 within one pass of the failure: the job runs on
+/// `e`'s nodes, whose MIG and VMs are in us-east5.
+fn e2e_18_a_stockout_in_one_region_sends_a_job_for_both_to_the_other_region(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    let s = Stack::start(spec(
+        slurm,
+        vec![
+            StackNodeset::new("c", 0, 2).with_lines("partition = \"a3u-central\"\nfallback_after = 0"),
+            StackNodeset::new("e", 0, 2).with_lines("partition = \"a3u-east\"").in_region("us-east5"),
+        ],
+        "backoff_initial = 60\nbackoff_max = 60",
+    ))
+    .unwrap();
+    s.sim_post(
+        "capacity",
+        &json!({"match": "hpc-c-", "fail": {"code": "ZONE_RESOURCE_POOL_EXHAUSTED",
+            "message": "The zone 'projects/demo-project/zones/us-central1-a' does not have enough resources available to fulfill the request."}}),
+    );
+    let (job, out) = sbatch(
+        &s,
+        "regions",
+        &["-N2", "--time=10", "-p", "a3u-central,a3u-east"],
+        "srun printenv SLURMD_NODENAME",
+    );
+    wait(&s, "c's request (us-central1) FAILED", 60, || {
+        requests(&s)
+            .iter()
+            .any(|r| r["nodeset"] == "c" && (r["phase"] == "failed" || r["phase"] == "done"))
+            .then_some(())
+    });
+    let failed = Instant::now();
+    let started =
+        |st: Option<String>| ["RUNNING", "COMPLETING", "COMPLETED"].contains(&st.as_deref().unwrap_or(""));
+    wait(&s, "the job started in us-east5", 30, || started(job_state(&s, job)).then_some(()));
+    let ran_in = failed.elapsed();
+    eprintln!("[e2e-18] {slurm}: us-central1 stockout -> job started in us-east5 in {ran_in:?}");
+    assert!(ran_in <= Duration::from_secs(30), "{ran_in:?}");
+    wait(&s, "job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    assert_eq!(ran_on(&out), vec!["hpc-e-0", "hpc-e-1"]);
+    let migs = s.cli_json(&["migs"]);
+    let east: Vec<&Value> = migs.as_array().unwrap().iter().filter(|m| m["nodeset"] == "e").collect();
+    assert!(!east.is_empty() && east.iter().all(|m| m["region"] == "us-east5"), "{migs}");
+    let state = s.sim_get("state");
+    let vms: Vec<String> = state["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["name"].as_str().is_some_and(|n| n.starts_with("hpc-e-")))
+        .map(|i| i["zone"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(!vms.is_empty() && vms.iter().all(|z| z.ends_with("us-east5-b")), "{vms:?}");
+    eprintln!("[e2e-18] {slurm}: migs:\n{}\nevents:\n{}", s.cli(&["migs"]), tail(&s.cli(&["events"]), 12));
 }

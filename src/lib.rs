@@ -54,3 +54,4 @@ pub mod slurm;
 pub mod slurm_gcp;
 pub mod store;
 pub mod syslog;
+pub mod waiting;

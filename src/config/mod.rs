@@ -160,6 +160,8 @@ pub struct Reconcile {
     pub backoff_initial: u64,
     /// The backoff doubles up to this.
     pub backoff_max: u64,
+    /// The least time between two refreshes of the waiting jobs' `slurm-dws:` AdminComment.
+    pub admin_comment_interval: u64,
 }
 
 /// `[daemon]`: the service itself.

@@ -63,6 +63,7 @@ pub struct RawReconcile {
     pub mig_gc_grace: Val<u64>,
     pub backoff_initial: Val<u64>,
     pub backoff_max: Val<u64>,
+    pub admin_comment_interval: Val<u64>,
 }
 
 /// `[daemon]`.
@@ -136,6 +137,7 @@ pub const KEYS: &[&str] = &[
     "reconcile.mig_gc_grace",
     "reconcile.backoff_initial",
     "reconcile.backoff_max",
+    "reconcile.admin_comment_interval",
     "daemon.metrics_listen",
     "daemon.service_user",
     "daemon.history_days",
@@ -204,6 +206,7 @@ impl From<&super::Config> for RawConfig {
                 mig_gc_grace: val(c.reconcile.mig_gc_grace),
                 backoff_initial: val(c.reconcile.backoff_initial),
                 backoff_max: val(c.reconcile.backoff_max),
+                admin_comment_interval: val(c.reconcile.admin_comment_interval),
             }),
             daemon: Some(RawDaemon {
                 metrics_listen: c.daemon.metrics_listen.and_then(|a| val(a.to_string())),

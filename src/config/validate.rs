@@ -386,7 +386,11 @@ fn resolve_reconcile(ck: &mut Checker, r: super::raw::RawReconcile) -> Reconcile
             format!("{backoff_max} is below reconcile.backoff_initial ({backoff_initial})"),
         );
     }
-    Reconcile { interval, orphan_grace, mig_gc_grace, backoff_initial, backoff_max }
+    let admin_comment_interval = get(&r.admin_comment_interval, 300);
+    if admin_comment_interval == 0 {
+        ck.bad("reconcile.admin_comment_interval", &r.admin_comment_interval, "minimum 1 (production: 300)");
+    }
+    Reconcile { interval, orphan_grace, mig_gc_grace, backoff_initial, backoff_max, admin_comment_interval }
 }
 
 fn resolve_daemon(ck: &mut Checker, d: super::raw::RawDaemon) -> Daemon {

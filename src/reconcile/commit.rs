@@ -64,6 +64,9 @@ impl ChangeSet {
         tx.upsert_nodes(nodes).await?;
         for r in requests {
             tx.update_request(r).await?;
+            if r.phase == RequestPhase::Succeeded {
+                tx.record_wait(r, now).await?; // the first time only: how long it waited
+            }
         }
         for m in migs {
             tx.upsert_mig(m).await?;

@@ -29,6 +29,7 @@
 //! | `types.rs`      | the planner's inputs and outputs                                            |
 //! | `error.rs`      | [`ReconcileError`]                                                          |
 
+pub mod admin_comment;
 mod commit;
 mod error;
 mod execute;

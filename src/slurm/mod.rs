@@ -34,6 +34,7 @@
 //! [`reservation::parse_reservations`], [`resume_file::parse`]) are pure; the facts measured are in
 //! each module's docs. Commands run with `TZ=UTC`, so the zone-less times of scontrol are UTC.
 
+mod admin_comment;
 mod command;
 mod json_stream;
 mod node;

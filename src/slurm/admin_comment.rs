@@ -10,7 +10,8 @@ impl Slurm {
         // One argv word (no shell): scontrol takes the rest of `AdminComment=` as the value.
         let args = vec!["update".to_string(), format!("jobid={job_id}"), format!("AdminComment={text}")];
         let out = command::run(&self.bin_dir, self.conf.as_deref(), self.timeout, "scontrol", &args).await?;
-        if out.success || out.stderr.contains("Invalid job id") || out.stderr.contains("already completed") {
+        let gone = ["Invalid job id", "already completed", "already finished"];
+        if out.success || gone.iter().any(|g| out.stderr.contains(g)) {
             Ok(())
         } else {
             Err(command::failed("scontrol", &args, &out))

@@ -56,3 +56,81 @@ fn carried(cfg: &Config, m: &Mig) -> ObservedMig {
         created: Some(m.created_at),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gce::GceError;
+    use chrono::{DateTime, Utc};
+
+    fn cfg() -> Config {
+        let text = "cluster_name = \"hpc\"\n[gcp]\nproject = \"p\"\nregion = \"us-central1\"\n\
+            [[nodeset]]\nname = \"a\"\ninstance_template = \"projects/p/global/instanceTemplates/t\"\n\
+            zones = [\"us-central1-a\"]\nnode_count_dynamic_max = 4\n\
+            [[nodeset]]\nname = \"ab\"\nregion = \"us-east5\"\n\
+            instance_template = \"projects/p/global/instanceTemplates/t\"\nzones = [\"us-east5-b\"]\n\
+            node_count_dynamic_max = 4\n";
+        Config::from_toml_str(text, "t.toml".as_ref()).unwrap()
+    }
+
+    fn mig(name: &str, nodeset: &str, region: &str, state: MigState) -> Mig {
+        Mig {
+            name: name.into(),
+            nodeset: nodeset.into(),
+            region: region.into(),
+            target_size: 2,
+            state,
+            created_at: DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap(),
+            empty_since: None,
+        }
+    }
+
+    #[test]
+    fn a_mig_goes_to_its_recorded_region_else_its_nodesets() {
+        let c = cfg();
+        for (recorded, name, region) in [
+            (None, "hpc-a-j1-0000000a", "us-central1"),
+            (None, "hpc-ab-j1-0000000a", "us-east5"), // the longest nodeset prefix: ab, not a
+            (Some(""), "hpc-ab-0000000a", "us-east5"),
+            (Some("europe-west4"), "hpc-a-0000000a", "europe-west4"),
+            (None, "hpc-gone-0000000a", "us-central1"),
+        ] {
+            assert_eq!(mig_region(&c, recorded, name), region, "{name} {recorded:?}");
+        }
+    }
+
+    #[test]
+    fn a_failed_region_carries_its_recorded_migs_and_no_other() {
+        let c = cfg();
+        let mut desired = Desired::default();
+        for m in [
+            mig("hpc-ab-j7-0000000b", "ab", "us-east5", MigState::Active),
+            mig("hpc-ab-0000000c", "ab", "us-east5", MigState::Creating),
+            mig("hpc-a-j8-0000000d", "a", "us-central1", MigState::Active),
+        ] {
+            desired.migs.insert(m.name.clone(), m);
+        }
+        let mut lists = MigLists::default();
+        lists.listed.insert("us-central1".into());
+        let failure = GceError::Transport {
+            method: "m".into(),
+            path: "p".into(),
+            message: "503".into(),
+            timeout: false,
+        };
+        lists.failed.insert("us-east5".into(), failure);
+        let (mut o, mut errors) = (Observed::default(), Vec::new());
+        carry_unlisted(&mut o, lists, &desired, &c, &mut errors);
+        let migs = o.migs.as_ref().unwrap();
+        let carried = &migs["hpc-ab-j7-0000000b"];
+        assert_eq!((carried.job_id, carried.tag.as_str(), carried.target_size), (Some(7), "0000000b", 2));
+        assert!(!migs.contains_key("hpc-ab-0000000c"), "a MIG being created is not carried");
+        assert!(!migs.contains_key("hpc-a-j8-0000000d"), "us-central1 answered: its absence is news");
+        assert_eq!(o.unlisted_regions.iter().collect::<Vec<_>>(), vec!["us-east5"]);
+        assert_eq!(o.mig_regions["hpc-a-j8-0000000d"], "us-central1");
+        assert!(
+            errors[0].contains("listing MIGs in us-east5") && errors[0].contains("nodeset ab"),
+            "{errors:?}"
+        );
+    }
+}

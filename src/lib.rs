@@ -57,3 +57,4 @@ pub mod slurm_gcp;
 pub mod store;
 pub mod syslog;
 pub mod topology;
+pub mod waiting;

@@ -76,6 +76,8 @@ pub enum Query {
     /// GCE steps that failed since they last succeeded (`Store::step_failures`).
     StepFailures,
     InboxDepth,
+    /// How long succeeded request groups waited, by nodeset (`Store::request_waits`).
+    RequestWaits,
 }
 
 impl Request {

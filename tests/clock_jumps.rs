@@ -43,6 +43,7 @@ fn cfg() -> PlanConfig {
     let ns = |name: &str, qt: u64| NodesetPlan {
         owned_policy: None,
         name: name.into(),
+        region: "us-central1".into(),
         zones: vec!["us-central1-a".into()],
         max_run_duration: 604_800,
         use_job_duration: true,

@@ -14,6 +14,23 @@ fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
+#[test]
+fn a_nodeset_may_live_in_another_region_with_a_global_or_own_regional_template() {
+    for template in
+        ["projects/p/global/instanceTemplates/t", "projects/p/regions/us-east5/instanceTemplates/t"]
+    {
+        let text = edited(&[
+            ("name = \"a3u\"", "name = \"a3u\"\nregion = \"us-east5\""),
+            ("[\"us-central1-a\"]", "[\"us-east5-a\", \"us-east5-b\"]"),
+            ("projects/p/global/instanceTemplates/t", template),
+        ]);
+        let c = parse(&text).unwrap_or_else(|e| panic!("{template}: {e}"));
+        assert_eq!((c.gcp.region.as_str(), c.nodesets[0].region.as_str()), ("us-central1", "us-east5"));
+    }
+    let c = parse(&edited(&[])).unwrap();
+    assert_eq!(c.nodesets[0].region, "us-central1", "default: gcp.region");
+}
+
 fn example() -> Config {
     let path = repo("conf/slurm-dws.toml");
     Config::load(Some(&path)).expect("the shipped example is valid")
@@ -262,6 +279,13 @@ fn each_rule_names_its_key() {
         (&[("[\"us-central1-a\"]", "[\"europe-west4-a\"]")], "nodeset[0].zones", "not a zone of gcp.region"),
         (&[("[\"us-central1-a\"]", "[\"us-central1\"]")], "nodeset[0].zones", "not a zone of gcp.region"),
         (&[("[\"us-central1-a\"]", "[\"us-central1-a\", \"us-central1-a\"]")], "nodeset[0].zones", "twice"),
+        (&[("name = \"a3u\"", "name = \"a3u\"\nregion = \"us-east5-a\"")], "nodeset[0].region", "not a region name"),
+        (&[("name = \"a3u\"", "name = \"a3u\"\nregion = \"us-east5\"")], "nodeset[0].zones", "not a zone of nodeset[0].region \"us-east5\""),
+        (
+            &[("name = \"a3u\"", "name = \"a3u\"\nregion = \"us-east5\""), ("[\"us-central1-a\"]", "[\"us-east5-b\"]"), ("global/instanceTemplates/t", "regions/us-central1/instanceTemplates/t")],
+            "nodeset[0].instance_template",
+            "but nodeset[0].region is \"us-east5\"",
+        ),
         (&[("node_count_dynamic_max = 4", "node_count_dynamic_max = 0")], "nodeset[0].node_count_dynamic_max", "at least one node"),
         (&[("node_count_dynamic_max = 4\n", "")], "nodeset[0].node_count_dynamic_max", "at least one node"),
         (

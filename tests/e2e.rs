@@ -49,6 +49,8 @@ on_every_slurm!(
     e2e_13_a_job_for_two_partitions_falls_back_from_a_stockout,
     e2e_14_a_request_queued_past_queue_timeout_falls_back_too,
     e2e_17_a_stockout_on_flex_sends_a_job_for_both_partitions_to_spot,
+    e2e_18_a_stockout_in_one_region_sends_a_job_for_both_to_the_other_region,
+    e2e_19_a_waiting_job_shows_its_expected_start_in_admin_comment,
 );
 
 fn slurm_available(slurm: SlurmGeneration) -> bool {
@@ -1237,4 +1239,121 @@ fn e2e_17_a_stockout_on_flex_sends_a_job_for_both_partitions_to_spot(slurm: Slur
     let status = s.cli_json(&["status"]);
     assert!(status["unschedulable"]["f"].as_str().is_some(), "{status}");
     assert!(status["unschedulable"]["sp"].is_null(), "spot stays schedulable: {status}");
+}
+
+/// Scenario 18: capacity in several regions. Nodeset `c` (partition a3u-central) is in gcp.region
+/// us-central1, `e` (partition a3u-east) in us-east5. A stockout in us-central1 sends
+/// `sbatch -p a3u-central,a3u-east` to us-east5 within one pass of the failure: the job runs on
+/// `e`'s nodes, whose MIG and VMs are in us-east5.
+fn e2e_18_a_stockout_in_one_region_sends_a_job_for_both_to_the_other_region(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    let s = Stack::start(spec(
+        slurm,
+        vec![
+            StackNodeset::new("c", 0, 2).with_lines("partition = \"a3u-central\"\nfallback_after = 0"),
+            StackNodeset::new("e", 0, 2).with_lines("partition = \"a3u-east\"").in_region("us-east5"),
+        ],
+        "backoff_initial = 60\nbackoff_max = 60",
+    ))
+    .unwrap();
+    s.sim_post(
+        "capacity",
+        &json!({"match": "hpc-c-", "fail": {"code": "ZONE_RESOURCE_POOL_EXHAUSTED",
+            "message": "The zone 'projects/demo-project/zones/us-central1-a' does not have enough resources available to fulfill the request."}}),
+    );
+    let (job, out) = sbatch(
+        &s,
+        "regions",
+        &["-N2", "--time=10", "-p", "a3u-central,a3u-east"],
+        "srun printenv SLURMD_NODENAME",
+    );
+    wait(&s, "c's request (us-central1) FAILED", 60, || {
+        requests(&s)
+            .iter()
+            .any(|r| r["nodeset"] == "c" && (r["phase"] == "failed" || r["phase"] == "done"))
+            .then_some(())
+    });
+    let failed = Instant::now();
+    let started =
+        |st: Option<String>| ["RUNNING", "COMPLETING", "COMPLETED"].contains(&st.as_deref().unwrap_or(""));
+    wait(&s, "the job started in us-east5", 30, || started(job_state(&s, job)).then_some(()));
+    let ran_in = failed.elapsed();
+    eprintln!("[e2e-18] {slurm}: us-central1 stockout -> job started in us-east5 in {ran_in:?}");
+    assert!(ran_in <= Duration::from_secs(30), "{ran_in:?}");
+    wait(&s, "job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    assert_eq!(ran_on(&out), vec!["hpc-e-0", "hpc-e-1"]);
+    let migs = s.cli_json(&["migs"]);
+    let east: Vec<&Value> = migs.as_array().unwrap().iter().filter(|m| m["nodeset"] == "e").collect();
+    assert!(!east.is_empty() && east.iter().all(|m| m["region"] == "us-east5"), "{migs}");
+    let state = s.sim_get("state");
+    let vms: Vec<String> = state["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["name"].as_str().is_some_and(|n| n.starts_with("hpc-e-")))
+        .map(|i| i["zone"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(!vms.is_empty() && vms.iter().all(|z| z.ends_with("us-east5-b")), "{vms:?}");
+    eprintln!("[e2e-18] {slurm}: migs:\n{}\nevents:\n{}", s.cli(&["migs"]), tail(&s.cli(&["events"]), 12));
+}
+
+fn admin_comment(s: &Stack, job: u32) -> String {
+    let out = s.cluster.client("scontrol").args(["show", "job", &job.to_string()]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    // scontrol prints `AdminComment=...` on a line of its own, only when it is set.
+    text.lines().find_map(|l| l.find("AdminComment=").map(|i| l[i..].trim().to_string())).unwrap_or_default()
+}
+
+/// Scenario 19: expected start. A first job's request waits ~4 s for capacity (the history); a
+/// second, alike, waits ~40 s: while it waits, `scontrol show job` shows
+/// `AdminComment=slurm-dws: waiting ... similar requests waited median ... p90 ... (n=1)`, and
+/// `status`, `requests --json` and `explain` say the same; once it starts, the comment is gone.
+fn e2e_19_a_waiting_job_shows_its_expected_start_in_admin_comment(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    let s =
+        Stack::start(spec(slurm, vec![StackNodeset::new("a", 0, 4)], "admin_comment_interval = 1")).unwrap();
+    s.sim_post("capacity", &json!({"match": "", "delay_seconds": 4.0}));
+    let (first, _) = sbatch(&s, "first", &["-N1", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
+    wait(&s, "the first job COMPLETED", 90, || (sacct_like_state(&s, first) == "COMPLETED").then_some(()));
+    s.sim_post("capacity", &json!({"match": "", "delay_seconds": 40.0}));
+    // It runs long enough to be seen running without the comment (a pass clears it after the
+    // request's success; Slurm refuses to change a job that has already finished).
+    let (job, _) =
+        sbatch(&s, "second", &["-N1", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME; sleep 20");
+    let comment = wait(&s, "the waiting job's AdminComment", 40, || {
+        let c = admin_comment(&s, job);
+        c.contains("median").then_some(c)
+    });
+    eprintln!("[e2e-19] {slurm}: scontrol show job {job}: {comment}");
+    assert!(
+        comment.starts_with("AdminComment=slurm-dws: waiting ")
+            && comment.contains("for flex capacity in us-central1; similar requests waited median ")
+            && comment.contains(" p90 ")
+            && comment.contains("(n=1)"),
+        "{comment}"
+    );
+    let reqs = requests(&s);
+    let queued = reqs.iter().find(|r| r["job_id"] == job).expect("the job's request");
+    assert_eq!(queued["region"], "us-central1", "{queued}");
+    assert!(queued["queued_for"].is_u64() && queued["zone"].is_null(), "{queued}");
+    let status = s.cli(&["status"]);
+    assert!(status.contains("waiting:") && status.contains("similar requests waited median"), "{status}");
+    let node = queued["nodes"][0].as_str().unwrap().to_string();
+    let why = s.cli(&["explain", &node]);
+    assert!(why.contains("Expected start: slurm-dws: waiting"), "{why}");
+    eprintln!(
+        "[e2e-19] {slurm}: requests --json: {queued}\n[e2e-19] status:\n{status}\n[e2e-19] explain:\n{why}"
+    );
+    let started =
+        |st: Option<String>| ["RUNNING", "COMPLETING", "COMPLETED"].contains(&st.as_deref().unwrap_or(""));
+    wait(&s, "the second job started", 90, || started(job_state(&s, job)).then_some(()));
+    let cleared = wait(&s, "its AdminComment cleared", 30, || {
+        let c = admin_comment(&s, job);
+        (!c.contains("slurm-dws")).then_some(c)
+    });
+    eprintln!("[e2e-19] {slurm}: after start, scontrol show job {job}: {cleared:?}");
 }

@@ -121,6 +121,7 @@ async fn open_creates_schema_private_files_and_reopen_is_a_noop() {
         "event_nodes",
         "backoffs",
         "meta",
+        "request_waits",
         "schema_migrations",
     ]
     .iter()

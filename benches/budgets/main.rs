@@ -28,6 +28,7 @@ mod queue;
 mod scale;
 mod spot;
 mod table;
+mod waiting;
 mod whole_pass;
 
 use std::path::PathBuf;
@@ -74,6 +75,9 @@ fn main() {
     }
     if run("spot") {
         spot::run(&ctx, &mut t);
+    }
+    if run("waiting") {
+        waiting::run(&ctx, &mut t);
     }
     if run("e2e") {
         e2e::run(&ctx, &mut t);

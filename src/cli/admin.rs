@@ -82,6 +82,10 @@ pub const REQUEST_FIELDS: &[Field] = &[
     Field::long("run_duration", "RUN_DURATION", Kind::Duration),
     Field::both("created_at", "CREATED", Kind::Time),
     Field::long("updated_at", "UPDATED", Kind::Time),
+    Field::long("region", "REGION", Kind::Text),
+    Field::long("zone", "ZONE", Kind::Text),
+    Field::long("queued_for", "QUEUED_FOR", Kind::Duration),
+    Field::long("waiting", "WAITING", Kind::Text),
     Field::both("last_error", "LAST_ERROR", Kind::Text).elastic(),
 ];
 
@@ -192,13 +196,22 @@ pub async fn requests(cfg: &Config, active: bool, l: &Listing) -> Result<String,
     let store = open(cfg).await?;
     let rs: Vec<Request> =
         store.requests(false).await?.into_iter().filter(|r| !active || r.phase.is_open()).collect();
+    let waits = store.request_waits().await?;
+    let now = now();
     let records: Vec<Value> = rs
         .iter()
         .map(|r| {
+            let estimate = super::waiting_view::estimate(cfg, &waits, r, now);
             json!({
                 "name": r.name, "mig": r.mig, "nodeset": r.nodeset, "nodes": r.nodes, "state": r.gce_state,
                 "phase": r.phase, "run_duration": r.run_duration, "job_id": r.job_id,
-                "created_at": ts(Some(r.created_at)), "updated_at": ts(Some(r.updated_at)), "last_error": r.last_error,
+                "created_at": ts(Some(r.created_at)), "updated_at": ts(Some(r.updated_at)),
+                "region": super::waiting_view::region(cfg, r),
+                // Not recorded yet: the zone GCE chose is not kept in the store (null).
+                "zone": Value::Null,
+                "queued_for": estimate.as_ref().map(|e| e.0),
+                "waiting": estimate.as_ref().map(|e| e.2.clone()),
+                "last_error": r.last_error,
             })
         })
         .collect();
@@ -300,6 +313,11 @@ pub async fn status(
     let store = open(cfg).await?;
     let nodes = store.nodes().await?;
     let requests = store.requests(true).await?;
+    let waits = store.request_waits().await?;
+    let waiting_lines: Vec<(&Request, String)> = requests
+        .iter()
+        .filter_map(|r| super::waiting_view::estimate(cfg, &waits, r, now).map(|e| (r, e.2)))
+        .collect();
     let outbox = store.outbox_depth().await?;
     let given_up: Vec<StepFailures> =
         store.step_failures().await?.into_iter().filter(|f| f.failed >= MAX_STEP_ATTEMPTS).collect();
@@ -352,6 +370,7 @@ pub async fn status(
         "nodes": counts,
         "requests_open": requests.len(),
         "requests_queued": queued.len(),
+        "waiting": waiting_lines.iter().map(|(r, line)| json!({"request": r.name, "nodeset": r.nodeset, "job_id": r.job_id, "queued_for": (now - r.created_at).num_seconds().max(0), "line": line})).collect::<Vec<_>>(),
         "oldest_queued_request": oldest.map(|r| json!({"name": r.name, "mig": r.mig, "created_at": rfc3339(r.created_at), "age_seconds": (now - r.created_at).num_seconds()})),
         "pending_work": { "inbox": inbox, "outbox": outbox },
         "gce_steps_given_up": given_up.iter().map(|f| json!({"kind": f.kind.as_str(), "target": f.target, "failed": f.failed, "last_at": rfc3339(f.last_at), "last_error": f.last_error})).collect::<Vec<_>>(),
@@ -422,6 +441,10 @@ pub async fn status(
                 p.unreachable_zones.join(", ")
             )],
         ));
+    }
+    for (r, line) in &waiting_lines {
+        let job = r.job_id.map_or(String::new(), |j| format!("job {j}, "));
+        rows.push(("waiting:", vec![format!("{} ({job}{}): {line}", r.name, r.nodeset)]));
     }
     for (ns, why) in last_pass.iter().flat_map(|p| &p.refused_nodesets) {
         rows.push(("refused:", vec![format!("nodeset {ns}: {why}; its nodes get no VM")]));
@@ -551,6 +574,10 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
         ));
         if let Some(e) = &r.last_error {
             lines.push(format!("The request's last error: {e}"));
+        }
+        let waits = store.request_waits().await?;
+        if let Some((_, _, line)) = super::waiting_view::estimate(cfg, &waits, r, now) {
+            lines.push(format!("Expected start: {line}"));
         }
     }
     if let Some(s) = &n.vm_status {

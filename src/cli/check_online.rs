@@ -27,9 +27,12 @@ pub fn template_problems(config: &Config) -> Result<Vec<String>, CliError> {
             ))
         })?;
         lines.extend(problems.iter().map(|p| format!("nodeset {}: instance template {t}: {p}", ns.name)));
-        // What GCE would refuse of the nodeset's placement for this machine family and model.
         // A template GCE could not give is one of the problems above already.
         let Ok(template) = rt.block_on(client.get_instance_template_ref(t)) else { continue };
+        // Its region: a regional template, or a subnetwork, of another region cannot work there.
+        let wrong = gce::template_region_problems(&template, &ns.region);
+        lines.extend(wrong.iter().map(|p| format!("nodeset {}: instance template {t}: {p}", ns.name)));
+        // What GCE would refuse of the nodeset's placement for this machine family and model.
         let mt = template.properties.as_ref().map(|p| p.machine_type.clone()).unwrap_or_default();
         for (field, message) in
             gce::placement_rules::placement_problems(&mt, ns.provisioning_model, ns.placement.as_ref())

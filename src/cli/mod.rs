@@ -19,6 +19,7 @@ pub mod logging;
 pub mod source;
 pub mod table;
 pub mod unschedulable;
+pub mod waiting_view;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -82,6 +82,16 @@ impl Source {
         }
     }
 
+    /// How long succeeded groups waited, by nodeset.
+    pub async fn request_waits(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, Vec<crate::store::RequestWait>>, CliError> {
+        match self {
+            Source::Store(s) => s.request_waits().await.map_err(rt),
+            _ => self.ask(Query::RequestWaits).await,
+        }
+    }
+
     pub async fn requests(&self, open_only: bool) -> Result<Vec<Request>, CliError> {
         match self {
             Source::Store(s) => s.requests(open_only).await.map_err(rt),

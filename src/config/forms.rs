@@ -98,8 +98,9 @@ pub(crate) fn check_port(port: Option<&str>) -> Result<(), String> {
 
 /// A global or regional template, as a full URL (`https://…/compute/v1/projects/…`), a relative
 /// URL (`projects/P/…`) or a partial one (`global/instanceTemplates/T`). A regional template must
-/// be in `region`: a regional MIG can only use a template of its own region.
-pub(crate) fn check_template(t: &str, region: &str) -> Result<(), String> {
+/// be in `region` (the nodeset's, named by the config key `region_key`): a regional MIG can only use
+/// a template of its own region (docs/gce-facts.md, "Regions").
+pub(crate) fn check_template(t: &str, region: &str, region_key: &str) -> Result<(), String> {
     const FORMS: &str = "expected projects/P/global/instanceTemplates/T or \
                          projects/P/regions/R/instanceTemplates/T (or the full https:// URL)";
     let mut rest = t;
@@ -122,7 +123,7 @@ pub(crate) fn check_template(t: &str, region: &str) -> Result<(), String> {
         ["regions", r, "instanceTemplates", name] => {
             if *r != region && !region.is_empty() {
                 return Err(format!(
-                    "{t:?} is a template of region {r:?}, but gcp.region is {region:?}: \
+                    "{t:?} is a template of region {r:?}, but {region_key} is {region:?}: \
                      a regional MIG can only use a template of its own region"
                 ));
             }

@@ -166,6 +166,8 @@ pub struct Reconcile {
     pub backoff_initial: u64,
     /// The backoff doubles up to this.
     pub backoff_max: u64,
+    /// The least time between two refreshes of the waiting jobs' `slurm-dws:` AdminComment.
+    pub admin_comment_interval: u64,
 }
 
 /// `[daemon]`: the service itself.
@@ -187,9 +189,12 @@ pub struct Daemon {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nodeset {
     pub name: String,
+    /// The region of its MIGs, its zones and (when regional) its template: `region`, by default
+    /// `gcp.region` (same project).
+    pub region: String,
     /// Relative or full URL of a global or regional instance template.
     pub instance_template: String,
-    /// Zones of `gcp.region` the regional MIGs may use.
+    /// Zones of the nodeset's `region` the regional MIGs may use.
     pub zones: Vec<String>,
     /// Indices `[0, node_count_static)`: kept provisioned by the daemon.
     pub node_count_static: u32,

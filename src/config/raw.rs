@@ -65,6 +65,7 @@ pub struct RawReconcile {
     pub mig_gc_grace: Val<u64>,
     pub backoff_initial: Val<u64>,
     pub backoff_max: Val<u64>,
+    pub admin_comment_interval: Val<u64>,
 }
 
 /// `[daemon]`.
@@ -82,6 +83,7 @@ pub struct RawDaemon {
 #[serde(deny_unknown_fields)]
 pub struct RawNodeset {
     pub name: Val<String>,
+    pub region: Val<String>,
     pub instance_template: Val<String>,
     pub zones: Val<Vec<String>>,
     pub node_count_static: Val<u32>,
@@ -149,11 +151,13 @@ pub const KEYS: &[&str] = &[
     "reconcile.mig_gc_grace",
     "reconcile.backoff_initial",
     "reconcile.backoff_max",
+    "reconcile.admin_comment_interval",
     "daemon.metrics_listen",
     "daemon.service_user",
     "daemon.history_days",
     "daemon.readers",
     "nodeset.name",
+    "nodeset.region",
     "nodeset.instance_template",
     "nodeset.zones",
     "nodeset.node_count_static",
@@ -221,6 +225,7 @@ impl From<&super::Config> for RawConfig {
                 mig_gc_grace: val(c.reconcile.mig_gc_grace),
                 backoff_initial: val(c.reconcile.backoff_initial),
                 backoff_max: val(c.reconcile.backoff_max),
+                admin_comment_interval: val(c.reconcile.admin_comment_interval),
             }),
             daemon: Some(RawDaemon {
                 metrics_listen: c.daemon.metrics_listen.and_then(|a| val(a.to_string())),
@@ -233,6 +238,7 @@ impl From<&super::Config> for RawConfig {
                     .iter()
                     .map(|n| RawNodeset {
                         name: val(n.name.clone()),
+                        region: val(n.region.clone()),
                         instance_template: val(n.instance_template.clone()),
                         zones: val(n.zones.clone()),
                         node_count_static: val(n.node_count_static),

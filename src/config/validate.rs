@@ -400,7 +400,11 @@ fn resolve_reconcile(ck: &mut Checker, r: super::raw::RawReconcile) -> Reconcile
             format!("{backoff_max} is below reconcile.backoff_initial ({backoff_initial})"),
         );
     }
-    Reconcile { interval, orphan_grace, mig_gc_grace, backoff_initial, backoff_max }
+    let admin_comment_interval = get(&r.admin_comment_interval, 300);
+    if admin_comment_interval == 0 {
+        ck.bad("reconcile.admin_comment_interval", &r.admin_comment_interval, "minimum 1 (production: 300)");
+    }
+    Reconcile { interval, orphan_grace, mig_gc_grace, backoff_initial, backoff_max, admin_comment_interval }
 }
 
 fn resolve_daemon(ck: &mut Checker, d: super::raw::RawDaemon) -> Daemon {
@@ -456,16 +460,29 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
         );
     }
 
+    // `region`: the nodeset's own region, by default gcp.region (a bad one is reported once, not
+    // again for every zone and the template).
+    let (region, region_key) = match &n.region {
+        None => (region.to_string(), "gcp.region".to_string()),
+        Some(r) if is_region(r.get_ref()) => (r.get_ref().clone(), key("region")),
+        Some(r) => {
+            let why = format!("{:?} is not a region name like \"us-east5\"", r.get_ref());
+            ck.bad(&key("region"), &n.region, why);
+            (String::new(), key("region"))
+        }
+    };
+    let region = region.as_str();
+
     let instance_template = ck.required(&key("instance_template"), &n.instance_template).unwrap_or_default();
     if n.instance_template.is_some() {
-        if let Err(why) = check_template(&instance_template, region) {
+        if let Err(why) = check_template(&instance_template, region, &region_key) {
             ck.bad(&key("instance_template"), &n.instance_template, why);
         }
     }
 
     let zones = ck.required(&key("zones"), &n.zones).unwrap_or_default();
     if n.zones.is_some() && zones.is_empty() {
-        ck.bad(&key("zones"), &n.zones, "must list at least one zone of gcp.region");
+        ck.bad(&key("zones"), &n.zones, format!("must list at least one zone of {region_key}"));
     }
     for (j, z) in zones.iter().enumerate() {
         let in_region = z
@@ -477,7 +494,7 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
                 &key("zones"),
                 &n.zones,
                 format!(
-                    "{z:?} is not a zone of gcp.region {region:?} (expected {region}-a, {region}-b, ...)"
+                    "{z:?} is not a zone of {region_key} {region:?} (expected {region}-a, {region}-b, ...)"
                 ),
             );
         } else if zones[..j].contains(z) {
@@ -553,6 +570,7 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
     dws_flex.enabled = provisioning_model.is_flex();
     Nodeset {
         name,
+        region: region.to_string(),
         instance_template,
         zones,
         node_count_static,
@@ -771,7 +789,7 @@ mod tests {
             ("t1", false),
             ("https://example.com/projects/p/global/instanceTemplates/t", false),
         ] {
-            assert_eq!(check_template(t, r).is_ok(), ok, "{t}: {:?}", check_template(t, r));
+            assert_eq!(check_template(t, r, "gcp.region").is_ok(), ok, "{t}: {:?}", check_template(t, r, "gcp.region"));
         }
     }
 

@@ -215,6 +215,7 @@ async fn read_state(store: &Store, query: Query) -> Response {
         Query::OutboxDepth => rows(store.pending_outbox().await.map(|o| o.len())),
         Query::InboxDepth => rows(store.inbox_depth().await),
         Query::StepFailures => rows(store.step_failures().await),
+        Query::RequestWaits => rows(store.request_waits().await),
     };
     match result {
         Ok(rows) => Response::Rows { rows },

@@ -32,6 +32,7 @@ pub mod ratelimit;
 pub mod retry;
 pub mod template_check;
 pub mod template_models;
+pub mod template_region;
 pub mod template_types;
 pub mod types;
 
@@ -50,4 +51,5 @@ pub use ratelimit::CallKind;
 pub use retry::Backoff;
 pub use template_check::{check_flex_template, flex_template_problems, TemplateProblem};
 pub use template_models::{check_template, template_problems};
+pub use template_region::template_region_problems;
 pub use types::*;

@@ -41,6 +41,20 @@ pub struct InstanceProperties {
     pub resource_policies: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub guest_accelerators: Vec<serde_json::Value>,
+    /// Only `network` and `subnetwork` are read (`template_region`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub network_interfaces: Vec<TemplateNetworkInterface>,
+}
+
+/// `properties.networkInterfaces[]` of a template: where its VMs attach.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TemplateNetworkInterface {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub network: String,
+    /// `regions/R/subnetworks/S` (relative or full URL): a subnetwork is regional.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subnetwork: String,
 }
 
 /// An instance template (global or regional).

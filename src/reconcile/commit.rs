@@ -64,6 +64,9 @@ impl ChangeSet {
         tx.upsert_nodes(nodes).await?;
         for r in requests {
             tx.update_request(r).await?;
+            if r.phase == RequestPhase::Succeeded {
+                tx.record_wait(r, now).await?; // the first time only: how long it waited
+            }
         }
         for m in migs {
             tx.upsert_mig(m).await?;
@@ -254,7 +257,7 @@ pub(super) fn round_changes(
         migs.push(Mig {
             name: r.mig.clone(),
             nodeset: g.nodeset.clone(),
-            region: cfg.region.clone(),
+            region: cfg.region_of(&g.nodeset).to_string(),
             target_size: 0,
             state: MigState::Creating,
             created_at: now,

@@ -287,9 +287,13 @@ pub(super) fn learn(step: &GceStep, observed: &mut Observed, desired: &Desired) 
             }
             observed.deleting.extend(instances.iter().map(|i| i.name.clone()));
         }
-        GceStep::InsertPolicy { policy, nodeset } => {
+        GceStep::InsertPolicy { policy, nodeset, region } => {
             if let Some(p) = observed.policies.as_mut() {
-                p.insert(policy.clone(), ObservedPolicy { name: policy.clone(), nodeset: nodeset.clone() });
+                let region = region.clone();
+                p.insert(
+                    policy.clone(),
+                    ObservedPolicy { name: policy.clone(), nodeset: nodeset.clone(), region },
+                );
             }
         }
         GceStep::DeletePolicy { policy, .. } => {
@@ -424,6 +428,7 @@ impl Executor<'_> {
             let gce = self.gce.clone();
             let (cfg, naming, notify) = (cfg.clone(), naming.clone(), notify.clone());
             let request = step.request().and_then(|id| desired.requests.get(&id)).cloned();
+            let region = gce_edge::step_region(&cfg, desired, &step);
             let (left, left_rx) = tokio::sync::oneshot::channel::<()>();
             let (task_step, task_entry) = (step.clone(), entry.clone());
             let sent = tokio::time::Instant::now();
@@ -432,7 +437,15 @@ impl Executor<'_> {
                 // within its budget and a little.
                 let budget = gce_edge::step_budget(&cfg);
                 let call = async {
-                    let sent = gce_edge::send(&gce, &cfg, &naming, &task_step, request.as_ref(), &task_entry);
+                    let sent = gce_edge::send(
+                        &gce,
+                        &cfg,
+                        &naming,
+                        &task_step,
+                        request.as_ref(),
+                        &region,
+                        &task_entry,
+                    );
                     match tokio::time::timeout(budget + STEP_GRACE, sent).await {
                         Ok(Ok(())) => StepResult::Done,
                         Ok(Err(e)) => judge(&task_step, &e),

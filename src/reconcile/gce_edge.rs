@@ -76,8 +76,38 @@ pub fn client(cfg: &Config) -> Result<gce::Client, GceError> {
     gce::Client::new(opts, cfg.gcp.credentials.clone())
 }
 
-fn region(cfg: &Config) -> Location {
-    Location::Region(cfg.gcp.region.clone())
+/// The region of MIG `mig`: the one its record names (`recorded`), else its nodeset's (the longest
+/// configured nodeset whose `{cluster}-{nodeset}-` prefix it has), else `gcp.region`.
+pub fn mig_region(cfg: &Config, recorded: Option<&str>, mig: &str) -> String {
+    if let Some(r) = recorded.filter(|r| !r.is_empty()) {
+        return r.to_string();
+    }
+    cfg.nodesets
+        .iter()
+        .filter(|n| mig.starts_with(&format!("{}-{}-", cfg.cluster_name, n.name)))
+        .max_by_key(|n| n.name.len())
+        .map_or_else(|| cfg.gcp.region.clone(), |n| n.region.clone())
+}
+
+/// The regions a pass lists MIGs in: `gcp.region`, every nodeset's, and every region a MIG on
+/// record is in (a nodeset removed from the config, or moved, leaves MIGs there to collect).
+pub fn mig_list_regions(cfg: &Config, desired: &Desired) -> std::collections::BTreeSet<String> {
+    let mut regions: std::collections::BTreeSet<String> =
+        cfg.nodesets.iter().map(|n| n.region.clone()).collect();
+    regions.insert(cfg.gcp.region.clone());
+    regions.extend(desired.migs.values().filter(|m| !m.region.is_empty()).map(|m| m.region.clone()));
+    regions
+}
+
+/// The MIG lists of several regions: the owned MIGs of the regions that answered, the region each
+/// is in, and the regions whose list failed (with why).
+#[derive(Debug, Default)]
+pub struct MigLists {
+    pub migs: BTreeMap<String, ObservedMig>,
+    pub regions: BTreeMap<String, String>,
+    pub failed: BTreeMap<String, GceError>,
+    /// The regions whose list answered (possibly with no MIG of ours).
+    pub listed: std::collections::BTreeSet<String>,
 }
 
 /// Every VM whose name starts with `{cluster}-`, in one paginated aggregated list, and the zones
@@ -130,14 +160,67 @@ pub async fn observe_vms(
     Ok((vms, unreachable))
 }
 
-/// The region's MIGs that are provably ours (name prefix AND ownership description).
+/// The MIGs of every region in `regions` that are provably ours, one paginated list per region, the
+/// regions listed at once: a region that fails is named in [`MigLists::failed`] and does not hide
+/// the others' MIGs.
+pub async fn observe_migs_in(
+    client: &gce::Client,
+    cfg: &Config,
+    naming: &Naming,
+    regions: &std::collections::BTreeSet<String>,
+) -> MigLists {
+    let mut lists = tokio::task::JoinSet::new();
+    let shared = std::sync::Arc::new((cfg.clone(), naming.clone()));
+    for region in regions {
+        let (client, shared, region) = (client.clone(), shared.clone(), region.clone());
+        lists.spawn(async move {
+            let answer = observe_migs(&client, &shared.0, &shared.1, &region).await;
+            (region, answer)
+        });
+    }
+    let mut out = MigLists::default();
+    while let Some(joined) = lists.join_next().await {
+        let Ok((region, answer)) = joined else { continue };
+        match answer {
+            Ok(migs) => {
+                out.listed.insert(region.clone());
+                for (name, m) in migs {
+                    out.regions.insert(name.clone(), region.clone());
+                    out.migs.insert(name, m);
+                }
+            }
+            Err(e) => {
+                out.failed.insert(region, e);
+            }
+        }
+    }
+    // A list that never answered (its task panicked) is a failed list, never an empty one.
+    for region in regions {
+        if !out.failed.contains_key(region) && !out.listed.contains(region) {
+            out.failed.insert(
+                region.clone(),
+                GceError::Transport {
+                    method: "regionInstanceGroupManagers.list".into(),
+                    path: format!("regions/{region}"),
+                    message: "the list did not finish".into(),
+                    timeout: false,
+                },
+            );
+        }
+    }
+    out
+}
+
+/// The MIGs of `region` that are provably ours (name prefix AND ownership description).
 pub async fn observe_migs(
     client: &gce::Client,
     cfg: &Config,
     naming: &Naming,
+    region: &str,
 ) -> Result<BTreeMap<String, ObservedMig>, GceError> {
     let filter = format!("name eq '{}-.*'", cfg.cluster_name);
-    let migs = client.list_migs_fields(&region(cfg), Some(&filter), Some(MIG_LIST_FIELDS)).await?;
+    let loc = Location::Region(region.to_string());
+    let migs = client.list_migs_fields(&loc, Some(&filter), Some(MIG_LIST_FIELDS)).await?;
     Ok(migs
         .into_iter()
         .filter_map(|m| {
@@ -179,16 +262,19 @@ pub fn request_state(state: Option<gce::ResizeRequestState>) -> GceRequestState 
 
 /// One resize request as a `get` finds it; for a MIG of a standard or spot nodeset, how the creation
 /// of its VMs stands (`vm_create.rs`).
+/// `region` is the MIG's ([`mig_region`]).
 pub async fn observe_request(
     client: &gce::Client,
     cfg: &Config,
+    region: &str,
     mig: &str,
     name: &str,
 ) -> Result<PolledRequest, GceError> {
+    let loc = Location::Region(region.to_string());
     if !super::vm_create::mig_model(cfg, mig).is_flex() {
-        return super::vm_create::observe_created(client, cfg, mig).await;
+        return super::vm_create::observe_created(client, &loc, mig).await;
     }
-    match client.get_resize_request_fields(&region(cfg), mig, name, Some(REQUEST_FIELDS)).await {
+    match client.get_resize_request_fields(&loc, mig, name, Some(REQUEST_FIELDS)).await {
         Ok(rr) => {
             let errors = rr.errors();
             let error = errors.first().map(|e| (e.code.clone(), e.message.clone()));
@@ -206,6 +292,15 @@ pub async fn observe_request(
         Err(e) if e.is_not_found() => Ok(PolledRequest::NotFound),
         Err(e) => Err(e),
     }
+}
+
+/// The region of the MIG a step acts on: its record's, else its nodeset's ([`mig_region`]).
+pub fn step_region(cfg: &Config, desired: &Desired, step: &GceStep) -> String {
+    if let GceStep::InsertPolicy { region, .. } | GceStep::DeletePolicy { region, .. } = step {
+        return region.clone();
+    }
+    let mig = step.mig();
+    mig_region(cfg, desired.migs.get(mig).map(|m| m.region.as_str()), mig)
 }
 
 /// The outbox record for a step: (kind, target, payload). The payload is the request body (or the
@@ -253,13 +348,13 @@ pub fn intent(
         GceStep::DeleteMig { mig, reason } => {
             (MutationKind::MigDelete, mig.clone(), serde_json::json!({ "reason": reason }))
         }
-        GceStep::InsertPolicy { policy, nodeset } => {
+        GceStep::InsertPolicy { policy, nodeset, .. } => {
             let ns = cfg.nodeset(nodeset).ok_or_else(|| ReconcileError::NodesetGone(nodeset.clone()))?;
             let body = super::policies::policy_body(cfg, ns)
                 .ok_or_else(|| ReconcileError::NodesetGone(nodeset.clone()))?;
             (MutationKind::PolicyInsert, policy.clone(), serde_json::to_value(body)?)
         }
-        GceStep::DeletePolicy { policy, reason } => {
+        GceStep::DeletePolicy { policy, reason, .. } => {
             (MutationKind::PolicyDelete, policy.clone(), serde_json::json!({ "reason": reason }))
         }
     })
@@ -386,17 +481,20 @@ pub fn rr_body(r: &Request) -> gce::InstanceGroupManagerResizeRequest {
 
 /// Sends one step with its outbox requestId and waits for its Operation, all within [`step_budget`]:
 /// an Operation still running then is [`GceError::OperationTimeout`] (the step is carried to the next
-/// pass). `request` is the step's request group, for the steps that have one.
+/// pass). `request` is the step's request group, for the steps that have one; `region` is the
+/// step's MIG's ([`step_region`]).
+#[allow(clippy::too_many_arguments)]
 pub async fn send(
     client: &gce::Client,
     cfg: &Config,
     naming: &Naming,
     step: &GceStep,
     request: Option<&Request>,
+    region: &str,
     entry: &OutboxEntry,
 ) -> Result<(), SendError> {
     let deadline = Instant::now() + step_budget(cfg);
-    let loc = region(cfg);
+    let loc = Location::Region(region.to_string());
     let rid = entry.request_id.as_str();
     let op = match step {
         GceStep::InsertMig { .. } => {
@@ -449,20 +547,20 @@ pub async fn send(
                 .nodeset(nodeset)
                 .and_then(|ns| super::policies::policy_body(cfg, ns))
                 .ok_or_else(|| SendError::Config(ReconcileError::NodesetGone(nodeset.clone())))?;
-            let sent = match client.insert_policy(&cfg.gcp.region, &body, rid).await {
+            let sent = match client.insert_policy(region, &body, rid).await {
                 Ok(op) => client.wait_done(&op, deadline).await?.into_result(),
                 Err(e) => Err(e),
             };
             return match sent {
                 Err(e) if e.class() == ErrorClass::AlreadyExists => {
-                    let found = client.get_policy(&cfg.gcp.region, &body.name).await?;
+                    let found = client.get_policy(region, &body.name).await?;
                     super::policies::policy_mismatch(&body, &found)
                         .map_or(Ok(()), |d| Err(SendError::Mismatch(d)))
                 }
                 other => other.map(|_| ()).map_err(SendError::from),
             };
         }
-        GceStep::DeletePolicy { policy, .. } => client.delete_policy(&cfg.gcp.region, policy, rid).await?,
+        GceStep::DeletePolicy { policy, .. } => client.delete_policy(region, policy, rid).await?,
     };
     client.wait_done(&op, deadline).await?.into_result()?;
     Ok(())

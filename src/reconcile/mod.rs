@@ -34,6 +34,7 @@
 //! | `types.rs`      | the planner's inputs and outputs                                            |
 //! | `error.rs`      | [`ReconcileError`]                                                          |
 
+pub mod admin_comment;
 mod commit;
 mod error;
 mod execute;
@@ -45,6 +46,7 @@ pub mod plan;
 pub mod policies;
 pub mod poll;
 mod reconciler;
+pub mod regions;
 mod report;
 pub mod step_retry;
 pub mod types;

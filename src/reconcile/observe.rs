@@ -119,11 +119,15 @@ pub(super) async fn gce_and_slurm(
     let gce_lists = async {
         let migs = async {
             match reused_migs {
-                Some(m) => Ok(m),
-                None => gce_edge::observe_migs(src.gce, src.cfg, src.naming).await,
+                Some(m) => gce_edge::MigLists { migs: m, ..Default::default() },
+                None => {
+                    let regions = gce_edge::mig_list_regions(src.cfg, desired);
+                    gce_edge::observe_migs_in(src.gce, src.cfg, src.naming, &regions).await
+                }
             }
         };
-        let policies = super::policies::observe_policies(src.gce, src.cfg);
+        let policy_regions = gce_edge::mig_list_regions(src.cfg, desired);
+        let policies = super::policies::observe_policies(src.gce, src.cfg, &policy_regions);
         let (vms, migs, policies) = tokio::join!(gce_edge::observe_vms(src.gce, src.cfg), migs, policies);
         (((vms, migs), policies), began.elapsed())
     };
@@ -147,10 +151,15 @@ pub(super) async fn gce_and_slurm(
     };
     let ((((vms, migs), policies), gce_took), ((nodes, reservations), slurm_took)) =
         tokio::join!(gce_lists, slurm_reads);
-    match policies {
-        Ok(p) => o.policies = Some(p),
-        Err(e) => errors.push(format!("listing workload policies: {e}")),
+    let (policies, policy_failures) = policies;
+    for (region, e) in &policy_failures {
+        errors.push(format!(
+            "listing workload policies in {region}: {e}: no policy there is created or deleted this pass"
+        ));
     }
+    // What the regions that answered show is known; the others' policies are left alone.
+    o.policies = Some(policies);
+    o.unlisted_policy_regions = policy_failures.into_keys().collect();
     let (mut gce_took, mut slurm_took) = (gce_took, slurm_took);
     match vms {
         Ok((v, unreachable)) => {
@@ -172,12 +181,14 @@ pub(super) async fn gce_and_slurm(
         }
         Err(e) => errors.push(format!("listing VMs: {e}")),
     }
-    match migs {
-        Ok(m) => {
-            o.migs = Some(m);
-            o.migs_reused = reusing;
+    if migs.listed.is_empty() && !reusing {
+        // No region answered: the MIGs are unknown, as with one region.
+        for (region, e) in &migs.failed {
+            errors.push(format!("listing MIGs in {region}: {e}"));
         }
-        Err(e) => errors.push(format!("listing MIGs: {e}")),
+    } else {
+        super::regions::carry_unlisted(&mut o, migs, desired, src.cfg, errors);
+        o.migs_reused = reusing;
     }
     match nodes {
         Ok(n) => o.slurm = Some(slurm_view(n, &src.cfg.cluster_name)),
@@ -192,7 +203,7 @@ pub(super) async fn gce_and_slurm(
     let mut counts = PollCounts { polled: plan.poll.len(), carried: plan.carried.len() };
     o.requests = plan.carried;
     let polling = Instant::now();
-    let polled = poll_requests(src, plan.poll).await;
+    let polled = poll_requests(src, &o.mig_regions, plan.poll).await;
     gce_took += polling.elapsed();
     for (mig, name, answer) in polled {
         let target_size = o.migs.as_ref().and_then(|m| m.get(&mig)).map(|m| m.target_size);
@@ -267,6 +278,7 @@ pub(super) async fn read_jobs(
 /// keep in flight, and the next pass asks again).
 async fn poll_requests(
     src: &Sources<'_>,
+    regions: &BTreeMap<String, String>,
     poll: Vec<(String, String)>,
 ) -> Vec<(String, String, Option<Result<PolledRequest, gce::GceError>>)> {
     let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(POLL_CONCURRENCY));
@@ -283,11 +295,13 @@ async fn poll_requests(
             }
         }
         let (gce, cfg) = (src.gce.clone(), cfg.clone());
+        let region = gce_edge::mig_region(&cfg, regions.get(&mig).map(String::as_str), &mig);
         set.spawn(async move {
             let _permit = permit;
-            let answer = tokio::time::timeout(STEP_WAIT, gce_edge::observe_request(&gce, &cfg, &mig, &name))
-                .await
-                .ok();
+            let answer =
+                tokio::time::timeout(STEP_WAIT, gce_edge::observe_request(&gce, &cfg, &region, &mig, &name))
+                    .await
+                    .ok();
             (i, mig, name, answer)
         });
     }

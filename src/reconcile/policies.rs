@@ -10,7 +10,7 @@ use super::types::ObservedPolicy;
 use crate::config::{Config, Nodeset, Placement};
 use crate::gce::{self, GceError};
 use crate::naming::OWNERSHIP_MAGIC;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The fields of a policy a pass reads.
 pub const POLICY_LIST_FIELDS: &str = "items(name,description),nextPageToken,warning";
@@ -44,7 +44,7 @@ pub fn policy_url(cfg: &Config, ns: &Nodeset) -> Option<String> {
         Placement::Owned { .. } => Some(format!(
             "projects/{}/regions/{}/resourcePolicies/{}",
             cfg.gcp.project,
-            cfg.gcp.region,
+            ns.region,
             policy_name(&cfg.cluster_name, &ns.name)
         )),
     }
@@ -79,21 +79,36 @@ pub fn policy_mismatch(meant: &gce::ResourcePolicy, found: &gce::ResourcePolicy)
     (!diffs.is_empty()).then(|| diffs.join("; "))
 }
 
-/// The region's policies slurm-dws owns, by name: one paginated list filtered by the cluster's
-/// name prefix.
+/// The policies slurm-dws owns in `regions`, by name: one paginated list per region, filtered by
+/// the cluster's name prefix, all at once; and the regions whose list failed (with why).
 pub async fn observe_policies(
     client: &gce::Client,
     cfg: &Config,
-) -> Result<BTreeMap<String, ObservedPolicy>, GceError> {
+    regions: &BTreeSet<String>,
+) -> (BTreeMap<String, ObservedPolicy>, BTreeMap<String, GceError>) {
     let filter = format!("name eq '{}-.*'", cfg.cluster_name);
-    let list = client.list_policies(&cfg.gcp.region, Some(&filter), Some(POLICY_LIST_FIELDS)).await?;
-    Ok(list
-        .into_iter()
-        .filter_map(|p| {
-            let nodeset = parse_policy_ownership(&cfg.cluster_name, &p.name, &p.description)?;
-            Some((p.name.clone(), ObservedPolicy { name: p.name, nodeset }))
-        })
-        .collect())
+    let mut lists = tokio::task::JoinSet::new();
+    for region in regions {
+        let (client, filter, region) = (client.clone(), filter.clone(), region.clone());
+        lists.spawn(async move {
+            let listed = client.list_policies(&region, Some(&filter), Some(POLICY_LIST_FIELDS)).await;
+            (region, listed)
+        });
+    }
+    let (mut owned, mut failed) = (BTreeMap::new(), BTreeMap::new());
+    while let Some(joined) = lists.join_next().await {
+        let Ok((region, listed)) = joined else { continue };
+        match listed {
+            Ok(list) => owned.extend(list.into_iter().filter_map(|p| {
+                let nodeset = parse_policy_ownership(&cfg.cluster_name, &p.name, &p.description)?;
+                Some((p.name.clone(), ObservedPolicy { name: p.name, nodeset, region: region.clone() }))
+            })),
+            Err(e) => {
+                failed.insert(region, e);
+            }
+        }
+    }
+    (owned, failed)
 }
 
 #[cfg(test)]

@@ -56,6 +56,8 @@ pub struct Reconciler {
     /// Dropped when a pass fails (the store is then the truth), read again every
     /// [`RELOAD_EVERY_PASSES`]; debug builds check it against the store after every pass.
     desired: Option<Desired>,
+    /// The `slurm-dws:` AdminComments of waiting jobs (`admin_comment.rs`).
+    admin_comments: super::admin_comment::AdminComments,
     /// The iteration at which `desired` was last read from the store.
     desired_loaded_at: u64,
     /// While passes are degraded: when the first degraded pass of this run started, and the reasons
@@ -151,7 +153,23 @@ impl Reconciler {
             kept: None,
             in_flight: InFlight::default(),
             topology: None,
+            admin_comments: Default::default(),
         })
+    }
+
+    /// Refreshes the waiting jobs' AdminComment (`admin_comment.rs`); the wait history is read only
+    /// when a job waits or carries a line.
+    async fn waiting_jobs_comments(&mut self, desired: &Desired, report: &mut PassReport) {
+        let queued = desired.requests.values().any(|r| r.job_id.is_some() && crate::waiting::is_queued(r));
+        if !queued && !self.admin_comments.any_written() {
+            return;
+        }
+        let waits = match self.store.request_waits().await {
+            Ok(w) => w,
+            Err(e) => return report.errors.push(format!("reading the wait history: {e}")),
+        };
+        let now = report.started_at;
+        self.admin_comments.refresh(&self.cfg, &self.slurm, &waits, desired, now).await;
     }
 
     /// The GCE client (its call statistics feed the metrics).
@@ -396,6 +414,7 @@ impl Reconciler {
                     observed.reservations = None;
                     self.kept = Some(Kept { at, observed, migs_read_at, mig_reuses, migs_unchanged });
                 }
+                self.waiting_jobs_comments(&desired, &mut report).await;
                 self.desired = Some(desired);
             }
             Err(e) => {
@@ -814,6 +833,7 @@ impl Reconciler {
             && observed.migs.is_some()
             && !observed.reused
             && !observed.migs_reused
+            && observed.unlisted_regions.is_empty()
         {
             let t = tokio::time::Instant::now();
             report.events +=

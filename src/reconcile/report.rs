@@ -359,7 +359,7 @@ pub fn gc_items(p: &Plan) -> Vec<GcItem> {
             GceStep::DeleteMig { mig, reason } => {
                 vec![GcItem { kind: GcItemKind::Mig, name: mig.clone(), mig: None, reason: reason.clone() }]
             }
-            GceStep::DeletePolicy { policy, reason } => vec![GcItem {
+            GceStep::DeletePolicy { policy, reason, .. } => vec![GcItem {
                 kind: GcItemKind::Policy,
                 name: policy.clone(),
                 mig: None,

@@ -27,6 +27,8 @@ pub struct PlanConfig {
 #[derive(Debug, Clone)]
 pub struct NodesetPlan {
     pub name: String,
+    /// The region of its MIGs (`[[nodeset]] region`, by default `gcp.region`).
+    pub region: String,
     /// The zones its MIGs spread over: where its nodes' VMs can be.
     pub zones: Vec<String>,
     pub max_run_duration: u64,
@@ -248,8 +250,15 @@ pub struct Observed {
     /// Nodesets whose instance template cannot work for DWS Flex Start, with why
     /// (`gce::flex_template_problems`): nothing is requested for their nodes.
     pub refused_nodesets: BTreeMap<String, String>,
-    /// Owned MIGs by name; `None` when the list failed this pass.
+    /// Owned MIGs by name; `None` when the list failed this pass. With nodesets in several regions
+    /// it is one list per region: a region whose list failed ([`Observed::unlisted_regions`]) has
+    /// its recorded MIGs carried here as last recorded, so it degrades only its own nodesets.
     pub migs: Option<BTreeMap<String, ObservedMig>>,
+    /// The region each MIG of [`Observed::migs`] was listed (or is recorded) in.
+    pub mig_regions: BTreeMap<String, String>,
+    /// Regions whose MIG list failed this pass: their MIGs are carried, not listed, so nothing
+    /// is decided from a MIG's absence there and nothing is collected as stale.
+    pub unlisted_regions: BTreeSet<String>,
     /// Resize requests by MIG name: the active request of each recorded group, and the request of each
     /// owned MIG the store has no record of (so that it can be adopted) — as polled this pass, or, for
     /// a request the poll schedule did not ask about (`poll.rs`), carried: the state it was last seen
@@ -273,9 +282,11 @@ pub struct Observed {
     /// The MIG list is an earlier pass's, kept because nothing could have changed it
     /// (docs/architecture.md, "Reads a pass skips"): nothing is deleted as stale this pass.
     pub migs_reused: bool,
-    /// The region's workload policies slurm-dws owns, by name; `None` when not listed this pass
-    /// (then none is created or deleted).
+    /// The workload policies slurm-dws owns in the regions listed, by name; `None` when no region
+    /// was listed this pass (then none is created or deleted).
     pub policies: Option<BTreeMap<String, ObservedPolicy>>,
+    /// Regions whose policy list failed this pass: no policy there is created or deleted.
+    pub unlisted_policy_regions: BTreeSet<String>,
 }
 
 /// A workload policy slurm-dws owns (`policies.rs`).
@@ -284,6 +295,8 @@ pub struct ObservedPolicy {
     pub name: String,
     /// The nodeset it was made for (from its description; it may be gone from the config).
     pub nodeset: String,
+    /// The region it is in.
+    pub region: String,
 }
 
 /// A job as the release rule reads it.
@@ -376,10 +389,14 @@ pub enum GceStep {
     InsertPolicy {
         policy: String,
         nodeset: String,
+        /// The nodeset's region.
+        region: String,
     },
     /// Delete an owned workload policy no MIG uses, of a nodeset gone from the config.
     DeletePolicy {
         policy: String,
+        /// The region it is in (as listed: its nodeset may be gone from the config).
+        region: String,
         reason: String,
     },
 }
@@ -609,6 +626,11 @@ impl Plan {
 }
 
 impl PlanConfig {
+    /// The region of `nodeset`'s MIGs; `gcp.region` for a nodeset no longer configured.
+    pub fn region_of(&self, nodeset: &str) -> &str {
+        self.nodesets.get(nodeset).map_or(self.region.as_str(), |n| n.region.as_str())
+    }
+
     /// The planner's view of `cfg`.
     pub fn new(cfg: &Config) -> PlanConfig {
         PlanConfig {
@@ -625,6 +647,7 @@ impl PlanConfig {
                 .map(|n| {
                     let plan = NodesetPlan {
                         name: n.name.clone(),
+                        region: n.region.clone(),
                         zones: n.zones.clone(),
                         max_run_duration: n.dws_flex.max_run_duration,
                         use_job_duration: n.dws_flex.use_job_duration,

@@ -88,11 +88,10 @@ fn is_settled(action: &str) -> bool {
 /// A created group as its MIG's managed instances show it.
 pub async fn observe_created(
     client: &gce::Client,
-    cfg: &Config,
+    loc: &Location,
     mig: &str,
 ) -> Result<PolledRequest, GceError> {
-    let loc = Location::Region(cfg.gcp.region.clone());
-    match client.list_managed_instances_fields(&loc, mig, Some(MANAGED_INSTANCE_FIELDS)).await {
+    match client.list_managed_instances_fields(loc, mig, Some(MANAGED_INSTANCE_FIELDS)).await {
         Ok(managed) => Ok(creation_state(&managed)),
         Err(e) if e.is_not_found() => Ok(PolledRequest::NotFound),
         Err(e) => Err(e),

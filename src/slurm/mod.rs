@@ -35,6 +35,7 @@
 //! [`reservation::parse_reservations`], [`resume_file::parse`]) are pure; the facts measured are in
 //! each module's docs. Commands run with `TZ=UTC`, so the zone-less times of scontrol are UTC.
 
+mod admin_comment;
 pub mod already;
 mod command;
 mod json_stream;

@@ -23,10 +23,12 @@ mod counts;
 mod migrate;
 mod reads;
 mod rows;
+mod waits;
 mod writes;
 
 pub use counts::Counts;
 pub use migrate::LATEST as SCHEMA_VERSION;
+pub use waits::RequestWait;
 pub use writes::{HookNote, Pruned, StoreTx};
 
 use crate::model::*;

@@ -110,7 +110,7 @@ pub struct HookNote<'a> {
 
 /// A write transaction. Dropping it without [`StoreTx::commit`] rolls everything back.
 pub struct StoreTx {
-    tx: Transaction<'static, Sqlite>,
+    pub(super) tx: Transaction<'static, Sqlite>,
 }
 
 impl StoreTx {
@@ -178,6 +178,15 @@ impl StoreTx {
         .execute(&mut *self.tx)
         .await?
         .rows_affected();
+        // The wait history ages out with the rest (expected-start estimates read `history_days`).
+        sqlx::query(
+            "DELETE FROM request_waits WHERE request_id IN \
+             (SELECT request_id FROM request_waits WHERE succeeded_at < ? LIMIT ?)",
+        )
+        .bind(before)
+        .bind(batch)
+        .execute(&mut *self.tx)
+        .await?;
         Ok(Pruned { events, requests, migs })
     }
 

@@ -27,6 +27,9 @@ pub struct StackNodeset {
     pub provisioning_model: Option<String>,
     /// Extra lines for the `[[nodeset]]` table itself (e.g. `exclusive = true`).
     pub nodeset_lines: String,
+    /// `region` of the nodeset (its template and zone `{region}-b` there); `None`: gcp.region
+    /// (us-central1, zone us-central1-a).
+    pub region: Option<String>,
 }
 
 impl StackNodeset {
@@ -39,6 +42,7 @@ impl StackNodeset {
             partition_resume_timeout: None,
             provisioning_model: None,
             nodeset_lines: String::new(),
+            region: None,
         }
     }
 
@@ -56,6 +60,12 @@ impl StackNodeset {
     /// The same nodeset with `lines` in its `[[nodeset]]` table.
     pub fn with_lines(mut self, lines: &str) -> Self {
         self.nodeset_lines = lines.to_string();
+        self
+    }
+
+    /// The same nodeset in `region` (its own regional template there, zone `{region}-b`).
+    pub fn in_region(mut self, region: &str) -> Self {
+        self.region = Some(region.to_string());
         self
     }
 
@@ -490,8 +500,9 @@ interval = 5
             r#"
 [[nodeset]]
 name = "{name}"
-instance_template = "projects/demo-project/regions/us-central1/instanceTemplates/{template}"
-zones = ["us-central1-a"]
+{region_line}
+instance_template = "projects/demo-project/regions/{region}/instanceTemplates/{template}"
+zones = ["{zone}"]
 node_count_static = {st}
 node_count_dynamic_max = {dy}
 node_conf = "CPUs=1 RealMemory=500"
@@ -502,6 +513,9 @@ node_conf = "CPUs=1 RealMemory=500"
 "#,
             lines = ns.nodeset_lines,
             name = ns.name,
+            region_line = ns.region.as_ref().map(|r| format!("region = \"{r}\"")).unwrap_or_default(),
+            region = ns.region.as_deref().unwrap_or("us-central1"),
+            zone = ns.region.as_ref().map_or("us-central1-a".to_string(), |r| format!("{r}-b")),
             template = ns.template(),
             model = ns
                 .provisioning_model

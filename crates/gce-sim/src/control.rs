@@ -16,6 +16,8 @@
 //! | `GET`/`POST /_sim/request-ids` | `{"retention_seconds": 3600}` | how long a `requestId` is remembered (default 3600 s); after that the same requestId acts again |
 //! | `POST /_sim/zones/{zone}/unreachable` | `{"aggregated": "partial" \| "error"}` (optional, default partial) | the zone is unreachable: zonal calls into it answer 503, `listManagedInstances` and `deleteInstances` of a regional MIG whose VMs are there answer 503, and `instances.aggregatedList` shows its scope as `{"warning": {"code": "UNREACHABLE", ...}}` and lists it in `unreachables` (partial) or fails with 503 (error) |
 //! | `DELETE /_sim/zones/{zone}/unreachable` | | reachable again |
+//! | `POST /_sim/regions/{region}/unreachable` | | every regional call into the region (MIGs, resize requests, operations, regional templates) answers 503 `backendError`; other regions and the aggregated VM list are untouched |
+//! | `DELETE /_sim/regions/{region}/unreachable` | | reachable again |
 //! | `POST /_sim/instances/{name}/expire` | | GCE deletes the VM now, as at the end of its run duration |
 //! | `POST /_sim/instances/{name}/preempt` | | GCE preempts the SPOT VM: the stop command runs; with `instanceTerminationAction: DELETE` it is deleted and leaves its MIG, with STOP it stays TERMINATED (409 if the VM is not SPOT) |
 //! | `POST /_sim/instances/{name}/fail` | | the VM's host fails: it goes TERMINATED (stop command runs); a MIG with `defaultActionOnFailure: DO_NOTHING` leaves it so, any other recreates it |
@@ -52,6 +54,10 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/_sim/request-ids", get(request_ids).post(set_request_ids))
         .route("/_sim/zones/{zone}/unreachable", post(set_unreachable).delete(clear_unreachable))
         .route("/_sim/zones/{zone}/topology", post(set_topology))
+        .route(
+            "/_sim/regions/{region}/unreachable",
+            post(set_region_unreachable).delete(clear_region_unreachable),
+        )
         .route("/_sim/instances/{name}/expire", post(expire))
         .route("/_sim/instances/{name}/fail", post(fail))
         .route("/_sim/instances/{name}/preempt", post(preempt))
@@ -258,6 +264,16 @@ async fn set_topology(State(sim): State<Arc<Shared>>, Path(zone): Path<String>, 
     };
     sim.lock().set_zone_shape(&zone, shape);
     Json(json!({})).into_response()
+}
+
+async fn set_region_unreachable(State(sim): State<Arc<Shared>>, Path(region): Path<String>) -> Json<Value> {
+    sim.lock().unreachable_regions.insert(region);
+    Json(json!({}))
+}
+
+async fn clear_region_unreachable(State(sim): State<Arc<Shared>>, Path(region): Path<String>) -> Json<Value> {
+    sim.lock().unreachable_regions.remove(&region);
+    Json(json!({}))
 }
 
 async fn lifecycle(State(sim): State<Arc<Shared>>) -> Json<Value> {

@@ -345,6 +345,15 @@ async fn run(sim: &Shared, call: &Call, query: &[(String, String)], body: &Value
             return Err(unreachable(project, z));
         }
     }
+    if let Scope::Region(r) = &call.scope {
+        if sim.lock().unreachable_regions.contains(r) {
+            return Err(ApiError::new(
+                503,
+                "backendError",
+                format!("The region 'projects/{project}/regions/{r}' is currently unreachable. Please try again later."),
+            ));
+        }
+    }
     let m = || mutation(call, request_id, body);
     match (resource, op) {
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "insert") => {

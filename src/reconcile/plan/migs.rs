@@ -132,7 +132,12 @@ impl Planner<'_> {
                 Mig {
                     name: name.clone(),
                     nodeset: om.nodeset.clone(),
-                    region: self.cfg.region.clone(),
+                    region: self
+                        .o
+                        .mig_regions
+                        .get(name)
+                        .cloned()
+                        .unwrap_or_else(|| self.cfg.region_of(&om.nodeset).to_string()),
                     target_size: om.target_size,
                     state: MigState::Active,
                     created_at: om.created.unwrap_or(self.now),

@@ -265,6 +265,7 @@ impl Planner<'_> {
             && self.o.migs.is_some()
             && !self.o.reused
             && !self.o.migs_reused
+            && self.o.unlisted_regions.is_empty()
     }
 
     fn clear_vm(&mut self, name: &str) {

@@ -14,8 +14,12 @@ impl Planner<'_> {
         let owned = self.cfg.nodesets.get(&r.nodeset).and_then(|n| n.owned_policy.clone());
         if let Some(policy) = owned {
             let Some(observed) = self.o.policies.as_ref() else { return };
+            let region = self.cfg.nodesets.get(&r.nodeset).map(|n| n.region.clone()).unwrap_or_default();
+            if self.o.unlisted_policy_regions.contains(&region) {
+                return;
+            }
             if !observed.contains_key(&policy) {
-                let step = GceStep::InsertPolicy { policy, nodeset: r.nodeset.clone() };
+                let step = GceStep::InsertPolicy { policy, nodeset: r.nodeset.clone(), region };
                 if !self.plan.gce.contains(&step) {
                     self.plan.gce.push(step);
                 }
@@ -45,7 +49,9 @@ impl Planner<'_> {
                     .gce
                     .iter()
                     .any(|s| matches!(s, GceStep::InsertMig { nodeset, .. } if *nodeset == p.nodeset));
-            if wanted || in_use {
+            // A region whose MIG list failed may hide a MIG using it.
+            let unseen = self.o.unlisted_regions.contains(&p.region);
+            if wanted || in_use || unseen {
                 continue;
             }
             let reason = match self.cfg.nodesets.get(&p.nodeset) {
@@ -54,7 +60,11 @@ impl Planner<'_> {
                     format!("nodeset {} no longer asks for an owned policy and no MIG uses it", p.nodeset)
                 }
             };
-            self.plan.gce.push(GceStep::DeletePolicy { policy: name.clone(), reason });
+            self.plan.gce.push(GceStep::DeletePolicy {
+                policy: name.clone(),
+                region: p.region.clone(),
+                reason,
+            });
         }
     }
 }

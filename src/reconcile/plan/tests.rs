@@ -26,6 +26,7 @@ fn cfg() -> PlanConfig {
     let ns = |name: &str, qt: u64| NodesetPlan {
         owned_policy: None,
         name: name.into(),
+        region: "us-central1".into(),
         zones: vec!["us-central1-a".into()],
         max_run_duration: 604_800,
         use_job_duration: true,
@@ -1613,8 +1614,11 @@ fn owned_policies_come_before_their_migs_and_go_only_when_unused() {
         w.c.nodesets.get_mut("a").unwrap().owned_policy = Some("hpc-a-wp".into());
         w
     };
-    let policy =
-        |nodeset: &str| ObservedPolicy { name: format!("hpc-{nodeset}-wp"), nodeset: nodeset.into() };
+    let policy = |nodeset: &str| ObservedPolicy {
+        name: format!("hpc-{nodeset}-wp"),
+        nodeset: nodeset.into(),
+        region: "us-central1".into(),
+    };
     let with_policies = |mut w: World, ps: &[ObservedPolicy]| {
         w.o.policies = Some(ps.iter().map(|p| (p.name.clone(), p.clone())).collect());
         w
@@ -1624,7 +1628,11 @@ fn owned_policies_come_before_their_migs_and_go_only_when_unused() {
     let base = || World::new().node(n.clone()).req(request(1, &["hpc-a-1"], RequestPhase::Planned));
 
     // (world, the GCE steps expected)
-    let insert_policy = GceStep::InsertPolicy { policy: "hpc-a-wp".into(), nodeset: "a".into() };
+    let insert_policy = GceStep::InsertPolicy {
+        policy: "hpc-a-wp".into(),
+        nodeset: "a".into(),
+        region: "us-central1".into(),
+    };
     let w = with_policies(owned(base()), &[]);
     assert_eq!(w.plan().gce, vec![insert_policy.clone()], "the policy first");
     let w = with_policies(owned(base()), &[policy("a")]);
@@ -1635,7 +1643,7 @@ fn owned_policies_come_before_their_migs_and_go_only_when_unused() {
 
     // A policy of a nodeset gone from the config: deleted when no MIG uses it.
     let gone = || with_policies(World::new(), &[policy("old")]);
-    assert!(matches!(gone().plan().gce.as_slice(), [GceStep::DeletePolicy { policy, reason }]
+    assert!(matches!(gone().plan().gce.as_slice(), [GceStep::DeletePolicy { policy, reason, .. }]
         if policy == "hpc-old-wp" && reason.contains("gone from the config")));
     let mut in_use = gone();
     in_use.o.migs.as_mut().unwrap().insert(

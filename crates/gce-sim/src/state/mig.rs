@@ -138,6 +138,16 @@ impl State {
             .or_else(|| body.pointer("/versions/0/instanceTemplate").and_then(Value::as_str))
             .ok_or_else(|| ApiError::invalid("Required field 'resource.instanceTemplate' not specified"))?
             .to_string();
+        // A regional template works in its own region only (a global one anywhere).
+        if let Scope::Region(r) = &scope {
+            let mut parts = template.split('/');
+            let tr = parts.by_ref().find(|p| *p == "regions").and_then(|_| parts.next());
+            if let Some(tr) = tr.filter(|tr| tr != r) {
+                return Err(ApiError::invalid(format!(
+                    "Invalid value for field 'resource.instanceTemplate': '{template}'. The regional instance template must be in the same region as the instance group manager ({r}), not {tr}."
+                )));
+            }
+        }
         let target_size = body
             .get("targetSize")
             .and_then(Value::as_i64)

@@ -186,6 +186,9 @@ pub struct State {
     pub quotas: Quotas,
     /// Zones marked unreachable (control API: `/_sim/zones/{zone}/unreachable`).
     pub unreachable: BTreeMap<String, Unreachable>,
+    /// Regions marked unreachable (control API: `/_sim/regions/{region}/unreachable`): every
+    /// regional call there answers 503.
+    pub unreachable_regions: std::collections::BTreeSet<String>,
     pub lifecycle: Lifecycle,
     next_ip: u32,
     /// How long Operations stay RUNNING (control API: `POST /_sim/latency`).
@@ -266,6 +269,7 @@ impl State {
             rate_limited: BTreeMap::new(),
             quotas: Quotas::default(),
             unreachable: BTreeMap::new(),
+            unreachable_regions: Default::default(),
             lifecycle: Lifecycle::default(),
             next_ip: 2,
             op_latency_ms: OP_LATENCY_MS,
@@ -485,6 +489,7 @@ impl State {
             "templates": self.templates.keys().collect::<Vec<_>>(),
             "serve_default_templates": self.serve_default_templates,
             "unreachable": self.unreachable,
+            "unreachable_regions": self.unreachable_regions,
             "lifecycle": self.lifecycle,
             "quotas": self.quotas.config,
             "request_id_retention_seconds": self.request_id_retention_ms as f64 / 1000.0,

@@ -1,0 +1,144 @@
+//! The `slurm-dws:` AdminComment of the jobs waiting in a queued request group: the expected-start
+//! line (`crate::waiting`), refreshed at most every `reconcile.admin_comment_interval` (one
+//! `scontrol update` per job whose line changed, never per node), cleared in the first pass after
+//! the job's group is no longer queued (it started, or failed over to another partition).
+
+use super::types::Desired;
+use crate::config::Config;
+use crate::slurm::Slurm;
+use crate::store::RequestWait;
+use crate::waiting;
+use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
+
+/// What this process last wrote, and when it last refreshed.
+#[derive(Debug, Default)]
+pub struct AdminComments {
+    written: BTreeMap<u32, String>,
+    refreshed_at: Option<DateTime<Utc>>,
+}
+
+/// The lines due at `now`: `(job, text)` to set (an empty text clears), given what was written.
+/// Pure: the refresh interval and the clearing rule live here (table-tested).
+pub fn due(
+    written: &BTreeMap<u32, String>,
+    refreshed_at: Option<DateTime<Utc>>,
+    wanted: &BTreeMap<u32, String>,
+    interval: u64,
+    now: DateTime<Utc>,
+) -> (Vec<(u32, String)>, bool) {
+    let mut out = Vec::new();
+    // Cleared at once: a job whose group is no longer queued.
+    for job in written.keys().filter(|j| !wanted.contains_key(j)) {
+        out.push((*job, String::new()));
+    }
+    let refresh = refreshed_at.is_none_or(|t| (now - t).num_seconds() >= interval as i64);
+    if refresh {
+        for (job, line) in wanted {
+            if written.get(job) != Some(line) {
+                out.push((*job, line.clone()));
+            }
+        }
+    }
+    (out, refresh)
+}
+
+/// The line for each job waiting in a queued group of `desired` (a job in several groups: the
+/// longest wait).
+pub fn wanted(
+    cfg: &Config,
+    desired: &Desired,
+    waits: &BTreeMap<String, Vec<RequestWait>>,
+    now: DateTime<Utc>,
+) -> BTreeMap<u32, String> {
+    let mut out: BTreeMap<u32, (i64, String)> = BTreeMap::new();
+    for r in desired.requests.values().filter(|r| waiting::is_queued(r)) {
+        let Some(job) = r.job_id else { continue };
+        let Some(ns) = cfg.nodesets.iter().find(|n| n.name == r.nodeset) else { continue };
+        if !ns.provisioning_model.is_flex() {
+            continue;
+        }
+        let waited = waiting::waited(r, now);
+        let history = waits.get(&r.nodeset).map(Vec::as_slice).unwrap_or_default();
+        let similar = waiting::similar(history, r.nodes.len() as u32, r.run_duration);
+        let line = waiting::summary(waited, &ns.region, similar, None);
+        if out.get(&job).is_none_or(|(w, _)| waited > *w) {
+            out.insert(job, (waited, line));
+        }
+    }
+    out.into_iter().map(|(j, (_, l))| (j, l)).collect()
+}
+
+impl AdminComments {
+    /// Sets and clears what is due. Best effort: a failure is logged, not a degraded pass (the line
+    /// is a courtesy to users); a line that failed is tried at the next refresh, a clear is not
+    /// retried (the job has moved on).
+    pub async fn refresh(
+        &mut self,
+        cfg: &Config,
+        slurm: &Slurm,
+        waits: &BTreeMap<String, Vec<RequestWait>>,
+        desired: &Desired,
+        now: DateTime<Utc>,
+    ) {
+        let wanted = wanted(cfg, desired, waits, now);
+        let (todo, refreshed) =
+            due(&self.written, self.refreshed_at, &wanted, cfg.reconcile.admin_comment_interval, now);
+        if refreshed {
+            self.refreshed_at = Some(now);
+        }
+        for (job, text) in todo {
+            let sent = slurm.set_admin_comment(job, &text).await;
+            if let Err(e) = &sent {
+                tracing::warn!(job, error = %e, "could not set the job's slurm-dws AdminComment");
+            }
+            if text.is_empty() {
+                self.written.remove(&job);
+            } else if sent.is_ok() {
+                self.written.insert(job, text);
+            }
+        }
+    }
+
+    /// Whether any job carries a line now (the daemon then reads the wait history each pass).
+    pub fn any_written(&self) -> bool {
+        !self.written.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Duration;
+
+    #[test]
+    fn refreshed_at_most_every_interval_and_cleared_at_once() {
+        let t0 = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap();
+        let m = |v: &[(u32, &str)]| v.iter().map(|(j, s)| (*j, s.to_string())).collect::<BTreeMap<_, _>>();
+        // First time: every line, once per job.
+        let (todo, r) = due(&m(&[]), None, &m(&[(1, "a"), (2, "b")]), 300, t0);
+        assert_eq!((todo.len(), r), (2, true));
+        // 4 minutes later: nothing new is written, even if a line changed...
+        let (todo, r) = due(
+            &m(&[(1, "a"), (2, "b")]),
+            Some(t0),
+            &m(&[(1, "a2"), (2, "b")]),
+            300,
+            t0 + Duration::minutes(4),
+        );
+        assert_eq!((todo, r), (vec![], false));
+        // ...but a job that started is cleared at once.
+        let (todo, _) =
+            due(&m(&[(1, "a"), (2, "b")]), Some(t0), &m(&[(1, "a")]), 300, t0 + Duration::minutes(1));
+        assert_eq!(todo, vec![(2, String::new())]);
+        // 5 minutes: only the changed line.
+        let (todo, r) = due(
+            &m(&[(1, "a"), (2, "b")]),
+            Some(t0),
+            &m(&[(1, "a2"), (2, "b")]),
+            300,
+            t0 + Duration::minutes(5),
+        );
+        assert_eq!((todo, r), (vec![(1, "a2".to_string())], true));
+    }
+}

@@ -41,6 +41,27 @@ pub fn similar(history: &[RequestWait], size: u32, run_duration: u64) -> Option<
     Some(Similar { count: waits.len(), median: rank(0.5), p90: rank(0.9) })
 }
 
+/// [`similar`] for many groups at once: each (nodeset, size, run duration) is computed once (a
+/// pass with 2,000 queued groups asks for a handful of distinct shapes).
+#[derive(Debug, Default)]
+pub struct SimilarMemo<'h> {
+    memo: std::collections::HashMap<(&'h str, u32, u64), Option<Similar>>,
+}
+
+impl<'h> SimilarMemo<'h> {
+    pub fn get(
+        &mut self,
+        history: &'h std::collections::BTreeMap<String, Vec<RequestWait>>,
+        nodeset: &'h str,
+        size: u32,
+        run_duration: u64,
+    ) -> Option<Similar> {
+        *self.memo.entry((nodeset, size, run_duration)).or_insert_with(|| {
+            similar(history.get(nodeset).map(Vec::as_slice).unwrap_or_default(), size, run_duration)
+        })
+    }
+}
+
 /// A request group still waiting for its capacity: open, its request not (yet) SUCCEEDED.
 pub fn is_queued(r: &Request) -> bool {
     r.phase.is_open() && r.gce_state != Some(GceRequestState::Succeeded)

@@ -7,7 +7,7 @@ use chrono::{Duration, Utc};
 use slurm_dws::model::{GceRequestState, Request, RequestPhase};
 use slurm_dws::reconcile::admin_comment;
 use slurm_dws::reconcile::types::Desired;
-use slurm_dws::store::Store;
+use slurm_dws::store::{Store, WaitsCache};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -60,18 +60,32 @@ async fn measure(t: &mut Table) -> Result<(), String> {
     for id in 0..2_000 {
         desired.requests.insert(id, request(id, true, now));
     }
+    // As the daemon does it: the history is read through its cache (whole when it changed, else
+    // one COUNT/MAX row), then every queued group's line.
+    let mut cache = WaitsCache::default();
+    let t0 = Instant::now();
+    cache.get(&store).await.map_err(|e| e.to_string())?;
+    let first_read = t0.elapsed();
     let mut s = Samples::default();
     let mut lines = BTreeMap::new();
     for _ in 0..20 {
         let t0 = Instant::now();
-        let waits = store.request_waits().await.map_err(|e| e.to_string())?;
-        lines = admin_comment::wanted(&cfg, &desired, &waits, now);
+        let waits = cache.get(&store).await.map_err(|e| e.to_string())?;
+        lines = admin_comment::wanted(&cfg, &desired, waits, now);
         s.push(t0.elapsed());
     }
     t.timed(
-        "expected start, 2,000 queued groups (10,000 nodes), history of 10,000: store read + lines",
+        "expected start, 2,000 queued groups (10,000 nodes), history of 10,000: a pass (store check + lines)",
         &s,
         Some(10.0),
+        None,
+    );
+    let mut once = Samples::default();
+    once.push(first_read);
+    t.timed(
+        "expected start: reading the whole history of 10,000 (at start, and after a prune; a success reads only its own row)",
+        &once,
+        None,
         None,
     );
     // AdminComment refresh at 1,000 waiting jobs.

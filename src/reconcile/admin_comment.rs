@@ -52,6 +52,7 @@ pub fn wanted(
     now: DateTime<Utc>,
 ) -> BTreeMap<u32, String> {
     let mut out: BTreeMap<u32, (i64, String)> = BTreeMap::new();
+    let mut memo = waiting::SimilarMemo::default();
     for r in desired.requests.values().filter(|r| waiting::is_queued(r)) {
         let Some(job) = r.job_id else { continue };
         let Some(ns) = cfg.nodesets.iter().find(|n| n.name == r.nodeset) else { continue };
@@ -59,8 +60,7 @@ pub fn wanted(
             continue;
         }
         let waited = waiting::waited(r, now);
-        let history = waits.get(&r.nodeset).map(Vec::as_slice).unwrap_or_default();
-        let similar = waiting::similar(history, r.nodes.len() as u32, r.run_duration);
+        let similar = memo.get(waits, &r.nodeset, r.nodes.len() as u32, r.run_duration);
         let line = waiting::summary(waited, &ns.region, similar, None);
         if out.get(&job).is_none_or(|(w, _)| waited > *w) {
             out.insert(job, (waited, line));

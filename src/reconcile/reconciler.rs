@@ -58,6 +58,8 @@ pub struct Reconciler {
     desired: Option<Desired>,
     /// The `slurm-dws:` AdminComments of waiting jobs (`admin_comment.rs`).
     admin_comments: super::admin_comment::AdminComments,
+    /// The wait history behind the expected-start lines, re-read only when it changed.
+    waits: crate::store::WaitsCache,
     /// The iteration at which `desired` was last read from the store.
     desired_loaded_at: u64,
     /// While passes are degraded: when the first degraded pass of this run started, and the reasons
@@ -154,6 +156,7 @@ impl Reconciler {
             in_flight: InFlight::default(),
             topology: None,
             admin_comments: Default::default(),
+            waits: Default::default(),
         })
     }
 
@@ -164,12 +167,12 @@ impl Reconciler {
         if !queued && !self.admin_comments.any_written() {
             return;
         }
-        let waits = match self.store.request_waits().await {
+        let waits = match self.waits.get(&self.store).await {
             Ok(w) => w,
             Err(e) => return report.errors.push(format!("reading the wait history: {e}")),
         };
         let now = report.started_at;
-        self.admin_comments.refresh(&self.cfg, &self.slurm, &waits, desired, now).await;
+        self.admin_comments.refresh(&self.cfg, &self.slurm, waits, desired, now).await;
     }
 
     /// The GCE client (its call statistics feed the metrics).

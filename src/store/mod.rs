@@ -28,7 +28,7 @@ mod writes;
 
 pub use counts::Counts;
 pub use migrate::LATEST as SCHEMA_VERSION;
-pub use waits::RequestWait;
+pub use waits::{RequestWait, WaitsCache};
 pub use writes::{HookNote, Pruned, StoreTx};
 
 use crate::model::*;

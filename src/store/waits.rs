@@ -37,15 +37,73 @@ impl StoreTx {
     }
 }
 
+/// The wait history as last read. A pass reads one row (`COUNT`, `MAX`); when groups succeeded
+/// since, only their rows are read (ids only grow); when the history was pruned, all of it.
+#[derive(Debug, Default)]
+pub struct WaitsCache {
+    version: Option<(i64, i64)>,
+    waits: std::collections::BTreeMap<String, Vec<RequestWait>>,
+}
+
+impl WaitsCache {
+    /// The history, fresh as of this call.
+    pub async fn get(
+        &mut self,
+        store: &Store,
+    ) -> Result<&std::collections::BTreeMap<String, Vec<RequestWait>>> {
+        let version = store.request_waits_version().await?;
+        match self.version {
+            Some(v) if v == version => {}
+            Some((rows, newest)) if version.1 > newest => {
+                let (added, n) = store.request_waits_after(newest).await?;
+                if rows + n == version.0 {
+                    for (nodeset, mut w) in added {
+                        let history = self.waits.entry(nodeset).or_default();
+                        history.append(&mut w);
+                        history.sort_by_key(|w| w.succeeded_at);
+                    }
+                } else {
+                    self.waits = store.request_waits().await?; // pruned meanwhile too
+                }
+            }
+            _ => self.waits = store.request_waits().await?,
+        }
+        self.version = Some(version);
+        Ok(&self.waits)
+    }
+}
+
 impl Store {
+    /// What identifies the history's content: (rows, the newest group's id). Rows are only
+    /// inserted (newer groups, higher ids) or pruned (fewer rows).
+    pub async fn request_waits_version(&self) -> Result<(i64, i64)> {
+        let row =
+            sqlx::query("SELECT COUNT(*) AS n, COALESCE(MAX(request_id), 0) AS newest FROM request_waits")
+                .fetch_one(&self.pool)
+                .await?;
+        Ok((row.try_get("n")?, row.try_get("newest")?))
+    }
+
     /// Every recorded wait, by nodeset, oldest success first (one statement; `history_days` prunes
     /// the groups, and this table with them).
     pub async fn request_waits(&self) -> Result<std::collections::BTreeMap<String, Vec<RequestWait>>> {
+        Ok(self.request_waits_after(i64::MIN).await?.0)
+    }
+
+    /// The waits of the groups whose id is above `after`, by nodeset, oldest success first, and
+    /// how many.
+    pub async fn request_waits_after(
+        &self,
+        after: i64,
+    ) -> Result<(std::collections::BTreeMap<String, Vec<RequestWait>>, i64)> {
         let rows = sqlx::query(
-            "SELECT nodeset, size, run_duration, created_at, succeeded_at FROM request_waits ORDER BY succeeded_at",
+            "SELECT nodeset, size, run_duration, created_at, succeeded_at FROM request_waits \
+             WHERE request_id > ? ORDER BY succeeded_at",
         )
+        .bind(after)
         .fetch_all(&self.pool)
         .await?;
+        let n = rows.len() as i64;
         let mut out: std::collections::BTreeMap<String, Vec<RequestWait>> = Default::default();
         for r in rows {
             let (created, succeeded): (i64, i64) = (r.try_get("created_at")?, r.try_get("succeeded_at")?);
@@ -56,6 +114,6 @@ impl Store {
                 succeeded_at: from_ms(succeeded),
             });
         }
-        Ok(out)
+        Ok((out, n))
     }
 }

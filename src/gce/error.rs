@@ -91,7 +91,7 @@ pub const CAPACITY_CODES: &[&str] = &[
 
 /// `ZONE_RESOURCE_POOL_EXHAUSTED` and `zoneResourcePoolExhausted` are the same code: HTTP
 /// `errors[].reason` is camelCase while Operation codes are SCREAMING_SNAKE.
-fn normalize_code(code: &str) -> String {
+pub(crate) fn normalize_code(code: &str) -> String {
     let mut out = String::with_capacity(code.len() + 8);
     let mut prev_lower = false;
     for c in code.chars() {

@@ -414,9 +414,11 @@ impl GceError {
         }
     }
 
-    /// True when the same call may succeed if simply repeated after a backoff.
+    /// True when the same call may succeed if simply repeated after a backoff. A workload policy
+    /// in use (`resourceInUseByAnotherResource` naming a resource policy) is not: it stays in use
+    /// until a MIG goes, so the reconciler waits for it with its own backoff (`policy_error`).
     pub fn is_retryable(&self) -> bool {
-        self.class() == ErrorClass::Retryable
+        self.class() == ErrorClass::Retryable && self.policy_failure().is_none()
     }
 
     /// Shorthand for `class() == NotFound`, the most common branch.

@@ -193,6 +193,10 @@ mod tests {
         ];
         for (e, want) in table {
             assert_eq!(e.policy_failure(), want, "{e}");
+            // The client never repeats a call GCE refused for a policy: the reconciler decides.
+            if want.is_some() {
+                assert!(!e.is_retryable(), "{e}");
+            }
         }
     }
 

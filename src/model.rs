@@ -304,6 +304,12 @@ string_enum! {
         /// A spot node's VM was preempted by GCE (TERMINATED, or deleted): the node left service
         /// in that pass, its job was requeued, and the node is usable again at once.
         Preempted => "preempted",
+        /// GCE refused a MIG because of its workload policy (missing, or in another region than
+        /// the MIG): the request failed and the nodeset backs off with a placement backoff.
+        PolicyRefused => "policy_refused",
+        /// A workload policy slurm-dws owns could not be deleted because a MIG still uses it: the
+        /// delete waits (a backoff) until that MIG is gone, and is never given up on.
+        PolicyInUse => "policy_in_use",
     }
 }
 
@@ -589,6 +595,8 @@ mod tests {
                 "nodeset_unschedulable",
                 "nodeset_schedulable",
                 "preempted",
+                "policy_refused",
+                "policy_in_use",
             ]
         );
         for k in EventKind::ALL {

@@ -616,7 +616,12 @@ async fn online_check_refuses_placements_gce_refuses() {
         out.contains("nodeset h4d: placement.max_topology_distance is set, but GCE takes a workload policy for flex-start VMs only on A4 and A3 Ultra, not H4D (h4d-highmem-192)"),
         "{out}"
     );
-    assert!(out.contains("nodeset a4x: placement.accelerator_topology is not set"), "{out}");
-    assert!(out.contains("a4x-highgpu-4g"), "{out}");
+    // The nodeset, the field, and the value it needs, with the machine type that needs it.
+    let a4x_line = out.lines().find(|l| l.starts_with("nodeset a4x: ")).unwrap_or_default();
+    assert!(a4x_line.starts_with("nodeset a4x: placement.accelerator_topology is not set"), "{out}");
+    assert!(
+        a4x_line.contains("a4x-highgpu-4g") && a4x_line.contains("accelerator_topology = \"1x72\""),
+        "{out}"
+    );
     sim.shutdown().await;
 }

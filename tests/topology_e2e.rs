@@ -1,7 +1,8 @@
 //! Compact placement and topology-aware scheduling end to end, with the real slurmctld: a 4-node job
 //! on an A3 Ultra nodeset with an owned HIGH_THROUGHPUT policy gets one MIG carrying the policy, its
 //! VMs in one GCE block; slurm-dws writes the topology file naming that block and Slurm shows it
-//! (`scontrol show topology`). 22.05: topology/tree; 24.11: topology/block. Needs root and the
+//! (`scontrol show topology`). 22.05: topology/tree (topology.conf); 24.11: topology/block
+//! (topology.conf); 26.05: topology/block (topology.yaml). Needs root and the
 //! Slurms of tests/e2e.rs; outside CI the tests say so and skip, under CI=true they fail.
 
 // Real slurmctld, slurmds and jobs: these wait for them in real time.
@@ -21,6 +22,11 @@ fn slurm_22_05_tree() {
 #[test]
 fn slurm_24_11_block() {
     four_node_job_lands_in_one_block_and_slurm_knows_it(SlurmGeneration::Trixie, "block");
+}
+
+#[test]
+fn slurm_26_05_block() {
+    four_node_job_lands_in_one_block_and_slurm_knows_it(SlurmGeneration::Forky, "block");
 }
 
 fn wait<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
@@ -59,7 +65,8 @@ fn four_node_job_lands_in_one_block_and_slurm_knows_it(slurm: SlurmGeneration, k
     );
 
     // The daemon writes the file at once (every node unplaced); then Slurm is told to use it.
-    let file = s.cluster.conf_path().with_file_name("topology.conf");
+    let yaml = slurm.release() >= (25, 5);
+    let file = s.cluster.conf_path().with_file_name(if yaml { "topology.yaml" } else { "topology.conf" });
     wait("the topology file", 60, || file.exists().then_some(()));
     let mut conf = std::fs::read_to_string(s.cluster.conf_path()).unwrap();
     conf.push_str(&format!("TopologyPlugin=topology/{kind}\n"));

@@ -91,7 +91,7 @@ pub const CAPACITY_CODES: &[&str] = &[
 
 /// `ZONE_RESOURCE_POOL_EXHAUSTED` and `zoneResourcePoolExhausted` are the same code: HTTP
 /// `errors[].reason` is camelCase while Operation codes are SCREAMING_SNAKE.
-fn normalize_code(code: &str) -> String {
+pub(crate) fn normalize_code(code: &str) -> String {
     let mut out = String::with_capacity(code.len() + 8);
     let mut prev_lower = false;
     for c in code.chars() {
@@ -414,9 +414,11 @@ impl GceError {
         }
     }
 
-    /// True when the same call may succeed if simply repeated after a backoff.
+    /// True when the same call may succeed if simply repeated after a backoff. A workload policy
+    /// in use (`resourceInUseByAnotherResource` naming a resource policy) is not: it stays in use
+    /// until a MIG goes, so the reconciler waits for it with its own backoff (`policy_error`).
     pub fn is_retryable(&self) -> bool {
-        self.class() == ErrorClass::Retryable
+        self.class() == ErrorClass::Retryable && self.policy_failure().is_none()
     }
 
     /// Shorthand for `class() == NotFound`, the most common branch.

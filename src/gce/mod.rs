@@ -28,6 +28,7 @@ pub mod lean_vms;
 pub mod node_shape;
 pub mod placement_rules;
 pub mod policies;
+pub mod policy_error;
 pub mod ratelimit;
 pub mod retry;
 pub mod template_check;
@@ -47,6 +48,7 @@ pub use error::{
 pub use lean_vms::LeanVm;
 pub use node_shape::{node_shape, read_node_shape, NodeShape, ShapeError};
 pub use policies::{ResourcePolicy, WorkloadPolicy};
+pub use policy_error::PolicyFailure;
 pub use ratelimit::CallKind;
 pub use retry::Backoff;
 pub use template_check::{check_flex_template, flex_template_problems, TemplateProblem};

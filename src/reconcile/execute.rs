@@ -15,7 +15,7 @@ use super::report::{PassReport, StepReport};
 use super::step_retry::{FailureMap, MAX_STEP_ATTEMPTS};
 use super::types::*;
 use crate::config::Config;
-use crate::gce::{self, ErrorClass, GceError};
+use crate::gce::{self, ErrorClass, GceError, PolicyFailure};
 use crate::model::*;
 use crate::naming::{Naming, NotOurs};
 use crate::slurm::{NodeUpdate, Slurm};
@@ -110,6 +110,18 @@ pub fn judge(step: &GceStep, e: &SendError) -> StepResult {
     }
     let class = e.class();
     let refused = || StepResult::Refused { code: gce_code(e), message: e.to_string(), class };
+    // A workload policy GCE refuses anyway (`gce::PolicyFailure`): typed, never retried at once.
+    match (step, e.policy_failure()) {
+        // The MIG's request group fails with the failure's code; the planner backs the nodeset off.
+        (GceStep::InsertMig { .. }, Some(f @ (PolicyFailure::Missing | PolicyFailure::WrongRegion))) => {
+            return StepResult::Refused { code: Some(f.code().into()), message: e.to_string(), class };
+        }
+        // A MIG still uses it: the delete waits (its step backoff, never given up: `step_retry`).
+        (GceStep::DeletePolicy { .. }, Some(f @ PolicyFailure::InUse)) => {
+            return StepResult::Failed { code: Some(f.code().into()), message: e.to_string() };
+        }
+        _ => {}
+    }
     match (step, class) {
         // `send` compares what exists under our name with what was meant (Done or Mismatch): a 409
         // that reaches here could not be compared. The next pass tries again.
@@ -334,6 +346,19 @@ fn failed_event(
         GceStep::DeleteInstances { instances, .. } => instances.iter().map(|i| i.name.clone()).collect(),
         _ => vec![],
     };
+    if let (GceStep::DeletePolicy { .. }, Some(PolicyFailure::InUse)) =
+        (step, PolicyFailure::of_recorded(&error))
+    {
+        return NewEvent {
+            kind: EventKind::PolicyInUse,
+            nodes,
+            message: format!(
+                "{} {target}: {error} (requestId {}, attempt {failed}); waits for the MIG that uses it to go, then tries again after a backoff",
+                step.kind(),
+                entry.request_id
+            ),
+        };
+    }
     if failed >= MAX_STEP_ATTEMPTS {
         NewEvent {
             kind: EventKind::GceStepGaveUp,

@@ -433,3 +433,70 @@ fn a_slurm_step_tells_the_next_round_about_reservations() {
     learn_slurm(&made, &mut unread);
     assert_eq!(unread.reservations, None);
 }
+
+/// A workload policy GCE refuses anyway is typed (`gce::PolicyFailure`) and never sent again at
+/// once: a MIG insert naming a missing policy, or one of another region, is refused with the
+/// failure's code (its group fails, the planner backs the nodeset off); a delete of a policy a MIG
+/// uses is Failed (the outbox entry closed, the step's backoff before the next attempt). Other
+/// answers about the same steps keep their usual judgement.
+#[test]
+fn policy_failures_are_typed_and_never_retried_at_once() {
+    let delete_policy = || GceStep::DeletePolicy { policy: "hpc-a-wp".into(), reason: "gone".into() };
+    let p = "projects/p/regions/us-central1/resourcePolicies/hpc-a-wp";
+    let in_use = format!("The resource_policy resource '{p}' is already being used by 'projects/p/regions/us-central1/instanceGroupManagers/m'");
+    let cases: Vec<(&str, GceStep, SendError, Want)> = vec![
+        (
+            "a MIG naming a missing policy",
+            insert_mig(),
+            http(404, "NOT_FOUND", "notFound", &format!("The resource '{p}' was not found")),
+            Want::Refused(Some("WORKLOAD_POLICY_MISSING".into()), ErrorClass::NotFound),
+        ),
+        (
+            "a MIG naming a policy of another region",
+            insert_mig(),
+            http(400, "INVALID_ARGUMENT", "invalid", &format!("Invalid value for field 'resource.resourcePolicies.workloadPolicy': '{p}'. The workload policy must be in the same region as the instance group manager (europe-west4).")),
+            Want::Refused(Some("WORKLOAD_POLICY_WRONG_REGION".into()), ErrorClass::Invalid),
+        ),
+        (
+            "a delete of a policy a MIG uses (HTTP)",
+            delete_policy(),
+            http(400, "INVALID_ARGUMENT", "resourceInUseByAnotherResource", &in_use),
+            Want::Failed(Some("WORKLOAD_POLICY_IN_USE".into())),
+        ),
+        (
+            "a delete of a policy a MIG uses (Operation)",
+            delete_policy(),
+            operation("RESOURCE_IN_USE_BY_ANOTHER_RESOURCE", &in_use),
+            Want::Failed(Some("WORKLOAD_POLICY_IN_USE".into())),
+        ),
+        // Not policy failures: as before.
+        (
+            "a MIG naming a missing template",
+            insert_mig(),
+            http(404, "NOT_FOUND", "notFound", "The resource 'projects/p/global/instanceTemplates/t' was not found"),
+            Want::Refused(Some("notFound".into()), ErrorClass::NotFound),
+        ),
+        ("a policy already deleted", delete_policy(), http(404, "NOT_FOUND", "notFound", &format!("The resource '{p}' was not found")), Want::Done),
+        ("a 503 on a policy delete", delete_policy(), http(503, "UNAVAILABLE", "backendError", "oops"), Want::Retry),
+    ];
+    for (what, step, answer, want) in cases {
+        assert_eq!(kind(&judge(&step, &answer)), want, "{what}");
+    }
+    // The refused insert carries the failure's code to the planner (the request's error).
+    let (d, mut o) = world();
+    let r = judge(
+        &insert_mig(),
+        &http(404, "NOT_FOUND", "notFound", &format!("The resource '{p}' was not found")),
+    );
+    settle(&insert_mig(), &r, &d, &mut o, t0());
+    let PolledRequest::Found(rr) = &o.requests["hpc-a-j7-0a1b2c3d"] else { panic!("not observed") };
+    assert_eq!(rr.error.as_ref().map(|e| e.0.as_str()), Some("WORKLOAD_POLICY_MISSING"));
+    assert!(!rr.capacity_error);
+    // The failed delete closes its outbox entry with the code the step backoff recognises.
+    let r =
+        judge(&delete_policy(), &http(400, "INVALID_ARGUMENT", "resourceInUseByAnotherResource", &in_use));
+    let s = settle(&delete_policy(), &r, &d, &mut o, t0());
+    assert_eq!(s.outbox.0, OutboxState::Failed);
+    let recorded = s.outbox.1.unwrap_or_default();
+    assert_eq!(PolicyFailure::of_recorded(&recorded), Some(PolicyFailure::InUse), "{recorded}");
+}

@@ -9,8 +9,11 @@
 //! `reconcile.interval × 2^(failures−1)`, at most `reconcile.backoff_max`. After
 //! [`MAX_STEP_ATTEMPTS`] consecutive failures of the same step, slurm-dws gives up on it: the pass is
 //! degraded and says so (`status`, `explain`, `slurm_dws_gce_steps_given_up`) until a restart or a
-//! reload gives it a fresh start, or the step succeeds another way.
+//! reload gives it a fresh start, or the step succeeds another way. One exception: the delete of a
+//! workload policy a MIG still uses (`WORKLOAD_POLICY_IN_USE`) waits with the same backoff for as
+//! long as it takes, and is never given up on.
 
+use crate::gce::PolicyFailure;
 use crate::model::MutationKind;
 pub use crate::model::StepFailures;
 use chrono::{DateTime, Duration, Utc};
@@ -47,7 +50,11 @@ pub fn step_backoff(failed: u32, interval: i64, max: i64) -> Duration {
 /// Decides whether a step with these failures may be sent at `now`.
 pub fn gate(f: Option<&StepFailures>, interval: i64, max: i64, now: DateTime<Utc>) -> Gate {
     let Some(f) = f.filter(|f| f.failed > 0) else { return Gate::Send };
-    if f.failed >= MAX_STEP_ATTEMPTS {
+    // A policy delete refused because a MIG uses it waits for that MIG, however long: it is
+    // never given up on (the backoff stops growing at `max`).
+    let waits_for_a_mig = f.kind == MutationKind::PolicyDelete
+        && PolicyFailure::of_recorded(&f.last_error) == Some(PolicyFailure::InUse);
+    if f.failed >= MAX_STEP_ATTEMPTS && !waits_for_a_mig {
         return Gate::GaveUp;
     }
     let until = f.last_at + step_backoff(f.failed, interval, max);
@@ -93,5 +100,42 @@ mod tests {
         // capped at backoff_max
         assert_eq!(step_backoff(4, 30, 100), Duration::seconds(100));
         assert_eq!(step_backoff(30, 30, 100), Duration::seconds(100));
+    }
+
+    #[test]
+    fn a_policy_in_use_is_waited_for_never_given_up() {
+        let t0 = Utc.with_ymd_and_hms(2026, 11, 24, 12, 0, 0).unwrap();
+        let f = |kind, failed, last_error: &str| StepFailures {
+            kind,
+            target: "hpc-gpu-wp".into(),
+            failed,
+            last_at: t0,
+            last_error: last_error.into(),
+        };
+        let in_use =
+            "WORKLOAD_POLICY_IN_USE: resourcePolicies.delete: 400 RESOURCE_IN_USE_BY_ANOTHER_RESOURCE: ...";
+        // (kind, failures, error, seconds after the last one, expected)
+        let table = [
+            (MutationKind::PolicyDelete, 1, in_use, 0, Gate::Wait(t0 + Duration::seconds(30))),
+            (
+                MutationKind::PolicyDelete,
+                MAX_STEP_ATTEMPTS,
+                in_use,
+                0,
+                Gate::Wait(t0 + Duration::seconds(480)),
+            ),
+            (MutationKind::PolicyDelete, 12, in_use, 1799, Gate::Wait(t0 + Duration::seconds(1800))),
+            (MutationKind::PolicyDelete, 12, in_use, 1800, Gate::Send),
+            // Any other failure of the delete, or that code on another step: given up as usual.
+            (MutationKind::PolicyDelete, MAX_STEP_ATTEMPTS, "invalid: x", 86_400, Gate::GaveUp),
+            (MutationKind::MigDelete, MAX_STEP_ATTEMPTS, in_use, 86_400, Gate::GaveUp),
+        ];
+        for (kind, failed, error, after, want) in table {
+            assert_eq!(
+                gate(Some(&f(kind, failed, error)), 30, 1800, t0 + Duration::seconds(after)),
+                want,
+                "{kind:?} {failed} {error} {after}"
+            );
+        }
     }
 }

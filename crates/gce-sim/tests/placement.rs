@@ -1,5 +1,5 @@
 //! Workload policies and physical host topology over raw HTTP: policies inserted, read, refused for
-//! the machine families and provisioning models GCE refuses, never deleted while a MIG uses one; a
+//! the machine families and provisioning models GCE refuses (and an A4X MIG without one), never deleted while a MIG uses one; a
 //! MIG with a policy gets the VMs of a request in one block, one without spreads them; a request
 //! that cannot be placed within its policy's distance waits like a stockout.
 // Test rig: waits for the simulator's ticker in real time.
@@ -156,6 +156,18 @@ async fn machine_families_and_provisioning_models_gce_refuses() {
         } else {
             assert!(status == 400 || status == 404, "{mig}: {status} {v}");
             assert!(v.to_string().contains(words), "{mig}: {v}");
+        }
+    }
+    // An A4X MIG without any workload policy is refused as well; an A3 Ultra one is not.
+    for (mig, t, ok) in [("m-a4x-none", "a4xspot", false), ("m-a3u-none", "a3uflex", true)] {
+        let mut b = mig_with(mig, t, "");
+        b.as_object_mut().unwrap().remove("resourcePolicies");
+        let (status, v) = api.post(&format!("{REGION}/instanceGroupManagers"), b).await;
+        if ok {
+            assert_eq!(status, 200, "{mig}: {v}");
+        } else {
+            assert_google_error(&v, 400, "invalid", "require a workload policy with acceleratorTopology");
+            assert!(v.to_string().contains("a4x-highgpu-4g"), "{v}");
         }
     }
     // Spot A4X VMs by name land in one subblock (the NVLink domain).

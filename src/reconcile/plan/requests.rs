@@ -34,6 +34,9 @@ enum BackoffClass {
     /// Any other error GCE failed the request with (a bad image, template, subnetwork, permission):
     /// retrying at once would fail the same way.
     Error,
+    /// GCE refused the nodeset's workload policy at the MIG insert (missing, or in another region:
+    /// `gce::PolicyFailure`): nothing changes until the policy or the config does.
+    Placement,
     /// slurm-dws cancelled the request after `queue_timeout`: no capacity came in that time. The
     /// backoff makes the nodeset unschedulable, so the requeued job falls back (`fallback.rs`).
     QueueTimeout,
@@ -47,6 +50,9 @@ impl BackoffClass {
                 "error backoff after a GCE error that is not capacity (check the nodeset's template, image, network and permissions)"
             }
             BackoffClass::QueueTimeout => "capacity backoff after a request queued past queue_timeout",
+            BackoffClass::Placement => {
+                "placement backoff after GCE refused the nodeset's workload policy (check [nodeset.placement]: the policy must exist, in the nodeset's region)"
+            }
         }
     }
 }
@@ -273,7 +279,17 @@ impl Planner<'_> {
                 // Every failure GCE gave a reason for backs the nodeset off, each class with its
                 // own words; so does a cancel for queue_timeout (no capacity came), and a cancel
                 // slurm-dws made for a suspend does not.
+                let policy =
+                    rr.error.as_ref().and_then(|(code, _)| crate::gce::PolicyFailure::of_recorded(code));
+                if policy.is_some() {
+                    self.plan.event(
+                        EventKind::PolicyRefused,
+                        vec![],
+                        format!("nodeset {}: {why}", r.nodeset),
+                    );
+                }
                 let class = match (&rr.error, state) {
+                    (Some(_), _) if policy.is_some() => Some(BackoffClass::Placement),
                     (Some(_), _) if rr.capacity_error => Some(BackoffClass::Capacity),
                     (Some(_), GceRequestState::Failed) => Some(BackoffClass::Error),
                     (None, GceRequestState::Cancelled) if self.timed_out(r) => {

@@ -485,6 +485,41 @@ fn a_backoff_that_ends_and_starts_again_in_one_round_is_kept_one_level_deeper() 
     assert_eq!(w.plan().backoffs_cleared, vec!["a".to_string()]);
 }
 
+/// A MIG GCE refused for its workload policy (missing, another region: `gce::PolicyFailure`)
+/// fails its request with a `policy_refused` event and a placement backoff, each failure one level
+/// deeper: the nodeset waits, it does not ask again at once.
+#[test]
+fn a_refused_workload_policy_backs_the_nodeset_off_with_a_placement_backoff() {
+    use crate::gce::PolicyFailure;
+    for f in [PolicyFailure::Missing, PolicyFailure::WrongRegion] {
+        let mut n = node("hpc-a-1", NodeState::Requested);
+        n.request_id = Some(1);
+        let r = request(1, &["hpc-a-1"], RequestPhase::Active);
+        let msg = "regionInstanceGroupManagers.insert: 404 notFound: The resource 'projects/p/regions/us-central1/resourcePolicies/wp' was not found";
+        let w = World::new().node(n.clone()).req(r.clone()).mig(mig(&r.mig, MigState::Active), Some(0)).rr(
+            &r.mig,
+            "FAILED",
+            Some((f.code(), msg)),
+            false,
+        );
+        let p = w.plan();
+        assert_eq!(p.backoffs_set.len(), 1, "{f:?}");
+        let b = &p.backoffs_set[0];
+        assert!(b.reason.starts_with("placement backoff") && b.reason.contains(f.code()), "{}", b.reason);
+        assert_eq!(b.until, t0() + Duration::seconds(w.c.backoff_initial), "{f:?}");
+        let refused: Vec<_> = p.events.iter().filter(|e| e.kind == EventKind::PolicyRefused).collect();
+        assert_eq!(refused.len(), 1, "{f:?}: {:?}", p.events);
+        assert!(refused[0].message.contains("nodeset a") && refused[0].message.contains(f.code()));
+        assert!(p.requests.iter().any(|x| x.id == 1 && x.phase == RequestPhase::Failed), "{f:?}");
+        // A second failure after the first backoff ended: one level deeper.
+        let mut w2 = w;
+        w2.d.backoffs.insert("a".into(), Backoff { ended: true, ..p.backoffs_set[0].clone() });
+        let p2 = w2.plan();
+        let b2 = p2.backoffs_set.iter().find(|b| b.nodeset == "a").expect("a backoff");
+        assert_eq!(b2.level, 1, "{f:?}");
+    }
+}
+
 /// Every failure GCE gives a reason for backs the nodeset off, each class in its own words: a bad
 /// image is not a stockout. A cancel slurm-dws made does not back off.
 #[test]

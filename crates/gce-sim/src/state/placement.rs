@@ -241,7 +241,8 @@ impl State {
 
     /// A MIG insert's `resourcePolicies.workloadPolicy`: the policy's key and how close its VMs
     /// must be, or GCE's refusal (missing policy, another region, a machine family or provisioning
-    /// model GCE does not take one for, A4X without an accelerator topology).
+    /// model GCE does not take one for, A4X without a policy or with one that has no accelerator
+    /// topology).
     pub(super) fn mig_policy(
         &self,
         project: &str,
@@ -250,6 +251,17 @@ impl State {
         template: &str,
     ) -> Result<Option<(PolicyKey, Distance)>, ApiError> {
         let Some(url) = body.pointer("/resourcePolicies/workloadPolicy").and_then(Value::as_str) else {
+            // A4X and A4X Max MIGs need a policy with an acceleratorTopology. GCE exempts a MIG that
+            // makes a single VM for testing; a MIG is created with targetSize 0 here, so the
+            // simulator cannot tell and refuses every one (slurm-dws's `check-config --online`
+            // refuses such a nodeset before it gets here).
+            let mt = self.template_properties(project, template);
+            let mt = mt.get("machineType").and_then(Value::as_str).unwrap_or_default();
+            if let Some((fam, _)) = family(mt).filter(|(f, _)| f.starts_with("A4X")) {
+                return Err(ApiError::invalid(format!(
+                    "Invalid value for field 'resource.resourcePolicies.workloadPolicy': ''. {fam} managed instance groups require a workload policy with acceleratorTopology (machine type {})."
+                , last_segment(mt))));
+            }
             return Ok(None);
         };
         let rest = url.split("/compute/v1/").last().unwrap_or(url);

@@ -441,7 +441,11 @@ fn a_slurm_step_tells_the_next_round_about_reservations() {
 /// answers about the same steps keep their usual judgement.
 #[test]
 fn policy_failures_are_typed_and_never_retried_at_once() {
-    let delete_policy = || GceStep::DeletePolicy { policy: "hpc-a-wp".into(), reason: "gone".into() };
+    let delete_policy = || GceStep::DeletePolicy {
+        policy: "hpc-a-wp".into(),
+        region: "us-central1".into(),
+        reason: "gone".into(),
+    };
     let p = "projects/p/regions/us-central1/resourcePolicies/hpc-a-wp";
     let in_use = format!("The resource_policy resource '{p}' is already being used by 'projects/p/regions/us-central1/instanceGroupManagers/m'");
     let cases: Vec<(&str, GceStep, SendError, Want)> = vec![

@@ -34,6 +34,7 @@ METHODS = {
     "regionOperations": ["get", "wait"],
     "globalOperations": ["get", "wait"],
     "resourcePolicies": ["insert", "get", "list", "delete"],
+    "advice": ["capacity"],
 }
 
 DROP_KEYS = {"description", "enumDescriptions", "enumDeprecated", "icons", "documentationLink"}

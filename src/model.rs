@@ -310,6 +310,9 @@ string_enum! {
         /// A workload policy slurm-dws owns could not be deleted because a MIG still uses it: the
         /// delete waits (a backoff) until that MIG is gone, and is never given up on.
         PolicyInUse => "policy_in_use",
+        /// Capacity advice (`[nodeset.dws_flex] capacity_advice`) chose the zone(s) of a request
+        /// group's MIG: which, GCE's obtainability score, and why (or why all zones).
+        ZoneChosen => "zone_chosen",
     }
 }
 
@@ -446,6 +449,10 @@ pub struct Request {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub last_error: Option<String>,
+    /// The zone(s) capacity advice chose for the group's MIG (`crate::capacity_advice`); `None`:
+    /// not asked (the MIG gets every zone of its nodeset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone_choice: Option<crate::capacity_advice::ZoneChoice>,
 }
 
 /// A MIG slurm-dws owns.

@@ -520,6 +520,7 @@ async fn requests_insert_update_and_open_only() {
             created_at: at(1),
             updated_at: at(1),
             last_error: None,
+            zone_choice: None,
         }
     );
     assert_eq!(store.request(a.id).await.unwrap(), a);

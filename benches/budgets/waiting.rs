@@ -33,6 +33,7 @@ fn request(id: i64, queued: bool, now: chrono::DateTime<Utc>) -> Request {
         created_at: now - Duration::seconds(60 + id % 7200),
         updated_at: now,
         last_error: None,
+        zone_choice: None,
     }
 }
 

@@ -575,6 +575,9 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
         if let Some(e) = &r.last_error {
             lines.push(format!("The request's last error: {e}"));
         }
+        if let Some(c) = &r.zone_choice {
+            lines.push(format!("Its MIG's zone(s): {} ({}).", c.zones.join(", "), c.why));
+        }
         let waits = store.request_waits().await?;
         if let Some((_, _, line)) = super::waiting_view::estimate(cfg, &waits, r, now) {
             lines.push(format!("Expected start: {line}"));

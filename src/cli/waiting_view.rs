@@ -28,5 +28,6 @@ pub fn estimate(
     let waited = waiting::waited(r, now);
     let history = waits.get(&r.nodeset).map(Vec::as_slice).unwrap_or_default();
     let similar = waiting::similar(history, r.nodes.len() as u32, r.run_duration);
-    Some((waited, similar, waiting::summary(waited, &region(cfg, r), similar, None)))
+    let score = r.zone_choice.as_ref().and_then(|c| c.obtainability);
+    Some((waited, similar, waiting::summary(waited, &region(cfg, r), similar, score)))
 }

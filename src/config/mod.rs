@@ -260,6 +260,9 @@ pub struct DwsFlex {
     pub queue_timeout: u64,
     /// Stop scheduling onto a node this long before GCE deletes it.
     pub eol_grace: u64,
+    /// Ask GCE's `advice.capacity` (FLEX_START) before a request group's MIG is created and give
+    /// the MIG the zone(s) it advises (`crate::capacity_advice`); best effort.
+    pub capacity_advice: bool,
 }
 
 /// Smallest run duration GCE accepts (`requestedRunDuration`).

@@ -107,6 +107,7 @@ pub struct RawDwsFlex {
     pub boot_allowance: Val<u64>,
     pub queue_timeout: Val<u64>,
     pub eol_grace: Val<u64>,
+    pub capacity_advice: Val<bool>,
 }
 
 /// `[nodeset.placement]`.
@@ -173,6 +174,7 @@ pub const KEYS: &[&str] = &[
     "nodeset.dws_flex.boot_allowance",
     "nodeset.dws_flex.queue_timeout",
     "nodeset.dws_flex.eol_grace",
+    "nodeset.dws_flex.capacity_advice",
     "nodeset.placement.workload_policy",
     "nodeset.placement.max_topology_distance",
     "nodeset.placement.accelerator_topology",
@@ -255,6 +257,7 @@ impl From<&super::Config> for RawConfig {
                             boot_allowance: val(n.dws_flex.boot_allowance),
                             queue_timeout: val(n.dws_flex.queue_timeout),
                             eol_grace: val(n.dws_flex.eol_grace),
+                            capacity_advice: val(n.dws_flex.capacity_advice),
                         }),
                         placement: n.placement.as_ref().map(|p| match p {
                             super::Placement::Existing { url } => RawPlacement {

@@ -566,6 +566,16 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
 
     let raw_flex = n.dws_flex.unwrap_or_default();
     let provisioning_model = resolve_provisioning_model(ck, i, &n.provisioning_model, &raw_flex.enabled);
+    if get(&raw_flex.capacity_advice, false) && !provisioning_model.is_flex() {
+        ck.bad(
+            &format!("nodeset[{i}].dws_flex.capacity_advice"),
+            &raw_flex.capacity_advice,
+            format!(
+                "true asks GCE's advice for DWS Flex Start capacity, but this nodeset is {}",
+                provisioning_model.as_str()
+            ),
+        );
+    }
     let mut dws_flex = resolve_dws_flex(ck, i, raw_flex);
     dws_flex.enabled = provisioning_model.is_flex();
     Nodeset {
@@ -741,6 +751,7 @@ fn resolve_dws_flex(ck: &mut Checker, i: usize, f: RawDwsFlex) -> DwsFlex {
         boot_allowance,
         queue_timeout,
         eol_grace,
+        capacity_advice: get(&f.capacity_advice, false),
     }
 }
 

@@ -19,6 +19,7 @@
 //! chosen and persisted by the caller first, so a retry — by this client after a timeout, or
 //! by the next reconcile pass after a crash — reaches GCE as the same request.
 
+pub mod advice;
 pub mod auth;
 pub mod client;
 pub mod create;
@@ -37,6 +38,7 @@ pub mod template_region;
 pub mod template_types;
 pub mod types;
 
+pub use advice::{CapacityAdviceRequest, CapacityAdviceResponse};
 pub use auth::{AccessToken, Credentials, MetadataServer, StaticToken, TokenFuture, TokenSource};
 pub use client::{Client, ClientOptions, Location, MethodStats};
 pub use create::{CreateInstancesRequest, PerInstanceConfig, MAX_CREATE_INSTANCES};

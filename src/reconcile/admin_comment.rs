@@ -61,7 +61,8 @@ pub fn wanted(
         }
         let waited = waiting::waited(r, now);
         let similar = memo.get(waits, &r.nodeset, r.nodes.len() as u32, r.run_duration);
-        let line = waiting::summary(waited, &ns.region, similar, None);
+        let score = r.zone_choice.as_ref().and_then(|c| c.obtainability);
+        let line = waiting::summary(waited, &ns.region, similar, score);
         if out.get(&job).is_none_or(|(w, _)| waited > *w) {
             out.insert(job, (waited, line));
         }

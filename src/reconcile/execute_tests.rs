@@ -281,6 +281,7 @@ fn group() -> Request {
         created_at: t0(),
         updated_at: t0(),
         last_error: None,
+        zone_choice: None,
     }
 }
 

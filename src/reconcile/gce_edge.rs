@@ -385,8 +385,11 @@ pub fn mig_body(
             default_action_on_failure: "DO_NOTHING".into(),
         }),
         distribution_policy: Some(gce::DistributionPolicy {
-            zones: ns
-                .zones
+            // The zone(s) capacity advice chose, else every zone of the nodeset.
+            zones: r
+                .zone_choice
+                .as_ref()
+                .map_or(ns.zones.as_slice(), |c| c.zones.as_slice())
                 .iter()
                 .map(|z| gce::DistributionPolicyZone { zone: format!("zones/{z}") })
                 .collect(),

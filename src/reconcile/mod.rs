@@ -35,6 +35,7 @@
 //! | `error.rs`      | [`ReconcileError`]                                                          |
 
 pub mod admin_comment;
+pub mod advice;
 mod commit;
 mod error;
 mod execute;

@@ -24,6 +24,7 @@ fn request(id: i64, phase: RequestPhase) -> Request {
         created_at: t0(),
         updated_at: t0(),
         last_error: None,
+        zone_choice: None,
     }
 }
 

@@ -27,6 +27,7 @@ fn request(id: i64, created_at: DateTime<Utc>) -> Request {
         created_at,
         updated_at: created_at,
         last_error: None,
+        zone_choice: None,
     }
 }
 

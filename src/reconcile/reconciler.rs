@@ -58,6 +58,8 @@ pub struct Reconciler {
     desired: Option<Desired>,
     /// The `slurm-dws:` AdminComments of waiting jobs (`admin_comment.rs`).
     admin_comments: super::admin_comment::AdminComments,
+    /// Capacity advice: answers kept briefly, template machine types.
+    advisor: super::advice::Advisor,
     /// The wait history behind the expected-start lines, re-read only when it changed.
     waits: crate::store::WaitsCache,
     /// The iteration at which `desired` was last read from the store.
@@ -156,6 +158,7 @@ impl Reconciler {
             in_flight: InFlight::default(),
             topology: None,
             admin_comments: Default::default(),
+            advisor: Default::default(),
             waits: Default::default(),
         })
     }
@@ -807,6 +810,19 @@ impl Reconciler {
                     _ => {}
                 }
             }
+            // Capacity advice decides a new MIG's zone(s) before its insert is written.
+            let t = tokio::time::Instant::now();
+            super::advice::advise_zones(
+                &mut self.advisor,
+                &self.gce,
+                &self.cfg,
+                &fresh_gce,
+                &mut p,
+                &desired,
+                now,
+            )
+            .await;
+            timer.act += t.elapsed();
             let t = tokio::time::Instant::now();
             let outbox =
                 commit::commit_round(&self.store, &ctx, &mut p, &fresh_gce, &mut desired, now).await?;

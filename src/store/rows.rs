@@ -10,7 +10,7 @@ pub(super) const NODE_COLUMNS: &str =
                             termination_time, last_error, reservation, state_since";
 pub(super) const REQUEST_COLUMNS: &str =
     "id, nodeset, job_id, tag, mig, name, nodes, run_duration, phase, gce_state, \
-                               created_at, updated_at, last_error";
+                               created_at, updated_at, last_error, zone_choice";
 pub(super) const MIG_COLUMNS: &str = "name, nodeset, region, target_size, state, created_at, empty_since";
 pub(super) const OUTBOX_COLUMNS: &str =
     "id, request_id, kind, target, payload, state, attempts, created_at, updated_at, last_error";
@@ -98,6 +98,10 @@ pub(super) fn request_from_row(r: &SqliteRow) -> Result<Request> {
         created_at: from_ms(r.try_get("created_at")?),
         updated_at: from_ms(r.try_get("updated_at")?),
         last_error: r.try_get("last_error")?,
+        zone_choice: r
+            .try_get::<Option<String>, _>("zone_choice")?
+            .map(|j| serde_json::from_str(&j))
+            .transpose()?,
     })
 }
 

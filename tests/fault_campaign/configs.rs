@@ -95,6 +95,7 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
     ("reconcile.mig_gc_grace", "300", Class::U64, &[]),
     ("reconcile.backoff_initial", "60", Class::U64, &["0"]),
     ("reconcile.backoff_max", "1800", Class::U64, &["10"]),
+    ("reconcile.admin_comment_interval", "300", Class::U64, &["0"]),
     (
         "daemon.metrics_listen",
         "\"127.0.0.1:9464\"",
@@ -123,6 +124,12 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
             "[\"\"]",
         ],
     ),
+    (
+        "nodeset.region",
+        "\"us-central1\"",
+        Class::Str,
+        &["\"\"", "\"us-east5\"", "\"US-CENTRAL1\"", "\"us-central1-a\""],
+    ),
     ("nodeset.node_count_static", "1", Class::U32, &["100000"]),
     ("nodeset.node_count_dynamic_max", "4", Class::U32, &["100000"]),
     ("nodeset.partition", "\"a3u\"", Class::Str, &["\"a b\"", "\"DEFAULT\"", "\"\""]),
@@ -141,6 +148,7 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
     ("nodeset.dws_flex.boot_allowance", "600", Class::U64, &["604201"]),
     ("nodeset.dws_flex.queue_timeout", "0", Class::U64, &["59", "1"]),
     ("nodeset.dws_flex.eol_grace", "600", Class::U64, &["3600"]),
+    ("nodeset.dws_flex.capacity_advice", "true", Class::Bool, &[]),
     (
         "nodeset.placement.workload_policy",
         "\"projects/p/regions/us-central1/resourcePolicies/wp\"",

@@ -4,7 +4,7 @@
 //!
 //! | call | body | effect |
 //! |---|---|---|
-//! | `GET /_sim/state` | | everything: `migs` (each with `resizeRequests` and `managedInstances`), `instances`, `operations`, `capacity`, `faults`, `operation_faults`, `templates`, `serve_default_templates`, `unreachable`, `lifecycle`, `quotas`, `request_id_retention_seconds`, `calls`, `rate_limited`, `time`, `time_scale` |
+//! | `GET /_sim/state` | | everything: `migs` (each with `resizeRequests` and `managedInstances`), `instances`, `operations`, `capacity`, `faults`, `operation_faults`, `templates`, `serve_default_templates`, `unreachable`, `lifecycle`, `quotas`, `request_id_retention_seconds`, `calls`, `rate_limited`, `advice` (`[{zone, machine_type?, obtainability}]`), `time`, `time_scale` |
 //! | `GET /_sim/calls` | | `{"total": N, "by_method": {"regionInstanceGroupManagers.insert": 3, ...}, "rate_limited": {"total": N, "by_method": {...}}}`: GCE API calls (faulted and rate-limited ones included) by discovery method id, and those refused by a rate quota |
 //! | `POST /_sim/calls/reset` | | zero the counts |
 //! | `POST /_sim/capacity` | `{"match": "hpc-a3u-", "delay_seconds": 5.0, "fail": {"code", "message", "errorDetails"?} \| null, "hold": false}` | a rule for MIGs whose name starts with `match` ("" = all; the latest matching rule wins, and applies to requests already queued); no rule = capacity at once |
@@ -27,9 +27,11 @@
 //! | `GET`/`POST /_sim/quotas` | `{"read_per_minute": N \| null, "write_per_minute": N \| null, "window_seconds"?: 60}` | rate quotas per project (default unlimited): over one, a call answers 403 `rateLimitExceeded`; `GET` shows `{"config", "usage"}`; `DELETE` makes them unlimited |
 //! | `POST /_sim/migs/{name}/busy` | `{"seconds": N}` | deletes of that MIG fail (400 `resourceNotReady`, "active transformation") for N seconds |
 //! | `POST /_sim/latency` | `{"operation_ms": N}` | slow operations: new Operations stay RUNNING N ms (default 100) |
+//! | `POST /_sim/advice` | `{"zone": "us-central1-a", "machine_type"?: "a3-ultragpu-8g", "obtainability": 0.8}` | the zone's `advice.capacity` obtainability score (0..1) for that machine type, or without `machine_type` for all of them (a machine type's own score wins); unset: 0.5; a zone in a stockout (unreachable, hosts all taken, or a resize request there waiting with `*RESOURCE_POOL_EXHAUSTED*`) scores at most 0.05 |
+//! | `DELETE /_sim/advice` | | clear the scores (every zone 0.5 again) |
 
 use super::error::ApiError;
-use super::state::{CapacityRule, FaultRule, Lifecycle, OpFaultRule, QuotaConfig, Unreachable};
+use super::state::{AdviceScore, CapacityRule, FaultRule, Lifecycle, OpFaultRule, QuotaConfig, Unreachable};
 use super::Shared;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -67,6 +69,7 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/_sim/quotas", get(quotas).post(set_quotas).delete(clear_quotas))
         .route("/_sim/migs/{name}/busy", post(busy))
         .route("/_sim/latency", post(latency))
+        .route("/_sim/advice", post(set_advice).delete(clear_advice))
 }
 
 /// A control-API error: `{"error": "..."}` with a 4xx status.
@@ -378,6 +381,24 @@ async fn latency(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
     };
     sim.lock().op_latency_ms = l.operation_ms.min(3_600_000) as i64;
     Json(json!({})).into_response()
+}
+
+/// `advice.capacity` scores: one zone's, for one machine type or (no `machine_type`) all of them.
+async fn set_advice(State(sim): State<Arc<Shared>>, body: Bytes) -> Response {
+    let score: AdviceScore = match parse(&body) {
+        Ok(s) => s,
+        Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    if let Err(e) = score.check() {
+        return bad(StatusCode::BAD_REQUEST, e);
+    }
+    sim.lock().set_advice(score);
+    Json(json!({})).into_response()
+}
+
+async fn clear_advice(State(sim): State<Arc<Shared>>) -> Json<Value> {
+    sim.lock().clear_advice();
+    Json(json!({}))
 }
 
 /// Picks the latest fault rule that applies to this call, if the dice say so, and uses up one of its count.

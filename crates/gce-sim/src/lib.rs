@@ -91,6 +91,16 @@
 //!   it). A Flex VM at the end of its run duration leaves its MIG (targetSize drops).
 //! * **machineTypes.get** serves a3-ultragpu-8g, a3-highgpu-8g, a2-highgpu-1g, g2-standard-4 and
 //!   n2-standard-4 with their published vCPUs, memory and GPUs; others are 404.
+//! * **advice.capacity** (`tests/advice.rs`; `state/advice.rs`). The body is checked against
+//!   `CapacityAdviceRequest`, and beyond the schema: `size` >= 1, a provisioning model, at least one
+//!   instance selection, each with a machine type, and `distributionPolicy.zones` given as
+//!   `zones/Z`, `projects/P/zones/Z` or the full URL, all in the path's region (400 naming the
+//!   field; requiring the provisioning model and the zones is an assumption, the document marks
+//!   nothing required). Scores come from the control API (default 0.5, at most 0.05 in a stockout);
+//!   the answer is one recommendation, as the document says ("Initially the API will provide one
+//!   recommendation"): the best-scoring zones for the first machine type of the lowest-rank
+//!   selection, `size` split over them (ANY, BALANCED) or all in the first (ANY_SINGLE_ZONE); no
+//!   `estimatedUptime` (preemption rates are not modelled). It counts as a read request.
 //! * **Rate quotas.** Per project, GCE's "read requests" (get, list, aggregatedList,
 //!   listManagedInstances, operation waits) and "write requests" (mutations) groups, counted in
 //!   synchronized windows (a minute by default: GCE refills "at the start of the next synchronized

@@ -142,6 +142,7 @@ fn route(method: &Method, path: &str) -> Option<Call> {
             Some(*mig),
             Some(*rr),
         ),
+        ("POST", ["advice", "capacity"]) if region => ("advice.capacity", None, None),
         ("POST", ["resourcePolicies"]) if region => ("resourcePolicies.insert", None, None),
         ("GET", ["resourcePolicies"]) if region => ("resourcePolicies.list", None, None),
         ("GET", ["resourcePolicies", p]) if region => ("resourcePolicies.get", Some(*p), None),
@@ -415,6 +416,10 @@ async fn run(sim: &Shared, call: &Call, query: &[(String, String)], body: &Value
             };
             let items = items.into_iter().map(|(_, v)| v).collect();
             Ok(with_next(items_or_nothing("managedInstances", items), next))
+        }
+        ("advice", "capacity") => {
+            let Scope::Region(region) = &call.scope else { unreachable!("routed as regional") };
+            sim.lock().capacity_advice(project, region, body)
         }
         ("resourcePolicies", op) => {
             let Scope::Region(region) = &call.scope else { unreachable!("routed as regional") };

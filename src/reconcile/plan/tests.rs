@@ -74,6 +74,7 @@ fn request(id: i64, nodes: &[&str], phase: RequestPhase) -> Request {
         created_at: t0() - Duration::minutes(5),
         updated_at: t0() - Duration::minutes(5),
         last_error: None,
+        zone_choice: None,
     }
 }
 

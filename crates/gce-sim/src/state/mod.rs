@@ -5,13 +5,14 @@
 //! and stop commands) after unlocking. Mutations apply at once and return an [`Operation`] that reports
 //! RUNNING for [`OP_LATENCY_MS`] and then DONE; resize requests and VMs advance in [`State::tick`].
 //!
-//! One file per kind of resource: `mig`, `resize_request`, `instance`, `machine_type`, plus
+//! One file per kind of resource: `mig`, `resize_request`, `instance`, `machine_type`, `advice`, plus
 //! `operation` and the control API's `rules` (capacity, HTTP faults, operation faults, rate quotas);
 //! this file holds the world ([`State`]), idempotency (`requestId`) and the clock step.
 //!
 //! What the simulator models, and where GCE's documentation was silent, what it assumes, is listed in
 //! the crate's documentation (`lib.rs`).
 
+mod advice;
 mod create;
 mod instance;
 mod machine_type;
@@ -23,6 +24,7 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
+pub use advice::{AdviceScore, DEFAULT_SCORE, STOCKOUT_SCORE};
 pub use instance::{Instance, VmStatus};
 pub use machine_type::machine_type_json;
 pub use mig::Mig;
@@ -203,6 +205,9 @@ pub struct State {
     /// The earliest time any VM has something due (a lifecycle step, the end of a deletion or of its
     /// run duration): the ticker looks at the VMs only then, not 20 times a second.
     vm_wakeup: DateTime<Utc>,
+    /// `advice.capacity` obtainability scores by (zone, machine type; `None`: all of the zone's)
+    /// (control API: `POST /_sim/advice`).
+    advice: BTreeMap<(String, Option<String>), f64>,
 }
 
 pub fn ts(t: DateTime<Utc>) -> String {
@@ -278,6 +283,7 @@ impl State {
             hosts: BTreeMap::new(),
             reserved: BTreeMap::new(),
             vm_wakeup: DateTime::<Utc>::MAX_UTC,
+            advice: BTreeMap::new(),
         }
     }
 
@@ -495,6 +501,7 @@ impl State {
             "request_id_retention_seconds": self.request_id_retention_ms as f64 / 1000.0,
             "calls": self.calls,
             "rate_limited": self.rate_limited,
+            "advice": self.advice_json(),
         })
     }
 }

@@ -192,7 +192,9 @@ impl Default for QuotaConfig {
 /// Which rate quota a call counts against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum QuotaGroup {
-    /// `get`, `list`, `aggregatedList`, `listManagedInstances` and operation `wait`s.
+    /// `get`, `list`, `aggregatedList`, `listManagedInstances`, operation `wait`s and
+    /// `advice.capacity` (a POST that changes nothing; which group GCE counts it in is not
+    /// documented: an assumption).
     Read,
     /// Everything that changes something.
     Write,
@@ -200,6 +202,9 @@ pub enum QuotaGroup {
 
 impl QuotaGroup {
     pub fn of(method_id: &str) -> QuotaGroup {
+        if method_id == "advice.capacity" {
+            return QuotaGroup::Read;
+        }
         match method_id.rsplit('.').next().unwrap_or_default() {
             "get" | "list" | "aggregatedList" | "listManagedInstances" | "wait" => QuotaGroup::Read,
             _ => QuotaGroup::Write,

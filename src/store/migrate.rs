@@ -21,6 +21,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (20261124000000, include_str!("../../migrations/20261124000000_event_count_history.sql")),
     (20261124000001, include_str!("../../migrations/20261124000001_outbox_failed.sql")),
     (20261124000002, include_str!("../../migrations/20261124000002_backoff_level_kept.sql")),
+    (20261125270000, include_str!("../../migrations/20261125270000_node_topology.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -139,6 +139,16 @@ pub fn render(kind: TopologyKind, yaml: bool, nodes: &BTreeMap<String, Option<St
     out
 }
 
+/// What identifies one version of the file on disk: its length and modification time
+/// (`None` when it cannot be read).
+pub type FileStamp = Option<(u64, std::time::SystemTime)>;
+
+/// The file's [`FileStamp`] now.
+pub fn stamp(path: &Path) -> FileStamp {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?))
+}
+
 /// Keeps the file: what was last written, when Slurm last loaded it.
 #[derive(Debug, Clone)]
 pub struct Keeper {
@@ -146,6 +156,8 @@ pub struct Keeper {
     pub kind: TopologyKind,
     pub yaml: bool,
     written: Option<String>,
+    /// The file as slurm-dws left it: another stamp means someone else wrote it (or removed it).
+    stamp: FileStamp,
     reloaded_at: Option<DateTime<Utc>>,
     /// Written but not loaded by Slurm yet (rate-limited, or the reconfigure failed).
     reload_due: bool,
@@ -165,7 +177,16 @@ impl Keeper {
     /// and reloads nothing when the placement has not changed).
     pub fn new(path: PathBuf, kind: TopologyKind, yaml: bool) -> Keeper {
         let written = std::fs::read_to_string(&path).ok();
-        Keeper { path, kind, yaml, written, reloaded_at: None, reload_due: false }
+        let stamp = stamp(&path);
+        Keeper { path, kind, yaml, written, stamp, reloaded_at: None, reload_due: false }
+    }
+
+    /// The file on disk is `now` (one `stat` a pass): when it is not as slurm-dws left it (edited,
+    /// replaced or removed by someone else), its content is unknown, so this pass writes it again.
+    pub fn seen_on_disk(&mut self, now: FileStamp) {
+        if now != self.stamp {
+            self.written = None;
+        }
     }
 
     /// Given the file's text for this pass, what to do at `now`.
@@ -178,9 +199,10 @@ impl Keeper {
         Decision { write, reload: self.reload_due && may }
     }
 
-    /// The file now holds `content`.
-    pub fn written(&mut self, content: String) {
+    /// The file now holds `content`, and is `stamp` on disk.
+    pub fn written(&mut self, content: String, stamp: FileStamp) {
         self.written = Some(content);
+        self.stamp = stamp;
     }
 
     /// Slurm loaded it at `now`.
@@ -267,7 +289,7 @@ mod tests {
         let mut k = Keeper::new(dir.join("none.conf"), TopologyKind::Block, false);
         let d = k.decide("a".into(), t0);
         assert_eq!(d, Decision { write: Some("a".into()), reload: true });
-        k.written("a".into());
+        k.written("a".into(), None);
         k.reloaded(t0);
         assert_eq!(k.decide("a".into(), t0 + Duration::seconds(5)), Decision { write: None, reload: false });
         // Changed 10 s later: written now, loaded once a minute has passed.
@@ -275,7 +297,7 @@ mod tests {
             k.decide("b".into(), t0 + Duration::seconds(10)),
             Decision { write: Some("b".into()), reload: false }
         );
-        k.written("b".into());
+        k.written("b".into(), None);
         assert_eq!(k.decide("b".into(), t0 + Duration::seconds(30)), Decision { write: None, reload: false });
         assert_eq!(k.decide("b".into(), t0 + Duration::seconds(60)), Decision { write: None, reload: true });
         k.reloaded(t0 + Duration::seconds(60));
@@ -283,5 +305,45 @@ mod tests {
             k.decide("b".into(), t0 + Duration::seconds(200)),
             Decision { write: None, reload: false }
         );
+        // Someone else wrote the file (another stamp): written again, loaded at once (a minute passed).
+        k.seen_on_disk(None);
+        assert_eq!(
+            k.decide("b".into(), t0 + Duration::seconds(201)),
+            Decision { write: None, reload: false }
+        );
+        let edited = Some((7, std::time::SystemTime::UNIX_EPOCH));
+        k.seen_on_disk(edited);
+        assert_eq!(
+            k.decide("b".into(), t0 + Duration::seconds(202)),
+            Decision { write: Some("b".into()), reload: true }
+        );
+        k.written("b".into(), edited);
+        k.reloaded(t0 + Duration::seconds(202));
+        k.seen_on_disk(edited);
+        assert_eq!(
+            k.decide("b".into(), t0 + Duration::seconds(300)),
+            Decision { write: None, reload: false }
+        );
+    }
+
+    #[test]
+    fn a_file_someone_else_changed_is_written_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("topology.conf");
+        let t0 = Utc.with_ymd_and_hms(2026, 11, 25, 12, 0, 0).unwrap();
+        let mut k = Keeper::new(path.clone(), TopologyKind::Tree, false);
+        let d = k.decide("ours\n".into(), t0);
+        write_atomically(&path, d.write.as_deref().unwrap()).unwrap();
+        k.written("ours\n".into(), stamp(&path));
+        k.seen_on_disk(stamp(&path));
+        assert_eq!(k.decide("ours\n".into(), t0).write, None, "as we left it");
+        std::fs::write(&path, "ours\n# an admin's line\n").unwrap();
+        k.seen_on_disk(stamp(&path));
+        assert_eq!(k.decide("ours\n".into(), t0).write.as_deref(), Some("ours\n"));
+        // A restart reads the file as it is: the same content is not written again.
+        write_atomically(&path, "ours\n").unwrap();
+        let mut k = Keeper::new(path.clone(), TopologyKind::Tree, false);
+        k.seen_on_disk(stamp(&path));
+        assert_eq!(k.decide("ours\n".into(), t0).write, None);
     }
 }

@@ -71,6 +71,8 @@ const PASSES: usize = 18;
 const WARM_UP: usize = 2;
 /// Resume-latency samples per mode.
 const RESUMES: u32 = 4;
+/// Passes measured that rewrite the topology file (not in the baseline mode).
+const REWRITES: usize = 6;
 
 /// What one mode measured.
 #[derive(Default)]
@@ -89,6 +91,11 @@ pub struct Mode {
     slurm_answer: Samples,
     gce_answer: Samples,
     latency: Samples,
+    /// Passes that rewrote the 10k-node topology file (someone else had changed it).
+    rewrite_cpu: Samples,
+    rewrite_wall: Samples,
+    /// Its size, bytes.
+    topology_bytes: usize,
     /// VmHWM of this daemon (started on the steady state), kB.
     hwm: u64,
 }
@@ -171,6 +178,29 @@ pub fn measure(
             nix::sys::signal::Signal::SIGINT,
         );
         let _ = p.wait();
+    }
+    // Passes that rewrite the topology file: before each, the file is changed behind the daemon's
+    // back (a line appended, as an admin's edit would), so the pass renders it as every pass does
+    // and then writes it again (atomically: temporary file, fsync, rename) and, once a minute at most,
+    // runs `scontrol reconfigure`. Nothing else changes: the pass must stay quiet.
+    if !baseline {
+        let file = crate::scale::topology_file(d);
+        for _ in 0..REWRITES {
+            let kept = std::fs::read_to_string(&file)?;
+            std::fs::write(&file, format!("{kept}# edited behind slurm-dws's back\n"))?;
+            let before = task_cpu(daemon.pid())?;
+            let report = cli(&["reconcile"])?;
+            let cpu = task_cpu(daemon.pid())? - before;
+            if !quiet(&report) {
+                bail!("a topology-rewriting pass did something else: {report}");
+            }
+            if std::fs::read_to_string(&file)? != kept {
+                bail!("the pass did not rewrite the topology file {}", file.display());
+            }
+            m.topology_bytes = kept.len();
+            m.rewrite_cpu.push(cpu);
+            m.rewrite_wall.push_ms(report["duration_ms"].as_f64().unwrap_or(f64::NAN));
+        }
     }
     for i in first_spare..first_spare + RESUMES {
         m.latency.push(resume_latency(config, d, slurm, sim_addr, i, &cli)?);
@@ -279,6 +309,23 @@ pub fn rows(t: &mut Table, base: &Mode, now: &Mode) {
         None,
     );
     row(t, "  context: the simulator's answer time (GCE)", &now.gce_answer, &base.gce_answer, None);
+    row(t, "  context: pass rewriting the topology file, 10k nodes: CPU", &now.rewrite_cpu, &now.cpu, None);
+    row(
+        t,
+        "  context: pass rewriting the topology file, 10k nodes: wall",
+        &now.rewrite_wall,
+        &now.wall,
+        None,
+    );
+    t.note(format!(
+        "topology: [slurm] topology = \"tree\" (fake Slurm 22.05: topology.conf) and nodeset a with \
+         max_topology_distance = \"BLOCK\", so each of the 10,000 VMs reports a physical host and every \
+         pass renders the {} KB file for 10,008 nodes; the steady rows are passes that leave it as it is. \
+         The two rewrite rows: {REWRITES} passes each after the file was changed behind the daemon's back, \
+         so the pass writes it again (temporary file, fsync, rename; `scontrol reconfigure` at most once \
+         a minute, so in the first of them only); their baseline column is this mode's steady pass",
+        now.topology_bytes / 1024
+    ));
     row(t, "resume hook exit → resize-request insert, 10k steady", &now.latency, &base.latency, Some(1000.0));
     let mb = |kb: u64| kb as f64 / 1024.0;
     t.add(Row {

@@ -407,8 +407,9 @@ impl Reconciler {
         self.finish(report, started).await
     }
 
-    /// Writes the topology file when the placement of our nodes' VMs changed, and has Slurm load
-    /// it at most once a minute (`topology.rs`). No GCE call: the VMs are this pass's list.
+    /// Writes the topology file when the placement of our nodes' VMs changed, or someone else
+    /// changed the file, and has Slurm load it at most once a minute (`topology.rs`). No GCE call:
+    /// the VMs are this pass's list.
     async fn keep_topology(
         &mut self,
         vms: &BTreeMap<String, ObservedVm>,
@@ -444,10 +445,11 @@ impl Reconciler {
                 (n, t)
             })
             .collect();
+        keeper.seen_on_disk(crate::topology::stamp(&keeper.path));
         let decision = keeper.decide(crate::topology::render(kind, keeper.yaml, &nodes), now);
         if let Some(content) = decision.write {
             match crate::topology::write_atomically(&keeper.path, &content) {
-                Ok(()) => keeper.written(content),
+                Ok(()) => keeper.written(content, crate::topology::stamp(&keeper.path)),
                 Err(e) => return errors.push(format!("topology: writing {}: {e}", keeper.path.display())),
             }
         }

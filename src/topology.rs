@@ -161,6 +161,21 @@ pub struct Keeper {
     reloaded_at: Option<DateTime<Utc>>,
     /// Written but not loaded by Slurm yet (rate-limited, or the reconfigure failed).
     reload_due: bool,
+    /// [`placement_digest`] of the VM list the file was last rendered from.
+    rendered_from: Option<u64>,
+}
+
+/// A digest of where the listed VMs run (name and topology of each, in list order): the same digest
+/// means the same file, so a steady pass renders nothing (at 10,000 nodes the render is the
+/// topology's whole cost; `make bench`).
+pub fn placement_digest<'a>(vms: impl Iterator<Item = (&'a str, Option<&'a str>)>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for (name, topology) in vms {
+        name.hash(&mut h);
+        topology.hash(&mut h);
+    }
+    h.finish()
 }
 
 /// What to do this pass (pure: [`Keeper::decide`]).
@@ -178,7 +193,22 @@ impl Keeper {
     pub fn new(path: PathBuf, kind: TopologyKind, yaml: bool) -> Keeper {
         let written = std::fs::read_to_string(&path).ok();
         let stamp = stamp(&path);
-        Keeper { path, kind, yaml, written, stamp, reloaded_at: None, reload_due: false }
+        Keeper { path, kind, yaml, written, stamp, reloaded_at: None, reload_due: false, rendered_from: None }
+    }
+
+    /// Whether this pass has nothing to do: the VMs are placed as when the file was last rendered
+    /// (`digest`), the file is as slurm-dws left it and no reload waits. Otherwise the caller
+    /// renders and [`Keeper::decide`]s, then gives the digest to [`Keeper::rendered`].
+    pub fn unchanged(&self, digest: u64, on_disk: &FileStamp) -> bool {
+        self.rendered_from == Some(digest)
+            && *on_disk == self.stamp
+            && self.written.is_some()
+            && !self.reload_due
+    }
+
+    /// The file was rendered (and written when it changed) from VMs placed as `digest` says.
+    pub fn rendered(&mut self, digest: u64) {
+        self.rendered_from = Some(digest);
     }
 
     /// The file on disk is `now` (one `stat` a pass): when it is not as slurm-dws left it (edited,
@@ -324,6 +354,33 @@ mod tests {
             k.decide("b".into(), t0 + Duration::seconds(300)),
             Decision { write: None, reload: false }
         );
+    }
+
+    #[test]
+    fn a_steady_pass_renders_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("topology.conf");
+        let t0 = Utc.with_ymd_and_hms(2026, 11, 25, 12, 0, 0).unwrap();
+        let placed = [("hpc-a-0", Some("c/b/s/h")), ("hpc-a-1", None)];
+        let digest = placement_digest(placed.iter().copied());
+        let mut k = Keeper::new(path.clone(), TopologyKind::Block, false);
+        assert!(!k.unchanged(digest, &stamp(&path)), "nothing written yet");
+        let d = k.decide("x\n".into(), t0);
+        write_atomically(&path, d.write.as_deref().unwrap()).unwrap();
+        k.written("x\n".into(), stamp(&path));
+        k.rendered(digest);
+        assert!(!k.unchanged(digest, &stamp(&path)), "the reload is still due");
+        k.reloaded(t0);
+        assert!(k.unchanged(digest, &stamp(&path)));
+        // A VM placed elsewhere, or one more VM: another digest.
+        let moved = placement_digest([("hpc-a-0", Some("c/b2/s/h")), ("hpc-a-1", None)].into_iter());
+        let grown =
+            placement_digest([("hpc-a-0", Some("c/b/s/h")), ("hpc-a-1", Some("c/b/s/h2"))].into_iter());
+        assert!(moved != digest && grown != digest);
+        assert!(!k.unchanged(moved, &stamp(&path)));
+        // The file changed behind slurm-dws's back.
+        std::fs::write(&path, "edited\n").unwrap();
+        assert!(!k.unchanged(digest, &stamp(&path)));
     }
 
     #[test]

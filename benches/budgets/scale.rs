@@ -44,7 +44,9 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
     let d = dir.path();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let sim = Proc::sim(&ctx.sim_bin, d)?;
-    sim.control_post("zones/us-central1-a/topology", ZONE_SHAPE)?;
+    if with_topology() {
+        sim.control_post("zones/us-central1-a/topology", ZONE_SHAPE)?;
+    }
     let http = reqwest::Client::new();
     let control = |path: &str| format!("http://{}/_sim/{path}", sim.addr);
     let get = |path: &str| -> Result<Value> {
@@ -115,7 +117,7 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
     // records it: the steady passes below keep a topology file of 10,000 placed nodes.
     let placed =
         cli(&["nodes"])?.as_array().map_or(0, |a| a.iter().filter(|n| n["topology"].is_string()).count());
-    if placed != NODES as usize {
+    if with_topology() && placed != NODES as usize {
         bail!("{placed} of {NODES} nodes have a physical host after settling");
     }
     let settled_hwm = memory(daemon.pid())?.hwm;
@@ -459,6 +461,14 @@ pub(crate) fn http_get(addr: &str, path: &str) -> Result<String> {
 /// topology file (`tree`, as 22.05 takes) kept in `d`, and nodeset a's MIGs with an owned
 /// HIGH_THROUGHPUT workload policy (BLOCK), so that every VM reports its physical host.
 fn write_config(d: &Path, endpoint: &str, slurm_bin: &Path) -> Result<PathBuf> {
+    if !with_topology() {
+        let extra = format!(
+            "calls_per_minute = 100000\n\n[slurm]\nbin_dir = \"{}\"\ncommand_timeout = 60\n\n\
+             [reconcile]\ninterval = 30\n",
+            slurm_bin.display()
+        );
+        return Ok(crate::write_config(d, endpoint, NODES + SPARES, &extra));
+    }
     let extra = format!(
         "# The bench counts calls; it does not wait out the default client-side rate limit.\n\
          calls_per_minute = 100000\n\n[slurm]\nbin_dir = \"{}\"\ncommand_timeout = 60\n\
@@ -472,6 +482,12 @@ fn write_config(d: &Path, endpoint: &str, slurm_bin: &Path) -> Result<PathBuf> {
     text.push_str("\n[nodeset.placement]\nmax_topology_distance = \"BLOCK\"\n");
     std::fs::write(&path, text)?;
     Ok(path)
+}
+
+/// `BENCH_TOPOLOGY=0`: the scale section without `[slurm] topology` and without a workload policy
+/// (no VM reports a physical host), to compare with the default in the same conditions.
+pub(crate) fn with_topology() -> bool {
+    std::env::var("BENCH_TOPOLOGY").map_or(true, |v| v != "0")
 }
 
 /// The topology file the scale bench's daemon keeps.

@@ -183,7 +183,7 @@ pub fn measure(
     // back (a line appended, as an admin's edit would), so the pass renders it as every pass does
     // and then writes it again (atomically: temporary file, fsync, rename) and, once a minute at most,
     // runs `scontrol reconfigure`. Nothing else changes: the pass must stay quiet.
-    if !baseline {
+    if !baseline && crate::scale::with_topology() {
         let file = crate::scale::topology_file(d);
         for _ in 0..REWRITES {
             let kept = std::fs::read_to_string(&file)?;
@@ -309,23 +309,9 @@ pub fn rows(t: &mut Table, base: &Mode, now: &Mode) {
         None,
     );
     row(t, "  context: the simulator's answer time (GCE)", &now.gce_answer, &base.gce_answer, None);
-    row(t, "  context: pass rewriting the topology file, 10k nodes: CPU", &now.rewrite_cpu, &now.cpu, None);
-    row(
-        t,
-        "  context: pass rewriting the topology file, 10k nodes: wall",
-        &now.rewrite_wall,
-        &now.wall,
-        None,
-    );
-    t.note(format!(
-        "topology: [slurm] topology = \"tree\" (fake Slurm 22.05: topology.conf) and nodeset a with \
-         max_topology_distance = \"BLOCK\", so each of the 10,000 VMs reports a physical host and every \
-         pass renders the {} KB file for 10,008 nodes; the steady rows are passes that leave it as it is. \
-         The two rewrite rows: {REWRITES} passes each after the file was changed behind the daemon's back, \
-         so the pass writes it again (temporary file, fsync, rename; `scontrol reconfigure` at most once \
-         a minute, so in the first of them only); their baseline column is this mode's steady pass",
-        now.topology_bytes / 1024
-    ));
+    if crate::scale::with_topology() {
+        topology_rows(t, now);
+    }
     row(t, "resume hook exit → resize-request insert, 10k steady", &now.latency, &base.latency, Some(1000.0));
     let mb = |kb: u64| kb as f64 / 1024.0;
     t.add(Row {
@@ -353,5 +339,33 @@ pub fn rows(t: &mut Table, base: &Mode, now: &Mode) {
          the hook's exit to the simulator counting the resize-request insert, polled every 5 ms; the MIG \
          insert and its Operation come first). \
          Phases overlap where the pass reads Slurm and GCE at once; answer times are summed over calls"
+    ));
+}
+
+/// The passes that rewrote the topology file, beside this mode's steady pass.
+fn topology_rows(t: &mut Table, now: &Mode) {
+    let row = |t: &mut Table, what: &str, s: &Samples, b: &Samples| {
+        t.add(Row {
+            what: what.into(),
+            measured: ms(s.median()),
+            spread: s.spread(),
+            budget: "-".into(),
+            baseline: format!("{} ({})", ms(b.median()), b.spread()),
+            ratio: ratio(s.median(), b.median()),
+            verdict: Verdict::Info,
+        });
+    };
+    row(t, "  context: pass rewriting the topology file, 10k nodes: CPU", &now.rewrite_cpu, &now.cpu);
+    row(t, "  context: pass rewriting the topology file, 10k nodes: wall", &now.rewrite_wall, &now.wall);
+    t.note(format!(
+        "topology: [slurm] topology = \"tree\" (fake Slurm 22.05: topology.conf) and nodeset a with \
+         max_topology_distance = \"BLOCK\", so each of the 10,000 VMs reports a physical host and the \
+         {} KB file holds 10,008 nodes; a steady pass finds the VMs placed as when it last rendered the \
+         file (a digest of the list) and renders nothing. The two rewrite rows: {REWRITES} passes, each \
+         after the file was changed behind the daemon's back, so the pass renders it and writes it again \
+         (temporary file, fsync, rename; `scontrol reconfigure` at most once a minute, so in the first of \
+         them only); their baseline column is this mode's steady pass. `BENCH_TOPOLOGY=0` runs the \
+         section without topology and workload policy, for comparison",
+        now.topology_bytes / 1024
     ));
 }

@@ -436,6 +436,13 @@ impl Reconciler {
             self.topology = Some(crate::topology::Keeper::new(path, kind, yaml));
         }
         let keeper = self.topology.as_mut().expect("set above");
+        let on_disk = crate::topology::stamp(&keeper.path);
+        let digest = crate::topology::placement_digest(
+            vms.iter().map(|(name, vm)| (name.as_str(), vm.topology.as_deref())),
+        );
+        if keeper.unchanged(digest, &on_disk) {
+            return; // the steady pass: no render, no write
+        }
         let naming = &self.plan_cfg.naming;
         let nodes: BTreeMap<String, Option<String>> = naming
             .nodesets()
@@ -445,7 +452,7 @@ impl Reconciler {
                 (n, t)
             })
             .collect();
-        keeper.seen_on_disk(crate::topology::stamp(&keeper.path));
+        keeper.seen_on_disk(on_disk);
         let decision = keeper.decide(crate::topology::render(kind, keeper.yaml, &nodes), now);
         if let Some(content) = decision.write {
             match crate::topology::write_atomically(&keeper.path, &content) {
@@ -453,6 +460,7 @@ impl Reconciler {
                 Err(e) => return errors.push(format!("topology: writing {}: {e}", keeper.path.display())),
             }
         }
+        keeper.rendered(digest);
         if decision.reload {
             match self.slurm.reconfigure().await {
                 Ok(()) => keeper.reloaded(now),

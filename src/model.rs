@@ -428,6 +428,11 @@ pub struct Node {
     pub reservation: Option<String>,
     /// When `state` last changed.
     pub state_since: DateTime<Utc>,
+    /// Where its VM runs: GCE's `resourceStatus.physicalHostTopology` as `CLUSTER/BLOCK/SUBBLOCK/HOST`
+    /// (a part GCE left out is empty), as the last pass listed it; `None` without a VM, or when GCE
+    /// reports no physical host (a MIG without a workload policy).
+    #[serde(default)]
+    pub topology: Option<String>,
 }
 
 /// A resize-request group: the nodes of one (nodeset, job) chunk, one MIG and one resize request.

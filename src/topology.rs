@@ -139,6 +139,16 @@ pub fn render(kind: TopologyKind, yaml: bool, nodes: &BTreeMap<String, Option<St
     out
 }
 
+/// What identifies one version of the file on disk: its length and modification time
+/// (`None` when it cannot be read).
+pub type FileStamp = Option<(u64, std::time::SystemTime)>;
+
+/// The file's [`FileStamp`] now.
+pub fn stamp(path: &Path) -> FileStamp {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?))
+}
+
 /// Keeps the file: what was last written, when Slurm last loaded it.
 #[derive(Debug, Clone)]
 pub struct Keeper {
@@ -146,9 +156,26 @@ pub struct Keeper {
     pub kind: TopologyKind,
     pub yaml: bool,
     written: Option<String>,
+    /// The file as slurm-dws left it: another stamp means someone else wrote it (or removed it).
+    stamp: FileStamp,
     reloaded_at: Option<DateTime<Utc>>,
     /// Written but not loaded by Slurm yet (rate-limited, or the reconfigure failed).
     reload_due: bool,
+    /// [`placement_digest`] of the VM list the file was last rendered from.
+    rendered_from: Option<u64>,
+}
+
+/// A digest of where the listed VMs run (name and topology of each, in list order): the same digest
+/// means the same file, so a steady pass renders nothing (at 10,000 nodes the render is the
+/// topology's whole cost; `make bench`).
+pub fn placement_digest<'a>(vms: impl Iterator<Item = (&'a str, Option<&'a str>)>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for (name, topology) in vms {
+        name.hash(&mut h);
+        topology.hash(&mut h);
+    }
+    h.finish()
 }
 
 /// What to do this pass (pure: [`Keeper::decide`]).
@@ -165,7 +192,31 @@ impl Keeper {
     /// and reloads nothing when the placement has not changed).
     pub fn new(path: PathBuf, kind: TopologyKind, yaml: bool) -> Keeper {
         let written = std::fs::read_to_string(&path).ok();
-        Keeper { path, kind, yaml, written, reloaded_at: None, reload_due: false }
+        let stamp = stamp(&path);
+        Keeper { path, kind, yaml, written, stamp, reloaded_at: None, reload_due: false, rendered_from: None }
+    }
+
+    /// Whether this pass has nothing to do: the VMs are placed as when the file was last rendered
+    /// (`digest`), the file is as slurm-dws left it and no reload waits. Otherwise the caller
+    /// renders and [`Keeper::decide`]s, then gives the digest to [`Keeper::rendered`].
+    pub fn unchanged(&self, digest: u64, on_disk: &FileStamp) -> bool {
+        self.rendered_from == Some(digest)
+            && *on_disk == self.stamp
+            && self.written.is_some()
+            && !self.reload_due
+    }
+
+    /// The file was rendered (and written when it changed) from VMs placed as `digest` says.
+    pub fn rendered(&mut self, digest: u64) {
+        self.rendered_from = Some(digest);
+    }
+
+    /// The file on disk is `now` (one `stat` a pass): when it is not as slurm-dws left it (edited,
+    /// replaced or removed by someone else), its content is unknown, so this pass writes it again.
+    pub fn seen_on_disk(&mut self, now: FileStamp) {
+        if now != self.stamp {
+            self.written = None;
+        }
     }
 
     /// Given the file's text for this pass, what to do at `now`.
@@ -178,9 +229,10 @@ impl Keeper {
         Decision { write, reload: self.reload_due && may }
     }
 
-    /// The file now holds `content`.
-    pub fn written(&mut self, content: String) {
+    /// The file now holds `content`, and is `stamp` on disk.
+    pub fn written(&mut self, content: String, stamp: FileStamp) {
         self.written = Some(content);
+        self.stamp = stamp;
     }
 
     /// Slurm loaded it at `now`.
@@ -267,7 +319,7 @@ mod tests {
         let mut k = Keeper::new(dir.join("none.conf"), TopologyKind::Block, false);
         let d = k.decide("a".into(), t0);
         assert_eq!(d, Decision { write: Some("a".into()), reload: true });
-        k.written("a".into());
+        k.written("a".into(), None);
         k.reloaded(t0);
         assert_eq!(k.decide("a".into(), t0 + Duration::seconds(5)), Decision { write: None, reload: false });
         // Changed 10 s later: written now, loaded once a minute has passed.
@@ -275,7 +327,7 @@ mod tests {
             k.decide("b".into(), t0 + Duration::seconds(10)),
             Decision { write: Some("b".into()), reload: false }
         );
-        k.written("b".into());
+        k.written("b".into(), None);
         assert_eq!(k.decide("b".into(), t0 + Duration::seconds(30)), Decision { write: None, reload: false });
         assert_eq!(k.decide("b".into(), t0 + Duration::seconds(60)), Decision { write: None, reload: true });
         k.reloaded(t0 + Duration::seconds(60));
@@ -283,5 +335,72 @@ mod tests {
             k.decide("b".into(), t0 + Duration::seconds(200)),
             Decision { write: None, reload: false }
         );
+        // Someone else wrote the file (another stamp): written again, loaded at once (a minute passed).
+        k.seen_on_disk(None);
+        assert_eq!(
+            k.decide("b".into(), t0 + Duration::seconds(201)),
+            Decision { write: None, reload: false }
+        );
+        let edited = Some((7, std::time::SystemTime::UNIX_EPOCH));
+        k.seen_on_disk(edited);
+        assert_eq!(
+            k.decide("b".into(), t0 + Duration::seconds(202)),
+            Decision { write: Some("b".into()), reload: true }
+        );
+        k.written("b".into(), edited);
+        k.reloaded(t0 + Duration::seconds(202));
+        k.seen_on_disk(edited);
+        assert_eq!(
+            k.decide("b".into(), t0 + Duration::seconds(300)),
+            Decision { write: None, reload: false }
+        );
+    }
+
+    #[test]
+    fn a_steady_pass_renders_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("topology.conf");
+        let t0 = Utc.with_ymd_and_hms(2026, 11, 25, 12, 0, 0).unwrap();
+        let placed = [("hpc-a-0", Some("c/b/s/h")), ("hpc-a-1", None)];
+        let digest = placement_digest(placed.iter().copied());
+        let mut k = Keeper::new(path.clone(), TopologyKind::Block, false);
+        assert!(!k.unchanged(digest, &stamp(&path)), "nothing written yet");
+        let d = k.decide("x\n".into(), t0);
+        write_atomically(&path, d.write.as_deref().unwrap()).unwrap();
+        k.written("x\n".into(), stamp(&path));
+        k.rendered(digest);
+        assert!(!k.unchanged(digest, &stamp(&path)), "the reload is still due");
+        k.reloaded(t0);
+        assert!(k.unchanged(digest, &stamp(&path)));
+        // A VM placed elsewhere, or one more VM: another digest.
+        let moved = placement_digest([("hpc-a-0", Some("c/b2/s/h")), ("hpc-a-1", None)].into_iter());
+        let grown =
+            placement_digest([("hpc-a-0", Some("c/b/s/h")), ("hpc-a-1", Some("c/b/s/h2"))].into_iter());
+        assert!(moved != digest && grown != digest);
+        assert!(!k.unchanged(moved, &stamp(&path)));
+        // The file changed behind slurm-dws's back.
+        std::fs::write(&path, "edited\n").unwrap();
+        assert!(!k.unchanged(digest, &stamp(&path)));
+    }
+
+    #[test]
+    fn a_file_someone_else_changed_is_written_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("topology.conf");
+        let t0 = Utc.with_ymd_and_hms(2026, 11, 25, 12, 0, 0).unwrap();
+        let mut k = Keeper::new(path.clone(), TopologyKind::Tree, false);
+        let d = k.decide("ours\n".into(), t0);
+        write_atomically(&path, d.write.as_deref().unwrap()).unwrap();
+        k.written("ours\n".into(), stamp(&path));
+        k.seen_on_disk(stamp(&path));
+        assert_eq!(k.decide("ours\n".into(), t0).write, None, "as we left it");
+        std::fs::write(&path, "ours\n# an admin's line\n").unwrap();
+        k.seen_on_disk(stamp(&path));
+        assert_eq!(k.decide("ours\n".into(), t0).write.as_deref(), Some("ours\n"));
+        // A restart reads the file as it is: the same content is not written again.
+        write_atomically(&path, "ours\n").unwrap();
+        let mut k = Keeper::new(path.clone(), TopologyKind::Tree, false);
+        k.seen_on_disk(stamp(&path));
+        assert_eq!(k.decide("ours\n".into(), t0).write, None);
     }
 }

@@ -141,6 +141,7 @@ async fn every_command_in_table_and_json_and_explain_tells_the_story() {
                 "resize_request",
                 "termination_time",
                 "last_error",
+                "topology",
             ],
             "nodes",
         );
@@ -414,4 +415,142 @@ async fn read_only_commands_work_with_the_daemon_down_and_mutating_ones_say_why(
     assert_eq!(out.status.code(), Some(1), "the daemon is needed for a pass");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("daemon") && err.trim().lines().count() == 1, "{err}");
+}
+
+/// `nodes --json` gives each node's physical host (`topology`: `CLUSTER/BLOCK/SUBBLOCK/HOST`, null
+/// without one) and `explain` names its block, from what the daemon's passes read of GCE's instance
+/// list: a 2-node job on an A3 Ultra nodeset with `max_topology_distance = "BLOCK"` lands in one
+/// block of the simulator's zone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_json_gives_the_physical_host_and_explain_names_the_block() {
+    let mut w = World::new(
+        &[("gpu", 0, 4, "\n[nodeset.placement]\nmax_topology_distance = \"BLOCK\""), ("cpu", 0, 2, "")],
+        "",
+    )
+    .await;
+    // Workload policies are for GPU families: the nodeset's template is an A3 Ultra one.
+    let mut t = devcluster::stack::flex_template("gpu-flex");
+    t["properties"]["machineType"] = json!("a3-ultragpu-8g");
+    w.sim_post("templates", t).await;
+    w.sim_post(
+        "zones/us-central1-a/topology",
+        json!({"blocks": 3, "subblocks_per_block": 2, "hosts_per_subblock": 2}),
+    )
+    .await;
+    w.start_daemon();
+    let rf = resume_file(&[(51, "hpc-gpu-[0-1]"), (52, "hpc-cpu-0")], "hpc-gpu-[0-1],hpc-cpu-0");
+    assert!(w.hook("resume", "hpc-gpu-[0-1],hpc-cpu-0", Some(&rf)).status.success());
+    let nodes = w.wait_for("both GPU nodes up with a physical host", 60, || {
+        let nodes = w.nodes();
+        let placed = nodes.iter().filter(|n| n["state"] == "up" && n["topology"].is_string()).count();
+        let cpu_up = nodes.iter().any(|n| n["name"] == "hpc-cpu-0" && n["state"] == "up");
+        (placed == 2 && cpu_up).then_some(nodes)
+    });
+    let topo = |name: &str| -> Vec<String> {
+        let n = nodes.iter().find(|n| n["name"] == name).unwrap_or_else(|| panic!("{name}: {nodes:?}"));
+        n["topology"].as_str().unwrap().split('/').map(str::to_string).collect()
+    };
+    let (g0, g1) = (topo("hpc-gpu-0"), topo("hpc-gpu-1"));
+    assert_eq!((g0.len(), g1.len()), (4, 4), "CLUSTER/BLOCK/SUBBLOCK/HOST: {g0:?} {g1:?}");
+    assert!(g0.iter().all(|p| !p.is_empty()), "{g0:?}");
+    assert_eq!((&g0[0], &g0[1]), (&g1[0], &g1[1]), "one job's VMs in one block: {g0:?} {g1:?}");
+    assert_ne!(g0[3], g1[3], "one VM per host");
+    // The CPU nodeset has no workload policy: GCE reports no physical host for its VMs.
+    let cpu = nodes.iter().find(|n| n["name"] == "hpc-cpu-0").unwrap();
+    assert_eq!(cpu["topology"], Value::Null, "{cpu}");
+
+    // The table takes it as a field.
+    let t = ok_table(&w, &["nodes", "-o", "name,topology", "hpc-gpu-0"]);
+    assert!(t.contains("TOPOLOGY") && t.contains(&g0.join("/")), "{t}");
+
+    let story = words(&ok_table(&w, &["explain", "hpc-gpu-0"]));
+    assert!(
+        story.contains(&format!(
+            "Its VM runs in block {} (cluster {}, subblock {}, host {})",
+            g0[1], g0[0], g0[2], g0[3]
+        )),
+        "{story}"
+    );
+    let story = words(&ok_table(&w, &["explain", "hpc-cpu-0"]));
+    assert!(
+        story.contains("GCE reports no physical host for its VM: its nodeset has no [nodeset.placement]"),
+        "{story}"
+    );
+}
+
+/// The same read from the database file alone (the daemon down), with `[slurm] topology` on:
+/// `explain` says where the topology file puts the node, and a node whose VM is not placed (yet) is
+/// under `unplaced`. A node without a VM says nothing of a host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::disallowed_methods)] // stamps the seeded nodes with the real present
+async fn explain_says_where_the_topology_file_puts_a_node_from_the_store_alone() {
+    use slurm_dws::model::{NodeState, VmStatus};
+    for (kind, placed_words) in [
+        ("tree", "The topology file puts it under switch sb-2 of block switch blk-7."),
+        ("block", "The topology file puts it in Slurm block blk-7."),
+    ] {
+        let w = World::with_endpoint(
+            "http://127.0.0.1:9/compute/v1/",
+            &[("gpu", 0, 4, "\n[nodeset.placement]\nmax_topology_distance = \"BLOCK\"")],
+            "",
+        );
+        let text = std::fs::read_to_string(&w.config).unwrap();
+        std::fs::write(
+            &w.config,
+            text.replacen("[slurm]\n", &format!("[slurm]\ntopology = \"{kind}\"\n"), 1),
+        )
+        .unwrap();
+        let store = slurm_dws::store::Store::open(&w.state_dir()).await.unwrap();
+        let node = |i: u32, topology: Option<&str>, vm: bool| {
+            let mut n = slurm_dws::reconcile::plan::new_node(
+                &format!("hpc-gpu-{i}"),
+                "gpu",
+                i,
+                false,
+                chrono::Utc::now(),
+            );
+            n.state = if vm { NodeState::Up } else { NodeState::PoweredDown };
+            n.vm_status = vm.then_some(VmStatus::Running);
+            n.topology = topology.map(str::to_string);
+            n
+        };
+        let mut tx = store.begin().await.unwrap();
+        tx.upsert_nodes(&[
+            node(0, Some("us-central1-cluster-1/blk-7/sb-2/host-5"), true),
+            node(1, None, true),
+            node(2, None, false),
+        ])
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        store.close().await;
+
+        let nodes = w.cli_json(&["nodes"]);
+        let got: Vec<(&str, &Value)> =
+            nodes.as_array().unwrap().iter().map(|n| (n["name"].as_str().unwrap(), &n["topology"])).collect();
+        assert_eq!(
+            got,
+            [
+                ("hpc-gpu-0", &json!("us-central1-cluster-1/blk-7/sb-2/host-5")),
+                ("hpc-gpu-1", &Value::Null),
+                ("hpc-gpu-2", &Value::Null)
+            ],
+            "{kind}"
+        );
+        let story = words(&ok_table(&w, &["explain", "hpc-gpu-0"]));
+        assert!(
+            story.contains(
+                "Its VM runs in block blk-7 (cluster us-central1-cluster-1, subblock sb-2, host host-5)."
+            ),
+            "{kind}: {story}"
+        );
+        assert!(story.contains(placed_words), "{kind}: {story}");
+        let story = words(&ok_table(&w, &["explain", "hpc-gpu-1"]));
+        assert!(
+            story.contains("GCE reports no physical host for its VM yet (it is given once the VM has a host); the topology file has it under 'unplaced'."),
+            "{kind}: {story}"
+        );
+        let story = words(&ok_table(&w, &["explain", "hpc-gpu-2"]));
+        assert!(!story.contains("physical host") && !story.contains("block"), "{kind}: {story}");
+    }
 }

@@ -77,3 +77,44 @@ fn problems_exit_2_print_nothing_on_stdout_and_name_file_line_key() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("<FILE>"), "{}", text(&o.stderr));
 }
+
+/// slurm-gcp's placement keys of an A3 Ultra flex nodeset (`enable_placement: true`,
+/// `placement_max_distance: 2`) come out as `[nodeset.placement]`, which check-config takes; a
+/// distance no policy can take stops the import with exit 2, naming the key and its line.
+#[test]
+fn placement_settings_are_carried_into_nodeset_placement() {
+    let fixture = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/slurm-gcp/config.yaml"),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let with = |enable: &str, distance: &str| {
+        let text = fixture
+            .replacen("enable_placement: false", &format!("enable_placement: {enable}"), 1)
+            .replacen("placement_max_distance: null", &format!("placement_max_distance: {distance}"), 1);
+        let path = dir.path().join(format!("config-{enable}-{distance}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let input = with("true", "2");
+    let o = slurm_dws(&["import-slurm-gcp", input.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", text(&o.stderr));
+    let toml = text(&o.stdout);
+    assert!(toml.contains("[nodeset.placement]\nmax_topology_distance = \"BLOCK\"\n"), "{toml}");
+    assert!(!toml.contains("enable_placement = true: not carried over"), "{toml}");
+    let path = dir.path().join("slurm-dws.toml");
+    std::fs::write(&path, &toml).unwrap();
+    let check = slurm_dws(&["check-config", "--config-only", path.to_str().unwrap()]);
+    assert_eq!(check.status.code(), Some(0), "{}\n{}", text(&check.stdout), text(&check.stderr));
+    assert!(text(&check.stdout).contains("max_topology_distance = \"BLOCK\""), "{}", text(&check.stdout));
+
+    let bad = with("true", "5");
+    let o = slurm_dws(&["import-slurm-gcp", bad.to_str().unwrap()]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("nodeset.a3u.placement_max_distance") && err.contains("is 5; expected 1, 2 or 3"),
+        "{err}"
+    );
+    assert!(err.contains(":76:"), "the line of the value: {err}");
+}

@@ -427,6 +427,7 @@ async fn nodes_upsert_read_back_and_bulk() {
         last_error: Some("it's \"quoted\" and ünïcode".into()),
         reservation: Some("slurm-dws-eol-c-gpu-10".into()),
         state_since: at(5),
+        topology: Some("us-central1-cluster-a1/block-7/subblock-2/host-11".into()),
     };
     let empty = node("gpu", 2);
     let other = node("cpu", 0);
@@ -462,6 +463,7 @@ async fn nodes_upsert_read_back_and_bulk() {
             job_id: (i % 2 == 0).then_some(i),
             termination_time: (i % 5 == 0).then(|| at(i as i64)),
             state_since: at(-(i as i64)),
+            topology: (i % 4 == 0).then(|| format!("c/b{}/s{}/h{i}", i % 8, i % 32)),
             ..node("bulk", i)
         })
         .collect();
@@ -1083,6 +1085,7 @@ async fn daemon_transaction(store: &Store, i: u32) -> Result<(), StoreError> {
             last_error: None,
             reservation: None,
             state_since: now,
+            topology: None,
         })
         .collect();
     tx.upsert_nodes(&rows).await?;

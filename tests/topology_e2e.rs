@@ -135,5 +135,22 @@ fn four_node_job_lands_in_one_block_and_slurm_knows_it(slurm: SlurmGeneration, k
         std::thread::sleep(Duration::from_millis(500));
     };
     eprintln!("[topology] scontrol show topology:\n{shown}");
+
+    // slurm-dws says the same: each of the job's nodes has the block in `topology`, and `explain`
+    // names it.
+    let nodes = wait("the job's nodes with their physical host", 60, || {
+        let nodes = s.cli_json(&["nodes"]);
+        let placed: Vec<(String, String)> = nodes
+            .as_array()?
+            .iter()
+            .filter_map(|n| Some((n["name"].as_str()?.to_string(), n["topology"].as_str()?.to_string())))
+            .collect();
+        (placed.len() == 4).then_some(placed)
+    });
+    for (name, topology) in &nodes {
+        assert_eq!(topology.split('/').nth(1), Some(block.as_str()), "{name}: {topology}");
+    }
+    let story = s.cli(&["explain", &nodes[0].0]).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(story.contains(&format!("Its VM runs in block {block}")), "{story}");
     s.kill_daemon();
 }

@@ -55,6 +55,8 @@ impl FakeSlurm {
                     r#"#!/bin/sh
 res='{d}/reservations'
 case "$1 $2 $3" in
+  "--version  ")
+    echo "slurm 22.05.8" ;;
   "-o show reservation")
     if [ -s "$res" ]; then exec cat "$res"; else echo "No reservations in the system"; fi ;;
   "create reservation "*)

@@ -44,6 +44,9 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
     let d = dir.path();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let sim = Proc::sim(&ctx.sim_bin, d)?;
+    if with_topology() {
+        sim.control_post("zones/us-central1-a/topology", ZONE_SHAPE)?;
+    }
     let http = reqwest::Client::new();
     let control = |path: &str| format!("http://{}/_sim/{path}", sim.addr);
     let get = |path: &str| -> Result<Value> {
@@ -110,6 +113,13 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
         }
     }
     let settled = started.elapsed();
+    // Every VM reports its physical host (its MIG has the nodeset's workload policy), and the node
+    // records it: the steady passes below keep a topology file of 10,000 placed nodes.
+    let placed =
+        cli(&["nodes"])?.as_array().map_or(0, |a| a.iter().filter(|n| n["topology"].is_string()).count());
+    if with_topology() && placed != NODES as usize {
+        bail!("{placed} of {NODES} nodes have a physical host after settling");
+    }
     let settled_hwm = memory(daemon.pid())?.hwm;
     let resume_calls = get("calls")?;
 
@@ -447,16 +457,47 @@ pub(crate) fn http_get(addr: &str, path: &str) -> Result<String> {
     Ok(body.to_string())
 }
 
-/// The scale bench's config: the simulator at `endpoint`, the fake Slurm in `slurm_bin`.
+/// The scale bench's config: the simulator at `endpoint`, the fake Slurm in `slurm_bin`; a Slurm
+/// topology file (`tree`, as 22.05 takes) kept in `d`, and nodeset a's MIGs with an owned
+/// HIGH_THROUGHPUT workload policy (BLOCK), so that every VM reports its physical host.
 fn write_config(d: &Path, endpoint: &str, slurm_bin: &Path) -> Result<PathBuf> {
+    if !with_topology() {
+        let extra = format!(
+            "calls_per_minute = 100000\n\n[slurm]\nbin_dir = \"{}\"\ncommand_timeout = 60\n\n\
+             [reconcile]\ninterval = 30\n",
+            slurm_bin.display()
+        );
+        return Ok(crate::write_config(d, endpoint, NODES + SPARES, &extra));
+    }
     let extra = format!(
         "# The bench counts calls; it does not wait out the default client-side rate limit.\n\
-         calls_per_minute = 100000\n\n[slurm]\nbin_dir = \"{}\"\ncommand_timeout = 60\n\n\
+         calls_per_minute = 100000\n\n[slurm]\nbin_dir = \"{}\"\ncommand_timeout = 60\n\
+         topology = \"tree\"\ntopology_file = \"{}\"\n\n\
          [reconcile]\ninterval = 30\n",
-        slurm_bin.display()
+        slurm_bin.display(),
+        topology_file(d).display()
     );
-    Ok(crate::write_config(d, endpoint, NODES + SPARES, &extra))
+    let path = crate::write_config(d, endpoint, NODES + SPARES, &extra);
+    let mut text = std::fs::read_to_string(&path)?;
+    text.push_str("\n[nodeset.placement]\nmax_topology_distance = \"BLOCK\"\n");
+    std::fs::write(&path, text)?;
+    Ok(path)
 }
+
+/// `BENCH_TOPOLOGY=0`: the scale section without `[slurm] topology` and without a workload policy
+/// (no VM reports a physical host), to compare with the default in the same conditions.
+pub(crate) fn with_topology() -> bool {
+    std::env::var("BENCH_TOPOLOGY").map_or(true, |v| v != "0")
+}
+
+/// The topology file the scale bench's daemon keeps.
+pub(crate) fn topology_file(d: &Path) -> PathBuf {
+    d.join("topology.conf")
+}
+
+/// The simulator's zone for 10,000 placed VMs (one a host): 8 blocks of 16 subblocks of 80 hosts
+/// (10,240 hosts; the default zone has 288).
+const ZONE_SHAPE: &str = r#"{"blocks": 8, "subblocks_per_block": 16, "hosts_per_subblock": 80}"#;
 
 /// A child process this bench started; stopped (SIGTERM, then SIGKILL) by its PID when dropped.
 pub(crate) struct Proc {

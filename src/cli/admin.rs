@@ -59,6 +59,7 @@ pub const NODE_FIELDS: &[Field] = &[
     Field::long("vm_status", "VM", Kind::Text),
     Field::both("termination_time", "TERMINATION", Kind::Time),
     Field::long("reservation", "RESERVATION", Kind::Text),
+    Field::long("topology", "TOPOLOGY", Kind::Text),
     Field::both("last_error", "LAST_ERROR", Kind::Text).elastic(),
 ];
 
@@ -170,6 +171,7 @@ pub async fn nodes(
                 "job_id": live.job_id, "mig": n.mig, "resize_request": rr_name(n),
                 "termination_time": ts(n.termination_time), "last_error": live.last_error,
                 "vm_status": n.vm_status, "reservation": n.reservation, "state_since": ts(Some(n.state_since)),
+                "topology": n.topology,
             })
         })
         .collect();
@@ -589,6 +591,9 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
     if let Some(t) = n.termination_time {
         lines.push(format!("GCE will delete its VM at {} (end of the run duration).", when(Some(t), now)));
     }
+    if let Some(line) = placement_sentence(cfg, n) {
+        lines.push(line);
+    }
     if let Some(r) = &n.reservation {
         lines.push(format!("Slurm reservation {r} keeps new jobs from outliving the VM."));
     }
@@ -629,6 +634,55 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
     let backoff = backoffs.iter().find(|b| b.nodeset == n.nodeset && b.until > now);
     lines.push(format!("Next: {}", next_step(cfg, n, request.as_ref(), backoff, now)));
     Ok(render_story(name, &lines, &events, &slurm, json_out, now, width))
+}
+
+/// Where the node's VM runs (GCE's physical host topology) and so which Slurm block / switch the
+/// topology file puts it in; for a node with a VM but no physical host, why. `None` without a VM.
+fn placement_sentence(cfg: &Config, n: &Node) -> Option<String> {
+    n.vm_status.as_ref()?;
+    let slurm_topology = cfg.slurm.topology.kind != crate::config::TopologyKind::None;
+    let Some(t) = n.topology.as_deref() else {
+        let policy = cfg.nodeset(&n.nodeset).is_some_and(|ns| ns.placement.is_some());
+        return Some(
+            if policy {
+                "GCE reports no physical host for its VM yet (it is given once the VM has a host)".to_string()
+            } else {
+                "GCE reports no physical host for its VM: its nodeset has no [nodeset.placement] (no workload policy)"
+                .to_string()
+            } + if slurm_topology { "; the topology file has it under 'unplaced'." } else { "." },
+        );
+    };
+    let mut parts = t.split('/');
+    let (cluster, block, subblock, host) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
+    let or_unknown = |s: &str| if s.is_empty() { "unknown".to_string() } else { s.to_string() };
+    let mut s = format!(
+        "Its VM runs in block {} (cluster {}, subblock {}, host {}).",
+        or_unknown(block),
+        or_unknown(cluster),
+        or_unknown(subblock),
+        or_unknown(host)
+    );
+    use crate::config::TopologyKind;
+    match (cfg.slurm.topology.kind, crate::topology::block_of(t)) {
+        (TopologyKind::None, _) => {}
+        (_, None) => s.push_str(&format!(
+            " Without a cluster and block the topology file has it under '{}'.",
+            crate::topology::UNPLACED
+        )),
+        (TopologyKind::Block, Some(b)) => {
+            s.push_str(&format!(" The topology file puts it in Slurm block {b}."))
+        }
+        (TopologyKind::Tree, Some(b)) => s.push_str(&format!(
+            " The topology file puts it under switch {} of block switch {b}.",
+            if subblock.is_empty() { b } else { subblock }
+        )),
+    }
+    Some(s)
 }
 
 /// What Slurm says of a node, next to slurm-dws's own view: its state as `sinfo` prints it, its

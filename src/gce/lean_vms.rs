@@ -47,10 +47,12 @@ impl LeanVm<'_> {
     }
 
     /// `resourceStatus.physicalHostTopology` as `CLUSTER/BLOCK/SUBBLOCK/HOST` (a part GCE left out
-    /// is empty); `None` when GCE gave none.
+    /// is empty); `None` when GCE gave none, or gave every part empty.
     pub fn topology(&self) -> Option<String> {
         let t = self.resource_status.as_ref()?.physical_host_topology.as_ref()?;
-        Some(format!("{}/{}/{}/{}", t.cluster, t.block, t.subblock, t.host))
+        let parts = [&t.cluster, &t.block, &t.subblock, &t.host];
+        (!parts.iter().all(|p| p.is_empty()))
+            .then(|| format!("{}/{}/{}/{}", t.cluster, t.block, t.subblock, t.host))
     }
 
     /// `resourceStatus.scheduling.terminationTimestamp`, as GCE wrote it.

@@ -209,3 +209,25 @@ fn a_malformed_page_is_an_error_that_says_where() {
     assert_eq!(p.vms().count(), 0);
     assert!(p.next_page_token.is_empty());
 }
+
+#[test]
+fn physical_host_topology_reads_as_one_path_and_is_none_without_a_host() {
+    let mut placed = full_vm("hpc-a3u-0", "us-central1-a", true);
+    placed["resourceStatus"]["physicalHost"] = json!("/b7/s2/h11");
+    placed["resourceStatus"]["physicalHostTopology"] =
+        json!({"cluster": "us-central1-cluster-a1", "block": "b7", "subblock": "s2", "host": "h11"});
+    // GCE leaves out what it does not know (a part is then empty, not a shifted path).
+    let mut partial = full_vm("hpc-a3u-1", "us-central1-a", true);
+    partial["resourceStatus"]["physicalHostTopology"] = json!({"cluster": "c", "block": "b"});
+    let mut empty = full_vm("hpc-a3u-2", "us-central1-a", true);
+    empty["resourceStatus"]["physicalHostTopology"] = json!({});
+    let none = full_vm("hpc-a3u-3", "us-central1-a", false);
+    let page = json!({"items": {"zones/us-central1-a": {"instances": [placed, partial, empty, none]}}});
+    let bytes = serde_json::to_vec(&page).unwrap();
+    let p = LeanPage::decode(&bytes).unwrap();
+    let got: Vec<Option<String>> = p.vms().map(|(_, vm)| vm.topology()).collect();
+    assert_eq!(
+        got,
+        [Some("us-central1-cluster-a1/b7/s2/h11".to_string()), Some("c/b//".to_string()), None, None]
+    );
+}

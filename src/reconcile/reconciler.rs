@@ -432,8 +432,9 @@ impl Reconciler {
         self.finish(report, started).await
     }
 
-    /// Writes the topology file when the placement of our nodes' VMs changed, and has Slurm load
-    /// it at most once a minute (`topology.rs`). No GCE call: the VMs are this pass's list.
+    /// Writes the topology file when the placement of our nodes' VMs changed, or someone else
+    /// changed the file, and has Slurm load it at most once a minute (`topology.rs`). No GCE call:
+    /// the VMs are this pass's list.
     async fn keep_topology(
         &mut self,
         vms: &BTreeMap<String, ObservedVm>,
@@ -460,6 +461,13 @@ impl Reconciler {
             self.topology = Some(crate::topology::Keeper::new(path, kind, yaml));
         }
         let keeper = self.topology.as_mut().expect("set above");
+        let on_disk = crate::topology::stamp(&keeper.path);
+        let digest = crate::topology::placement_digest(
+            vms.iter().map(|(name, vm)| (name.as_str(), vm.topology.as_deref())),
+        );
+        if keeper.unchanged(digest, &on_disk) {
+            return; // the steady pass: no render, no write
+        }
         let naming = &self.plan_cfg.naming;
         let nodes: BTreeMap<String, Option<String>> = naming
             .nodesets()
@@ -469,13 +477,15 @@ impl Reconciler {
                 (n, t)
             })
             .collect();
+        keeper.seen_on_disk(on_disk);
         let decision = keeper.decide(crate::topology::render(kind, keeper.yaml, &nodes), now);
         if let Some(content) = decision.write {
             match crate::topology::write_atomically(&keeper.path, &content) {
-                Ok(()) => keeper.written(content),
+                Ok(()) => keeper.written(content, crate::topology::stamp(&keeper.path)),
                 Err(e) => return errors.push(format!("topology: writing {}: {e}", keeper.path.display())),
             }
         }
+        keeper.rendered(digest);
         if decision.reload {
             match self.slurm.reconfigure().await {
                 Ok(()) => keeper.reloaded(now),

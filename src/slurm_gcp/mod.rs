@@ -10,8 +10,9 @@
 //! and its nodes keep their names.
 //!
 //! [`import`] is a pure function of the file's text: it returns the TOML, or every problem that
-//! stops it (each with the file, line and slurm-gcp key). What slurm-dws does not do — non-flex,
-//! TPU and dynamic nodesets, reservations, placement, partition options — is not an error: it is
+//! stops it (each with the file, line and slurm-gcp key). Placement (`enable_placement`,
+//! `placement_max_distance`, `accelerator_topology`) becomes `[nodeset.placement]`. What slurm-dws
+//! does not do — non-flex, TPU and dynamic nodesets, reservations, partition options — is not an error: it is
 //! listed as comments in the output, next to what it concerns. The output is loaded with
 //! [`Config::from_toml_str`] before it is returned, so it always parses.
 
@@ -141,8 +142,30 @@ struct Nodeset {
     node_conf: String,
     max_run_duration: u64,
     use_job_duration: bool,
+    /// `[nodeset.placement]` from `enable_placement` / `placement_max_distance` / `accelerator_topology`.
+    placement: Option<ImportedPlacement>,
     /// Comments above this nodeset.
     notes: Vec<String>,
+}
+
+/// The `[nodeset.placement]` keys an import writes: an owned HIGH_THROUGHPUT workload policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ImportedPlacement {
+    Distance(crate::config::TopologyDistance),
+    AcceleratorTopology(String),
+}
+
+/// slurm-gcp's `placement_max_distance` (a compact placement policy's `maxDistance`, 1..3) as a
+/// workload policy's `maxTopologyDistance`: 1 (the closest: one rack) is a subblock, 2 a block, 3
+/// anywhere in the cluster (docs/migrating-from-slurm-gcp.md).
+pub fn topology_distance_of(max_distance: i64) -> Option<crate::config::TopologyDistance> {
+    use crate::config::TopologyDistance;
+    match max_distance {
+        1 => Some(TopologyDistance::Subblock),
+        2 => Some(TopologyDistance::Block),
+        3 => Some(TopologyDistance::Cluster),
+        _ => None,
+    }
 }
 
 /// Walks the document, collecting problems instead of stopping at the first.
@@ -577,17 +600,13 @@ impl Reader {
             ("reservation_name", "a reservation (DWS Flex Start VMs cannot use one)"),
             ("future_reservation", "a future reservation (DWS Flex Start VMs cannot use one)"),
             ("maintenance_interval", "a maintenance interval"),
-            (
-                "accelerator_topology",
-                "an accelerator topology here: set [nodeset.placement] accelerator_topology by hand",
-            ),
         ] {
             if let Some(v) = self.opt_string(ns, k, &path(k)) {
                 n.notes.push(format!("{k} = {v:?}: not carried over; slurm-dws does not set {what}."));
             }
         }
+        n.placement = self.placement(ns, &path, &mut n.notes);
         for (k, what) in [
-            ("enable_placement", "placement from this key: set [nodeset.placement] max_topology_distance by hand (workload policies; flex-start only on A4 and A3 Ultra)"),
             ("enable_maintenance_reservation", "Slurm reservations for scheduled maintenance (it reserves each node before its run duration ends: eol_grace)"),
             ("enable_opportunistic_maintenance", "opportunistic maintenance"),
         ] {
@@ -596,6 +615,93 @@ impl Reader {
             }
         }
         Some(n)
+    }
+
+    /// `[nodeset.placement]` from slurm-gcp's placement keys. slurm-gcp (since May 2026) gives a flex
+    /// nodeset with `enable_placement` a HIGH_THROUGHPUT workload policy on its MIGs, with the
+    /// nodeset's `accelerator_topology` (A4X) or a distance from `placement_max_distance`: slurm-dws
+    /// creates and owns the same policy. A value no policy can take stops the import, naming the key.
+    fn placement(
+        &mut self,
+        ns: &Yaml,
+        path: &dyn Fn(&str) -> String,
+        notes: &mut Vec<String>,
+    ) -> Option<ImportedPlacement> {
+        let enabled = self.boolean(ns, "enable_placement", &path("enable_placement"));
+        let accel = self.opt_string(ns, "accelerator_topology", &path("accelerator_topology"));
+        let distance = match ns.get("placement_max_distance") {
+            None | Some(Yaml { value: Value::Null, .. }) => None,
+            Some(Yaml { value: Value::Int(d), line }) => Some((*d, *line)),
+            Some(Yaml { value: Value::Float(f), line }) if f.fract() == 0.0 => Some((*f as i64, *line)),
+            Some(v) => {
+                let (line, kind) = (v.line, v.kind());
+                self.bad(
+                    Some(line),
+                    &path("placement_max_distance"),
+                    format!("is {kind}; expected 1, 2 or 3"),
+                );
+                return None;
+            }
+        };
+        if let Some(a) = accel {
+            if !crate::config::is_accelerator_topology(&a) {
+                let line = ns.get("accelerator_topology").map(|v| v.line);
+                self.bad(
+                    line,
+                    &path("accelerator_topology"),
+                    format!("{a:?} is not an accelerator topology a workload policy takes (AxB or AxBxC, e.g. \"1x72\")"),
+                );
+                return None;
+            }
+            if let Some((d, _)) = distance.filter(|_| enabled == Some(true)) {
+                notes.push(format!(
+                    "placement_max_distance = {d}: not carried over; a workload policy with an                      acceleratorTopology (A4X, A4X Max) takes no distance: its VMs share one NVLink domain."
+                ));
+            }
+            notes.push(format!(
+                "accelerator_topology = {a:?}: slurm-dws creates a HIGH_THROUGHPUT workload policy with this                  acceleratorTopology for the nodeset's MIGs (GCE requires one for A4X MIGs of more than one VM)."
+            ));
+            return Some(ImportedPlacement::AcceleratorTopology(a));
+        }
+        if enabled != Some(true) {
+            if let Some((d, _)) = distance {
+                notes.push(format!(
+                    "placement_max_distance = {d}: not carried over; enable_placement is not true, so                      slurm-gcp placed nothing either."
+                ));
+            }
+            return None;
+        }
+        let mapped = match distance {
+            None => {
+                notes.push(
+                    "enable_placement = true without placement_max_distance: slurm-dws asks for                      max_topology_distance = \"CLUSTER\" (a request's VMs anywhere in one GCE cluster, the                      loosest distance); BLOCK or SUBBLOCK place closer and may wait longer for capacity."
+                        .into(),
+                );
+                crate::config::TopologyDistance::Cluster
+            }
+            Some((d, line)) => match topology_distance_of(d) {
+                Some(t) => {
+                    notes.push(format!(
+                        "enable_placement = true, placement_max_distance = {d}: max_topology_distance = {:?}                          (1 = SUBBLOCK, 2 = BLOCK, 3 = CLUSTER).",
+                        t.as_str()
+                    ));
+                    t
+                }
+                None => {
+                    self.bad(
+                        Some(line),
+                        &path("placement_max_distance"),
+                        format!("is {d}; expected 1, 2 or 3"),
+                    );
+                    return None;
+                }
+            },
+        };
+        notes.push(
+            "[nodeset.placement]: workload policies are for A4X Max, A4X, A4, A3 Ultra, A3 Mega, A3 High              (8 GPUs) and H4D, and with flex-start for A4 and A3 Ultra only; `slurm-dws check-config --online`              says whether this nodeset's template takes one (remove the table if not)."
+                .into(),
+        );
+        Some(ImportedPlacement::Distance(mapped))
     }
 
     /// slurm-gcp's `node_conf` mapping as one line of NodeName= parameters.
@@ -736,6 +842,21 @@ fn render(c: &Cluster, origin: &Path) -> String {
                 "# slurm-gcp gave a job its TimeLimit; slurm-dws adds boot_allowance (default 600 s)\n",
             );
             out.push_str("# for the time the VM takes to boot before the job starts.\n");
+        }
+        match &n.placement {
+            None => {}
+            Some(p) => {
+                out.push_str("\n# enable_placement / placement_max_distance / accelerator_topology\n");
+                out.push_str("[nodeset.placement]\n");
+                match p {
+                    ImportedPlacement::Distance(d) => {
+                        let _ = writeln!(out, "max_topology_distance = {}", quoted(d.as_str()));
+                    }
+                    ImportedPlacement::AcceleratorTopology(a) => {
+                        let _ = writeln!(out, "accelerator_topology = {}", quoted(a));
+                    }
+                }
+            }
         }
     }
     out

@@ -186,3 +186,104 @@ fn not_yaml_says_where() {
     assert!(err.to_string().starts_with("/c.yaml:"), "{err}");
     assert!(err.to_string().contains("not YAML"), "{err}");
 }
+
+/// The fixture with nodeset a3u's placement keys as given (YAML text of each value).
+fn a3u_placement(accelerator_topology: &str, enable_placement: &str, placement_max_distance: &str) -> String {
+    FIXTURE
+        .replacen("accelerator_topology: null", &format!("accelerator_topology: {accelerator_topology}"), 1)
+        .replacen("enable_placement: false", &format!("enable_placement: {enable_placement}"), 1)
+        .replacen(
+            "placement_max_distance: null",
+            &format!("placement_max_distance: {placement_max_distance}"),
+            1,
+        )
+}
+
+#[test]
+fn placement_settings_become_nodeset_placement() {
+    use crate::config::{Placement, TopologyDistance::*};
+    let owned = |d, a: Option<&str>| Placement::Owned {
+        max_topology_distance: d,
+        accelerator_topology: a.map(str::to_string),
+    };
+    // (accelerator_topology, enable_placement, placement_max_distance) → a3u's placement, a comment
+    let cases = [
+        ("null", "false", "null", None, ""),
+        (
+            "null",
+            "false",
+            "2",
+            None,
+            "placement_max_distance = 2: not carried over; enable_placement is not true",
+        ),
+        ("null", "true", "null", Some(owned(Some(Cluster), None)), "max_topology_distance = \"CLUSTER\""),
+        (
+            "null",
+            "true",
+            "1",
+            Some(owned(Some(Subblock), None)),
+            "placement_max_distance = 1: max_topology_distance = \"SUBBLOCK\"",
+        ),
+        (
+            "null",
+            "true",
+            "2",
+            Some(owned(Some(Block), None)),
+            "placement_max_distance = 2: max_topology_distance = \"BLOCK\"",
+        ),
+        // Terraform numbers that went through arithmetic are floats.
+        (
+            "null",
+            "true",
+            "3.0",
+            Some(owned(Some(Cluster), None)),
+            "placement_max_distance = 3: max_topology_distance = \"CLUSTER\"",
+        ),
+        (
+            "'1x72'",
+            "true",
+            "null",
+            Some(owned(None, Some("1x72"))),
+            "acceleratorTopology for the nodeset's MIGs",
+        ),
+        ("1x72", "false", "null", Some(owned(None, Some("1x72"))), "accelerator_topology = \"1x72\""),
+        (
+            "'1x72'",
+            "true",
+            "2",
+            Some(owned(None, Some("1x72"))),
+            "placement_max_distance = 2: not carried over; a workload policy with an acceleratorTopology",
+        ),
+    ];
+    for (accel, enable, dist, want, note) in cases {
+        let text = a3u_placement(accel, enable, dist);
+        let toml = import(&text, fixture_path()).unwrap_or_else(|e| panic!("{accel} {enable} {dist}: {e}"));
+        let cfg = Config::from_toml_str(&toml, Path::new("/etc/slurm-dws/slurm-dws.toml")).unwrap();
+        let a3u = cfg.nodeset("a3u").unwrap();
+        assert_eq!(a3u.placement, want, "{accel} {enable} {dist}:\n{toml}");
+        let comments: String = toml
+            .lines()
+            .filter(|l| l.starts_with('#'))
+            .map(|l| l.trim_start_matches('#').trim())
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(comments.contains(note), "{accel} {enable} {dist}: no {note:?} in\n{toml}");
+        // h4d keeps no placement: its enable_placement is false.
+        assert_eq!(cfg.nodeset("h4d").unwrap().placement, None);
+    }
+}
+
+#[test]
+fn placement_values_no_policy_takes_stop_the_import_naming_the_key() {
+    for (accel, enable, dist, key, words) in [
+        ("null", "true", "4", "nodeset.a3u.placement_max_distance", "is 4; expected 1, 2 or 3"),
+        ("null", "true", "0", "nodeset.a3u.placement_max_distance", "is 0; expected 1, 2 or 3"),
+        ("null", "true", "'near'", "nodeset.a3u.placement_max_distance", "expected 1, 2 or 3"),
+        ("'72'", "true", "null", "nodeset.a3u.accelerator_topology", "\"72\" is not an accelerator topology"),
+        ("null", "'yes'", "null", "nodeset.a3u.enable_placement", "expected true or false"),
+    ] {
+        let text = a3u_placement(accel, enable, dist);
+        let err = import(&text, fixture_path()).expect_err(key).to_string();
+        assert!(err.contains(key) && err.contains(words), "{key}: {err}");
+    }
+}

@@ -23,6 +23,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (20261124000002, include_str!("../../migrations/20261124000002_backoff_level_kept.sql")),
     (20261125260000, include_str!("../../migrations/20261125260000_request_waits.sql")),
     (20261125261000, include_str!("../../migrations/20261125261000_request_zone_choice.sql")),
+    (20261125270000, include_str!("../../migrations/20261125270000_node_topology.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -38,7 +38,7 @@ impl Store {
     pub async fn nodes(&self) -> Result<Vec<Node>> {
         let json: Option<String> = sqlx::query(
             "SELECT json_group_array(json_array(name, nodeset, idx, is_static, state, job_id, request_id, \
-             mig, vm_status, termination_time, last_error, reservation, state_since)) \
+             mig, vm_status, termination_time, last_error, reservation, state_since, topology)) \
              FROM (SELECT * FROM nodes ORDER BY nodeset, idx)",
         )
         .fetch_one(&self.pool)
@@ -226,6 +226,7 @@ mod tests {
             last_error: full.then(|| "quote \" backslash \\ newline \n unicode é ✓".into()),
             reservation: full.then(|| "slurm-dws-eol-hpc-a-1".into()),
             state_since: t,
+            topology: full.then(|| "us-central1-cluster-1/b1/s1/h1".into()),
         }
     }
 

@@ -7,7 +7,7 @@ use sqlx::Row;
 
 pub(super) const NODE_COLUMNS: &str =
     "name, nodeset, idx, is_static, state, job_id, request_id, mig, vm_status, \
-                            termination_time, last_error, reservation, state_since";
+                            termination_time, last_error, reservation, state_since, topology";
 pub(super) const REQUEST_COLUMNS: &str =
     "id, nodeset, job_id, tag, mig, name, nodes, run_duration, phase, gce_state, \
                                created_at, updated_at, last_error, zone_choice";
@@ -30,6 +30,7 @@ pub(super) fn node_from_row(r: &SqliteRow) -> Result<Node> {
         last_error: r.try_get("last_error")?,
         reservation: r.try_get("reservation")?,
         state_since: from_ms(r.try_get("state_since")?),
+        topology: r.try_get("topology")?,
     })
 }
 
@@ -48,6 +49,7 @@ pub(super) type NodeJsonRow = (
     Option<String>,
     Option<String>,
     i64,
+    Option<String>,
 );
 
 pub(super) fn node_from_json(r: NodeJsonRow) -> Result<Node> {
@@ -65,6 +67,7 @@ pub(super) fn node_from_json(r: NodeJsonRow) -> Result<Node> {
         last_error,
         res,
         since,
+        topology,
     ) = r;
     Ok(Node {
         name,
@@ -80,6 +83,7 @@ pub(super) fn node_from_json(r: NodeJsonRow) -> Result<Node> {
         last_error,
         reservation: res,
         state_since: from_ms(since),
+        topology,
     })
 }
 

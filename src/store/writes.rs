@@ -217,6 +217,7 @@ impl StoreTx {
                         &n.last_error,
                         &n.reservation,
                         to_ms(n.state_since),
+                        &n.topology,
                     )
                 }))
             }
@@ -224,9 +225,9 @@ impl StoreTx {
         for chunk in nodes.chunks(1000) {
             sqlx::query(
                 "INSERT OR REPLACE INTO nodes (name, nodeset, idx, is_static, state, job_id, request_id, mig, \
-                 vm_status, termination_time, last_error, reservation, state_since) \
+                 vm_status, termination_time, last_error, reservation, state_since, topology) \
                  SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6, value->>7, \
-                 value->>8, value->>9, value->>10, value->>11, value->>12 FROM json_each(?)",
+                 value->>8, value->>9, value->>10, value->>11, value->>12, value->>13 FROM json_each(?)",
             )
             .bind(serde_json::to_string(&Rows(chunk))?)
             .execute(&mut *self.tx)

@@ -269,10 +269,15 @@ impl Planner<'_> {
     }
 
     fn clear_vm(&mut self, name: &str) {
-        if self.nodes.get(name).is_some_and(|n| n.vm_status.is_some() || n.termination_time.is_some()) {
+        if self
+            .nodes
+            .get(name)
+            .is_some_and(|n| n.vm_status.is_some() || n.termination_time.is_some() || n.topology.is_some())
+        {
             if let Some(n) = self.nodes.get_mut(name) {
                 n.vm_status = None;
                 n.termination_time = None;
+                n.topology = None;
             }
         }
     }
@@ -360,5 +365,6 @@ pub fn new_node(name: &str, nodeset: &str, index: u32, is_static: bool, now: Dat
         last_error: None,
         reservation: None,
         state_since: now,
+        topology: None,
     }
 }

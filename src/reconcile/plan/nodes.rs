@@ -68,8 +68,13 @@ impl Planner<'_> {
                 let status_changed = node.vm_status.as_ref() != Some(&vm.status);
                 let termination_changed = vm.termination.is_some() && node.termination_time != vm.termination;
                 let mig_changed = vm.mig.is_some() && node.mig != vm.mig;
-                if status_changed || termination_changed || mig_changed {
+                // Where the VM runs, as GCE says now (`None` until it has a host, or with no policy).
+                let topology_changed = node.topology != vm.topology;
+                if status_changed || termination_changed || mig_changed || topology_changed {
                     if let Some(n) = self.nodes.get_mut(name) {
+                        if topology_changed {
+                            n.topology = vm.topology.clone();
+                        }
                         if status_changed {
                             n.vm_status = Some(vm.status.clone());
                         }

@@ -1058,6 +1058,42 @@ fn up_node(name: &str, mig: &str) -> Node {
     n
 }
 
+/// The physical host of an up node's VM is recorded as GCE lists it, only when it changes, and goes
+/// with the VM.
+#[test]
+fn an_up_node_records_where_its_vm_runs() {
+    let placed = |t: Option<&str>| ObservedVm { topology: t.map(str::to_string), ..vm("hpc-a-1", "m1") };
+    // Steady otherwise: its termination time and end-of-life reservation are recorded already.
+    let recorded = |t: Option<&str>| Node {
+        topology: t.map(str::to_string),
+        termination_time: vm("hpc-a-1", "m1").termination,
+        reservation: Some(eol_reservation("hpc-a-1")),
+        ..up_node("hpc-a-1", "m1")
+    };
+    let on = |w: World| {
+        w.mig(mig("m1", MigState::Active), Some(1)).slurm("hpc-a-1", slurm("allocated", &["CLOUD"], ""))
+    };
+    // (recorded before, GCE now, recorded after: None = the node is not written)
+    type Case<'a> = (Option<&'a str>, Option<&'a str>, Option<Option<&'a str>>);
+    let cases: [Case; 5] = [
+        (None, Some("c1/b1/s1/h1"), Some(Some("c1/b1/s1/h1"))), // GCE placed it
+        (Some("c1/b1/s1/h1"), Some("c1/b1/s1/h1"), None),       // steady: nothing written
+        (Some("c1/b1/s1/h1"), Some("c1/b2/s3/h4"), Some(Some("c1/b2/s3/h4"))),
+        (Some("c1/b1/s1/h1"), None, Some(None)), // GCE no longer says
+        (None, None, None),                      // no policy: nothing to record
+    ];
+    for (before, now, after) in cases {
+        let p = on(World::new().node(recorded(before)).vm(placed(now))).plan();
+        let written = node_after(&p, "hpc-a-1").map(|n| n.topology.as_deref());
+        assert_eq!(written, after, "recorded {before:?}, GCE {now:?}");
+        assert!(p.gce.is_empty() && p.events.is_empty(), "{:?} {:?}", p.gce, p.events);
+    }
+    // The VM is gone: the node is powered down and no longer says where it ran.
+    let p = on(World::new().node(recorded(Some("c1/b1/s1/h1")))).plan();
+    let n = node_after(&p, "hpc-a-1").unwrap();
+    assert_eq!((n.state, n.topology.as_deref()), (NodeState::PoweredDown, None));
+}
+
 /// A partial VM list (zone us-central1-a unreachable) is a failed list for every node whose VM could
 /// be there: nothing is judged gone, expired or orphaned, nothing is requested; nodesets in zones that
 /// answered go on as usual.

@@ -134,7 +134,8 @@ fn reads(calls: &Value) -> f64 {
             .filter(|(k, _)| {
                 matches!(
                     k.rsplit('.').next(),
-                    Some("get" | "list" | "aggregatedList" | "listManagedInstances" | "wait")
+                    // `advice.capacity` is a read too (no requestId).
+                    Some("get" | "list" | "aggregatedList" | "listManagedInstances" | "wait" | "capacity")
                 )
             })
             .filter_map(|(_, v)| v.as_f64())
@@ -167,6 +168,9 @@ fn queue(ctx: &Ctx, t: &mut Table, requests: u32) -> Result<()> {
         slurm.bin_dir.display()
     );
     let config = crate::write_config(d, &format!("http://{}/compute/v1/", sim.addr), NODES, &extra);
+    // Capacity advice on: every new group would ask GCE where to go.
+    let text = std::fs::read_to_string(&config)?;
+    std::fs::write(&config, format!("{text}capacity_advice = true\n"))?;
     let r = rig(ctx, &sim, config.clone())?;
     r.post("capacity", json!({"match": "", "hold": true}))?;
     let resume = crate::hook::resume_file_22_05(requests, per_job);
@@ -187,6 +191,20 @@ fn queue(ctx: &Ctx, t: &mut Table, requests: u32) -> Result<()> {
         }
         std::thread::sleep(Duration::from_secs(2));
     }
+    let advice_calls = r.get("calls")?["by_method"]["advice.capacity"].as_f64().unwrap_or(0.0);
+    if advice_calls < 1.0 {
+        bail!(
+            "capacity advice is on but no advice.capacity call reached the simulator\n{}",
+            daemon.log_tail(20)
+        );
+    }
+    t.count(
+        &format!("capacity advice calls for {requests} new request groups (advice on)"),
+        advice_calls,
+        &format!("{requests} groups of {per_job} nodes: one call per (nodeset, size) a minute"),
+        Some(f64::from(requests)),
+        "≤ one per new group",
+    );
     drop(daemon); // SIGTERM, then the database is edited while nobody holds it.
     r.rt.block_on(backdate(&d.join("state").join("slurm-dws.db"), QUEUED_FOR))?;
 

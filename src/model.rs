@@ -609,6 +609,7 @@ mod tests {
                 "preempted",
                 "policy_refused",
                 "policy_in_use",
+                "zone_chosen",
             ]
         );
         for k in EventKind::ALL {

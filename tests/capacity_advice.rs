@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::time::Instant;
+use tokio::time::Instant;
 
 const ZONES: &str = "zones = [\"us-central1-a\", \"us-central1-b\", \"us-central1-c\"]";
 
@@ -19,13 +19,7 @@ async fn three_zones() -> World {
 }
 
 fn events(w: &World, kind: &str) -> Vec<Value> {
-    w.cli_json(&["events"])
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| e["kind"] == kind)
-        .collect()
+    w.events_of(kind)
 }
 
 fn up(w: &World, nodes: &[&str]) -> bool {

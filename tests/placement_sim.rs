@@ -24,13 +24,7 @@ async fn a3_ultra_template(w: &World, name: &str) {
 }
 
 fn events(w: &World, kind: &str) -> Vec<Value> {
-    w.cli_json(&["events"])
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| e["kind"] == kind)
-        .collect()
+    w.events_of(kind)
 }
 
 /// Whether GCE has the policy (`resourcePolicies.get`).

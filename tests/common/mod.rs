@@ -309,6 +309,17 @@ node_count_dynamic_max = {dy}
         self.cli_json(&["nodes"]).as_array().cloned().unwrap_or_default()
     }
 
+    /// The events of `kind` (`events --json`), newest first.
+    pub fn events_of(&self, kind: &str) -> Vec<Value> {
+        self.cli_json(&["events"])
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e["kind"] == kind)
+            .collect()
+    }
+
     pub fn node_states(&self) -> std::collections::BTreeMap<String, String> {
         self.nodes()
             .into_iter()

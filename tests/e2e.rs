@@ -51,6 +51,7 @@ on_every_slurm!(
     e2e_17_a_stockout_on_flex_sends_a_job_for_both_partitions_to_spot,
     e2e_18_a_stockout_in_one_region_sends_a_job_for_both_to_the_other_region,
     e2e_19_a_waiting_job_shows_its_expected_start_in_admin_comment,
+    e2e_20_with_capacity_advice_a_job_runs_in_the_zone_gce_scores_best,
 );
 
 fn slurm_available(slurm: SlurmGeneration) -> bool {
@@ -1356,4 +1357,54 @@ fn e2e_19_a_waiting_job_shows_its_expected_start_in_admin_comment(slurm: SlurmGe
         (!c.contains("slurm-dws")).then_some(c)
     });
     eprintln!("[e2e-19] {slurm}: after start, scontrol show job {job}: {cleared:?}");
+}
+
+/// Scenario 20: capacity advice. Nodeset `a` spans three zones with `capacity_advice = true`; GCE
+/// (the simulator) scores us-central1-c best: the job's MIG is created in us-central1-c alone, its
+/// VMs run there, and the `zone_chosen` event and `explain` say which zone and why.
+fn e2e_20_with_capacity_advice_a_job_runs_in_the_zone_gce_scores_best(slurm: SlurmGeneration) {
+    if !slurm_available(slurm) {
+        return;
+    }
+    let s = Stack::start(spec(
+        slurm,
+        vec![StackNodeset::new("a", 0, 2)
+            .in_zones(&["us-central1-a", "us-central1-b", "us-central1-c"])
+            .with_flex_lines("capacity_advice = true")],
+        "",
+    ))
+    .unwrap();
+    s.sim_post("advice", &json!({"zone": "us-central1-c", "obtainability": 0.85}));
+    s.sim_post("advice", &json!({"zone": "us-central1-a", "obtainability": 0.3}));
+    let (job, out) = sbatch(&s, "advice", &["-N2", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
+    wait(&s, "job COMPLETED", 90, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    assert_eq!(ran_on(&out), vec!["hpc-a-0", "hpc-a-1"]);
+    let state = s.sim_get("state");
+    let mig = state["migs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"].as_str().is_some_and(|n| n.starts_with(&format!("hpc-a-j{job}-"))))
+        .cloned()
+        .expect("the job's MIG");
+    let zones: Vec<&str> = mig["distributionPolicy"]["zones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|z| z["zone"].as_str()?.rsplit('/').next())
+        .collect();
+    assert_eq!(zones, vec!["us-central1-c"], "{mig}");
+    let events = s.cli_json(&["events"]);
+    let chosen: Vec<&Value> =
+        events.as_array().unwrap().iter().filter(|e| e["kind"] == "zone_chosen").collect();
+    assert_eq!(chosen.len(), 1, "{events}");
+    let message = chosen[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("us-central1-c (capacity advice: us-central1-c best (obtainability 0.85) of us-central1-a, us-central1-b, us-central1-c)"),
+        "{message}"
+    );
+    let calls = s.sim_get("calls");
+    assert_eq!(calls["by_method"]["advice.capacity"], 1, "{calls}");
+    let why = s.cli(&["explain", "hpc-a-0"]);
+    eprintln!("[e2e-20] {slurm}: zone_chosen: {message}\n[e2e-20] explain hpc-a-0:\n{why}");
 }

@@ -30,6 +30,8 @@ pub struct StackNodeset {
     /// `region` of the nodeset (its template and zone `{region}-b` there); `None`: gcp.region
     /// (us-central1, zone us-central1-a).
     pub region: Option<String>,
+    /// Its zones; `None`: the one zone of its region above.
+    pub zones: Option<Vec<String>>,
 }
 
 impl StackNodeset {
@@ -43,7 +45,20 @@ impl StackNodeset {
             provisioning_model: None,
             nodeset_lines: String::new(),
             region: None,
+            zones: None,
         }
+    }
+
+    /// The same nodeset over `zones` (of its region).
+    pub fn in_zones(mut self, zones: &[&str]) -> Self {
+        self.zones = Some(zones.iter().map(|z| z.to_string()).collect());
+        self
+    }
+
+    /// The same nodeset with `lines` in its `[nodeset.dws_flex]` table.
+    pub fn with_flex_lines(mut self, lines: &str) -> Self {
+        self.dws_flex = lines.to_string();
+        self
     }
 
     /// The same nodeset with `provisioning_model = model` ("standard" or "spot").
@@ -502,7 +517,7 @@ interval = 5
 name = "{name}"
 {region_line}
 instance_template = "projects/demo-project/regions/{region}/instanceTemplates/{template}"
-zones = ["{zone}"]
+zones = [{zones}]
 node_count_static = {st}
 node_count_dynamic_max = {dy}
 node_conf = "CPUs=1 RealMemory=500"
@@ -515,7 +530,16 @@ node_conf = "CPUs=1 RealMemory=500"
             name = ns.name,
             region_line = ns.region.as_ref().map(|r| format!("region = \"{r}\"")).unwrap_or_default(),
             region = ns.region.as_deref().unwrap_or("us-central1"),
-            zone = ns.region.as_ref().map_or("us-central1-a".to_string(), |r| format!("{r}-b")),
+            zones = ns
+                .zones
+                .clone()
+                .unwrap_or_else(|| {
+                    vec![ns.region.as_ref().map_or("us-central1-a".to_string(), |r| format!("{r}-b"))]
+                })
+                .iter()
+                .map(|z| format!("\"{z}\""))
+                .collect::<Vec<_>>()
+                .join(", "),
             template = ns.template(),
             model = ns
                 .provisioning_model

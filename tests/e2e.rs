@@ -1318,13 +1318,20 @@ fn e2e_19_a_waiting_job_shows_its_expected_start_in_admin_comment(slurm: SlurmGe
     let s =
         Stack::start(spec(slurm, vec![StackNodeset::new("a", 0, 4)], "admin_comment_interval = 1")).unwrap();
     s.sim_post("capacity", &json!({"match": "", "delay_seconds": 4.0}));
-    let (first, _) = sbatch(&s, "first", &["-N1", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
+    let (first, first_out) =
+        sbatch(&s, "first", &["-N1", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
     wait(&s, "the first job COMPLETED", 90, || (sacct_like_state(&s, first) == "COMPLETED").then_some(()));
     s.sim_post("capacity", &json!({"match": "", "delay_seconds": 40.0}));
     // It runs long enough to be seen running without the comment (a pass clears it after the
-    // request's success; Slurm refuses to change a job that has already finished).
-    let (job, _) =
-        sbatch(&s, "second", &["-N1", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME; sleep 20");
+    // request's success; Slurm refuses to change a job that has already finished). It must not run
+    // on the first job's node, still up: it waits for a node of its own.
+    let up_node = ran_on(&first_out).join(",");
+    let (job, _) = sbatch(
+        &s,
+        "second",
+        &["-N1", "--time=10", "-p", "a", "-x", &up_node],
+        "srun printenv SLURMD_NODENAME; sleep 20",
+    );
     let comment = wait(&s, "the waiting job's AdminComment", 40, || {
         let c = admin_comment(&s, job);
         c.contains("median").then_some(c)

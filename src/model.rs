@@ -458,6 +458,12 @@ pub struct Request {
     /// not asked (the MIG gets every zone of its nodeset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone_choice: Option<crate::capacity_advice::ZoneChoice>,
+    /// Where GCE put the group's VMs: the zone of the first of them a pass lists (a VM its MIG
+    /// created, of one of its nodes); when they are in several zones (a MIG GCE may spread), the
+    /// distinct zones in sorted order joined with `,`. `None` until a VM is seen (queued); kept once
+    /// the group succeeded. Set by the planner (`plan/requests.rs`, `Planner::note_zone`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }
 
 /// A MIG slurm-dws owns.

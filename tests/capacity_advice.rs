@@ -1,6 +1,7 @@
 //! Capacity advice through the real daemon and the simulator over HTTP: a request group's MIG goes to
-//! the zone GCE scores best and the event says so; a burst of groups of one size makes one call; a
-//! failing or hanging advice call never holds a request back (every zone, in the same pass).
+//! the zone GCE scores best, the event says so, and `requests` shows its VMs there (no zone while
+//! queued); a burst of groups of one size makes one call; a failing or hanging advice call never
+//! holds a request back (every zone, in the same pass).
 
 mod common;
 
@@ -27,6 +28,11 @@ fn up(w: &World, nodes: &[&str]) -> bool {
     nodes.iter().all(|n| states.get(*n).map(String::as_str) == Some("up"))
 }
 
+/// Job `job`'s request group as `requests --json` prints it.
+fn request_of(w: &World, job: u64) -> Option<Value> {
+    w.cli_json(&["requests"]).as_array()?.iter().find(|r| r["job_id"] == job).cloned()
+}
+
 async fn advice_calls(w: &World) -> u64 {
     let calls = w.sim_calls().await;
     calls["by_method"]["advice.capacity"].as_u64().unwrap_or(0)
@@ -49,9 +55,16 @@ async fn a_request_goes_to_the_zone_gce_scores_best_and_the_event_says_so() {
     let mut w = three_zones().await;
     w.sim_post("advice", json!({"zone": "us-central1-b", "obtainability": 0.9})).await;
     w.sim_post("advice", json!({"zone": "us-central1-c", "obtainability": 0.2})).await;
+    // GCE holds the first request queued: it has no zone yet.
+    w.sim_post("capacity", json!({"match": "", "hold": true})).await;
     let rf = resume_file(&[(7, "hpc-a-[0-1]")], "hpc-a-[0-1]");
     assert!(w.hook("resume", "hpc-a-[0-1]", Some(&rf)).status.success());
     w.start_daemon();
+    let queued = w.wait_for("job 7's request queued", 60, || {
+        request_of(&w, 7).filter(|r| r["state"] == "ACCEPTED" && r["phase"] == "active")
+    });
+    assert!(queued["zone"].is_null(), "no zone while queued: {queued}");
+    w.sim_delete("capacity").await;
     w.wait_for("job 7's nodes up", 60, || up(&w, &["hpc-a-0", "hpc-a-1"]).then_some(()));
 
     // The MIG was created in us-central1-b alone, and its VMs are there.
@@ -59,6 +72,13 @@ async fn a_request_goes_to_the_zone_gce_scores_best_and_the_event_says_so() {
     let vms = w.sim_state().await["instances"].clone();
     let zones: Vec<&str> = vms.as_array().unwrap().iter().filter_map(|v| v["zone"].as_str()).collect();
     assert!(!zones.is_empty() && zones.iter().all(|z| z.ends_with("us-central1-b")), "{vms}");
+    // requests records where its VMs are (the pass after the success may be the one that lists them).
+    let zone = w.wait_for("job 7's request's zone", 30, || {
+        request_of(&w, 7).and_then(|r| r["zone"].as_str().map(str::to_string))
+    });
+    assert_eq!(zone, "us-central1-b");
+    let table = String::from_utf8(w.cli(&["requests", "-o", "job_id,zone"]).stdout).unwrap();
+    assert!(table.lines().any(|l| l.split_whitespace().eq(["7", "us-central1-b"])), "{table}");
 
     // The event, explain and the advice call itself.
     let chosen = events(&w, "zone_chosen");

@@ -91,6 +91,7 @@ fn request(id: i64, nodeset: &str, nodes: &[&str], phase: RequestPhase, gce: Opt
         updated_at: t0() - Duration::minutes(10),
         last_error: None,
         zone_choice: None,
+        zone: None,
     }
 }
 

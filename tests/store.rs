@@ -523,18 +523,20 @@ async fn requests_insert_update_and_open_only() {
             updated_at: at(1),
             last_error: None,
             zone_choice: None,
+            zone: None,
         }
     );
     assert_eq!(store.request(a.id).await.unwrap(), a);
     assert_eq!(store.request(b.id).await.unwrap(), b);
     assert!(matches!(store.request(b.id + 1).await, Err(StoreError::NotFound { .. })));
 
-    // Every phase round-trips; only `done` leaves the open list.
+    // Every phase round-trips (with a zone); only `done` leaves the open list.
     for phase in RequestPhase::ALL {
         let changed = Request {
             phase: *phase,
             gce_state: Some("ACCEPTED".into()),
             last_error: Some(format!("in {phase}")),
+            zone: Some("us-central1-a,us-central1-b".into()),
             updated_at: at(100),
             ..a.clone()
         };

@@ -34,6 +34,7 @@ fn request(id: i64, queued: bool, now: chrono::DateTime<Utc>) -> Request {
         updated_at: now,
         last_error: None,
         zone_choice: None,
+        zone: None,
     }
 }
 

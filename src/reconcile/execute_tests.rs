@@ -282,6 +282,7 @@ fn group() -> Request {
         updated_at: t0(),
         last_error: None,
         zone_choice: None,
+        zone: None,
     }
 }
 

@@ -25,6 +25,7 @@ fn request(id: i64, phase: RequestPhase) -> Request {
         updated_at: t0(),
         last_error: None,
         zone_choice: None,
+        zone: None,
     }
 }
 

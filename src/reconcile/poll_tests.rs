@@ -28,6 +28,7 @@ fn request(id: i64, created_at: DateTime<Utc>) -> Request {
         updated_at: created_at,
         last_error: None,
         zone_choice: None,
+        zone: None,
     }
 }
 

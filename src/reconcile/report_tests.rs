@@ -164,6 +164,7 @@ fn the_next_pass_comes_sooner_while_work_is_in_flight() {
             updated_at: t0(),
             last_error: None,
             zone_choice: None,
+            zone: None,
         },
     );
     assert_eq!(next_pass_in(30, &d, t0()), 2, "a young request");

@@ -10,7 +10,7 @@ pub(super) const NODE_COLUMNS: &str =
                             termination_time, last_error, reservation, state_since, topology";
 pub(super) const REQUEST_COLUMNS: &str =
     "id, nodeset, job_id, tag, mig, name, nodes, run_duration, phase, gce_state, \
-                               created_at, updated_at, last_error, zone_choice";
+                               created_at, updated_at, last_error, zone_choice, zone";
 pub(super) const MIG_COLUMNS: &str = "name, nodeset, region, target_size, state, created_at, empty_since";
 pub(super) const OUTBOX_COLUMNS: &str =
     "id, request_id, kind, target, payload, state, attempts, created_at, updated_at, last_error";
@@ -106,6 +106,7 @@ pub(super) fn request_from_row(r: &SqliteRow) -> Result<Request> {
             .try_get::<Option<String>, _>("zone_choice")?
             .map(|j| serde_json::from_str(&j))
             .transpose()?,
+        zone: r.try_get("zone")?,
     })
 }
 

@@ -280,19 +280,22 @@ impl StoreTx {
             updated_at: now,
             last_error: None,
             zone_choice: None,
+            zone: None,
         })
     }
 
-    /// Writes a request group's mutable fields (phase, GCE state, error, zone choice, update time).
+    /// Writes a request group's mutable fields (phase, GCE state, error, zone choice, zone, update
+    /// time).
     pub async fn update_request(&mut self, r: &Request) -> Result<()> {
         let done = sqlx::query(
-            "UPDATE requests SET phase = ?, gce_state = ?, last_error = ?, zone_choice = ?, updated_at = ? \
-             WHERE id = ?",
+            "UPDATE requests SET phase = ?, gce_state = ?, last_error = ?, zone_choice = ?, zone = ?, \
+             updated_at = ? WHERE id = ?",
         )
         .bind(r.phase.as_str())
         .bind(r.gce_state.as_ref().map(GceRequestState::as_str))
         .bind(&r.last_error)
         .bind(r.zone_choice.as_ref().map(serde_json::to_string).transpose()?)
+        .bind(&r.zone)
         .bind(to_ms(r.updated_at))
         .bind(r.id)
         .execute(&mut *self.tx)

@@ -7,7 +7,8 @@
 //!    SUCCEEDED, or FAILED / CANCELLED / queued past `queue_timeout` → nodes back to powered-down and
 //!    usable, job requeued through Slurm (and allowed to start again when the nodeset may ask GCE
 //!    again, not after Slurm's two-minute requeue hold), MIG deleted, cause recorded, nodeset
-//!    backoff started (capacity or error, one level deeper than the last).
+//!    backoff started (capacity or error, one level deeper than the last). A group records the
+//!    zone(s) its VMs are in from the first pass that lists one (`Request::zone`).
 //! 3. Every node is compared with its VM and with Slurm (`nodes.rs`): expiry, vanished VMs, suspends
 //!    to carry out, VMs that must not exist, static nodes to keep provisioned, drift between Slurm
 //!    and the store.

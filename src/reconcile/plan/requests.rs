@@ -108,6 +108,10 @@ impl Planner<'_> {
 
     fn one_request(&mut self, id: i64) {
         let Some(r) = self.requests.current(&id) else { return };
+        // Before any phase change: a group that turns done in this round has its zone already.
+        if r.phase != RequestPhase::Done && (r.zone.is_none() || r.phase.is_open()) {
+            self.note_zone(&r);
+        }
         let members = self.members(&r);
         let wanted: Vec<&str> =
             members.iter().filter(|(_, s)| *s == NodeState::Requested).map(|(n, _)| *n).collect();
@@ -157,6 +161,32 @@ impl Planner<'_> {
                 }
             }
             RequestPhase::Done => {}
+        }
+    }
+
+    /// Records where GCE put the group's VMs ([`Request::zone`]): the zones of the VMs this pass
+    /// lists that its MIG created for its nodes, distinct, sorted, joined with `,` (one zone for a
+    /// resize request; a MIG that lets GCE spread its VMs may have several). While the group is in
+    /// flight a zone seen later is added; once it succeeded or failed, only a group with no zone yet
+    /// is looked at (its VMs may be listed a pass after the success), and after that it is kept.
+    /// Only the group's own nodes are looked up, and only then: a steady pass, whose groups all
+    /// have their zone, does nothing here per node.
+    fn note_zone(&mut self, r: &Request) {
+        let o: &Observed = self.o;
+        let Some(vms) = o.vms.as_ref() else { return };
+        let mut zones: std::collections::BTreeSet<&str> =
+            r.zone.as_deref().into_iter().flat_map(|z| z.split(',')).collect();
+        let known = zones.len();
+        for n in &r.nodes {
+            if let Some(vm) =
+                vms.get(n).filter(|vm| vm.mig.as_deref() == Some(r.mig.as_str()) && !vm.zone.is_empty())
+            {
+                zones.insert(vm.zone.as_str());
+            }
+        }
+        if zones.len() > known {
+            let zone = zones.into_iter().collect::<Vec<_>>().join(",");
+            self.update_request(r.id, |x| x.zone = Some(zone));
         }
     }
 

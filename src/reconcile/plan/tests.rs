@@ -75,6 +75,7 @@ fn request(id: i64, nodes: &[&str], phase: RequestPhase) -> Request {
         updated_at: t0() - Duration::minutes(5),
         last_error: None,
         zone_choice: None,
+        zone: None,
     }
 }
 
@@ -356,6 +357,71 @@ fn request_lifecycle_steps() {
         _ => None,
     });
     assert_eq!(res, Some(("hpc-a-1".into(), t0() + Duration::hours(2) - Duration::seconds(600))));
+}
+
+/// (phase and zone before, GCE's state of the request, the zones of the two nodes' VMs in the
+/// group's MIG (None: no VM listed), zone and phase after, the request written).
+type ZoneCase<'a> =
+    ((RequestPhase, Option<&'a str>), &'a str, [Option<&'a str>; 2], (Option<&'a str>, RequestPhase), bool);
+
+/// A group's zone is where GCE put its VMs: unset while queued, set by the pass that first lists a
+/// VM its MIG made for one of its nodes (even the pass it succeeds or ends in), the distinct zones
+/// sorted and joined with "," when GCE spread them, and kept once the group succeeded.
+#[test]
+fn a_request_records_the_zone_its_vms_are_in_once_they_are_listed() {
+    use RequestPhase::{Active, Done, Succeeded};
+    let (b, c) = (Some("us-central1-b"), Some("us-central1-c"));
+    let both = Some("us-central1-b,us-central1-c");
+    // GCE's state "": not polled (a succeeded group); GONE: its MIG is no longer listed (its VMs
+    // expired, its nodes powered down) while the list still shows them.
+    const GONE: &str = "gone";
+    let cases: [ZoneCase; 8] = [
+        ((Active, None), "ACCEPTED", [None, None], (None, Active), true), // queued: none yet
+        ((Active, None), "SUCCEEDED", [b, b], (b, Succeeded), true),      // listed as it succeeds
+        ((Succeeded, None), "", [b, b], (b, Succeeded), true),            // listed a pass later
+        ((Succeeded, b), "", [b, b], (b, Succeeded), false),              // steady: not written
+        ((Succeeded, b), "", [c, None], (b, Succeeded), false),           // kept, whatever GCE lists
+        ((Active, None), "SUCCEEDED", [c, b], (both, Succeeded), true),   // spread: sorted
+        ((Active, c), "ACCEPTED", [c, b], (both, Active), true),          // in flight: one added
+        ((Succeeded, None), GONE, [b, b], (b, Done), true),               // done as it is listed
+    ];
+    let nodes = ["hpc-a-1", "hpc-a-2"];
+    let world = |phase, zone: Option<&str>, gce: &str| {
+        let r = Request { zone: zone.map(str::to_string), ..request(1, &nodes, phase) };
+        let state = match (phase, gce) {
+            (_, GONE) => NodeState::PoweredDown,
+            (Active, _) => NodeState::Requested,
+            _ => NodeState::Up,
+        };
+        let mut w = World::new().req(r.clone());
+        for n in nodes {
+            w = w.node(Node { request_id: Some(1), ..node(n, state) });
+        }
+        if gce != GONE {
+            w = w.mig(mig(&r.mig, MigState::Active), Some(2));
+        }
+        if !gce.is_empty() && gce != GONE {
+            w = w.rr(&r.mig, gce, None, false);
+        }
+        (w, r)
+    };
+    for (i, ((phase, before), gce, zones, after, written)) in cases.into_iter().enumerate() {
+        let (mut w, r) = world(phase, before, gce);
+        for (n, z) in nodes.iter().zip(zones) {
+            if let Some(z) = z {
+                w = w.vm(ObservedVm { zone: z.to_string(), ..vm(n, &r.mig) });
+            }
+        }
+        let p = w.plan();
+        let out = p.requests.iter().find(|x| x.id == 1);
+        assert_eq!(out.is_some(), written, "case {i}: {:?}", p.requests);
+        let out = out.unwrap_or(&r);
+        assert_eq!((out.zone.as_deref(), out.phase), after, "case {i}");
+    }
+    // The node's VM from another group's MIG (hpc-a-1's previous group) is not this group's.
+    let (w, _) = world(Active, None, "ACCEPTED");
+    let p = w.vm(ObservedVm { zone: "us-central1-b".into(), ..vm("hpc-a-1", "hpc-a-j7-t0000009") }).plan();
+    assert_eq!(p.requests[0].zone, None);
 }
 
 #[test]

@@ -537,7 +537,7 @@ impl Proc {
             .arg(config)
             .arg("daemon")
             .env("SLURM_DWS_LOG", "info")
-            // For experiments: `BENCH_DAEMON_ENV="MALLOC_ARENA_MAX=2"` (space-separated K=V).
+            // For experiments: `BENCH_DAEMON_ENV="_RJEM_MALLOC_CONF=narenas:2"` (space-separated K=V).
             .envs(
                 std::env::var("BENCH_DAEMON_ENV")
                     .unwrap_or_default()

@@ -160,7 +160,13 @@ pub fn measure(
     let perf = match std::env::var_os("SLURM_DWS_BENCH_PERF") {
         Some(file) if !baseline => Some(
             Command::new("perf")
-                .args(["record", "-F", "999", "-g", "-p", &daemon.pid().to_string(), "-o"])
+                // `SLURM_DWS_BENCH_PERF_DWARF=1`: unwind with DWARF (the release build keeps no frame pointers).
+                .args(["record", "-F", "999", "-p", &daemon.pid().to_string()])
+                .args(match std::env::var_os("SLURM_DWS_BENCH_PERF_DWARF") {
+                    Some(_) => &["--call-graph", "dwarf,32768"][..],
+                    None => &["-g"][..],
+                })
+                .arg("-o")
                 .arg(file)
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())

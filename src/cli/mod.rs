@@ -475,7 +475,6 @@ async fn hook(
 
 /// `slurm-dws daemon`: runs until SIGTERM or SIGINT.
 fn daemon(config: Option<&std::path::Path>, format: LogFormat) -> Result<(), CliError> {
-    crate::daemon::limit_malloc_arenas();
     logging::init(format)?;
     let cfg = Config::load(config)?;
     let rt = tokio::runtime::Builder::new_multi_thread()

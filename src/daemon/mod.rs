@@ -183,7 +183,6 @@ pub async fn run_with_reload(
             );
             break 'passes;
         };
-        release_memory();
         {
             let mut l = liveness.lock().unwrap();
             l.pass_running = false;
@@ -541,32 +540,6 @@ async fn log_new_events(store: &Store, last: &mut (i64, chrono::DateTime<chrono:
             e.message
         );
         *last = (e.id, e.time.max(last.1));
-    }
-}
-
-/// Tunes glibc's allocator for a daemon whose passes allocate and free megabytes: one arena (by
-/// default every thread that allocates — tokio's workers, its blocking threads, sqlx's SQLite threads —
-/// may get its own, each keeping what a pass freed: ~140 MB RSS at 10,000 nodes instead of ~90 MB),
-/// and blocks of 128 KiB and more mapped on their own, so they go back to the kernel when freed
-/// instead of fragmenting the heap (glibc's moving threshold otherwise rises to 32 MiB). Both keep the
-/// daemon's peak at 10,000 nodes inside the 50 MB budget (`make bench` prints it). Call it before any
-/// thread starts.
-pub fn limit_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator tuning; called before other threads exist.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
-    }
-}
-
-/// Hands the memory a pass freed back to the kernel, so the daemon's RSS between passes is what it
-/// holds, not the peak of the last pass.
-fn release_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim is thread-safe and only returns free memory to the kernel.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
 

@@ -14,13 +14,13 @@ use std::sync::Mutex;
 pub const SIM_BIN_NAME: &str = "slurm-dws-sim";
 
 /// `slurm-dws-sim` of the same build as `product_bin` (a path to `slurm-dws`), built with cargo if
-/// it is not there yet. Panics with what to run when it can be neither found nor built.
+/// it is not there yet or older than `product_bin` ([`stale`]). Panics with what to run when it can be neither found nor built.
 pub fn sim_bin(product_bin: &Path) -> PathBuf {
     static BUILD: Mutex<()> = Mutex::new(());
     let profile_dir = product_bin.parent().expect("a binary path has a directory");
     let sim = profile_dir.join(SIM_BIN_NAME);
     let _one_build_at_a_time = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    if sim.exists() {
+    if !stale(&sim, product_bin) {
         return sim;
     }
     let target_dir = profile_dir.parent().expect("a profile directory has a target directory");
@@ -44,5 +44,22 @@ pub fn sim_bin(product_bin: &Path) -> PathBuf {
         "{} is not built and `{cmd:?}` did not build it ({status:?}): run `cargo build --workspace --bins`",
         sim.display()
     );
+    // Cargo leaves a simulator that was up to date untouched: marked fresh, it is not built again
+    // until `slurm-dws` is rebuilt.
+    // (By path, never opened for writing: another test may be starting it this moment.)
+    let now = nix::sys::time::TimeSpec::UTIME_NOW;
+    let _ = nix::sys::stat::utimensat(None, &sim, &now, &now, nix::sys::stat::UtimensatFlags::FollowSymlink);
     sim
+}
+
+/// A simulator that is missing or older than `slurm-dws` may not be of the same sources (a run that
+/// built only the root package, such as `cargo bench --bench budgets`, leaves it as it was): cargo
+/// is asked to build it, which does nothing when it is up to date.
+fn stale(sim: &Path, product_bin: &Path) -> bool {
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    match (modified(sim), modified(product_bin)) {
+        (None, _) => true,
+        (Some(sim), Some(product)) => sim < product,
+        (Some(_), None) => false,
+    }
 }

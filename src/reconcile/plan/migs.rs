@@ -27,7 +27,10 @@ impl Planner<'_> {
                 busy.insert(mig.clone());
             }
         }
-        let with_vms = migs_with_vms(self.o);
+        // Built only if a MIG nothing holds needs it (a steady 10k-node pass has none: no walk of
+        // the VM list).
+        let o = self.o;
+        let mut with_vms: Option<Option<HashSet<&str>>> = None;
         for name in self.migs.keys_now() {
             let name: &str = &name;
             let Some(m) = self.migs.current(name) else { continue };
@@ -41,6 +44,7 @@ impl Planner<'_> {
                     let emptiness = if busy.contains(name) {
                         Emptiness::InUse
                     } else {
+                        let with_vms = with_vms.get_or_insert_with(|| migs_with_vms(o));
                         emptiness(om.target_size, with_vms.as_ref().map(|w| w.contains(name)))
                     };
                     nm.empty_since = match emptiness {
@@ -141,11 +145,13 @@ impl Planner<'_> {
                     target_size: om.target_size,
                     state: MigState::Active,
                     created_at: om.created.unwrap_or(self.now),
-                    empty_since: (!busy
-                        && matches!(
+                    empty_since: (!busy && {
+                        let with_vms = with_vms.get_or_insert_with(|| migs_with_vms(o));
+                        matches!(
                             emptiness(om.target_size, with_vms.as_ref().map(|w| w.contains(name.as_str()))),
                             Emptiness::Empty | Emptiness::NoVm
-                        ))
+                        )
+                    })
                     .then_some(self.now),
                 },
             );

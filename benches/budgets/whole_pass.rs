@@ -77,6 +77,34 @@
 //! the physical host of 10,000 VMs, held in the record and in the kept observation, costs ~7 MB of
 //! peak RSS (restarted 43.4 against 36.2 MB); the whole run's peak (the pass that turns 10,000 nodes
 //! up) misses 50 MB with and without topology here (52.4, 50.8 MB; 49.0 MB in the last record above).
+//!
+//! The same machine a day later was slower: on 2026-11-26 01:10–02:00 UTC, nothing else running,
+//! the pre-wave commit 68d5ba9 (the 92–96 ms code above, rebuilt) measured **177 ms** (141–192)
+//! steady pass daemon CPU, 49.2 MB whole-run peak RSS, 35.9 MB restarted; so compare columns of one
+//! day only. Same day, same conditions (`scale` alone, median of 6 passes reading every list):
+//!
+//! | code                                              | CPU    | peak RSS whole run / restarted |
+//! |---------------------------------------------------|--------|--------------------------------|
+//! | 68d5ba9, before issues 26–28 (no topology)        | 177 ms | 49.2 / 35.9 MB                 |
+//! | edc52ed, glibc malloc, `BENCH_TOPOLOGY=0`         | 198 ms | 53.4 / 37.0 MB                 |
+//! | edc52ed, glibc malloc, topology on                | 253 ms | 53.9 / 45.5 MB                 |
+//! | edc52ed, jemalloc preloaded, default options      | 155 ms | 79.2 / 74.4 MB                 |
+//! | edc52ed, mimalloc preloaded, default options      | 172 ms | 74.8 / 72.4 MB                 |
+//! | edc52ed, jemalloc `narenas:1`, decays 0           | 185 ms | 49.6 / 41.4 MB                 |
+//! | edc52ed, jemalloc `narenas:1`, dirty decay 1 s    | 176 ms | 59.3 / 50.4 MB                 |
+//! | a3536b3, jemalloc linked (`narenas:1`, decays 0)  | 200 ms (205 in a second run) | 52.8 / 44.7 MB |
+//!
+//! (The four preloaded rows, `BENCH_DAEMON_ENV="LD_PRELOAD=..."`, ran beside the queue section,
+//! which mostly waits.)
+//!
+//! `perf` of edc52ed with topology on (DWARF unwinding, `SLURM_DWS_BENCH_PERF_DWARF=1`): Slurm's
+//! node stream 28% of the daemon's samples, the VM list's HTTP and lean decode 24% (decode 12.5%),
+//! plan() 15% (up_node 4%), drops of the last observation 6%; glibc's malloc and free ~18% across
+//! all of them (`_int_malloc` 610 samples against 280 without topology: the heap of 10,000 more
+//! strings made every allocation dearer), hence jemalloc. Topology on costs ~55 ms of CPU a pass
+//! with glibc; the restarted daemon holds ~8 MB more (the physical host of each VM in the kept
+//! observation and in the record). What is left above the pre-wave figure, by the profile: the
+//! VM list's larger pages and decode, and plan().
 
 use crate::fake_slurm::FakeSlurm;
 use crate::scale::{memory, quiet, task_cpu, Proc};

@@ -474,11 +474,13 @@ async fn timeouts_are_retried_then_succeed() {
 
 #[tokio::test]
 async fn connection_refused_is_a_retryable_transport_error() {
-    // Bind then drop: a port with nobody listening.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // A port bound and never listened on, held for the whole test: a connection is refused, and no
+    // other test can take the port meanwhile (bound then dropped, it was once taken by a test running
+    // beside this one, and the call timed out instead).
+    use nix::sys::socket::{bind, getsockname, socket, AddressFamily, SockFlag, SockType, SockaddrIn};
+    let held = socket(AddressFamily::Inet, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).unwrap();
+    bind(std::os::fd::AsRawFd::as_raw_fd(&held), &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
+    let port = getsockname::<SockaddrIn>(std::os::fd::AsRawFd::as_raw_fd(&held)).unwrap().port();
     let c = Client::new(
         ClientOptions {
             endpoint: format!("http://127.0.0.1:{port}/compute/v1/"),
@@ -497,6 +499,7 @@ async fn connection_refused_is_a_retryable_transport_error() {
     assert!(matches!(err, GceError::Transport { timeout: false, .. }), "{err:?}");
     assert!(err.is_retryable());
     assert!(c.stats()["regionInstanceGroupManagers.list"].calls >= 2);
+    drop(held);
 }
 
 #[tokio::test]

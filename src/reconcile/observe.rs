@@ -116,18 +116,16 @@ pub(super) async fn gce_and_slurm(
     let mut o = Observed::default();
     let began = Instant::now();
     let reusing = reused_migs.is_some();
+    // The regions in use: their MIGs and workload policies are listed.
+    let regions = gce_edge::mig_list_regions(src.cfg, desired);
     let gce_lists = async {
         let migs = async {
             match reused_migs {
                 Some(m) => gce_edge::MigLists { migs: m, ..Default::default() },
-                None => {
-                    let regions = gce_edge::mig_list_regions(src.cfg, desired);
-                    gce_edge::observe_migs_in(src.gce, src.cfg, src.naming, &regions).await
-                }
+                None => gce_edge::observe_migs_in(src.gce, src.cfg, src.naming, &regions).await,
             }
         };
-        let policy_regions = gce_edge::mig_list_regions(src.cfg, desired);
-        let policies = super::policies::observe_policies(src.gce, src.cfg, &policy_regions);
+        let policies = super::policies::observe_policies(src.gce, src.cfg, &regions);
         let (vms, migs, policies) = tokio::join!(gce_edge::observe_vms(src.gce, src.cfg), migs, policies);
         (((vms, migs), policies), began.elapsed())
     };

@@ -53,12 +53,7 @@ fn the_real_shape_imports_and_loads() {
 #[test]
 fn what_is_not_kept_is_said() {
     let (toml, _) = imported();
-    let comments: String = toml
-        .lines()
-        .filter(|l| l.starts_with('#'))
-        .map(|l| l.trim_start_matches('#').trim())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let comments = comments_of(&toml);
     for words in [
         "nodeset n2: not imported; dws_flex is not enabled",
         "nodeset_tpu v5p (v5p-8): not imported",
@@ -261,12 +256,7 @@ fn placement_settings_become_nodeset_placement() {
         let cfg = Config::from_toml_str(&toml, Path::new("/etc/slurm-dws/slurm-dws.toml")).unwrap();
         let a3u = cfg.nodeset("a3u").unwrap();
         assert_eq!(a3u.placement, want, "{accel} {enable} {dist}:\n{toml}");
-        let comments: String = toml
-            .lines()
-            .filter(|l| l.starts_with('#'))
-            .map(|l| l.trim_start_matches('#').trim())
-            .collect::<Vec<_>>()
-            .join(" ");
+        let comments = comments_of(&toml);
         assert!(comments.contains(note), "{accel} {enable} {dist}: no {note:?} in\n{toml}");
         // h4d keeps no placement: its enable_placement is false.
         assert_eq!(cfg.nodeset("h4d").unwrap().placement, None);
@@ -286,4 +276,13 @@ fn placement_values_no_policy_takes_stop_the_import_naming_the_key() {
         let err = import(&text, fixture_path()).expect_err(key).to_string();
         assert!(err.contains(key) && err.contains(words), "{key}: {err}");
     }
+}
+
+/// The comment lines of an imported config, `#` and spaces cut, joined with spaces.
+fn comments_of(toml: &str) -> String {
+    toml.lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| l.trim_start_matches('#').trim())
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -292,3 +292,43 @@ fn merged_change_sets_keep_one_record_each_the_later_winning() {
     assert_eq!(a.events.len(), 2);
     assert!(!a.is_empty() && ChangeSet::default().is_empty());
 }
+
+/// A round's node records: the plan's (one per name, the last given winning, whatever their order),
+/// a record copied from the kept state the first time a group names it, records added, and all of
+/// them in name order at the end.
+#[test]
+fn round_nodes_keep_one_record_per_name_in_name_order() {
+    let mut desired = Desired::default();
+    for (name, i) in [("hpc-a-3", 3), ("hpc-a-9", 9)] {
+        desired.nodes.insert(name.to_string(), node(name, i, NodeState::PoweredDown));
+    }
+    let up = |name: &str, i| node(name, i, NodeState::Up);
+    let cases: [(&str, Vec<Node>); 3] = [
+        ("planned in name order", vec![up("hpc-a-1", 1), up("hpc-a-5", 5)]),
+        (
+            "planned out of order, one name twice",
+            vec![node("hpc-a-5", 5, NodeState::Suspending), up("hpc-a-1", 1), up("hpc-a-5", 5)],
+        ),
+        ("nothing planned", vec![]),
+    ];
+    for (case, planned) in cases {
+        let want_planned: Vec<(String, NodeState)> = if planned.is_empty() {
+            vec![]
+        } else {
+            vec![("hpc-a-1".into(), NodeState::Up), ("hpc-a-5".into(), NodeState::Up)]
+        };
+        let mut nodes = RoundNodes::new(planned);
+        // Kept, not planned: copied once, then the same record is changed.
+        nodes.record(&desired, "hpc-a-9").unwrap().state = NodeState::Requested;
+        assert_eq!(nodes.record(&desired, "hpc-a-9").unwrap().state, NodeState::Requested, "{case}");
+        // Neither planned nor kept: nothing to change, until added.
+        assert!(nodes.record(&desired, "hpc-a-7").is_none(), "{case}");
+        nodes.add(node("hpc-a-7", 7, NodeState::Requested));
+        assert_eq!(nodes.record(&desired, "hpc-a-7").unwrap().name, "hpc-a-7", "{case}");
+        let mut want = want_planned;
+        want.push(("hpc-a-7".into(), NodeState::Requested));
+        want.push(("hpc-a-9".into(), NodeState::Requested));
+        let got: Vec<(String, NodeState)> = nodes.into_vec().into_iter().map(|n| (n.name, n.state)).collect();
+        assert_eq!(got, want, "{case}");
+    }
+}

@@ -169,38 +169,59 @@ pub async fn observe_migs_in(
     naming: &Naming,
     regions: &std::collections::BTreeSet<String>,
 ) -> MigLists {
-    let mut lists = tokio::task::JoinSet::new();
     let shared = std::sync::Arc::new((cfg.clone(), naming.clone()));
-    for region in regions {
-        let (client, shared, region) = (client.clone(), shared.clone(), region.clone());
-        lists.spawn(async move {
-            let answer = observe_migs(&client, &shared.0, &shared.1, &region).await;
-            (region, answer)
-        });
+    let (listed, failed) = per_region(regions, "regionInstanceGroupManagers.list", |region| {
+        let (client, shared) = (client.clone(), shared.clone());
+        async move { observe_migs(&client, &shared.0, &shared.1, &region).await }
+    })
+    .await;
+    let mut out = MigLists { failed, ..MigLists::default() };
+    for (region, migs) in listed {
+        for (name, m) in migs {
+            out.regions.insert(name.clone(), region.clone());
+            out.migs.insert(name, m);
+        }
+        out.listed.insert(region);
     }
-    let mut out = MigLists::default();
+    out
+}
+
+/// Runs the list `list(region)` of every region in `regions` at once; returns each region's answer
+/// and each region's error. A list that never answered (its task panicked) is a failed list, never
+/// an empty one: a `Transport` error naming `method`.
+pub(super) async fn per_region<T, F, Fut>(
+    regions: &std::collections::BTreeSet<String>,
+    method: &str,
+    list: F,
+) -> (BTreeMap<String, T>, BTreeMap<String, GceError>)
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<T, GceError>> + Send + 'static,
+    T: Send + 'static,
+{
+    let mut lists = tokio::task::JoinSet::new();
+    for region in regions {
+        let (answer, region) = (list(region.clone()), region.clone());
+        lists.spawn(async move { (region, answer.await) });
+    }
+    let (mut listed, mut failed) = (BTreeMap::new(), BTreeMap::new());
     while let Some(joined) = lists.join_next().await {
         let Ok((region, answer)) = joined else { continue };
         match answer {
-            Ok(migs) => {
-                out.listed.insert(region.clone());
-                for (name, m) in migs {
-                    out.regions.insert(name.clone(), region.clone());
-                    out.migs.insert(name, m);
-                }
+            Ok(v) => {
+                listed.insert(region, v);
             }
             Err(e) => {
-                out.failed.insert(region, e);
+                failed.insert(region, e);
             }
         }
     }
-    // A list that never answered (its task panicked) is a failed list, never an empty one.
     for region in regions {
-        if !out.failed.contains_key(region) && !out.listed.contains(region) {
-            out.failed.insert(
+        if !failed.contains_key(region) && !listed.contains_key(region) {
+            failed.insert(
                 region.clone(),
                 GceError::Transport {
-                    method: "regionInstanceGroupManagers.list".into(),
+                    method: method.into(),
                     path: format!("regions/{region}"),
                     message: "the list did not finish".into(),
                     timeout: false,
@@ -208,7 +229,7 @@ pub async fn observe_migs_in(
             );
         }
     }
-    out
+    (listed, failed)
 }
 
 /// The MIGs of `region` that are provably ours (name prefix AND ownership description).
@@ -572,6 +593,35 @@ pub async fn send(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each region's answer or error; a region whose list never answers (its task panicked) is
+    /// failed, never listed empty.
+    #[tokio::test]
+    async fn a_region_whose_list_never_answers_is_failed() {
+        let regions: std::collections::BTreeSet<String> =
+            ["us-central1", "europe-west4", "asia-east1"].map(String::from).into();
+        let (listed, failed) = per_region(&regions, "x.list", |region| async move {
+            match region.as_str() {
+                "us-central1" => Ok(vec![region.clone()]),
+                "europe-west4" => Err(GceError::Transport {
+                    method: "x.list".into(),
+                    path: format!("regions/{region}"),
+                    message: "refused".into(),
+                    timeout: false,
+                }),
+                _ => panic!("the list of {region} panics"),
+            }
+        })
+        .await;
+        assert_eq!(
+            listed.into_iter().collect::<Vec<_>>(),
+            [("us-central1".to_string(), vec!["us-central1".to_string()])]
+        );
+        let failed: Vec<(String, String)> = failed.into_iter().map(|(r, e)| (r, e.to_string())).collect();
+        assert_eq!(failed.len(), 2, "{failed:?}");
+        assert!(failed[0].0 == "asia-east1" && failed[0].1.contains("did not finish"), "{failed:?}");
+        assert!(failed[1].0 == "europe-west4" && failed[1].1.contains("refused"), "{failed:?}");
+    }
 
     fn rr(names: &[&str], seconds: i64) -> gce::InstanceGroupManagerResizeRequest {
         let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();

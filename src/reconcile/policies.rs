@@ -87,26 +87,17 @@ pub async fn observe_policies(
     regions: &BTreeSet<String>,
 ) -> (BTreeMap<String, ObservedPolicy>, BTreeMap<String, GceError>) {
     let filter = format!("name eq '{}-.*'", cfg.cluster_name);
-    let mut lists = tokio::task::JoinSet::new();
-    for region in regions {
-        let (client, filter, region) = (client.clone(), filter.clone(), region.clone());
-        lists.spawn(async move {
-            let listed = client.list_policies(&region, Some(&filter), Some(POLICY_LIST_FIELDS)).await;
-            (region, listed)
-        });
-    }
-    let (mut owned, mut failed) = (BTreeMap::new(), BTreeMap::new());
-    while let Some(joined) = lists.join_next().await {
-        let Ok((region, listed)) = joined else { continue };
-        match listed {
-            Ok(list) => owned.extend(list.into_iter().filter_map(|p| {
-                let nodeset = parse_policy_ownership(&cfg.cluster_name, &p.name, &p.description)?;
-                Some((p.name.clone(), ObservedPolicy { name: p.name, nodeset, region: region.clone() }))
-            })),
-            Err(e) => {
-                failed.insert(region, e);
-            }
-        }
+    let (listed, failed) = super::gce_edge::per_region(regions, "resourcePolicies.list", |region| {
+        let (client, filter) = (client.clone(), filter.clone());
+        async move { client.list_policies(&region, Some(&filter), Some(POLICY_LIST_FIELDS)).await }
+    })
+    .await;
+    let mut owned = BTreeMap::new();
+    for (region, list) in listed {
+        owned.extend(list.into_iter().filter_map(|p| {
+            let nodeset = parse_policy_ownership(&cfg.cluster_name, &p.name, &p.description)?;
+            Some((p.name.clone(), ObservedPolicy { name: p.name, nodeset, region: region.clone() }))
+        }));
     }
     (owned, failed)
 }

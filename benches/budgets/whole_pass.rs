@@ -105,6 +105,36 @@
 //! with glibc; the restarted daemon holds ~8 MB more (the physical host of each VM in the kept
 //! observation and in the record). What is left above the pre-wave figure, by the profile: the
 //! VM list's larger pages and decode, and plan().
+//!
+//! The next session, 2026-11-26 04:30–05:55 UTC, `scale` alone with nothing else running (the
+//! machine as slow as above: plan() alone 30 ms, against 12.9 ms on 11-24):
+//!
+//! | code                                                   | CPU    | peak RSS whole run / restarted |
+//! |--------------------------------------------------------|--------|--------------------------------|
+//! | 1ece9fe (jemalloc, as a3536b3)                          | 187 ms | 53.7 / 44.3 MB                 |
+//! | 1ece9fe, fat LTO and one codegen unit                   | 186 ms | 51.9 / 43.1 MB                 |
+//! | 5829abd: LTO, the round's node records searched in place, Slurm's node array without a per-node name map | 169 ms | 49.9 / 42.2 MB |
+//! | 5829abd again (a control for the rows below)            | 176 ms | 49.7 / 39.8 MB                 |
+//! | 5829abd, jemalloc `tcache:false`                        | 187 ms | 49.2 / 39.0 MB                 |
+//! | 5829abd, jemalloc `tcache_max:4096` and fewer slots     | 174 ms | 49.5 / 40.0 MB                 |
+//! | 75e25ce, SQLite page cache 512 KiB a connection (was 1 MiB) | 152 ms | 49.4 / 39.1 MB            |
+//!
+//! (The tcache rows are within the control's noise: jemalloc keeps its defaults there. The last row
+//! is kept: its pass rewriting all 10,000 node rows took 176 ms, against 243 ms with 1 MiB.)
+//!
+//! LTO took the binary's code from 14.6 to 12.2 MB; the kernel maps code pages around each one
+//! faulted in, so RssFile (13.6–13.9 MB sampled, 16.1 MB before) holds most of it. The whole run's
+//! peak comes while the 10,008 end-of-life reservations are made, ~2 MB above the pass that turns
+//! every node up. heaptrack of the same code with glibc's malloc (a build without the global
+//! allocator): heap peak 30.3 MB, in plan() of the pass that turns 10,000 nodes up: the kept
+//! records (`Desired`, ~5 MB), the planner's overlay of 10,000 changed nodes (~4.8 MB), the
+//! observation (VMs ~4.3 MB, Slurm's nodes ~1.2 MB, topology strings ~1 MB). `perf` (DWARF) of
+//! 1ece9fe with LTO: Slurm's node stream 32% of the daemon's samples (the element scan ~10%, the
+//! field cut 13%, decoding the kept fields ~8%, the per-node name map 4%: gone in 5829abd), the VM
+//! list's HTTP and decode 25% (decode 13%), plan() 13%, page faults 11% (jemalloc returns freed
+//! pages at once, so each pass faults its ~20 MB of transient memory in again; keeping them costs
+//! ~10 MB of RSS, above), context switches ~8%. The CPU budget stays missed on this machine: the
+//! pre-wave code measured 177 ms here, topology on now measures 169–176 ms.
 
 use crate::fake_slurm::FakeSlurm;
 use crate::scale::{memory, quiet, task_cpu, Proc};

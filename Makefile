@@ -39,7 +39,7 @@ build:
 
 ## test: install Slurm/munge if missing, build the Slurm 24.11 and 26.05 roots if missing (cached outside the
 ##       clone in /var/cache/slurm-dws, docs/slurm-root.md), then fmt, clippy and every test (real Slurm
-##       22.05, 24.11 and 26.05 included), then the package once (deb-test: a release build); ends with the
+##       22.05, 24.11 and 26.05 included), then the package once (deb-test: a release build without LTO); ends with the
 ##       fault campaign's summary line
 test:
 	./scripts/install-deps.sh

@@ -682,3 +682,99 @@ async fn rate_limit_is_shared_by_clones() {
     assert!(took >= Duration::from_millis(950) && took < Duration::from_secs(3), "{took:?}");
     assert_eq!(c.stats()["instances.get"].calls, 22);
 }
+
+/// A raw HTTP/1.1 server on 127.0.0.1 that answers every connection with `answer`, written in
+/// `pieces` with a short pause between them, then closes: body shapes axum does not make.
+async fn raw_server(answer: Vec<u8>, pieces: usize) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                // The request: read up to its blank line (a GET has no body).
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                for piece in answer.chunks(answer.len().div_ceil(pieces)) {
+                    if conn.write_all(piece).await.is_err() {
+                        return;
+                    }
+                    let _ = conn.flush().await;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            });
+        }
+    });
+    format!("http://{addr}/compute/v1/")
+}
+
+fn raw_client(endpoint: String) -> Client {
+    let c = Client::new(
+        ClientOptions {
+            endpoint,
+            project: "p".into(),
+            calls_per_minute: 0,
+            reads_per_minute: 0,
+            writes_per_minute: 0,
+            request_timeout: Duration::from_secs(5),
+            retry_deadline: Duration::from_millis(300),
+        },
+        Credentials::None,
+    )
+    .unwrap();
+    c.set_backoff(Backoff { initial: Duration::from_millis(10), max: Duration::from_millis(50) });
+    c
+}
+
+#[tokio::test]
+async fn bodies_are_read_whole_however_they_arrive() {
+    // A large body (~1 MB, as a VM list page) without a length, chunked, in many writes.
+    let description = "x".repeat(1 << 20);
+    let body = json!({"name": "m", "targetSize": 3, "description": description}).to_string();
+    let mut chunked = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n".to_vec();
+    for part in body.as_bytes().chunks(100_000) {
+        chunked.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
+        chunked.extend_from_slice(part);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let c = raw_client(raw_server(chunked, 37).await);
+    let mig = c.get_mig(&region(), "m").await.unwrap();
+    assert_eq!((mig.name.as_str(), mig.target_size), ("m", Some(3)));
+
+    // The same with its length announced, in many writes.
+    let mut sized = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    sized.extend_from_slice(body.as_bytes());
+    let c = raw_client(raw_server(sized, 23).await);
+    assert_eq!(c.get_mig(&region(), "m").await.unwrap().target_size, Some(3));
+}
+
+#[tokio::test]
+async fn a_body_cut_short_is_a_retryable_transport_error_not_a_decode_error() {
+    // A length announced, a tenth of it sent, the connection closed: the answer never arrived whole.
+    let body = json!({"name": "m", "targetSize": 3}).to_string();
+    let mut cut = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len() * 10
+    )
+    .into_bytes();
+    cut.extend_from_slice(body.as_bytes());
+    let c = raw_client(raw_server(cut, 2).await);
+    let err = c.get_mig(&region(), "m").await.unwrap_err();
+    // Retried until the deadline; the last attempt may be cut by the deadline itself (a timeout).
+    assert!(matches!(err, GceError::Transport { .. }), "{err:?}");
+    assert!(err.is_retryable());
+    assert!(c.stats()["regionInstanceGroupManagers.get"].calls >= 2, "retried");
+}

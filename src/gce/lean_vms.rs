@@ -51,8 +51,18 @@ impl LeanVm<'_> {
     pub fn topology(&self) -> Option<String> {
         let t = self.resource_status.as_ref()?.physical_host_topology.as_ref()?;
         let parts = [&t.cluster, &t.block, &t.subblock, &t.host];
-        (!parts.iter().all(|p| p.is_empty()))
-            .then(|| format!("{}/{}/{}/{}", t.cluster, t.block, t.subblock, t.host))
+        if parts.iter().all(|p| p.is_empty()) {
+            return None;
+        }
+        // Joined by hand: 10,000 VMs a pass, and `format!`'s machinery cost more than the copies.
+        let mut joined = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
+        for (i, part) in parts.iter().enumerate() {
+            if i > 0 {
+                joined.push('/');
+            }
+            joined.push_str(part);
+        }
+        Some(joined)
     }
 
     /// `resourceStatus.scheduling.terminationTimestamp`, as GCE wrote it.

@@ -135,6 +135,27 @@
 //! pages at once, so each pass faults its ~20 MB of transient memory in again; keeping them costs
 //! ~10 MB of RSS, above), context switches ~8%. The CPU budget stays missed on this machine: the
 //! pre-wave code measured 177 ms here, topology on now measures 169–176 ms.
+//!
+//! 2026-11-26 07:55–08:40 UTC, `scale` alone with nothing else running (the machine slower again:
+//! the unchanged 2358f29 scan code's first row is above yesterday's 152 ms for the same code):
+//!
+//! | code                                                        | CPU    | peak RSS whole run / restarted |
+//! |-------------------------------------------------------------|--------|--------------------------------|
+//! | 2358f29 with the SSE2 scan (16 bytes at a time)             | 183 ms (172–191) | 48.8 / 40.6 MB       |
+//! | + the field cut stopping at the last wanted field, the key's first byte compared first, the physical host joined without `format!` | 171 ms (139–192) | 49.0 / 38.4 MB |
+//! | the same with one tokio worker thread (not kept)            | 166 ms (142–177) | 49.3 / 38.4 MB       |
+//! | 011517d: + GCE bodies read into one buffer of their announced length | 189 ms (184–200); 187 ms under `perf` | 48.0 / 41.0 MB; 48.8 / 39.6 MB |
+//!
+//! The rows differ by less than one run's spread: each change is less work by construction (fewer
+//! passes over the bytes, fewer `memcmp` calls, one copy of a body instead of a list of chunks and
+//! a copy) and none could be told apart on this machine. `perf` of 011517d by thread and phase: the
+//! VM list 30% of the daemon's samples, Slurm's node stream 26% (the scan `Scan::feed` 8.8% by
+//! itself, the field cut's own loop 5.8%, decoding what it keeps ~3%), plan() 15%, page faults
+//! 3.5%, idle workers parking 3.8%. What is left of the stream is stopping at each of the ~150
+//! quotes of a node, twice (the element's end, then its fields); what would remove most of the
+//! stream's and the VM list's cost is not decoding what did not change since the last pass (a hash
+//! of each node element and each page, the last pass's result reused), at a memory cost the 50 MB
+//! budget leaves little room for.
 
 use crate::fake_slurm::FakeSlurm;
 use crate::scale::{memory, quiet, task_cpu, Proc};

@@ -1159,9 +1159,7 @@ fn e2e_14_a_request_queued_past_queue_timeout_falls_back_too(slurm: SlurmGenerat
             StackNodeset { dws_flex: "queue_timeout = 60".into(), ..StackNodeset::new("a", 0, 2) },
             StackNodeset::new("b", 0, 2),
         ],
-        // Long enough for Slurm to start the requeued job on b while a is drained, on a loaded
-        // machine too (25 s was not always: the drain was lifted first and the job went back to a).
-        "backoff_initial = 45\nbackoff_max = 45",
+        "backoff_initial = 25\nbackoff_max = 25",
     ))
     .unwrap();
     s.sim_post("capacity", &json!({"match": "hpc-a-", "hold": true}));

@@ -182,6 +182,12 @@ pub(crate) fn render(spec: &ClusterSpec, layout: &Layout, ctld_port: u16, node_l
 /// as soon as they registered instead of after slurmctld's ~30 s internal timer
 /// (docs/slurm-facts.md). It gets no SLURM_CONF, so the path is baked in. It always exits 0: a prolog
 /// failure would requeue/hold the job, and the wait is only an optimisation.
+///
+/// It stops waiting as soon as a node of the job is drained, down, failed or idle: that node will
+/// not come up for this job (slurm-dws set it down after a failed request, and the job is requeued).
+/// A requeued job whose prolog still runs is held with `Reason=Cleaning`, so a prolog that waited
+/// out its minute kept the job from the partition it falls back to until the drain was lifted, and
+/// it went back to the failed one (e2e 13 and 14, under load).
 pub(crate) fn prolog_script(conf: &Path) -> String {
     format!(
         r#"#!/bin/sh
@@ -192,6 +198,7 @@ i=0
 while [ "$i" -lt 600 ]; do
     states=$(sinfo -h -N -n "$SLURM_JOB_NODELIST" -o %T 2>/dev/null) || states='unknown~'
     case "$states" in
+        *drain*|*down*|*fail*|*idle*) exit 0 ;;
         *'#'*|*'~'*|*'*'*|*'%'*) ;;
         *) exit 0 ;;
     esac

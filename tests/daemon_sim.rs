@@ -342,7 +342,7 @@ async fn a_stockout_fails_the_request_visibly_and_backs_off_the_nodeset() {
     w.wait_for("failed MIG deleted", 30, || futures_lite_block(w.sim_migs()).is_empty().then_some(()));
     // While the backoff lasts a new resume is answered at once, with no request to GCE.
     let before = count(&w.sim_calls().await, "regionInstanceGroupManagers.insert");
-    assert!(w.hook("resume", "hpc-a-2", Some(&resume_file(&[(12, "hpc-a-2")], "hpc-a-2"))).status.success());
+    w.resume_for_job(12, "hpc-a-2");
     w.wait_for("refused by backoff", 20, || {
         w.cli_json(&["events", "--node", "hpc-a-2"]).to_string().contains("capacity backoff").then_some(())
     });
@@ -393,7 +393,7 @@ async fn backoff_levels_grow_across_failures_and_restarts_and_reset_on_success()
     // One failed resume; then the level the status shows once its backoff starts, and the wait for it to end.
     let fail_once = |w: &World, node: &str, job: u32| {
         let ended = kinds(w, "backoff_ended");
-        assert!(w.hook("resume", node, Some(&resume_file(&[(job, node)], node))).status.success());
+        w.resume_for_job(job, node);
         let b = w.wait_for("a backoff", 30, || {
             let s = w.cli_json(&["status"]);
             s["backoffs"].as_array().and_then(|a| a.first().cloned())
@@ -414,7 +414,7 @@ async fn backoff_levels_grow_across_failures_and_restarts_and_reset_on_success()
 
     // A success forgets it: the next failure starts again at level 0.
     w.sim_delete("capacity").await;
-    assert!(w.hook("resume", "hpc-a-3", Some(&resume_file(&[(4, "hpc-a-3")], "hpc-a-3"))).status.success());
+    w.resume_for_job(4, "hpc-a-3");
     w.wait_for("hpc-a-3 up", 30, || {
         (w.node_states().get("hpc-a-3").map(String::as_str) == Some("up")).then_some(())
     });

@@ -86,10 +86,7 @@ async fn operations_that_never_finish_stall_nothing_and_duplicate_nothing() {
     let mut w = World::new(&[("a", 0, 8, "")], "").await;
     w.sim_post("latency", json!({"operation_ms": 3_600_000})).await;
     w.start_daemon();
-    assert!(w
-        .hook("resume", "hpc-a-[0-3]", Some(&resume_file(&[(7, "hpc-a-[0-3]")], "hpc-a-[0-3]")))
-        .status
-        .success());
+    w.resume_for_job(7, "hpc-a-[0-3]");
     // Several passes go by with the MIG's insert operation RUNNING.
     for _ in 0..4 {
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -115,10 +112,7 @@ async fn a_request_stuck_accepted_past_queue_timeout_is_cancelled_and_its_nodes_
     w.capacity(json!({"match": "", "hold": true})).await;
     w.start_daemon();
     let started = Instant::now();
-    assert!(w
-        .hook("resume", "hpc-a-[0-1]", Some(&resume_file(&[(9, "hpc-a-[0-1]")], "hpc-a-[0-1]")))
-        .status
-        .success());
+    w.resume_for_job(9, "hpc-a-[0-1]");
     w.wait_for("the request to be ACCEPTED", 30, || {
         let r = w.cli_json(&["requests", "--active"]);
         (r.as_array()?.first()?["state"] == json!("ACCEPTED")).then_some(())
@@ -429,10 +423,7 @@ async fn a_409_on_create_for_something_that_is_not_what_we_meant_fails_visibly()
     )
     .await;
     w.start_daemon();
-    assert!(w
-        .hook("resume", "hpc-a-[0-1]", Some(&resume_file(&[(41, "hpc-a-[0-1]")], "hpc-a-[0-1]")))
-        .status
-        .success());
+    w.resume_for_job(41, "hpc-a-[0-1]");
     w.wait_for("the third refusal", 60, || {
         w.cli_json(&["events"]).to_string().contains("attempt 3 of 5").then_some(())
     });

@@ -35,7 +35,7 @@ async fn an_unreachable_zone_judges_nothing_gone_until_it_answers() {
     let mut w = World::new(&[("a", 1, 4, "")], "").await;
     w.recording_slurm(&[("hpc-a-0", "idle", &["CLOUD"]), ("hpc-a-1", "allocated", &["CLOUD"])]);
     w.start_daemon();
-    assert!(w.hook("resume", "hpc-a-1", Some(&resume_file(&[(5, "hpc-a-1")], "hpc-a-1"))).status.success());
+    w.resume_for_job(5, "hpc-a-1");
     wait_converged(&w, &["hpc-a-0".to_string(), "hpc-a-1".to_string()].into(), 60).await;
     let inserts = || {
         let calls = futures_block(w.sim_calls());
@@ -105,7 +105,7 @@ async fn a_vm_that_fails_on_its_host_is_replaced_or_its_job_requeued_in_one_pass
     let mut w = World::new(&[("a", 1, 4, "")], "").await;
     w.recording_slurm(&[("hpc-a-0", "idle", &["CLOUD"]), ("hpc-a-1", "allocated", &["CLOUD"])]);
     w.start_daemon();
-    assert!(w.hook("resume", "hpc-a-1", Some(&resume_file(&[(5, "hpc-a-1")], "hpc-a-1"))).status.success());
+    w.resume_for_job(5, "hpc-a-1");
     wait_converged(&w, &["hpc-a-0".to_string(), "hpc-a-1".to_string()].into(), 60).await;
     w.sim_post("lifecycle", json!({"provisioning_ms": 1500, "staging_ms": 1500})).await;
 

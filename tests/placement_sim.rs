@@ -47,10 +47,7 @@ async fn a_missing_policy_fails_the_request_once_and_backs_off() {
     a3_ultra_template(&w, "a-flex").await;
     w.healthy_slurm();
     w.start_daemon();
-    assert!(w
-        .hook("resume", "hpc-a-[0-1]", Some(&resume_file(&[(11, "hpc-a-[0-1]")], "hpc-a-[0-1]")))
-        .status
-        .success());
+    w.resume_for_job(11, "hpc-a-[0-1]");
     w.wait_for("a policy_refused event", 30, || (!events(&w, "policy_refused").is_empty()).then_some(()));
     let refused = events(&w, "policy_refused");
     let text = Value::Array(refused.clone()).to_string();
@@ -69,7 +66,7 @@ async fn a_missing_policy_fails_the_request_once_and_backs_off() {
     assert_eq!(count(&w.sim_calls().await, "regionInstanceGroupManagers.insert"), inserts);
     assert_eq!(events(&w, "policy_refused").len(), 1);
     // A resume during the backoff is answered at once, without a call.
-    assert!(w.hook("resume", "hpc-a-2", Some(&resume_file(&[(13, "hpc-a-2")], "hpc-a-2"))).status.success());
+    w.resume_for_job(13, "hpc-a-2");
     w.wait_for("the resume refused by the backoff", 20, || {
         w.cli_json(&["events", "--node", "hpc-a-2"]).to_string().contains("placement backoff").then_some(())
     });
@@ -90,10 +87,7 @@ async fn an_owned_policy_is_deleted_when_its_nodeset_is_gone_and_never_while_in_
     w.healthy_slurm();
     w.start_daemon();
     // A job on `a`: the policy first, then the MIG carrying it, its VMs placed.
-    assert!(w
-        .hook("resume", "hpc-a-[0-1]", Some(&resume_file(&[(11, "hpc-a-[0-1]")], "hpc-a-[0-1]")))
-        .status
-        .success());
+    w.resume_for_job(11, "hpc-a-[0-1]");
     let placed = |s: &Value| {
         s["instances"].as_array().map_or(0, |a| {
             a.iter().filter(|vm| vm["resourceStatus"]["physicalHostTopology"]["block"].is_string()).count()
@@ -207,10 +201,7 @@ async fn a_spot_a4x_nodeset_with_an_accelerator_topology_is_provisioned_in_one_n
     std::fs::write(&w.config, text).unwrap();
     w.start_daemon();
     let nodes = ["hpc-a4x-0", "hpc-a4x-1", "hpc-a4x-2", "hpc-a4x-3"];
-    assert!(w
-        .hook("resume", "hpc-a4x-[0-3]", Some(&resume_file(&[(41, "hpc-a4x-[0-3]")], "hpc-a4x-[0-3]")))
-        .status
-        .success());
+    w.resume_for_job(41, "hpc-a4x-[0-3]");
     w.wait_for("the four A4X nodes up", 40, || {
         let s = w.node_states();
         nodes.iter().all(|n| s.get(*n).map(String::as_str) == Some("up")).then_some(())
@@ -284,10 +275,7 @@ async fn a_spot_a4x_nodeset_without_an_accelerator_topology_fails_visibly_once()
     let mut w = a4x_spot_world(8, "").await;
     w.healthy_slurm();
     w.start_daemon();
-    assert!(w
-        .hook("resume", "hpc-a4x-[0-1]", Some(&resume_file(&[(42, "hpc-a4x-[0-1]")], "hpc-a4x-[0-1]")))
-        .status
-        .success());
+    w.resume_for_job(42, "hpc-a4x-[0-1]");
     w.wait_for("the request failed", 30, || (!events(&w, "request_failed").is_empty()).then_some(()));
     let failed = events(&w, "request_failed");
     assert_eq!(failed.len(), 1, "{failed:?}");

@@ -197,10 +197,7 @@ async fn a_stockout_on_create_backs_the_spot_nodeset_off() {
     assert!(["hpc-spot-0", "hpc-spot-1"].iter().all(|n| states[*n] == "powered_down"), "{states:?}");
     // A resume during the backoff is answered at once, without a GCE call.
     let creates = count(&w.sim_calls().await, "regionInstanceGroupManagers.createInstances");
-    assert!(w
-        .hook("resume", "hpc-spot-2", Some(&resume_file(&[(9, "hpc-spot-2")], "hpc-spot-2")))
-        .status
-        .success());
+    w.resume_for_job(9, "hpc-spot-2");
     w.wait_for("the resume refused by the backoff", 20, || {
         has_event(&w, "backoff_refused", "hpc-spot-2").then_some(())
     });
@@ -254,10 +251,7 @@ async fn standard_vms_by_name_and_a_spot_nodeset_with_the_wrong_template_is_refu
     let mut w = model_world("std", "standard", (0, 4), &[], json!({"provisioningModel": "STANDARD"})).await;
     w.healthy_slurm();
     w.start_daemon();
-    assert!(w
-        .hook("resume", "hpc-std-[0-1]", Some(&resume_file(&[(5, "hpc-std-[0-1]")], "hpc-std-[0-1]")))
-        .status
-        .success());
+    w.resume_for_job(5, "hpc-std-[0-1]");
     let wanted: BTreeSet<String> = ["hpc-std-0", "hpc-std-1"].map(String::from).into();
     wait_converged(&w, &wanted, 40).await;
     assert_eq!(vm_scheduling(&w, "hpc-std-0").await["provisioningModel"], "STANDARD");
@@ -285,10 +279,7 @@ async fn standard_vms_by_name_and_a_spot_nodeset_with_the_wrong_template_is_refu
             && message.contains("instanceTerminationAction is STOP, a spot nodeset needs DELETE"),
         "{message}"
     );
-    assert!(w
-        .hook("resume", "hpc-spot-0", Some(&resume_file(&[(6, "hpc-spot-0")], "hpc-spot-0")))
-        .status
-        .success());
+    w.resume_for_job(6, "hpc-spot-0");
     w.wait_for("the resume answered", 20, || {
         (w.node_states().get("hpc-spot-0").map(String::as_str) == Some("powered_down")
             && events(&w).iter().filter(|e| e["kind"] == "nodeset_refused").count() >= 2)

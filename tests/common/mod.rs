@@ -187,6 +187,13 @@ node_count_dynamic_max = {dy}
         cmd.output().expect("hook runs")
     }
 
+    /// Slurm resumes `nodes` for job `job` alone: the resume hook runs with a resume file naming
+    /// that job and those nodes, and succeeds.
+    pub fn resume_for_job(&self, job: u32, nodes: &str) {
+        let out = self.hook("resume", nodes, Some(&resume_file(&[(job, nodes)], nodes)));
+        assert!(out.status.success(), "resume hook for job {job}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
     /// Runs an admin command and parses its `--json` output.
     pub fn cli_json(&self, args: &[&str]) -> Value {
         let out =

@@ -101,22 +101,27 @@ impl Fake {
     }
 
     fn client_with(&self, request_timeout: Duration, retry_deadline: Duration, cpm: u32) -> Client {
-        let c = Client::new(
-            ClientOptions {
-                endpoint: self.base.clone(),
-                project: "p".into(),
-                calls_per_minute: cpm,
-                reads_per_minute: 0,
-                writes_per_minute: 0,
-                request_timeout,
-                retry_deadline,
-            },
-            Credentials::None,
-        )
-        .unwrap();
+        let c = client_at(self.base.clone(), request_timeout, retry_deadline, cpm);
         c.set_backoff(Backoff { initial: Duration::from_millis(20), max: Duration::from_millis(100) });
         c
     }
+}
+
+/// A client of project `p` at `endpoint`, without credentials.
+fn client_at(endpoint: String, request_timeout: Duration, retry_deadline: Duration, cpm: u32) -> Client {
+    Client::new(
+        ClientOptions {
+            endpoint,
+            project: "p".into(),
+            calls_per_minute: cpm,
+            reads_per_minute: 0,
+            writes_per_minute: 0,
+            request_timeout,
+            retry_deadline,
+        },
+        Credentials::None,
+    )
+    .unwrap()
 }
 
 async fn handle(
@@ -481,19 +486,12 @@ async fn connection_refused_is_a_retryable_transport_error() {
     let held = socket(AddressFamily::Inet, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).unwrap();
     bind(std::os::fd::AsRawFd::as_raw_fd(&held), &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
     let port = getsockname::<SockaddrIn>(std::os::fd::AsRawFd::as_raw_fd(&held)).unwrap().port();
-    let c = Client::new(
-        ClientOptions {
-            endpoint: format!("http://127.0.0.1:{port}/compute/v1/"),
-            project: "p".into(),
-            calls_per_minute: 0,
-            reads_per_minute: 0,
-            writes_per_minute: 0,
-            request_timeout: Duration::from_secs(2),
-            retry_deadline: Duration::from_millis(200),
-        },
-        Credentials::None,
-    )
-    .unwrap();
+    let c = client_at(
+        format!("http://127.0.0.1:{port}/compute/v1/"),
+        Duration::from_secs(2),
+        Duration::from_millis(200),
+        0,
+    );
     c.set_backoff(Backoff { initial: Duration::from_millis(10), max: Duration::from_millis(50) });
     let err = c.list_migs(&region(), None).await.unwrap_err();
     assert!(matches!(err, GceError::Transport { timeout: false, .. }), "{err:?}");
@@ -717,19 +715,7 @@ async fn raw_server(answer: Vec<u8>, pieces: usize) -> String {
 }
 
 fn raw_client(endpoint: String) -> Client {
-    let c = Client::new(
-        ClientOptions {
-            endpoint,
-            project: "p".into(),
-            calls_per_minute: 0,
-            reads_per_minute: 0,
-            writes_per_minute: 0,
-            request_timeout: Duration::from_secs(5),
-            retry_deadline: Duration::from_millis(300),
-        },
-        Credentials::None,
-    )
-    .unwrap();
+    let c = client_at(endpoint, Duration::from_secs(5), Duration::from_millis(300), 0);
     c.set_backoff(Backoff { initial: Duration::from_millis(10), max: Duration::from_millis(50) });
     c
 }

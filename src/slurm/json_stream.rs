@@ -7,8 +7,8 @@
 //! it streams: the top-level keys asked for are found, each element of their arrays is cut out of
 //! the stream (only strings and nesting are tracked: the next quote, backslash or bracket is found
 //! sixteen bytes at a time with SSE2, eight at a time elsewhere), reduced to the fields asked for
-//! ([`only_fields`]) and handed to `serde_json::from_slice`. One element is held at a time; everything else is skipped
-//! without being decoded.
+//! ([`only_fields`]) and handed to `serde_json::from_slice`. One element is held at a time;
+//! everything else is skipped without being decoded.
 
 use std::io::BufRead;
 
@@ -359,50 +359,51 @@ mod sse2 {
         __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
     };
 
+    // SAFETY (every `unsafe` here): SSE2 is in every x86_64 CPU (the target's baseline), and each
+    // load is unaligned and reads 16 bytes inside `hay` (`at + 16 <= hay.len()`).
+
     pub(super) fn structural_chunks(hay: &[u8]) -> Result<usize, usize> {
-        // SAFETY: SSE2 is in every x86_64 CPU (the target's baseline); each load is unaligned and
-        // reads 16 bytes inside `hay` (`at + 16 <= hay.len()`).
+        // SAFETY: above.
         unsafe {
             let quote = _mm_set1_epi8(b'"' as i8);
             let open = _mm_set1_epi8(b'{' as i8);
             let close = _mm_set1_epi8(b'}' as i8);
             // `[`/`{` and `]`/`}` differ only in bit 0x20.
             let case = _mm_set1_epi8(0x20);
-            let mut at = 0;
-            while at + 16 <= hay.len() {
-                let v = _mm_loadu_si128(hay.as_ptr().add(at).cast::<__m128i>());
+            first_hit(hay, |v| {
                 let folded = _mm_or_si128(v, case);
-                let hits = _mm_or_si128(
+                _mm_or_si128(
                     _mm_cmpeq_epi8(v, quote),
                     _mm_or_si128(_mm_cmpeq_epi8(folded, open), _mm_cmpeq_epi8(folded, close)),
-                );
-                let mask = _mm_movemask_epi8(hits);
-                if mask != 0 {
-                    return Err(at + mask.trailing_zeros() as usize);
-                }
-                at += 16;
-            }
-            Ok(at)
+                )
+            })
         }
     }
 
     pub(super) fn quote_or_backslash_chunks(hay: &[u8]) -> Result<usize, usize> {
-        // SAFETY: as in `structural_chunks`.
+        // SAFETY: above.
         unsafe {
             let quote = _mm_set1_epi8(b'"' as i8);
             let backslash = _mm_set1_epi8(b'\\' as i8);
-            let mut at = 0;
-            while at + 16 <= hay.len() {
-                let v = _mm_loadu_si128(hay.as_ptr().add(at).cast::<__m128i>());
-                let hits = _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash));
-                let mask = _mm_movemask_epi8(hits);
-                if mask != 0 {
-                    return Err(at + mask.trailing_zeros() as usize);
-                }
-                at += 16;
-            }
-            Ok(at)
+            first_hit(hay, |v| _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)))
         }
+    }
+
+    /// The whole 16-byte chunks of `hay`, each given to `hits` (a byte of its answer set where the
+    /// chunk's byte matches).
+    #[inline(always)]
+    fn first_hit(hay: &[u8], hits: impl Fn(__m128i) -> __m128i) -> Result<usize, usize> {
+        let mut at = 0;
+        while at + 16 <= hay.len() {
+            // SAFETY: above.
+            let mask =
+                unsafe { _mm_movemask_epi8(hits(_mm_loadu_si128(hay.as_ptr().add(at).cast::<__m128i>()))) };
+            if mask != 0 {
+                return Err(at + mask.trailing_zeros() as usize);
+            }
+            at += 16;
+        }
+        Ok(at)
     }
 }
 

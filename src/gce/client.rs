@@ -290,6 +290,19 @@ impl Client {
     pub(crate) async fn execute_with<T>(
         &self,
         call: &Call,
+        decode: impl FnMut(&[u8]) -> Result<T, String>,
+    ) -> Result<T, GceError> {
+        self.execute_buffered(call, &mut Vec::new(), decode).await
+    }
+
+    /// [`Client::execute_with`] reading the answer into `body` (emptied first): the pages of a list
+    /// read one after the other into one buffer, which a buffer taken afresh for each would cost
+    /// paging in again each time (the allocator returns freed memory at once; a VM list page is
+    /// ~600 KB).
+    pub(crate) async fn execute_buffered<T>(
+        &self,
+        call: &Call,
+        body: &mut Vec<u8>,
         mut decode: impl FnMut(&[u8]) -> Result<T, String>,
     ) -> Result<T, GceError> {
         let start = Instant::now();
@@ -312,7 +325,7 @@ impl Client {
             } else {
                 per_attempt.min(deadline.saturating_duration_since(Instant::now()))
             };
-            let result = self.attempt(call, kind, timeout, &mut decode).await;
+            let result = self.attempt(call, kind, timeout, body, &mut decode).await;
             self.record(&call.method, result.as_ref().err().map(GceError::class));
             if result.as_ref().err().is_some_and(GceError::is_rate_limit) {
                 self.inner.limiter.throttle(kind);
@@ -346,6 +359,7 @@ impl Client {
         call: &Call,
         kind: CallKind,
         timeout: Duration,
+        bytes: &mut Vec<u8>,
         decode: &mut impl FnMut(&[u8]) -> Result<T, String>,
     ) -> Result<T, GceError> {
         self.inner.limiter.acquire(kind).await;
@@ -388,7 +402,7 @@ impl Client {
         let status = resp.status();
         let retry_after =
             resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
-        let bytes = read_body(resp).await.map_err(transport)?;
+        read_body(resp, bytes).await.map_err(transport)?;
         debug!(method = %call.method, %path, status = status.as_u16(),
                elapsed_ms = began.elapsed().as_millis() as u64, "GCE call");
         if !status.is_success() {
@@ -397,27 +411,29 @@ impl Client {
                 call.verb.as_str(),
                 &path,
                 status.as_u16(),
-                &bytes,
+                bytes,
                 retry_after,
             ))));
         }
-        decode(&bytes).map_err(|message| GceError::Decode { method: call.method.clone(), message })
+        decode(bytes).map_err(|message| GceError::Decode { method: call.method.clone(), message })
     }
 }
 
 /// The most of an announced `Content-Length` taken in one allocation before the body arrives.
 const BODY_PRESIZE_MAX: u64 = 16 << 20;
 
-/// The response body in one buffer taken at its announced length (a VM list page is ~600 KB),
-/// each chunk copied in as it arrives: no list of chunks held until the end and copied again, no
-/// growth by doubling, and the HTTP client's read buffer free for the next chunk at once.
-async fn read_body(mut resp: reqwest::Response) -> Result<Vec<u8>, reqwest::Error> {
+/// The response body into `body` (emptied first), grown once to its announced length (a VM list
+/// page is ~600 KB), each chunk copied in as it arrives: no list of chunks held until the end and
+/// copied again, no growth by doubling, and the HTTP client's read buffer free for the next chunk
+/// at once.
+async fn read_body(mut resp: reqwest::Response, body: &mut Vec<u8>) -> Result<(), reqwest::Error> {
     let announced = resp.content_length().unwrap_or(0).min(BODY_PRESIZE_MAX);
-    let mut body = Vec::with_capacity(announced as usize);
+    body.clear();
+    body.reserve(announced as usize);
     while let Some(chunk) = resp.chunk().await? {
         body.extend_from_slice(&chunk);
     }
-    Ok(body)
+    Ok(())
 }
 
 /// A reqwest error with its causes ("error sending request: connection refused").

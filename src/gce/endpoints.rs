@@ -506,6 +506,8 @@ impl Client {
         let path = format!("{}/aggregated/instances", self.project_path());
         let mut token = String::new();
         let mut unreachable = Unreachable::default();
+        // One buffer for every page (each is decoded before the next is asked for).
+        let mut body = Vec::new();
         loop {
             let mut call = Call::new(method.clone(), Method::GET, path.clone()).fields(fields);
             call.query.push(("maxResults", PAGE_SIZE.to_string()));
@@ -517,12 +519,9 @@ impl Client {
             }
             // A retried page may hand some VMs twice; `each` keeps them by name.
             let next = self
-                .execute_with(&call, |bytes| {
-                    let page = LeanPage::decode(bytes)?;
+                .execute_buffered(&call, &mut body, |bytes| {
+                    let page = LeanPage::read(bytes, |zone, vm| each(zone, &vm))?;
                     page.unreachable_into(&mut unreachable);
-                    for (zone, vm) in page.vms() {
-                        each(zone, vm);
-                    }
                     Ok(page.next_page_token)
                 })
                 .await?;

@@ -8,10 +8,9 @@
 //! skipped without being built. A string is copied only when it has JSON escapes in it.
 
 use super::types::{ListWarning, Unreachable};
-use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt;
 
 /// One VM of an aggregated list as a pass reads it, borrowed from the page.
@@ -179,54 +178,154 @@ struct LeanScheduling<'a> {
     termination_timestamp: Option<Cow<'a, str>>,
 }
 
-/// One `items` value of a lean page.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct LeanScopedList<'a> {
-    #[serde(borrow)]
-    instances: Vec<LeanVm<'a>>,
-    warning: Option<ListWarning>,
-}
-
-/// One page of `instances.aggregatedList`, its VMs borrowed from the page's bytes.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub(crate) struct LeanPage<'a> {
-    #[serde(borrow)]
-    items: BTreeMap<String, LeanScopedList<'a>>,
+/// One page of `instances.aggregatedList` without its VMs, which [`LeanPage::read`] hands out one
+/// at a time as it decodes them (no list of 500 VMs is built): what is left is where the next
+/// page starts and what the page says it left out.
+#[derive(Debug, Default)]
+pub(crate) struct LeanPage {
     pub next_page_token: String,
+    /// Each scope of `items` with its `warning`, in the page's order.
+    scopes: Vec<(String, Option<ListWarning>)>,
     unreachables: Vec<String>,
     warning: Option<ListWarning>,
 }
 
-impl<'a> LeanPage<'a> {
-    /// Decodes one page.
-    pub(crate) fn decode(bytes: &'a [u8]) -> Result<Self, String> {
-        serde_json::from_slice(bytes).map_err(|e| e.to_string())
+impl LeanPage {
+    /// Decodes one page, calling `each(zone, vm)` for every VM with its zone's name (from the VM's
+    /// `zone`, else from its scope's key `zones/{zone}`) as soon as the VM is decoded.
+    pub(crate) fn read<'a>(bytes: &'a [u8], mut each: impl FnMut(&str, LeanVm<'a>)) -> Result<Self, String> {
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let page = de.deserialize_map(PageVisitor { each: &mut each }).map_err(|e| e.to_string())?;
+        de.end().map_err(|e| e.to_string())?;
+        Ok(page)
     }
 
     /// Adds what the page left out to `unreachable`.
     pub(crate) fn unreachable_into(&self, unreachable: &mut Unreachable) {
         unreachable.add_parts(
-            self.items.iter().map(|(scope, list)| (scope.as_str(), list.warning.as_ref())),
+            self.scopes.iter().map(|(scope, warning)| (scope.as_str(), warning.as_ref())),
             &self.unreachables,
             self.warning.as_ref(),
         );
     }
+}
 
-    /// Every VM of the page with its zone's name (from the VM's `zone`, else from its scope's key
-    /// `zones/{zone}`).
-    pub(crate) fn vms(&self) -> impl Iterator<Item = (&str, &LeanVm<'a>)> {
-        self.items.iter().flat_map(|(scope, list)| {
-            list.instances.iter().map(move |vm| {
-                let zone = if vm.zone.is_empty() {
-                    scope.strip_prefix("zones/").unwrap_or_default()
-                } else {
-                    super::last_segment(&vm.zone)
-                };
-                (zone, vm)
-            })
-        })
+/// The page object: `items` is handed to [`ItemsVisitor`], the rest kept or skipped.
+struct PageVisitor<'f, F> {
+    each: &'f mut F,
+}
+
+impl<'de, F: FnMut(&str, LeanVm<'de>)> Visitor<'de> for PageVisitor<'_, F> {
+    type Value = LeanPage;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an aggregated list page")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LeanPage, A::Error> {
+        let mut page = LeanPage::default();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "items" => {
+                    map.next_value_seed(Seed(ItemsVisitor { each: &mut *self.each, page: &mut page }))?
+                }
+                "nextPageToken" => page.next_page_token = map.next_value()?,
+                "unreachables" => page.unreachables = map.next_value()?,
+                "warning" => page.warning = map.next_value()?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(page)
+    }
+}
+
+/// `items`: each scope's `instances` handed to `each` with the scope's zone, its `warning` kept.
+struct ItemsVisitor<'f, F> {
+    each: &'f mut F,
+    page: &'f mut LeanPage,
+}
+
+impl<'de, F: FnMut(&str, LeanVm<'de>)> Visitor<'de> for ItemsVisitor<'_, F> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a map of scopes")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(scope) = map.next_key::<String>()? {
+            let mut warning = None;
+            let zone = scope.strip_prefix("zones/").unwrap_or_default();
+            map.next_value_seed(Seed(ScopeVisitor { zone, each: &mut *self.each, warning: &mut warning }))?;
+            self.page.scopes.push((scope, warning));
+        }
+        Ok(())
+    }
+}
+
+/// One scope of `items`: `instances` and `warning`.
+struct ScopeVisitor<'f, F> {
+    zone: &'f str,
+    each: &'f mut F,
+    warning: &'f mut Option<ListWarning>,
+}
+
+impl<'de, F: FnMut(&str, LeanVm<'de>)> Visitor<'de> for ScopeVisitor<'_, F> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a scoped list")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "instances" => {
+                    map.next_value_seed(Seed(InstancesVisitor { zone: self.zone, each: &mut *self.each }))?
+                }
+                "warning" => *self.warning = map.next_value()?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A scope's `instances`, each VM handed to `each` as soon as it is decoded.
+struct InstancesVisitor<'f, F> {
+    zone: &'f str,
+    each: &'f mut F,
+}
+
+impl<'de, F: FnMut(&str, LeanVm<'de>)> Visitor<'de> for InstancesVisitor<'_, F> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of instances")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(vm) = seq.next_element::<LeanVm<'de>>()? {
+            let escaped;
+            let zone = match &vm.zone {
+                Cow::Borrowed("") => self.zone,
+                Cow::Borrowed(url) => super::last_segment(url),
+                // A zone with escapes in it (never seen): copied, as `vm` moves to `each`.
+                Cow::Owned(url) if url.is_empty() => self.zone,
+                Cow::Owned(url) => {
+                    escaped = super::last_segment(url).to_string();
+                    &escaped
+                }
+            };
+            (self.each)(zone, vm);
+        }
+        Ok(())
+    }
+}
+
+/// A visitor used as a seed: `items`, a scope and `instances` are maps and a list.
+struct Seed<V>(V);
+
+impl<'de, V: Visitor<'de>> DeserializeSeed<'de> for Seed<V> {
+    type Value = V::Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
+        d.deserialize_any(self.0)
     }
 }
 

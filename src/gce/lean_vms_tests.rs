@@ -77,14 +77,21 @@ fn whole(page: &Value) -> (Vec<Read>, Unreachable) {
     (out, u)
 }
 
+/// A page through [`LeanPage::read`], its VMs collected with their zones.
+fn read(bytes: &[u8]) -> Result<(LeanPage, Vec<(String, LeanVm<'_>)>), String> {
+    let mut vms = Vec::new();
+    let page = LeanPage::read(bytes, |zone, vm| vms.push((zone.to_string(), vm)))?;
+    Ok((page, vms))
+}
+
 /// The same through the lean decoder.
 fn lean(page: &Value) -> (Vec<Read>, Unreachable) {
     let bytes = serde_json::to_vec(page).unwrap();
-    let p = LeanPage::decode(&bytes).unwrap();
+    let (p, vms) = read(&bytes).unwrap();
     let mut u = Unreachable::default();
     p.unreachable_into(&mut u);
-    let out = p
-        .vms()
+    let out = vms
+        .iter()
         .map(|(zone, vm)| {
             (
                 vm.name.to_string(),
@@ -126,7 +133,7 @@ fn a_full_page_reads_as_the_whole_decoder_reads_it() {
     assert_eq!(vms[1].5, None);
     assert!(u.is_empty());
     let bytes = serde_json::to_vec(&page).unwrap();
-    assert_eq!(LeanPage::decode(&bytes).unwrap().next_page_token, "tok-2");
+    assert_eq!(read(&bytes).unwrap().0.next_page_token, "tok-2");
 }
 
 #[test]
@@ -148,8 +155,8 @@ fn a_partial_response_takes_the_zone_from_the_scope_and_borrows_its_strings() {
     assert_eq!(vms[0].4, None, "an empty IP is no IP");
     assert_eq!(vms[1].3, None);
     let bytes = serde_json::to_vec(&page).unwrap();
-    let p = LeanPage::decode(&bytes).unwrap();
-    let (_, vm) = p.vms().next().unwrap();
+    let (_, vms) = read(&bytes).unwrap();
+    let (_, vm) = &vms[0];
     assert!(matches!(vm.name, Cow::Borrowed(_)), "a string without escapes is not copied");
     assert!(matches!(vm.created_by().map(|_| &vm.metadata), Some(Some(_))));
 }
@@ -201,12 +208,14 @@ fn a_partial_success_names_the_zones_left_out() {
 
 #[test]
 fn a_malformed_page_is_an_error_that_says_where() {
-    let err = LeanPage::decode(br#"{"items": {"zones/a": {"instances": [{"name": 5}]}}}"#).unwrap_err();
+    let err = read(br#"{"items": {"zones/a": {"instances": [{"name": 5}]}}}"#).unwrap_err();
     assert!(err.contains("line 1"), "{err}");
-    assert!(LeanPage::decode(b"").is_err());
+    assert!(read(b"").is_err());
+    assert!(read(b"{} {}").is_err(), "trailing bytes");
+    assert!(read(br#"{"items": null}"#).is_err());
     // An empty page (nothing matched the filter) is a page with no VMs.
-    let p = LeanPage::decode(b"{}").unwrap();
-    assert_eq!(p.vms().count(), 0);
+    let (p, vms) = read(b"{}").unwrap();
+    assert_eq!(vms.len(), 0);
     assert!(p.next_page_token.is_empty());
 }
 
@@ -224,8 +233,8 @@ fn physical_host_topology_reads_as_one_path_and_is_none_without_a_host() {
     let none = full_vm("hpc-a3u-3", "us-central1-a", false);
     let page = json!({"items": {"zones/us-central1-a": {"instances": [placed, partial, empty, none]}}});
     let bytes = serde_json::to_vec(&page).unwrap();
-    let p = LeanPage::decode(&bytes).unwrap();
-    let got: Vec<Option<String>> = p.vms().map(|(_, vm)| vm.topology()).collect();
+    let (_, vms) = read(&bytes).unwrap();
+    let got: Vec<Option<String>> = vms.iter().map(|(_, vm)| vm.topology()).collect();
     assert_eq!(
         got,
         [Some("us-central1-cluster-a1/b7/s2/h11".to_string()), Some("c/b//".to_string()), None, None]

@@ -12,15 +12,89 @@
 
 use std::io::BufRead;
 
-/// Reads the JSON object of `reader` and calls `each(key, index, bytes)` for every element of
-/// the arrays under the top-level `keys` (in document order). Returns which keys were found.
-/// Errors say what was wrong and at which byte of the output.
+/// Reads the JSON object of `reader` and calls `each` for every element of the arrays under the
+/// top-level `keys` (in document order). Returns which keys were found. Errors say what was wrong
+/// and at which byte of the output. Given a `recall`, it remembers the elements of the first key's
+/// array in it and finds the ones unchanged since the last read by their length and hash, without
+/// scanning them (see [`Recall`]); if the read fails, `recall` is emptied.
 pub(crate) fn for_each_element(
     reader: &mut dyn BufRead,
     keys: &[&str],
-    mut each: impl FnMut(usize, usize, &[u8]) -> Result<(), String>,
+    mut recall: Option<&mut Recall>,
+    each: impl FnMut(Element<'_>) -> Result<(), String>,
 ) -> Result<Vec<bool>, String> {
-    let mut r = Reader { inner: reader, offset: 0 };
+    let walked = walk(reader, keys, recall.as_deref_mut(), each);
+    if let (Err(_), Some(recall)) = (&walked, recall) {
+        recall.seen.clear();
+        recall.kept.clear();
+    }
+    walked
+}
+
+/// One element of an array [`for_each_element`] reads.
+pub(crate) struct Element<'a> {
+    /// Which of the keys asked for its array is under.
+    pub key: usize,
+    /// Its position in the array.
+    pub index: usize,
+    pub bytes: &'a [u8],
+    /// Its bytes are those the element at this position had in the last read.
+    pub same: bool,
+    /// The numbers kept with it for the next read ([`Recall::new`]'s `stride` of them): as left in
+    /// the last read when `same`, zeros otherwise. Empty for the arrays of the other keys.
+    pub kept: &'a mut [u16],
+}
+
+/// The elements of the first key's array as the last read of a document saw them: the length and a
+/// 128-bit hash (xxh3, seeded at random per process) of each, by position, and `stride` numbers its
+/// reader keeps with each. A command printed again with most of its elements unchanged, as `sinfo`
+/// or `scontrol` in a steady cluster, then costs a hash of each unchanged element instead of a scan
+/// of its strings and nesting: the next `len` bytes are taken as they come and hashed; if they are
+/// the same, they end where the element ended last time (a scan of the same bytes ends at the same
+/// place), and if not, they are put back and scanned. 20 bytes an element, and its reader's numbers.
+pub(crate) struct Recall {
+    seed: u64,
+    stride: usize,
+    seen: Vec<Seen>,
+    kept: Vec<u16>,
+}
+
+impl std::fmt::Debug for Recall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recall").field("elements", &self.seen.len()).finish_non_exhaustive()
+    }
+}
+
+/// An element as last read: 20 bytes (a `u128` would align it to 32).
+#[derive(Clone, Copy, PartialEq)]
+struct Seen {
+    len: u32,
+    hash: [u32; 4],
+}
+
+impl Recall {
+    /// A recall of nothing yet, keeping `stride` numbers with each element.
+    pub(crate) fn new(stride: usize) -> Recall {
+        use std::hash::BuildHasher;
+        let seed = std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64);
+        Recall { seed, stride, seen: Vec::new(), kept: Vec::new() }
+    }
+
+    /// `bytes` as it would be remembered.
+    fn seen(&self, bytes: &[u8]) -> Seen {
+        let hash = xxhash_rust::xxh3::xxh3_128_with_seed(bytes, self.seed);
+        let hash = [0, 32, 64, 96].map(|shift| (hash >> shift) as u32);
+        Seen { len: bytes.len() as u32, hash }
+    }
+}
+
+fn walk(
+    reader: &mut dyn BufRead,
+    keys: &[&str],
+    mut recall: Option<&mut Recall>,
+    mut each: impl FnMut(Element<'_>) -> Result<(), String>,
+) -> Result<Vec<bool>, String> {
+    let mut r = Reader { inner: reader, offset: 0, back: Vec::new(), back_at: 0 };
     let mut found = vec![false; keys.len()];
     match r.next_token()? {
         Some(b'{') => {}
@@ -56,8 +130,44 @@ pub(crate) fn for_each_element(
                         Some(start) => {
                             element.clear();
                             element.push(start);
-                            r.value(Some(&mut element), Some(start))?;
-                            each(k, index, &element)?;
+                            match recall.as_deref_mut().filter(|_| k == 0) {
+                                Some(recall) => {
+                                    let last = recall.seen.get(index).copied();
+                                    let same = match last {
+                                        Some(seen) => r.take_if_same(&mut element, seen, recall)?,
+                                        None => false,
+                                    };
+                                    if !same {
+                                        r.value(Some(&mut element), Some(start))?;
+                                    }
+                                    let seen = match last {
+                                        Some(seen) if same => seen,
+                                        _ => recall.seen(&element),
+                                    };
+                                    let stride = recall.stride;
+                                    if index < recall.seen.len() {
+                                        recall.seen[index] = seen;
+                                    } else {
+                                        recall.seen.push(seen);
+                                        recall.kept.resize(recall.seen.len() * stride, 0);
+                                    }
+                                    let kept = &mut recall.kept[index * stride..(index + 1) * stride];
+                                    if !same {
+                                        kept.fill(0);
+                                    }
+                                    each(Element { key: k, index, bytes: &element, same, kept })?;
+                                }
+                                None => {
+                                    r.value(Some(&mut element), Some(start))?;
+                                    each(Element {
+                                        key: k,
+                                        index,
+                                        bytes: &element,
+                                        same: false,
+                                        kept: &mut [],
+                                    })?;
+                                }
+                            }
                             index += 1;
                         }
                         None => return Err(r.eof()),
@@ -68,6 +178,11 @@ pub(crate) fn for_each_element(
                         Some(other) => return Err(r.unexpected(other, "`,` or `]`")),
                         None => return Err(r.eof()),
                     }
+                }
+                if let Some(recall) = recall.as_deref_mut().filter(|_| k == 0) {
+                    // Fewer elements than last time: the rest are gone.
+                    recall.seen.truncate(index);
+                    recall.kept.truncate(index * recall.stride);
                 }
             }
             (Some(k), Some(other)) => {
@@ -90,6 +205,11 @@ pub(crate) fn for_each_element(
     }
 }
 
+/// The numbers [`only_fields`] keeps for `fields`.
+pub(crate) fn field_note_len(fields: &[&str]) -> usize {
+    1 + 2 * fields.len()
+}
+
 /// Writes into `out` the JSON object `element` with only its top-level `fields` (in the element's
 /// order), so that a node of ~1.4 KB is decoded from the hundred bytes a pass reads: every other
 /// value is skipped as [`for_each_element`] skips, never decoded, and once every field is found the
@@ -97,25 +217,77 @@ pub(crate) fn for_each_element(
 /// thirds of a node).
 /// Keys are compared as printed (Slurm's keys hold no escapes). An element that is not an object is
 /// copied whole, for the decoder to say what it is instead.
-pub(crate) fn only_fields(element: &[u8], fields: &[&str], out: &mut Vec<u8>) -> Result<(), String> {
+///
+/// Notes in `note` (empty, or [`field_note_len`] long) where each field's value is in `element`, so
+/// that [`only_fields_again`] cuts the same bytes without looking for them: `note[0]` is 1 when the
+/// note is whole, then the start and end of each field's value (0, 0 for a field the element
+/// lacks). An element of 64 KiB or more, or with a field given twice, is not noted.
+pub(crate) fn only_fields(
+    element: &[u8],
+    fields: &[&str],
+    out: &mut Vec<u8>,
+    note: &mut [u16],
+) -> Result<(), String> {
+    note.fill(0);
+    let noted = only_fields_inner(element, fields, out, note)?;
+    if let Some(whole) = note.first_mut() {
+        *whole = u16::from(noted && element.len() <= usize::from(u16::MAX));
+    }
+    Ok(())
+}
+
+/// What [`only_fields`] writes for an element whose bytes are those `note` was taken from (by
+/// [`only_fields`]); false, with nothing written, when the note is not whole.
+pub(crate) fn only_fields_again(element: &[u8], fields: &[&str], out: &mut Vec<u8>, note: &[u16]) -> bool {
+    if note.first() != Some(&1) || note.len() != field_note_len(fields) {
+        return false;
+    }
+    out.clear();
+    out.push(b'{');
+    for (f, name) in fields.iter().enumerate() {
+        let (start, end) = (usize::from(note[1 + 2 * f]), usize::from(note[2 + 2 * f]));
+        if start == 0 {
+            continue;
+        }
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        out.push(b'"');
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\":");
+        out.extend_from_slice(&element[start..end]);
+    }
+    out.push(b'}');
+    true
+}
+
+/// [`only_fields`]' cut; whether the fields' places were noted in `note` (an object, each field
+/// found at most once).
+fn only_fields_inner(
+    element: &[u8],
+    fields: &[&str],
+    out: &mut Vec<u8>,
+    note: &mut [u16],
+) -> Result<bool, String> {
     out.clear();
     let ws = |b: &u8| matches!(b, b' ' | b'\n' | b'\r' | b'\t');
     let skip_ws = |at: usize| at + element[at..].iter().take_while(|b| ws(b)).count();
     let mut at = skip_ws(0);
     if element.get(at) != Some(&b'{') {
         out.extend_from_slice(element);
-        return Ok(());
+        return Ok(false);
     }
     let cut = |why: &str| format!("a node's object is cut short ({why})");
     // Which of `fields` were kept, one bit each.
     assert!(fields.len() < 64, "at most 63 fields");
     let all = (1u64 << fields.len()) - 1;
     let mut found = 0u64;
+    let mut repeated = false;
     out.push(b'{');
     at = skip_ws(at + 1);
     if element.get(at) == Some(&b'}') {
         out.push(b'}');
-        return Ok(());
+        return Ok(true);
     }
     loop {
         // The key: a string.
@@ -152,12 +324,21 @@ pub(crate) fn only_fields(element: &[u8], fields: &[&str], out: &mut Vec<u8>) ->
             out.extend_from_slice(&element[key_start - 1..key_start + key_len + 1]);
             out.push(b':');
             out.extend_from_slice(&element[at..end]);
+            if found & (1 << f) != 0 {
+                // Repeated: kept for the decoder to refuse; no note says which to take.
+                repeated = true;
+            } else if let (Some(s), Some(e)) = (u16::try_from(at).ok(), u16::try_from(end).ok()) {
+                if note.len() > 2 + 2 * f {
+                    note[1 + 2 * f] = s;
+                    note[2 + 2 * f] = e;
+                }
+            }
             found |= 1 << f;
             if found == all {
                 // The rest is not read: the element's nesting and strings were checked when it was
                 // cut out of the stream, and nothing after this is kept.
                 out.push(b'}');
-                return Ok(());
+                return Ok(!repeated);
             }
         }
         at = skip_ws(end);
@@ -165,7 +346,7 @@ pub(crate) fn only_fields(element: &[u8], fields: &[&str], out: &mut Vec<u8>) ->
             Some(b',') => at = skip_ws(at + 1),
             Some(b'}') => {
                 out.push(b'}');
-                return Ok(());
+                return Ok(!repeated);
             }
             _ => return Err(cut("`,` or `}`")),
         }
@@ -184,6 +365,10 @@ struct Reader<'a> {
     inner: &'a mut dyn BufRead,
     /// Bytes consumed so far.
     offset: u64,
+    /// Bytes taken from `inner` and put back ([`Reader::take_if_same`]), read before `inner`'s from
+    /// `back_at` on.
+    back: Vec<u8>,
+    back_at: usize,
 }
 
 impl Reader<'_> {
@@ -196,7 +381,52 @@ impl Reader<'_> {
     }
 
     fn buf(&mut self) -> Result<&[u8], String> {
+        if self.back_at < self.back.len() {
+            return Ok(&self.back[self.back_at..]);
+        }
         self.inner.fill_buf().map_err(|e| format!("reading the output: {e}"))
+    }
+
+    /// Marks `n` bytes of [`Reader::buf`] read.
+    fn consume(&mut self, n: usize) {
+        if self.back_at < self.back.len() {
+            self.back_at += n;
+            if self.back_at == self.back.len() {
+                self.back.clear();
+                self.back_at = 0;
+            }
+        } else {
+            self.inner.consume(n);
+        }
+        self.offset += n as u64;
+    }
+
+    /// Whether the element whose first byte is `element`'s is the one `seen` describes: its next
+    /// `seen.len - 1` bytes are appended to `element` and hashed. If they are not the same, they are
+    /// put back to be read again, and `element` is left with its first byte.
+    fn take_if_same(&mut self, element: &mut Vec<u8>, seen: Seen, recall: &Recall) -> Result<bool, String> {
+        let len = seen.len as usize;
+        while element.len() < len {
+            let buf = self.buf()?;
+            if buf.is_empty() {
+                break;
+            }
+            let take = (len - element.len()).min(buf.len());
+            element.extend_from_slice(&buf[..take]);
+            self.consume(take);
+        }
+        if element.len() == len && recall.seen(element) == seen {
+            return Ok(true);
+        }
+        let taken = &element[1..];
+        let mut back = Vec::with_capacity(taken.len() + self.back.len() - self.back_at);
+        back.extend_from_slice(taken);
+        back.extend_from_slice(&self.back[self.back_at..]);
+        self.offset -= taken.len() as u64;
+        self.back = back;
+        self.back_at = 0;
+        element.truncate(1);
+        Ok(false)
     }
 
     /// The next byte that is not JSON whitespace, consumed; `None` at the end.
@@ -209,14 +439,12 @@ impl Reader<'_> {
             match buf.iter().position(|b| !matches!(b, b' ' | b'\n' | b'\r' | b'\t')) {
                 Some(at) => {
                     let byte = buf[at];
-                    self.inner.consume(at + 1);
-                    self.offset += at as u64 + 1;
+                    self.consume(at + 1);
                     return Ok(Some(byte));
                 }
                 None => {
                     let n = buf.len();
-                    self.inner.consume(n);
-                    self.offset += n as u64;
+                    self.consume(n);
                 }
             }
         }
@@ -240,8 +468,7 @@ impl Reader<'_> {
             if let Some(keep) = keep.as_deref_mut() {
                 keep.extend_from_slice(&buf[..used]);
             }
-            self.inner.consume(used);
-            self.offset += used as u64;
+            self.consume(used);
             if done {
                 return Ok(());
             }
@@ -473,8 +700,8 @@ mod tests {
     fn elements(doc: &str, keys: &[&str], capacity: usize) -> Result<(Vec<Element>, Vec<bool>), String> {
         let mut got = Vec::new();
         let mut reader = std::io::BufReader::with_capacity(capacity, doc.as_bytes());
-        let found = for_each_element(&mut reader, keys, |k, i, bytes| {
-            got.push((k, i, String::from_utf8(bytes.to_vec()).unwrap()));
+        let found = for_each_element(&mut reader, keys, None, |e| {
+            got.push((e.key, e.index, String::from_utf8(e.bytes.to_vec()).unwrap()));
             Ok(())
         })?;
         Ok((got, found))
@@ -507,7 +734,7 @@ mod tests {
     fn only_the_fields_asked_for_are_kept() {
         let keep = |e: &str| {
             let mut out = Vec::new();
-            only_fields(e.as_bytes(), &["name", "state", "n"], &mut out)
+            only_fields(e.as_bytes(), &["name", "state", "n"], &mut out, &mut [])
                 .map(|()| String::from_utf8(out).unwrap())
         };
         let element = r#"{ "x": {"name": "no", "a": [1, "}"]}, "name" : "a\"b}",
@@ -533,7 +760,7 @@ mod tests {
         let node = r#"{"name":"a","address":"x","state":["IDLE"],"partitions":["p"],"energy":{"w":1}}"#;
         let whole: serde_json::Value = serde_json::from_str(node).unwrap();
         let mut out = Vec::new();
-        only_fields(node.as_bytes(), &["name", "state", "partitions"], &mut out).unwrap();
+        only_fields(node.as_bytes(), &["name", "state", "partitions"], &mut out, &mut []).unwrap();
         let kept: serde_json::Value = serde_json::from_slice(&out).unwrap();
         for k in ["name", "state", "partitions"] {
             assert_eq!(kept[k], whole[k]);
@@ -619,11 +846,119 @@ mod tests {
             assert!(err.contains(want), "{doc:?}: {err}");
         }
         let mut reader = std::io::BufReader::new(&br#"{"nodes":[1,2]}"#[..]);
-        let err = for_each_element(
-            &mut reader,
-            &["nodes"],
-            |_, i, _| if i == 1 { Err("bad".into()) } else { Ok(()) },
-        );
+        let err = for_each_element(&mut reader, &["nodes"], None, |e| {
+            if e.index == 1 {
+                Err("bad".into())
+            } else {
+                Ok(())
+            }
+        });
         assert_eq!(err.unwrap_err(), "bad");
+    }
+
+    /// Every element of `nodes` as (text, same), read with `recall` through a buffer of `capacity`.
+    fn recalled(doc: &str, recall: &mut Recall, capacity: usize) -> Result<Vec<(String, bool)>, String> {
+        let mut got = Vec::new();
+        let mut reader = std::io::BufReader::with_capacity(capacity, doc.as_bytes());
+        for_each_element(&mut reader, &["nodes", "sinfo"], Some(recall), |e| {
+            assert_eq!(e.kept.len(), if e.key == 0 { 3 } else { 0 });
+            if e.key == 0 {
+                got.push((String::from_utf8(e.bytes.to_vec()).unwrap(), e.same));
+            }
+            Ok(())
+        })?;
+        Ok(got)
+    }
+
+    #[test]
+    fn a_recalled_read_finds_unchanged_elements_and_reads_what_a_fresh_read_reads() {
+        let doc = |nodes: &[&str]| {
+            format!(r#"{{"meta": {{"v": 1}}, "nodes": [{}], "sinfo": [{{"g": 1}}]}}"#, nodes.join(", "))
+        };
+        let (a, c) = (r#"{"name": "a", "s": "x\"]"}"#, r#"{"name": "c"}"#);
+        let b = r#"{"name": "b", "n": [1, {"k": "}"}]}"#;
+        let b2 = r#"{"name": "b", "n": [1, {"k": "{"}]}"#;
+        let long = r#"{"name": "a-longer-than-the-rest-of-the-document"}"#;
+        // The nodes printed at each step, and which are the same as the step before's at their place.
+        let steps: &[(&[&str], &[bool])] = &[
+            (&[a, b, c], &[false, false, false]),
+            (&[a, b, c], &[true, true, true]),
+            (&[a, b2, c], &[true, false, true]), // as long as before, not the same
+            (&[a, b, c], &[true, false, true]),
+            (&[a, c, b], &[true, false, false]), // shorter: the bytes taken past it are put back
+            (&[a, c, b, c, "42"], &[true, true, true, false, false]),
+            (&[a], &[true]),
+            (&[a, long], &[true, false]),
+            (&[a, "1"], &[true, false]), // the bytes taken reach the end of the output
+            (&[], &[]),
+            (&[a], &[false]),
+        ];
+        for capacity in [1, 3, 7, 64, 8192] {
+            let mut recall = Recall::new(3);
+            for (i, (nodes, same)) in steps.iter().enumerate() {
+                let text = doc(nodes);
+                let fresh: Vec<String> = elements(&text, &["nodes", "sinfo"], 8192)
+                    .unwrap()
+                    .0
+                    .into_iter()
+                    .filter(|e| e.0 == 0)
+                    .map(|e| e.2)
+                    .collect();
+                let got = recalled(&text, &mut recall, capacity).unwrap();
+                let texts: Vec<String> = got.iter().map(|g| g.0.clone()).collect();
+                assert_eq!(texts, fresh, "step {i}, capacity {capacity}");
+                let sames: Vec<bool> = got.iter().map(|g| g.1).collect();
+                assert_eq!(sames, *same, "step {i}, capacity {capacity}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_failed_read_forgets_and_errors_still_say_where() {
+        let mut recall = Recall::new(3);
+        let doc = r#"{"nodes": [{"name": "a"}, {"name": "b"}]}"#;
+        recalled(doc, &mut recall, 64).unwrap();
+        // Cut short inside a recalled element: the same error as without a recall.
+        let short = &doc[..30];
+        let fresh = elements(short, &["nodes"], 64).unwrap_err();
+        assert_eq!(recalled(short, &mut recall, 64).unwrap_err(), fresh);
+        let sames: Vec<bool> = recalled(doc, &mut recall, 64).unwrap().into_iter().map(|g| g.1).collect();
+        assert_eq!(sames, [false, false], "nothing is recalled after a failed read");
+        // An error past a recalled element names the byte a fresh read names.
+        let bad = r#"{"nodes": [{"name": "a"}, {"name": "b"} x]}"#;
+        recalled(doc, &mut recall, 64).unwrap();
+        assert_eq!(recalled(bad, &mut recall, 7).unwrap_err(), elements(bad, &["nodes"], 7).unwrap_err());
+    }
+
+    #[test]
+    fn noted_fields_are_cut_again_as_they_were_cut() {
+        let fields = ["name", "state", "n"];
+        let parse = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap();
+        for element in [
+            r#"{ "x": {"name": "no"}, "name" : "a\"b}", "skip": "s\\", "state": ["IDLE", "CLOUD"], "n": 7 }"#,
+            r#"{"other": null}"#,
+            " { } ",
+            r#"{"n":1}"#,
+            r#"{"n":1,"state":2,"name":3,"x" 4}"#,
+        ] {
+            let (mut first, mut again) = (Vec::new(), Vec::new());
+            let mut note = vec![7u16; field_note_len(&fields)];
+            only_fields(element.as_bytes(), &fields, &mut first, &mut note).unwrap();
+            assert_eq!(note[0], 1, "{element}");
+            assert!(only_fields_again(element.as_bytes(), &fields, &mut again, &note), "{element}");
+            assert_eq!(parse(&again), parse(&first), "{element}");
+        }
+        // Not noted: a field given twice (which to take?), not an object, an element too long for
+        // the note's numbers.
+        let long = format!(r#"{{"name": "{}", "n": 1}}"#, "x".repeat(70_000));
+        for element in [r#"{"n":1,"n":2,"state":3,"name":4}"#, "42", &long] {
+            let mut out = Vec::new();
+            let mut note = vec![7u16; field_note_len(&fields)];
+            only_fields(element.as_bytes(), &fields, &mut out, &mut note).unwrap();
+            assert_eq!(note[0], 0, "{}", &element[..20.min(element.len())]);
+            assert!(!only_fields_again(element.as_bytes(), &fields, &mut out, &note));
+        }
+        // A note of other fields is not used.
+        assert!(!only_fields_again(b"{}", &fields, &mut Vec::new(), &[1, 0, 0]));
     }
 }

@@ -146,6 +146,8 @@ pub struct Slurm {
     conf: Option<PathBuf>,
     timeout: Duration,
     version: Arc<tokio::sync::OnceCell<Detected>>,
+    /// The nodes of the last [`Slurm::node_states`] (see [`json_stream::Recall`]), shared by clones.
+    recall: Arc<std::sync::Mutex<Option<(NodeSource, json_stream::Recall)>>>,
 }
 
 /// What `scontrol --version` said, once it ran and exited 0. Failures to run it (timeout, exit
@@ -163,7 +165,7 @@ impl Slurm {
     /// `bin_dir` holds scontrol, squeue and sinfo; `conf` is exported as `SLURM_CONF` when set
     /// (otherwise the commands inherit ours); each call is killed after `timeout`.
     pub fn new(bin_dir: PathBuf, conf: Option<PathBuf>, timeout: Duration) -> Self {
-        Slurm { bin_dir, conf, timeout, version: Arc::default() }
+        Slurm { bin_dir, conf, timeout, version: Arc::default(), recall: Arc::default() }
     }
 
     pub fn bin_dir(&self) -> &Path {

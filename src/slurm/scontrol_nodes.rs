@@ -12,7 +12,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::json_stream::{for_each_element, only_fields};
+use super::json_stream::{field_note_len, for_each_element, only_fields, only_fields_again, Recall};
 use super::node::{reason_text, split_state, without_position, NodeInfo, NodeList};
 use super::ParseError;
 
@@ -45,8 +45,13 @@ fn add_node(
     bytes: &[u8],
     fields: &[&str],
     kept: &mut Vec<u8>,
+    same: bool,
+    note: &mut [u16],
 ) -> Result<(), String> {
-    only_fields(bytes, fields, kept).map_err(|e| format!("nodes[{i}]: {e}"))?;
+    // An element the same as last time: its fields are where they were.
+    if !(same && only_fields_again(bytes, fields, kept, note)) {
+        only_fields(bytes, fields, kept, note).map_err(|e| format!("nodes[{i}]: {e}"))?;
+    }
     let raw: RawNode =
         serde_json::from_slice(kept).map_err(|e| format!("nodes[{i}]: {}", without_position(&e)))?;
     let (state, flags) = split_state(raw.state).map_err(|e| format!("nodes[{i}] ({}): {e}", raw.name))?;
@@ -70,21 +75,40 @@ pub fn parse_nodes(mut json: &[u8]) -> Result<Vec<NodeInfo>, ParseError> {
 /// [`parse_nodes`] from a stream, as `scontrol` writes it, one node at a time (see
 /// `json_stream.rs`).
 pub fn read_nodes(json: &mut dyn std::io::BufRead) -> Result<Vec<NodeInfo>, ParseError> {
-    read(json, NODE_FIELDS)
+    read(json, NODE_FIELDS, None)
 }
 
 /// [`read_nodes`] without what a reconcile pass does not read: nodes come with an empty address,
 /// host name and partition list.
 pub fn read_node_states(json: &mut dyn std::io::BufRead) -> Result<Vec<NodeInfo>, ParseError> {
-    read(json, STATE_FIELDS)
+    read(json, STATE_FIELDS, None)
 }
 
-fn read(json: &mut dyn std::io::BufRead, fields: &[&str]) -> Result<Vec<NodeInfo>, ParseError> {
+/// [`read_node_states`] remembering each node in `recall` (made by [`state_recall`]), so that the
+/// nodes unchanged since the last read are neither scanned nor searched for their fields again.
+pub(crate) fn read_node_states_recalled(
+    json: &mut dyn std::io::BufRead,
+    recall: &mut Recall,
+) -> Result<Vec<NodeInfo>, ParseError> {
+    read(json, STATE_FIELDS, Some(recall))
+}
+
+/// A [`Recall`] for [`read_node_states_recalled`].
+pub(crate) fn state_recall() -> Recall {
+    Recall::new(field_note_len(STATE_FIELDS))
+}
+
+fn read(
+    json: &mut dyn std::io::BufRead,
+    fields: &[&str],
+    recall: Option<&mut Recall>,
+) -> Result<Vec<NodeInfo>, ParseError> {
     let mut list = NodeList::default();
     let mut kept = Vec::new();
-    let found =
-        for_each_element(json, &["nodes"], |_, i, bytes| add_node(&mut list, i, bytes, fields, &mut kept))
-            .map_err(|e| ParseError::new(WHAT, e))?;
+    let found = for_each_element(json, &["nodes"], recall, |e| {
+        add_node(&mut list, e.index, e.bytes, fields, &mut kept, e.same, e.kept)
+    })
+    .map_err(|e| ParseError::new(WHAT, e))?;
     if !found[0] {
         return Err(ParseError::new(WHAT, "missing field `nodes`"));
     }
@@ -103,6 +127,21 @@ mod tests {
             let full = parse_nodes(capture).unwrap();
             let states = read_node_states(&mut &capture[..]).unwrap();
             crate::slurm::assert_states_are_the_nodes_cut(&full, &states);
+        }
+    }
+
+    /// A read remembering the last one reads what a fresh read does: the same output again, then
+    /// another.
+    #[test]
+    fn node_states_read_with_a_recall_are_those_read_without() {
+        let mut recall = state_recall();
+        for capture in [POWERED_DOWN, POWERED_DOWN, STATIC_DOWN, POWERED_DOWN] {
+            let fresh = read_node_states(&mut &capture[..]).unwrap();
+            let mut reader = std::io::BufReader::with_capacity(61, capture);
+            let recalled = read_node_states_recalled(&mut reader, &mut recall).unwrap();
+            crate::slurm::assert_states_are_the_nodes_cut(&fresh, &recalled);
+            let names = |n: &[NodeInfo]| n.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+            assert_eq!(names(&recalled), names(&fresh));
         }
     }
 

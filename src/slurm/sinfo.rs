@@ -20,7 +20,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::json_stream::{for_each_element, only_fields};
+use super::json_stream::{field_note_len, for_each_element, only_fields, only_fields_again, Recall};
 pub use super::node::NodeInfo;
 use super::node::{reason_text, split_state, without_position, NodeList};
 use super::ParseError;
@@ -90,8 +90,13 @@ fn add_node(
     bytes: &[u8],
     fields: &[&str],
     kept: &mut Vec<u8>,
+    same: bool,
+    note: &mut [u16],
 ) -> Result<(), String> {
-    only_fields(bytes, fields, kept).map_err(|e| format!("nodes[{i}]: {e}"))?;
+    // An element the same as last time: its fields are where they were.
+    if !(same && only_fields_again(bytes, fields, kept, note)) {
+        only_fields(bytes, fields, kept, note).map_err(|e| format!("nodes[{i}]: {e}"))?;
+    }
     let raw: RawNode =
         serde_json::from_slice(kept).map_err(|e| format!("nodes[{i}]: {}", without_position(&e)))?;
     let (state, mut flags) = split_state(raw.state).map_err(|e| format!("node {}: {e}", raw.name))?;
@@ -151,21 +156,40 @@ pub fn parse_nodes(mut json: &[u8]) -> Result<Vec<NodeInfo>, ParseError> {
 /// [`parse_nodes`] from a stream, as `sinfo` writes it, one node or group at a time (see
 /// `json_stream.rs`).
 pub fn read_nodes(json: &mut dyn std::io::BufRead) -> Result<Vec<NodeInfo>, ParseError> {
-    read(json, NODE_FIELDS)
+    read(json, NODE_FIELDS, None)
 }
 
 /// [`read_nodes`] without what a reconcile pass does not read: 22.05's nodes come with an empty
 /// address, host name and partition list (23.02+'s groups are read whole, they are small).
 pub fn read_node_states(json: &mut dyn std::io::BufRead) -> Result<Vec<NodeInfo>, ParseError> {
-    read(json, STATE_FIELDS)
+    read(json, STATE_FIELDS, None)
 }
 
-fn read(json: &mut dyn std::io::BufRead, fields: &[&str]) -> Result<Vec<NodeInfo>, ParseError> {
+/// [`read_node_states`] remembering each of 22.05's nodes in `recall` (made by [`state_recall`]),
+/// so that the nodes unchanged since the last read are neither scanned nor searched for their
+/// fields again.
+pub(crate) fn read_node_states_recalled(
+    json: &mut dyn std::io::BufRead,
+    recall: &mut Recall,
+) -> Result<Vec<NodeInfo>, ParseError> {
+    read(json, STATE_FIELDS, Some(recall))
+}
+
+/// A [`Recall`] for [`read_node_states_recalled`].
+pub(crate) fn state_recall() -> Recall {
+    Recall::new(field_note_len(STATE_FIELDS))
+}
+
+fn read(
+    json: &mut dyn std::io::BufRead,
+    fields: &[&str],
+    recall: Option<&mut Recall>,
+) -> Result<Vec<NodeInfo>, ParseError> {
     let mut list = NodeList::default();
     let mut kept = Vec::new();
-    let found = for_each_element(json, &["nodes", "sinfo"], |key, i, bytes| match key {
-        0 => add_node(&mut list, i, bytes, fields, &mut kept),
-        _ => add_group(&mut list, i, bytes),
+    let found = for_each_element(json, &["nodes", "sinfo"], recall, |e| match e.key {
+        0 => add_node(&mut list, e.index, e.bytes, fields, &mut kept, e.same, e.kept),
+        _ => add_group(&mut list, e.index, e.bytes),
     })
     .map_err(|e| ParseError::new(WHAT, e))?;
     if !found.contains(&true) {
@@ -186,6 +210,36 @@ mod tests {
             let full = parse_nodes(capture).unwrap();
             let states = read_node_states(&mut &capture[..]).unwrap();
             crate::slurm::assert_states_are_the_nodes_cut(&full, &states);
+        }
+    }
+
+    /// A read remembering the last one reads what a fresh read does, whatever changed between
+    /// them: the same output, a node changed in place, a node gone, and 23.02+'s groups.
+    #[test]
+    fn node_states_read_with_a_recall_are_those_read_without() {
+        let text = std::str::from_utf8(V22_05_POWERED_DOWN).unwrap();
+        let changed = text.replacen(r#""state": "idle""#, r#""state": "down""#, 1).replacen(
+            r#""reason": """#,
+            r#""reason": "not responding""#,
+            1,
+        );
+        assert_ne!(changed, text);
+        let fewer: serde_json::Value = {
+            let mut doc: serde_json::Value = serde_json::from_str(text).unwrap();
+            doc["nodes"].as_array_mut().unwrap().pop();
+            doc
+        };
+        let fewer = serde_json::to_string_pretty(&fewer).unwrap();
+        let mut recall = state_recall();
+        for (i, output) in [text, text, &changed, text, &fewer, text].into_iter().enumerate() {
+            let fresh = read_node_states(&mut output.as_bytes()).unwrap();
+            let mut reader = std::io::BufReader::with_capacity(61, output.as_bytes());
+            let recalled = read_node_states_recalled(&mut reader, &mut recall).unwrap();
+            assert_eq!(rows(&recalled), rows(&fresh), "read {i}");
+        }
+        for capture in [V24_11_POWERING_UP, V24_11_STATIC_DOWN, V24_11_POWERING_UP] {
+            let recalled = read_node_states_recalled(&mut &capture[..], &mut recall).unwrap();
+            assert_eq!(rows(&recalled), rows(&read_node_states(&mut &capture[..]).unwrap()));
         }
     }
 

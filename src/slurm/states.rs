@@ -1,5 +1,6 @@
 //! The node view a reconcile pass reads: state, flags and reason of every node, nothing else.
 
+use super::json_stream::Recall;
 use super::{command, scontrol_nodes, sinfo, Detected, NodeInfo, NodeSource, Slurm, SlurmError};
 
 impl Slurm {
@@ -15,21 +16,31 @@ impl Slurm {
             Detected::Unrecognised(_) => (NodeSource::Sinfo, None),
         };
         let conf = self.conf.as_deref();
+        let recall = self.recall.clone();
+        // The last read's nodes, unless another read holds them (then this one reads without).
+        let with_recall = move |read: fn(&mut dyn std::io::BufRead, &mut Recall) -> _,
+                                fresh: fn() -> Recall| {
+            move |out: &mut dyn std::io::BufRead| {
+                let Ok(mut held) = recall.try_lock() else { return read(out, &mut fresh()) };
+                let last = held.take().filter(|(s, _)| *s == source).map(|(_, r)| r);
+                let mut r = last.unwrap_or_else(fresh);
+                let read = read(out, &mut r);
+                *held = Some((source, r));
+                read
+            }
+        };
         let read = match source {
             NodeSource::Sinfo => {
                 let args = ["--json".to_string()];
-                command::run_streamed(&self.bin_dir, conf, self.timeout, "sinfo", &args, |out| {
-                    sinfo::read_node_states(out)
-                })
-                .await
+                let parse = with_recall(sinfo::read_node_states_recalled, sinfo::state_recall);
+                command::run_streamed(&self.bin_dir, conf, self.timeout, "sinfo", &args, parse).await
             }
             NodeSource::ScontrolJson => {
                 // --all: as `nodes_from` (hidden partitions' nodes too).
                 let args = ["--all", "--json", "show", "nodes"].map(String::from);
-                command::run_streamed(&self.bin_dir, conf, self.timeout, "scontrol", &args, |out| {
-                    scontrol_nodes::read_node_states(out)
-                })
-                .await
+                let parse =
+                    with_recall(scontrol_nodes::read_node_states_recalled, scontrol_nodes::state_recall);
+                command::run_streamed(&self.bin_dir, conf, self.timeout, "scontrol", &args, parse).await
             }
         };
         match (read, version) {

@@ -9,10 +9,7 @@ impl Planner<'_> {
     /// Slurm nodes of ours that the store has never seen get a record, so the node rules can judge them.
     pub(super) fn adopt_untracked_slurm_nodes(&mut self) {
         let Some(slurm) = self.o.slurm.as_ref() else { return };
-        for name in slurm.keys() {
-            if self.nodes.contains_key(name) {
-                continue;
-            }
+        for (name, _) in self.nodes.missing(slurm.iter()) {
             if let Ok(r) = self.cfg.naming.parse(name) {
                 self.nodes.insert(name.clone(), new_node(name, &r.nodeset, r.index, r.is_static, self.now));
             }

@@ -6,10 +6,8 @@ use super::*;
 impl Planner<'_> {
     pub(super) fn orphans(&mut self) {
         let Some(vms) = self.o.vms.as_ref() else { return };
-        for (name, vm) in vms {
-            if self.nodes.contains_key(name) {
-                continue; // a node's VM: the node rules decide
-            }
+        // A node's VM is left to the node rules.
+        for (name, vm) in self.nodes.missing(vms.iter()) {
             if !self.saw_everything() {
                 // Not on record (database lost?): only Slurm can say whether a job runs there, and
                 // only the MIG list whether its MIG is ours. Never guess a VM away.

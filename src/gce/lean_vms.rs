@@ -81,12 +81,46 @@ struct LeanMetadata<'a> {
 #[derive(Debug, Default, PartialEq, Eq)]
 struct CreatedBy<'a>(Option<Cow<'a, str>>);
 
-#[derive(Deserialize)]
+/// One of `metadata.items`: its `key`, and its `value` only when the key is `created-by` (GCE
+/// prints the key first; the value of another item, such as a template's startup script, is skipped
+/// unchecked and unbuilt).
+#[derive(Default)]
 struct MetadataItem<'a> {
-    #[serde(borrow)]
     key: Cow<'a, str>,
-    #[serde(borrow, default)]
     value: Option<Cow<'a, str>>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for MetadataItem<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = MetadataItem<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a metadata item")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut item = MetadataItem::default();
+                let mut key_seen = false;
+                while let Some(field) = map.next_key::<Cow<'de, str>>()? {
+                    match field.as_ref() {
+                        "key" => {
+                            item.key = map.next_value()?;
+                            key_seen = true;
+                        }
+                        "value" if key_seen && item.key != "created-by" => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                        "value" => item.value = map.next_value()?,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(item)
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for CreatedBy<'a> {

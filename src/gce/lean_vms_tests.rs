@@ -187,6 +187,38 @@ fn escapes_null_values_and_odd_items_decode() {
     assert_eq!(vms[2].3, None, "the first created-by item counts, as for a whole Instance");
 }
 
+/// The value of a metadata item other than `created-by` is skipped unbuilt (a template's startup
+/// script can be kilobytes a VM), whatever its shape; `created-by` is found whichever of its key
+/// and value comes first.
+#[test]
+fn other_metadata_values_are_skipped_and_created_by_is_found_either_way_round() {
+    let script = serde_json::to_string(&format!("#!/bin/bash\n{}\u{e9}\"", "echo hi; ".repeat(500))).unwrap();
+    // Written by hand: `json!` would put every `key` before its `value`.
+    let page = format!(
+        r#"{{"items": {{"zones/us-central1-a": {{"instances": [
+            {{"name": "hpc-a3u-1", "metadata": {{"items": [
+                {{"key": "startup-script", "value": {script}}},
+                {{"key": "odd", "value": {{"nested": [1, 2]}}}},
+                {{"value": "projects/1/zones/us-central1-a/instanceGroupManagers/m1", "key": "created-by"}}
+            ]}}}},
+            {{"name": "hpc-a3u-2", "metadata": {{"items": [
+                {{"key": "created-by", "value": "projects/1/zones/us-central1-a/instanceGroupManagers/m2"}},
+                {{"key": "instance-template", "value": "projects/1/global/instanceTemplates/t"}}
+            ]}}}}
+        ]}}}}}}"#
+    );
+    let bytes = page.into_bytes();
+    let (_, vms) = read(&bytes).unwrap();
+    let migs: Vec<Option<&str>> = vms.iter().map(|(_, vm)| vm.created_by()).collect();
+    assert_eq!(
+        migs,
+        [
+            Some("projects/1/zones/us-central1-a/instanceGroupManagers/m1"),
+            Some("projects/1/zones/us-central1-a/instanceGroupManagers/m2")
+        ]
+    );
+}
+
 #[test]
 fn a_partial_success_names_the_zones_left_out() {
     let page = json!({

@@ -104,6 +104,7 @@ pub fn plan(cfg: &PlanConfig, d: &Desired, o: &Observed, now: DateTime<Utc>) -> 
         delete_instances: BTreeMap::new(),
         slurm_updates: BTreeMap::new(),
         job_begins: BTreeMap::new(),
+        here: Here::default(),
     };
     p.expire_backoffs();
     p.request_lifecycle();
@@ -140,25 +141,43 @@ struct Planner<'a> {
     slurm_updates: BTreeMap<(NodeStateChange, Option<String>), BTreeSet<String>>,
     /// Begin time → jobs whose nodes were released before they got a VM (after the node updates).
     job_begins: BTreeMap<DateTime<Utc>, BTreeSet<u32>>,
+    /// The node [`Planner::node_rules`] is judging, with its VM and Slurm node.
+    here: Here<'a>,
 }
 
-impl Planner<'_> {
-    fn slurm_node(&self, name: &str) -> Option<&SlurmNode> {
-        self.o.slurm.as_ref().and_then(|s| s.get(name))
-    }
-
-    fn vm(&self, name: &str) -> Option<&ObservedVm> {
-        self.o.vms.as_ref().and_then(|v| v.get(name))
-    }
+/// A node with its VM and Slurm node, found by walking the sorted node, VM and Slurm lists
+/// together: [`Planner::vm`], [`Planner::sight`] and [`Planner::slurm_node`] of this node need no
+/// lookup (at 10,000 nodes each costs ~20 string comparisons).
+#[derive(Default)]
+struct Here<'a> {
+    name: String,
+    vm: Option<&'a ObservedVm>,
+    slurm: Option<&'a SlurmNode>,
 }
 
 impl<'a> Planner<'a> {
+    fn slurm_node(&self, name: &str) -> Option<&'a SlurmNode> {
+        if self.here.name == name {
+            return self.here.slurm;
+        }
+        self.o.slurm.as_ref().and_then(|s| s.get(name))
+    }
+
+    fn vm(&self, name: &str) -> Option<&'a ObservedVm> {
+        if self.here.name == name {
+            return self.here.vm;
+        }
+        self.o.vms.as_ref().and_then(|v| v.get(name))
+    }
+
     /// What this pass knows of a node's VM: seen (in a zone that answered), gone (the list answered
     /// for every zone it could be in), or unknown (the list failed, or left out one of those zones).
     fn sight(&self, name: &str) -> Sight<'a> {
         let o: &'a Observed = self.o;
-        let Some(vms) = o.vms.as_ref() else { return Sight::Unknown };
-        if let Some(vm) = vms.get(name) {
+        if o.vms.is_none() {
+            return Sight::Unknown;
+        }
+        if let Some(vm) = self.vm(name) {
             return Sight::Seen(vm);
         }
         if o.unreachable_zones.is_empty() {

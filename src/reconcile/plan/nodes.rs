@@ -30,8 +30,18 @@ impl Planner<'_> {
     }
 
     pub(super) fn node_rules(&mut self) {
+        let o = self.o;
+        let mut vms = o.vms.iter().flatten().peekable();
+        let mut slurm = o.slurm.iter().flatten().peekable();
         for name in self.nodes.keys_now() {
             let name: &str = &name;
+            // The VM and Slurm node of this name, if any: the three lists are in name order.
+            while vms.next_if(|(k, _)| k.as_str() < name).is_some() {}
+            while slurm.next_if(|(k, _)| k.as_str() < name).is_some() {}
+            self.here.name.clear();
+            self.here.name.push_str(name);
+            self.here.vm = vms.peek().filter(|(k, _)| k.as_str() == name).map(|(_, vm)| *vm);
+            self.here.slurm = slurm.peek().filter(|(k, _)| k.as_str() == name).map(|(_, s)| *s);
             let Some(node) = self.nodes.get(name) else { continue };
             let (state, rid) = (node.state, node.request_id);
             match state {
@@ -48,6 +58,7 @@ impl Planner<'_> {
                 NodeState::ResumePending => {}
             }
         }
+        self.here = Here::default();
     }
 
     pub(super) fn up_node(&mut self, name: &str) {
@@ -110,7 +121,7 @@ impl Planner<'_> {
                         }
                     }
                 }
-                if let Some(s) = o.slurm.as_ref().and_then(|s| s.get(name)) {
+                if let Some(s) = self.slurm_node(name) {
                     let ours_down = s.is_down() && s.reason.starts_with(REASON_PREFIX);
                     if let Some(how) = stuck(s, vm, secs_since(self.now, node.state_since)) {
                         self.replace_stuck(name, vm, how);
@@ -347,7 +358,7 @@ impl Planner<'_> {
     pub(super) fn powered_down_node(&mut self, name: &str) {
         let Some(node) = self.nodes.current(name) else { return };
         let o = self.o;
-        let slurm = o.slurm.as_ref().and_then(|s| s.get(name));
+        let slurm = self.slurm_node(name);
         let sight = self.sight(name);
         if let Sight::Seen(vm) = sight {
             if being_deleted(vm) {

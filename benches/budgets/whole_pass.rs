@@ -156,6 +156,27 @@
 //! stream's and the VM list's cost is not decoding what did not change since the last pass (a hash
 //! of each node element and each page, the last pass's result reused), at a memory cost the 50 MB
 //! budget leaves little room for.
+//!
+//! 2026-11-26 11:03–12:05 UTC, `scale` alone with nothing else running. `perf` counts the daemon's
+//! samples over the same steady passes, so it tells changes apart better than the CPU medians do:
+//!
+//! | code                                                        | CPU    | `perf` samples | peak RSS whole run / restarted |
+//! |-------------------------------------------------------------|--------|----------------|--------------------------------|
+//! | 6d32c93 (as left by the session above)                      | 152 ms (129–179); 193 ms under `perf` | 3001 | 48.8 / 40.3 MB |
+//! | + each VM handed to the pass as decoded (no list of 500 a page), one body buffer | 154 ms (133–167) | - | 49.1 / 38.8 MB |
+//! | + Slurm's unchanged nodes found by length and hash, not scanned (`json_stream::Recall`), under `perf` | 158 ms (140–180) | 2589 | 49.8 / 41.1 MB |
+//! | + the recall packed (20 bytes a node), the body buffer kept only while a list is read | 126 ms (103–145) | - | 49.4 / 38.8 MB |
+//! | + `Overlay::missing`, metadata values other than `created-by` skipped, under `perf` | 147 ms (139–158) | 2486 | 49.6 / 41.7 MB |
+//! | + `Planner::here` (node_rules walks VMs and Slurm nodes along), two runs | 132 ms (120–143); 128 ms (111–145) | - | 49.7 / 38.8; 49.3 / 38.9 MB |
+//!
+//! Slurm's node stream went from 26.8% of the samples to 14.3% with the recall (the hash itself
+//! 0.5%); the rest of it is the pipe's copy, decoding the kept fields of each node and building its
+//! record. `perf` of the last rows: the VM list's decode 26% (serde_json's string handling, UTF-8
+//! checks and escape scans, ~9%; the kept strings and the map insert ~4%), its HTTP ~6%, plan()
+//! 18% (up_node 7%, the request members' lookups 2.3%), Slurm 15%, idle workers parking and waking
+//! ~12%, page faults 4.4%. The budget is still missed here, by ~30%; what is left that would cut
+//! the most is the VM list's decode (a recall of each VM as for Slurm's nodes, which needs the
+//! last pass's VMs kept, ~2.5 MB, or noted field positions, ~0.4 MB) and the workers' wake-ups.
 
 use crate::fake_slurm::FakeSlurm;
 use crate::scale::{memory, quiet, task_cpu, Proc};

@@ -8,7 +8,10 @@
 //! the stream (only strings and nesting are tracked: the next quote, backslash or bracket is found
 //! sixteen bytes at a time with SSE2, eight at a time elsewhere), reduced to the fields asked for
 //! ([`only_fields`]) and handed to `serde_json::from_slice`. One element is held at a time;
-//! everything else is skipped without being decoded.
+//! everything else is skipped without being decoded. A reader that reads the same command again
+//! (a reconcile pass, every pass) keeps a [`Recall`] of the elements: one whose bytes are those of
+//! the element at its place last time is taken by its length and hash, not scanned, and its fields
+//! are cut where they were.
 
 use std::io::BufRead;
 

@@ -83,6 +83,23 @@ impl Recall {
         Recall { seed, stride, seen: Vec::new(), kept: Vec::new() }
     }
 
+    /// Remembers `bytes` as the element at `index` (`same`: as it was last time, not hashed again)
+    /// and returns the numbers kept with it: as left last time when `same`, zeros otherwise.
+    fn remember(&mut self, index: usize, same: Option<Seen>, bytes: &[u8]) -> &mut [u16] {
+        let seen = same.unwrap_or_else(|| self.seen(bytes));
+        if index < self.seen.len() {
+            self.seen[index] = seen;
+        } else {
+            self.seen.push(seen);
+            self.kept.resize(self.seen.len() * self.stride, 0);
+        }
+        let kept = &mut self.kept[index * self.stride..(index + 1) * self.stride];
+        if same.is_none() {
+            kept.fill(0);
+        }
+        kept
+    }
+
     /// `bytes` as it would be remembered.
     fn seen(&self, bytes: &[u8]) -> Seen {
         let hash = xxhash_rust::xxh3::xxh3_128_with_seed(bytes, self.seed);
@@ -133,44 +150,20 @@ fn walk(
                         Some(start) => {
                             element.clear();
                             element.push(start);
-                            match recall.as_deref_mut().filter(|_| k == 0) {
-                                Some(recall) => {
-                                    let last = recall.seen.get(index).copied();
-                                    let same = match last {
-                                        Some(seen) => r.take_if_same(&mut element, seen, recall)?,
-                                        None => false,
-                                    };
-                                    if !same {
-                                        r.value(Some(&mut element), Some(start))?;
-                                    }
-                                    let seen = match last {
-                                        Some(seen) if same => seen,
-                                        _ => recall.seen(&element),
-                                    };
-                                    let stride = recall.stride;
-                                    if index < recall.seen.len() {
-                                        recall.seen[index] = seen;
-                                    } else {
-                                        recall.seen.push(seen);
-                                        recall.kept.resize(recall.seen.len() * stride, 0);
-                                    }
-                                    let kept = &mut recall.kept[index * stride..(index + 1) * stride];
-                                    if !same {
-                                        kept.fill(0);
-                                    }
-                                    each(Element { key: k, index, bytes: &element, same, kept })?;
-                                }
-                                None => {
-                                    r.value(Some(&mut element), Some(start))?;
-                                    each(Element {
-                                        key: k,
-                                        index,
-                                        bytes: &element,
-                                        same: false,
-                                        kept: &mut [],
-                                    })?;
-                                }
+                            let here = recall.as_deref_mut().filter(|_| k == 0);
+                            let last = here.as_ref().and_then(|rc| rc.seen.get(index).copied());
+                            let same = match (last, here.as_deref()) {
+                                (Some(seen), Some(rc)) => r.take_if_same(&mut element, seen, rc)?,
+                                _ => false,
+                            };
+                            if !same {
+                                r.value(Some(&mut element), Some(start))?;
                             }
+                            let kept = match here {
+                                Some(rc) => rc.remember(index, last.filter(|_| same), &element),
+                                None => &mut [],
+                            };
+                            each(Element { key: k, index, bytes: &element, same, kept })?;
                             index += 1;
                         }
                         None => return Err(r.eof()),
@@ -252,13 +245,18 @@ pub(crate) fn only_fields_again(element: &[u8], fields: &[&str], out: &mut Vec<u
         if start == 0 {
             continue;
         }
+        let Some(value) = element.get(start..end) else {
+            // Not the bytes the note was taken from.
+            out.clear();
+            return false;
+        };
         if out.len() > 1 {
             out.push(b',');
         }
         out.push(b'"');
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b"\":");
-        out.extend_from_slice(&element[start..end]);
+        out.extend_from_slice(value);
     }
     out.push(b'}');
     true

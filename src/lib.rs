@@ -11,6 +11,7 @@
 //! | [`naming`]    | node names ↔ (nodeset, index); MIG / resize-request names; ownership     |
 //! | [`store`]     | SQLite: nodes, resize requests, MIGs, outbox, events. All SQL lives here |
 //! | [`gce`]       | the typed Compute Engine client (auth, retries, rate limit, pagination)  |
+//! | `json_stream` | large JSON documents an array element at a time; recalls of unchanged elements |
 //! | [`slurm`]     | talking to Slurm: version, resume file, node view, `squeue --json`, `scontrol` |
 //! | [`protocol`]  | the Unix-socket request/response shared by hooks, CLI and daemon         |
 //! | [`hook`]      | `resume` / `suspend` / `resume-fail`: record durably, wake the daemon    |
@@ -48,6 +49,7 @@ pub mod delegate;
 pub mod gce;
 pub mod hook;
 pub mod hostlist;
+mod json_stream;
 pub mod metrics;
 pub mod model;
 pub mod naming;

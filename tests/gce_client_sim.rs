@@ -9,7 +9,7 @@ use slurm_dws::gce::{
     classify_errors, Backoff, Client, ClientOptions, Credentials, DistributionPolicy, DistributionPolicyZone,
     ErrorClass, GceError, InstanceGroupManager, InstanceGroupManagerResizeRequest,
     InstanceGroupManagerVersion, InstanceLifecyclePolicy, Location, Operation, OperationScope,
-    ResizeRequestState, UpdatePolicy,
+    ResizeRequestState, UpdatePolicy, VmRecall,
 };
 use tokio::time::Instant;
 
@@ -500,6 +500,69 @@ async fn lists_page_through_more_than_a_thousand_vms() {
     // A filter narrows the pages.
     let some = c.list_instances(ZONE, Some("name eq 'big-1.*'")).await.unwrap();
     assert_eq!(some.len(), 1 + 10 + 100 + 50);
+}
+
+/// What a pass reads of every VM of the lean list, with or without the recall of its last read.
+async fn lean_list(c: &Client, recall: Option<&mut VmRecall>) -> Result<Vec<String>, GceError> {
+    let mut vms = Vec::new();
+    c.aggregated_list_vms_lean(None, None, recall, |zone, vm| {
+        vms.push(format!(
+            "{zone} {} {} {} {} {:?} {:?} {:?} {:?}",
+            vm.name,
+            vm.zone,
+            vm.status,
+            vm.creation_timestamp,
+            vm.created_by(),
+            vm.internal_ip(),
+            vm.topology(),
+            vm.termination_timestamp()
+        ))
+    })
+    .await?;
+    vms.sort();
+    Ok(vms)
+}
+
+/// Over real HTTP, across pages: the VM list read with its recall reads as a fresh list, takes the
+/// VMs unchanged since the last read as they were, and forgets a read that failed.
+#[tokio::test]
+async fn the_lean_vm_list_with_its_recall_reads_as_a_fresh_list() {
+    let sim = Sim::start().await;
+    let c = &sim.client;
+    let loc = region();
+    let op = c.insert_mig(&loc, &mig_body(&loc, "big"), &rid()).await.unwrap();
+    sim.done(op).await.unwrap();
+    let names: Vec<String> = (0..620).map(|i| format!("big-{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let op = c.insert_resize_request(&loc, "big", &rr_body("rr", &refs, 600), &rid()).await.unwrap();
+    sim.done(op).await.unwrap();
+    sim.final_rr(&loc, "big", "rr", Duration::from_secs(30)).await;
+
+    let mut recall = VmRecall::default();
+    let fresh = lean_list(c, None).await.unwrap();
+    assert_eq!(fresh.len(), 620);
+    assert_eq!(lean_list(c, Some(&mut recall)).await.unwrap(), fresh);
+    assert_eq!(recall.taken(), 0, "a first read takes nothing");
+    assert_eq!(lean_list(c, Some(&mut recall)).await.unwrap(), fresh);
+    assert_eq!(recall.taken(), 620, "every VM as it was");
+
+    // A VM gone: the list reads as a fresh one, the VMs after it decoded again.
+    sim.post("instances/big-300/expire", json!({})).await;
+    let end = Instant::now() + Duration::from_secs(10);
+    while c.get_instance(ZONE, "big-300").await.is_ok() {
+        assert!(Instant::now() < end, "big-300 still exists");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let fresh = lean_list(c, None).await.unwrap();
+    assert_eq!(fresh.len(), 619);
+    assert_eq!(lean_list(c, Some(&mut recall)).await.unwrap(), fresh);
+    assert!(recall.taken() < 619, "{}", recall.taken());
+
+    // A failed read is forgotten.
+    sim.fault("instances.aggregatedList", 403, Some("forbidden"), Some(1)).await;
+    assert!(lean_list(c, Some(&mut recall)).await.is_err());
+    assert_eq!(lean_list(c, Some(&mut recall)).await.unwrap(), fresh);
+    assert_eq!(recall.taken(), 0);
 }
 
 #[tokio::test]

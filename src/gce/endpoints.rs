@@ -15,7 +15,8 @@ use tokio::time::Instant;
 use super::client::{Call, Client, Location};
 use super::create::{CreateInstancesRequest, MAX_CREATE_INSTANCES};
 use super::error::{GceError, OperationFailed};
-use super::lean_vms::{LeanPage, LeanVm};
+use super::lean_pages::{LeanPage, VmRecall};
+use super::lean_vms::LeanVm;
 use super::types::{
     last_segment, DeleteInstancesRequest, Instance, InstanceAggregatedPage, InstanceGroupManager,
     InstanceGroupManagerResizeRequest, InstanceTemplate, MachineType, ManagedInstance, Operation, Page,
@@ -495,12 +496,36 @@ impl Client {
     }
 
     /// [`Client::aggregated_list_instances_fields`] decoded lean ([`LeanVm`], borrowed from each
-    /// page): `each` gets every VM with its zone's name. Returns what the answer left out.
+    /// page): `each` gets every VM with its zone's name. Returns what the answer left out. With a
+    /// `recall` of this list's last read, the VMs unchanged since are taken by length and hash, not
+    /// decoded again (`lean_pages.rs`); a failed read empties it.
     pub async fn aggregated_list_vms_lean(
         &self,
         filter: Option<&str>,
         fields: Option<&str>,
+        mut recall: Option<&mut VmRecall>,
         mut each: impl FnMut(&str, &LeanVm<'_>),
+    ) -> Result<Unreachable, GceError> {
+        if let Some(recall) = recall.as_deref_mut() {
+            recall.begin();
+        }
+        let listed = self.vm_pages(filter, fields, recall.as_deref_mut(), &mut each).await;
+        if let Some(recall) = recall {
+            match &listed {
+                Ok(_) => recall.end(),
+                Err(_) => recall.forget(),
+            }
+        }
+        listed
+    }
+
+    /// The pages of [`Client::aggregated_list_vms_lean`].
+    async fn vm_pages(
+        &self,
+        filter: Option<&str>,
+        fields: Option<&str>,
+        mut recall: Option<&mut VmRecall>,
+        each: &mut impl FnMut(&str, &LeanVm<'_>),
     ) -> Result<Unreachable, GceError> {
         let method = "instances.aggregatedList".to_string();
         let path = format!("{}/aggregated/instances", self.project_path());
@@ -520,7 +545,7 @@ impl Client {
             // A retried page may hand some VMs twice; `each` keeps them by name.
             let next = self
                 .execute_buffered(&call, &mut body, |bytes| {
-                    let page = LeanPage::read(bytes, |zone, vm| each(zone, &vm))?;
+                    let page = LeanPage::read(bytes, recall.as_deref_mut(), |zone, vm| each(zone, &vm))?;
                     page.unreachable_into(&mut unreachable);
                     Ok(page.next_page_token)
                 })

@@ -7,8 +7,7 @@
 //! metadata value, the first interface's IP); every other metadata item, interface and field is
 //! skipped without being built. A string is copied only when it has JSON escapes in it.
 
-use super::types::{ListWarning, Unreachable};
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::borrow::Cow;
 use std::fmt;
@@ -34,7 +33,7 @@ pub struct LeanVm<'a> {
     resource_status: Option<LeanResourceStatus<'a>>,
 }
 
-impl LeanVm<'_> {
+impl<'a> LeanVm<'a> {
     /// URL of the MIG that made this VM (`created-by` metadata).
     pub fn created_by(&self) -> Option<&str> {
         self.metadata.as_ref()?.items.0.as_deref()
@@ -66,9 +65,69 @@ impl LeanVm<'_> {
 
     /// `resourceStatus.scheduling.terminationTimestamp`, as GCE wrote it.
     pub fn termination_timestamp(&self) -> Option<&str> {
-        self.resource_status.as_ref()?.scheduling.as_ref()?.termination_timestamp.as_deref()
+        self.resource_status
+            .as_ref()?
+            .scheduling
+            .as_ref()?
+            .termination_timestamp
+            .as_ref()
+            .map(|t| t.0.as_ref())
+    }
+
+    /// The strings a pass reads, in [`Parts`]' order; [`LeanVm::from_parts`] makes a VM that reads
+    /// the same.
+    pub(crate) fn parts(&self) -> Parts<'_> {
+        let status = self.resource_status.as_ref();
+        let topology = status.and_then(|s| s.physical_host_topology.as_ref());
+        [
+            Some(self.name.as_ref()),
+            Some(self.zone.as_ref()),
+            Some(self.status.as_ref()),
+            Some(self.creation_timestamp.as_ref()),
+            self.created_by(),
+            self.network_interfaces.0.as_deref(),
+            self.termination_timestamp(),
+            topology.map(|t| t.cluster.as_ref()),
+            topology.map(|t| t.block.as_ref()),
+            topology.map(|t| t.subblock.as_ref()),
+            topology.map(|t| t.host.as_ref()),
+        ]
+    }
+
+    /// A VM whose [`LeanVm::parts`] are `parts` (and whose accessors read as those of the VM they
+    /// were taken from).
+    pub(crate) fn from_parts(parts: Parts<'a>) -> LeanVm<'a> {
+        let [name, zone, status, created, created_by, ip, termination, cluster, block, subblock, host] =
+            parts.map(|p| p.map(Cow::Borrowed));
+        let topology =
+            [&cluster, &block, &subblock, &host].iter().any(|p| p.is_some()).then(|| LeanTopology {
+                cluster: cluster.unwrap_or_default(),
+                block: block.unwrap_or_default(),
+                subblock: subblock.unwrap_or_default(),
+                host: host.unwrap_or_default(),
+            });
+        let scheduling = termination.map(|t| LeanScheduling { termination_timestamp: Some(Text(t)) });
+        LeanVm {
+            name: name.unwrap_or_default(),
+            zone: zone.unwrap_or_default(),
+            status: status.unwrap_or_default(),
+            creation_timestamp: created.unwrap_or_default(),
+            metadata: created_by.map(|v| LeanMetadata { items: CreatedBy(Some(v)) }),
+            network_interfaces: FirstIp(ip),
+            resource_status: (scheduling.is_some() || topology.is_some())
+                .then_some(LeanResourceStatus { scheduling, physical_host_topology: topology }),
+        }
     }
 }
+
+/// What a pass reads of a VM, as strings: name, zone, status, creation time, the `created-by` value,
+/// the first interface's IP, the termination time, and the physical host topology's cluster, block,
+/// subblock and host. `None` where the VM has none (name, zone, status and creation time are
+/// always there, empty when GCE left them out).
+pub(crate) type Parts<'a> = [Option<&'a str>; PARTS];
+
+/// How many [`Parts`] a VM has.
+pub(crate) const PARTS: usize = 11;
 
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(default)]
@@ -101,16 +160,16 @@ impl<'de: 'a, 'a> Deserialize<'de> for MetadataItem<'a> {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut item = MetadataItem::default();
                 let mut key_seen = false;
-                while let Some(field) = map.next_key::<Cow<'de, str>>()? {
+                while let Some(Text(field)) = map.next_key::<Text<'de>>()? {
                     match field.as_ref() {
                         "key" => {
-                            item.key = map.next_value()?;
+                            item.key = map.next_value::<Text<'a>>()?.0;
                             key_seen = true;
                         }
                         "value" if key_seen && item.key != "created-by" => {
                             map.next_value::<IgnoredAny>()?;
                         }
-                        "value" => item.value = map.next_value()?,
+                        "value" => item.value = map.next_value::<Option<Text<'a>>>()?.map(|t| t.0),
                         _ => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -120,6 +179,30 @@ impl<'de: 'a, 'a> Deserialize<'de> for MetadataItem<'a> {
             }
         }
         d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// A string borrowed from the page where it has no escapes (serde's own `Cow<str>` is always a
+/// copy outside a derived field marked `borrow`).
+#[derive(Debug, PartialEq, Eq)]
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(V(std::marker::PhantomData))
     }
 }
 
@@ -157,7 +240,7 @@ struct FirstIp<'a>(Option<Cow<'a, str>>);
 #[serde(rename_all = "camelCase")]
 struct Nic<'a> {
     #[serde(borrow, default, rename = "networkIP")]
-    network_ip: Option<Cow<'a, str>>,
+    network_ip: Option<Text<'a>>,
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for FirstIp<'a> {
@@ -171,7 +254,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for FirstIp<'a> {
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 let first = seq.next_element::<Nic<'a>>()?.and_then(|n| n.network_ip);
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(FirstIp(first))
+                Ok(FirstIp(first.map(|t| t.0)))
             }
             fn visit_unit<E>(self) -> Result<Self::Value, E> {
                 Ok(FirstIp(None))
@@ -209,160 +292,5 @@ struct LeanTopology<'a> {
 #[serde(rename_all = "camelCase", default)]
 struct LeanScheduling<'a> {
     #[serde(borrow)]
-    termination_timestamp: Option<Cow<'a, str>>,
+    termination_timestamp: Option<Text<'a>>,
 }
-
-/// One page of `instances.aggregatedList` without its VMs, which [`LeanPage::read`] hands out one
-/// at a time as it decodes them (no list of 500 VMs is built): what is left is where the next
-/// page starts and what the page says it left out.
-#[derive(Debug, Default)]
-pub(crate) struct LeanPage {
-    pub next_page_token: String,
-    /// Each scope of `items` with its `warning`, in the page's order.
-    scopes: Vec<(String, Option<ListWarning>)>,
-    unreachables: Vec<String>,
-    warning: Option<ListWarning>,
-}
-
-impl LeanPage {
-    /// Decodes one page, calling `each(zone, vm)` for every VM with its zone's name (from the VM's
-    /// `zone`, else from its scope's key `zones/{zone}`) as soon as the VM is decoded.
-    pub(crate) fn read<'a>(bytes: &'a [u8], mut each: impl FnMut(&str, LeanVm<'a>)) -> Result<Self, String> {
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        let page = de.deserialize_map(PageVisitor { each: &mut each }).map_err(|e| e.to_string())?;
-        de.end().map_err(|e| e.to_string())?;
-        Ok(page)
-    }
-
-    /// Adds what the page left out to `unreachable`.
-    pub(crate) fn unreachable_into(&self, unreachable: &mut Unreachable) {
-        unreachable.add_parts(
-            self.scopes.iter().map(|(scope, warning)| (scope.as_str(), warning.as_ref())),
-            &self.unreachables,
-            self.warning.as_ref(),
-        );
-    }
-}
-
-/// The page object: `items` is handed to [`ItemsVisitor`], the rest kept or skipped.
-struct PageVisitor<'f, F> {
-    each: &'f mut F,
-}
-
-impl<'de, F: FnMut(&str, LeanVm<'de>)> Visitor<'de> for PageVisitor<'_, F> {
-    type Value = LeanPage;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an aggregated list page")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LeanPage, A::Error> {
-        let mut page = LeanPage::default();
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            match key.as_ref() {
-                "items" => {
-                    map.next_value_seed(Seed(ItemsVisitor { each: &mut *self.each, page: &mut page }))?
-                }
-                "nextPageToken" => page.next_page_token = map.next_value()?,
-                "unreachables" => page.unreachables = map.next_value()?,
-                "warning" => page.warning = map.next_value()?,
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(page)
-    }
-}
-
-/// `items`: each scope's `instances` handed to `each` with the scope's zone, its `warning` kept.
-struct ItemsVisitor<'f, F> {
-    each: &'f mut F,
-    page: &'f mut LeanPage,
-}
-
-impl<'de, F: FnMut(&str, LeanVm<'de>)> Visitor<'de> for ItemsVisitor<'_, F> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a map of scopes")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(scope) = map.next_key::<String>()? {
-            let mut warning = None;
-            let zone = scope.strip_prefix("zones/").unwrap_or_default();
-            map.next_value_seed(Seed(ScopeVisitor { zone, each: &mut *self.each, warning: &mut warning }))?;
-            self.page.scopes.push((scope, warning));
-        }
-        Ok(())
-    }
-}
-
-/// One scope of `items`: `instances` and `warning`.
-struct ScopeVisitor<'f, F> {
-    zone: &'f str,
-    each: &'f mut F,
-    warning: &'f mut Option<ListWarning>,
-}
-
-impl<'de, F: FnMut(&str, LeanVm<'de>)> Visitor<'de> for ScopeVisitor<'_, F> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a scoped list")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            match key.as_ref() {
-                "instances" => {
-                    map.next_value_seed(Seed(InstancesVisitor { zone: self.zone, each: &mut *self.each }))?
-                }
-                "warning" => *self.warning = map.next_value()?,
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A scope's `instances`, each VM handed to `each` as soon as it is decoded.
-struct InstancesVisitor<'f, F> {
-    zone: &'f str,
-    each: &'f mut F,
-}
-
-impl<'de, F: FnMut(&str, LeanVm<'de>)> Visitor<'de> for InstancesVisitor<'_, F> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of instances")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(vm) = seq.next_element::<LeanVm<'de>>()? {
-            let escaped;
-            let zone = match &vm.zone {
-                Cow::Borrowed("") => self.zone,
-                Cow::Borrowed(url) => super::last_segment(url),
-                // A zone with escapes in it (never seen): copied, as `vm` moves to `each`.
-                Cow::Owned(url) if url.is_empty() => self.zone,
-                Cow::Owned(url) => {
-                    escaped = super::last_segment(url).to_string();
-                    &escaped
-                }
-            };
-            (self.each)(zone, vm);
-        }
-        Ok(())
-    }
-}
-
-/// A visitor used as a seed: `items`, a scope and `instances` are maps and a list.
-struct Seed<V>(V);
-
-impl<'de, V: Visitor<'de>> DeserializeSeed<'de> for Seed<V> {
-    type Value = V::Value;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
-        d.deserialize_any(self.0)
-    }
-}
-
-#[cfg(test)]
-#[path = "lean_vms_tests.rs"]
-mod tests;

@@ -25,6 +25,7 @@ pub mod client;
 pub mod create;
 pub mod endpoints;
 pub mod error;
+mod lean_pages;
 pub mod lean_vms;
 pub mod node_shape;
 pub mod placement_rules;
@@ -47,6 +48,7 @@ pub use error::{
     classify_code, classify_errors, classify_http, classify_operation, ApiError, ErrorClass, ErrorReason,
     GceError, OperationFailed,
 };
+pub use lean_pages::VmRecall;
 pub use lean_vms::LeanVm;
 pub use node_shape::{node_shape, read_node_shape, NodeShape, ShapeError};
 pub use policies::{ResourcePolicy, WorkloadPolicy};

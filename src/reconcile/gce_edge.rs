@@ -111,17 +111,22 @@ pub struct MigLists {
 }
 
 /// Every VM whose name starts with `{cluster}-`, in one paginated aggregated list, and the zones
-/// the answer left out (a partial success: their VMs are unknown, not gone).
+/// the answer left out (a partial success: their VMs are unknown, not gone). `recall` is the list as
+/// the last pass read it (taken for the read and put back after it, so no lock is held while it
+/// waits for GCE).
 pub async fn observe_vms(
     client: &gce::Client,
     cfg: &Config,
+    recall: &std::sync::Mutex<gce::VmRecall>,
 ) -> Result<(BTreeMap<String, ObservedVm>, gce::Unreachable), GceError> {
     let filter = format!("name eq '{}-.*'", cfg.cluster_name);
     let prefix = format!("{}-", cfg.cluster_name);
     let mut vms = BTreeMap::new();
     if !super::observe::bench_baseline() {
-        let unreachable = client
-            .aggregated_list_vms_lean(Some(&filter), Some(VM_LIST_FIELDS), |zone, i| {
+        let lock = || recall.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut kept = std::mem::take(&mut *lock());
+        let listed = client
+            .aggregated_list_vms_lean(Some(&filter), Some(VM_LIST_FIELDS), Some(&mut kept), |zone, i| {
                 if i.name.starts_with(&prefix) {
                     let vm = ObservedVm {
                         mig: i.created_by().map(|u| gce::last_segment(u).to_string()),
@@ -136,8 +141,9 @@ pub async fn observe_vms(
                     vms.insert(i.name.to_string(), vm);
                 }
             })
-            .await?;
-        return Ok((vms, unreachable));
+            .await;
+        *lock() = kept;
+        return Ok((vms, listed?));
     }
     // `SLURM_DWS_BENCH_BASELINE=1` (make bench's same-run baseline): whole `Instance`s, as before.
     let unreachable = client

@@ -84,6 +84,8 @@ pub(super) struct Sources<'a> {
     pub naming: &'a Naming,
     pub gce: &'a gce::Client,
     pub slurm: &'a Slurm,
+    /// The VM list's recall, kept between passes.
+    pub vm_recall: &'a std::sync::Mutex<gce::VmRecall>,
 }
 
 /// Resize-request `get`s in flight at once.
@@ -126,7 +128,8 @@ pub(super) async fn gce_and_slurm(
             }
         };
         let policies = super::policies::observe_policies(src.gce, src.cfg, &regions);
-        let (vms, migs, policies) = tokio::join!(gce_edge::observe_vms(src.gce, src.cfg), migs, policies);
+        let (vms, migs, policies) =
+            tokio::join!(gce_edge::observe_vms(src.gce, src.cfg, src.vm_recall), migs, policies);
         (((vms, migs), policies), began.elapsed())
     };
     let slurm_reads = async {

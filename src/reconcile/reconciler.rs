@@ -88,6 +88,9 @@ pub struct Reconciler {
     in_flight: InFlight,
     /// The Slurm topology file (`[slurm] topology`), once Slurm's release says which form it takes.
     topology: Option<crate::topology::Keeper>,
+    /// The VM list as the last pass read it (`gce::VmRecall`): the VMs unchanged since are not
+    /// decoded again.
+    vm_recall: std::sync::Mutex<gce::VmRecall>,
 }
 
 /// A full observation kept after its pass ([`Reconciler::pass`]): only one whose pass read
@@ -157,6 +160,7 @@ impl Reconciler {
             kept: None,
             in_flight: InFlight::default(),
             topology: None,
+            vm_recall: Default::default(),
             admin_comments: Default::default(),
             advisor: Default::default(),
             waits: Default::default(),
@@ -277,8 +281,13 @@ impl Reconciler {
         observed.exclusive_jobs = None;
         observed.requests.clear();
         observed.job_limits.clear();
-        let sources =
-            Sources { cfg: &self.cfg, naming: &self.plan_cfg.naming, gce: &self.gce, slurm: &self.slurm };
+        let sources = Sources {
+            cfg: &self.cfg,
+            naming: &self.plan_cfg.naming,
+            gce: &self.gce,
+            slurm: &self.slurm,
+            vm_recall: &self.vm_recall,
+        };
         let took =
             observe::read_jobs(&sources, &desired, &inbox, Default::default(), &mut observed, &mut o.errors)
                 .await;
@@ -339,8 +348,13 @@ impl Reconciler {
         let desired = self.take_desired().await?;
         // A failure here leaves `desired` dropped, as after any failed pass: the next reads the store.
         let inbox = self.store.unprocessed_inbox().await?;
-        let sources =
-            Sources { cfg: &self.cfg, naming: &self.plan_cfg.naming, gce: &self.gce, slurm: &self.slurm };
+        let sources = Sources {
+            cfg: &self.cfg,
+            naming: &self.plan_cfg.naming,
+            gce: &self.gce,
+            slurm: &self.slurm,
+            vm_recall: &self.vm_recall,
+        };
         let (observed, polls) = observe::gce_and_slurm(
             &sources,
             &desired,

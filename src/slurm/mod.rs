@@ -38,7 +38,6 @@
 mod admin_comment;
 pub mod already;
 mod command;
-mod json_stream;
 mod node;
 pub mod reservation;
 pub mod resume_file;
@@ -146,8 +145,8 @@ pub struct Slurm {
     conf: Option<PathBuf>,
     timeout: Duration,
     version: Arc<tokio::sync::OnceCell<Detected>>,
-    /// The nodes of the last [`Slurm::node_states`] (see [`json_stream::Recall`]), shared by clones.
-    recall: Arc<std::sync::Mutex<Option<(NodeSource, json_stream::Recall)>>>,
+    /// The nodes of the last [`Slurm::node_states`] (see [`crate::json_stream::Recall`]), shared by clones.
+    recall: Arc<std::sync::Mutex<Option<(NodeSource, crate::json_stream::Recall)>>>,
 }
 
 /// What `scontrol --version` said, once it ran and exited 0. Failures to run it (timeout, exit

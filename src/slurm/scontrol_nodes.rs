@@ -12,9 +12,9 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::json_stream::{field_note_len, for_each_element, only_fields, only_fields_again, Recall};
 use super::node::{reason_text, split_state, without_position, NodeInfo, NodeList};
 use super::ParseError;
+use crate::json_stream::{field_note_len, for_each_element, only_fields, only_fields_again, Recall};
 
 const WHAT: &str = "scontrol --json show nodes";
 

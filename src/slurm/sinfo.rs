@@ -20,10 +20,10 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::json_stream::{field_note_len, for_each_element, only_fields, only_fields_again, Recall};
 pub use super::node::NodeInfo;
 use super::node::{reason_text, split_state, without_position, NodeList};
 use super::ParseError;
+use crate::json_stream::{field_note_len, for_each_element, only_fields, only_fields_again, Recall};
 
 const WHAT: &str = "sinfo --json";
 

@@ -1,7 +1,7 @@
 //! The node view a reconcile pass reads: state, flags and reason of every node, nothing else.
 
-use super::json_stream::Recall;
 use super::{command, scontrol_nodes, sinfo, Detected, NodeInfo, NodeSource, Slurm, SlurmError};
+use crate::json_stream::Recall;
 
 impl Slurm {
     /// [`Slurm::nodes`] as a reconcile pass needs them: from the same command, with each node's

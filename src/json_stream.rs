@@ -100,6 +100,39 @@ impl Recall {
         kept
     }
 
+    /// For a document held whole (a GCE list page): the element at `index` of the recalled array,
+    /// whose first byte is `bytes[at]`. Returns where it ends, whether it is the element this
+    /// position had last time (the next `len` bytes hashed, not scanned) and the numbers kept with
+    /// it (as left last time when it is, zeros otherwise). An element that is not the same is
+    /// scanned ([`value_end`]); `None` when it does not end in `bytes`.
+    pub(crate) fn element_in(
+        &mut self,
+        index: usize,
+        bytes: &[u8],
+        at: usize,
+    ) -> Option<(usize, bool, &mut [u16])> {
+        let last = self.seen.get(index).copied();
+        let same = last.filter(|seen| {
+            bytes.get(at..at + seen.len as usize).is_some_and(|taken| self.seen(taken) == *seen)
+        });
+        let end = match same {
+            Some(seen) => at + seen.len as usize,
+            None => value_end(bytes, at)?,
+        };
+        Some((end, same.is_some(), self.remember(index, same, &bytes[at..end])))
+    }
+
+    /// Keeps the first `n` elements (a read that found only `n`: the rest are gone).
+    pub(crate) fn keep_first(&mut self, n: usize) {
+        self.seen.truncate(n);
+        self.kept.truncate(n * self.stride);
+    }
+
+    /// Forgets every element (a read that failed: the next is read as if for the first time).
+    pub(crate) fn forget(&mut self) {
+        self.keep_first(0);
+    }
+
     /// `bytes` as it would be remembered.
     fn seen(&self, bytes: &[u8]) -> Seen {
         let hash = xxhash_rust::xxh3::xxh3_128_with_seed(bytes, self.seed);
@@ -351,6 +384,18 @@ fn only_fields_inner(
             }
             _ => return Err(cut("`,` or `}`")),
         }
+    }
+}
+
+/// The end (exclusive) of the JSON value whose first byte is `bytes[at]`, in a document held whole:
+/// strings and nesting tracked as [`for_each_element`] tracks them, a bare word ending at a
+/// delimiter or the end of `bytes`. `None` when the value does not end in `bytes`.
+pub(crate) fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
+    let mut scan = Scan::new(*bytes.get(at)?);
+    match scan.feed(&bytes[at + 1..]) {
+        (used, true) => Some(at + 1 + used),
+        (used, false) if scan.word => Some(at + 1 + used),
+        _ => None,
     }
 }
 

@@ -1,5 +1,6 @@
 //! The lean page decoder reads what the whole `Instance` decoder reads, on GCE's (and the
-//! simulator's) shapes: full objects, `fields=` partial responses, partial successes, escapes.
+//! simulator's) shapes: full objects, `fields=` partial responses, partial successes, escapes; and
+//! a list read with its recall reads as a fresh read, whatever changed between the two.
 
 use super::super::types::{InstanceAggregatedPage, Unreachable};
 use super::*;
@@ -77,11 +78,30 @@ fn whole(page: &Value) -> (Vec<Read>, Unreachable) {
     (out, u)
 }
 
-/// A page through [`LeanPage::read`], its VMs collected with their zones.
+/// A page through [`LeanPage::read`], its VMs collected with their zones. Read twice more with a
+/// recall (filled, then taken from), it reads the same each time.
 fn read(bytes: &[u8]) -> Result<(LeanPage, Vec<(String, LeanVm<'_>)>), String> {
     let mut vms = Vec::new();
-    let page = LeanPage::read(bytes, |zone, vm| vms.push((zone.to_string(), vm)))?;
+    let page = LeanPage::read(bytes, None, |zone, vm| vms.push((zone.to_string(), vm)))?;
+    let mut recall = VmRecall::default();
+    for _ in 0..2 {
+        recall.begin();
+        let mut again = Vec::new();
+        let p = LeanPage::read(bytes, Some(&mut recall), |zone, vm| again.push((zone.to_string(), vm)))?;
+        recall.end();
+        assert_eq!(seen(&vms), seen(&again), "read with a recall");
+        assert_eq!(format!("{page:?}"), format!("{p:?}"));
+    }
     Ok((page, vms))
+}
+
+/// What a pass reads of each VM, with its zone.
+type Seen = (String, Vec<Option<String>>, Option<String>, Option<String>);
+fn seen(vms: &[(String, LeanVm<'_>)]) -> Vec<Seen> {
+    let owned = |vm: &LeanVm<'_>| vm.parts().iter().map(|p| p.map(str::to_string)).collect();
+    vms.iter()
+        .map(|(zone, vm)| (zone.clone(), owned(vm), vm.topology(), vm.internal_ip().map(str::to_string)))
+        .collect()
 }
 
 /// The same through the lean decoder.
@@ -158,7 +178,7 @@ fn a_partial_response_takes_the_zone_from_the_scope_and_borrows_its_strings() {
     let (_, vms) = read(&bytes).unwrap();
     let (_, vm) = &vms[0];
     assert!(matches!(vm.name, Cow::Borrowed(_)), "a string without escapes is not copied");
-    assert!(matches!(vm.created_by().map(|_| &vm.metadata), Some(Some(_))));
+    assert!(vm.created_by().is_some());
 }
 
 #[test]
@@ -271,4 +291,132 @@ fn physical_host_topology_reads_as_one_path_and_is_none_without_a_host() {
         got,
         [Some("us-central1-cluster-a1/b7/s2/h11".to_string()), Some("c/b//".to_string()), None, None]
     );
+}
+
+/// VM `i` of a list: flex or spot, placed or not; VM 7's `created-by` has escapes and VM 8 carries
+/// a 70 KB startup script, so neither is noted (each is decoded on every read).
+fn list_vm(i: usize, status: &str) -> Value {
+    let mut vm = full_vm(&format!("hpc-a3u-{i}"), "us-central1-a", i % 2 == 0);
+    vm["status"] = json!(status);
+    if i % 3 == 0 {
+        vm["resourceStatus"]["physicalHostTopology"] =
+            json!({"cluster": "c1", "block": format!("b{i}"), "host": "h"});
+    }
+    if i == 7 {
+        vm["metadata"]["items"][1]["value"] = json!("a/b/\"m\"");
+    }
+    if i == 8 {
+        vm["metadata"]["items"][0]["value"] = json!("x".repeat(70_000));
+    }
+    vm
+}
+
+/// The list of `vms` as pages of `per_page` VMs.
+fn pages(vms: &[Value], per_page: usize) -> Vec<Vec<u8>> {
+    let chunks: Vec<&[Value]> = vms.chunks(per_page).collect();
+    if chunks.is_empty() {
+        return vec![b"{}".to_vec()];
+    }
+    let last = chunks.len() - 1;
+    chunks
+        .iter()
+        .enumerate()
+        .map(|(k, chunk)| {
+            let mut page = json!({"items": {"zones/us-central1-a": {"instances": chunk}}});
+            if k < last {
+                page["nextPageToken"] = json!(format!("p{}", k + 1));
+            }
+            serde_json::to_vec(&page).unwrap()
+        })
+        .collect()
+}
+
+/// What a pass reads of every VM of the list, its pages read in turn.
+fn read_list(pages: &[Vec<u8>], mut recall: Option<&mut VmRecall>) -> Vec<Seen> {
+    if let Some(r) = recall.as_deref_mut() {
+        r.begin();
+    }
+    let mut out = Vec::new();
+    for page in pages {
+        let mut vms = Vec::new();
+        LeanPage::read(page, recall.as_deref_mut(), |zone, vm| vms.push((zone.to_string(), vm))).unwrap();
+        out.extend(seen(&vms));
+    }
+    if let Some(r) = recall {
+        r.end();
+    }
+    out
+}
+
+/// A list read again with the recall of its last read: at each step the list changes, and the read
+/// with the recall finds what a fresh read finds, taking as they were exactly the VMs unchanged at
+/// their position (never VM 7 or 8, which are not noted).
+#[test]
+fn a_list_read_with_its_recall_reads_as_a_fresh_read() {
+    let list = |n: usize| (0..n).map(|i| list_vm(i, "RUNNING")).collect::<Vec<_>>();
+    type Change = fn(&mut Vec<Value>);
+    let steps: [(&str, Change, usize); 9] = [
+        ("unchanged", |_| {}, 10),
+        ("one VM changed in place at the same length", |l| l[5]["status"] = json!("STOPPED"), 9),
+        ("one VM longer: the VMs after it are at their places", |l| l[5]["status"] = json!("TERMINATED"), 9),
+        ("the IP of a VM", |l| l[2]["networkInterfaces"][0]["networkIP"] = json!("10.0.0.99"), 9),
+        ("one VM gone: every VM after it moves", |l| drop(l.remove(3)), 3),
+        ("one VM more, at the end", |l| l.push(list_vm(12, "RUNNING")), 9),
+        ("fewer pages", |l| l.truncate(5), 5),
+        ("no VM at all", |l| l.clear(), 0),
+        ("every VM again: nothing recalled", |l| *l = (0..12).map(|i| list_vm(i, "RUNNING")).collect(), 0),
+    ];
+    let mut recall = VmRecall::default();
+    let mut vms = list(12);
+    assert_eq!(read_list(&pages(&vms, 4), Some(&mut recall)), read_list(&pages(&vms, 4), None));
+    assert_eq!(recall.taken(), 0, "a first read takes nothing");
+    for (step, change, taken) in steps {
+        change(&mut vms);
+        let pages = pages(&vms, 4);
+        let fresh = read_list(&pages, None);
+        assert_eq!(read_list(&pages, Some(&mut recall)), fresh, "{step}");
+        assert_eq!(recall.taken(), taken, "{step}");
+        assert_eq!(fresh.len(), vms.len(), "{step}");
+    }
+}
+
+/// A page that fails to read in the middle of a list leaves the recall to be forgotten; the next
+/// read takes nothing and reads as a fresh one.
+#[test]
+fn a_failed_read_is_forgotten() {
+    let vms: Vec<Value> = (0..6).map(|i| list_vm(i, "RUNNING")).collect();
+    let good = pages(&vms, 3);
+    let mut recall = VmRecall::default();
+    read_list(&good, Some(&mut recall));
+    recall.begin();
+    LeanPage::read(&good[0], Some(&mut recall), |_, _| {}).unwrap();
+    let cut = &good[1][..good[1].len() / 2];
+    let err = LeanPage::read(cut, Some(&mut recall), |_, _| {}).unwrap_err();
+    assert!(err.contains("ends too early"), "{err}");
+    recall.forget();
+    assert_eq!(read_list(&good, Some(&mut recall)), read_list(&good, None));
+    assert_eq!(recall.taken(), 0);
+    read_list(&good, Some(&mut recall));
+    assert_eq!(recall.taken(), 6);
+}
+
+/// `LeanVm::from_parts` reads as the VM its parts were taken from.
+#[test]
+fn a_vm_from_its_parts_reads_as_the_vm() {
+    let mut odd = list_vm(3, "RUNNING");
+    odd["networkInterfaces"] = json!([{"networkIP": ""}]);
+    odd["resourceStatus"]["physicalHostTopology"] = json!({});
+    let bare = json!({"name": "hpc-a3u-9"});
+    for vm in [list_vm(0, "RUNNING"), list_vm(1, "STAGING"), list_vm(3, "RUNNING"), odd, bare] {
+        let bytes = serde_json::to_vec(&vm).unwrap();
+        let decoded: LeanVm<'_> = serde_json::from_slice(&bytes).unwrap();
+        let parts = decoded.parts();
+        let made = LeanVm::from_parts(parts);
+        assert_eq!(made.parts(), parts);
+        assert_eq!((made.created_by(), made.internal_ip()), (decoded.created_by(), decoded.internal_ip()));
+        assert_eq!(
+            (made.topology(), made.termination_timestamp()),
+            (decoded.topology(), decoded.termination_timestamp())
+        );
+    }
 }

@@ -477,8 +477,7 @@ async fn hook(
 fn daemon(config: Option<&std::path::Path>, format: LogFormat) -> Result<(), CliError> {
     logging::init(format)?;
     let cfg = Config::load(config)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::runtime(format!("cannot start the async runtime: {e}")))?;

@@ -1,7 +1,7 @@
 //! One node as slurm-dws needs it ([`NodeInfo`]), whichever command and Slurm version it came from,
 //! and the pieces the node parsers share.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use serde_json::Value;
 
@@ -127,7 +127,7 @@ impl NodeList {
     /// Drops the nodes pushed since the last index whose name came before (the first one stays).
     fn drop_repeats(&mut self) {
         let fresh = &self.nodes[self.indexed..];
-        let mut seen = HashSet::with_capacity(fresh.len());
+        let mut seen = HashSet::with_capacity_and_hasher(fresh.len(), Default::default());
         let keep: Vec<bool> =
             fresh.iter().map(|n| !self.index.contains_key(&n.name) && seen.insert(n.name.as_str())).collect();
         if keep.iter().all(|k| *k) {

@@ -10,13 +10,13 @@
 //! an empty one, and the request groups behind it end with it.
 
 use super::*;
-use std::collections::HashSet;
+use rustc_hash::FxHashSet as HashSet;
 
 impl Planner<'_> {
     pub(super) fn migs_and_gc(&mut self) {
         let Some(observed) = self.o.migs.as_ref() else { return };
         // Each MIG name once (10,000 up nodes share 1,000 MIGs: no copy per node).
-        let mut busy: HashSet<String> = HashSet::new();
+        let mut busy: HashSet<String> = HashSet::default();
         let open_requests = self.requests.values().filter(|r| r.phase.is_open());
         let holding_nodes = self
             .nodes

@@ -3,12 +3,13 @@
 //! ones on record that Slurm lost are made again.
 
 use super::*;
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 
 impl Planner<'_> {
     pub(super) fn reservations(&mut self) {
         let Some(existing) = self.o.reservations.as_ref() else { return };
-        let kept: HashSet<&String> = self.nodes.values().filter_map(|n| n.reservation.as_ref()).collect();
+        let mut kept = FxHashSet::with_capacity_and_hasher(existing.len(), Default::default());
+        kept.extend(self.nodes.values().filter_map(|n| n.reservation.as_ref()));
         let planned: BTreeSet<String> = self
             .plan
             .slurm
@@ -38,7 +39,7 @@ impl Planner<'_> {
         // A reservation on record that Slurm lost (slurmctld state wiped): make it again. (The
         // nodes this pass already makes one for are looked up, not searched for: the pass that
         // turns 10,000 nodes up plans 10,000 of them.)
-        let creating: HashSet<&str> = self
+        let creating: FxHashSet<&str> = self
             .plan
             .slurm
             .iter()

@@ -122,6 +122,11 @@ impl Recall {
         Some((end, same.is_some(), self.remember(index, same, &bytes[at..end])))
     }
 
+    /// How many elements the last read found.
+    pub(crate) fn len(&self) -> usize {
+        self.seen.len()
+    }
+
     /// Keeps the first `n` elements (a read that found only `n`: the rest are gone).
     pub(crate) fn keep_first(&mut self, n: usize) {
         self.seen.truncate(n);

@@ -52,6 +52,16 @@ impl VmRecall {
         self.taken = 0;
     }
 
+    /// How many VMs the last complete read found.
+    pub fn len(&self) -> usize {
+        self.recall.len()
+    }
+
+    /// Whether the last complete read found none (or there was none).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// How many VMs the last read took as they were, not decoded.
     pub fn taken(&self) -> usize {
         self.taken

@@ -100,6 +100,12 @@ pub(crate) struct NodeList {
 }
 
 impl NodeList {
+    /// A list with room for `n` nodes (as many as the last read found: a list grown by doubling
+    /// copies its nodes a dozen times at 10,000).
+    pub fn with_capacity(n: usize) -> NodeList {
+        NodeList { nodes: Vec::with_capacity(n), ..NodeList::default() }
+    }
+
     /// Adds `node` unless a node of that name is already listed (then the first one stays).
     pub fn push_first(&mut self, node: NodeInfo) {
         self.nodes.push(node);

@@ -103,7 +103,7 @@ fn read(
     fields: &[&str],
     recall: Option<&mut Recall>,
 ) -> Result<Vec<NodeInfo>, ParseError> {
-    let mut list = NodeList::default();
+    let mut list = NodeList::with_capacity(recall.as_ref().map_or(0, |r| r.len()));
     let mut kept = Vec::new();
     let found = for_each_element(json, &["nodes"], recall, |e| {
         add_node(&mut list, e.index, e.bytes, fields, &mut kept, e.same, e.kept)

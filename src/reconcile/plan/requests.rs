@@ -96,6 +96,11 @@ impl Planner<'_> {
         }
     }
 
+    /// The members the request is still to bring up (`Requested`).
+    fn wanted<'r>(&self, r: &'r Request) -> Vec<&'r str> {
+        self.members(r).into_iter().filter(|(_, s)| *s == NodeState::Requested).map(|(n, _)| n).collect()
+    }
+
     /// The nodes still bound to a request, with their states (names borrowed from the request).
     fn members<'r>(&self, r: &'r Request) -> Vec<(&'r str, NodeState)> {
         r.nodes
@@ -112,13 +117,12 @@ impl Planner<'_> {
         if r.phase != RequestPhase::Done && (r.zone.is_none() || r.phase.is_open()) {
             self.note_zone(&r);
         }
-        let members = self.members(&r);
-        let wanted: Vec<&str> =
-            members.iter().filter(|(_, s)| *s == NodeState::Requested).map(|(n, _)| *n).collect();
         let mig_seen = self.o.migs.as_ref().map(|m| m.contains_key(&r.mig));
+        // The members are looked up only where a phase reads them (a steady pass's groups have
+        // succeeded and their MIGs are listed: 10,000 lookups saved at 10,000 nodes).
         match r.phase {
             RequestPhase::Planned => {
-                if wanted.is_empty() {
+                if self.wanted(&r).is_empty() {
                     self.release_members(&r, None);
                     self.update_request(id, |r| r.phase = RequestPhase::Done);
                 } else if mig_seen == Some(true) {
@@ -129,7 +133,7 @@ impl Planner<'_> {
                 }
             }
             RequestPhase::MigReady => {
-                if wanted.is_empty() {
+                if self.wanted(&r).is_empty() {
                     let why = "nodes no longer wanted before the resize request was sent".to_string();
                     self.release_members(&r, None);
                     self.update_request(id, |r| {
@@ -146,9 +150,12 @@ impl Planner<'_> {
                     self.plan.gce.push(GceStep::InsertResizeRequest { request: id, mig: r.mig.clone() });
                 }
             }
-            RequestPhase::Active | RequestPhase::Releasing => self.active_request(&r, &wanted),
+            RequestPhase::Active | RequestPhase::Releasing => {
+                let wanted = self.wanted(&r);
+                self.active_request(&r, &wanted)
+            }
             RequestPhase::Succeeded => {
-                if mig_seen == Some(false) && members.iter().all(|(_, s)| *s != NodeState::Up) {
+                if mig_seen == Some(false) && self.members(&r).iter().all(|(_, s)| *s != NodeState::Up) {
                     self.update_request(id, |r| r.phase = RequestPhase::Done);
                 }
             }

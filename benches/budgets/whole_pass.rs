@@ -177,6 +177,27 @@
 //! ~12%, page faults 4.4%. The budget is still missed here, by ~30%; what is left that would cut
 //! the most is the VM list's decode (a recall of each VM as for Slurm's nodes, which needs the
 //! last pass's VMs kept, ~2.5 MB, or noted field positions, ~0.4 MB) and the workers' wake-ups.
+//!
+//! 2026-11-26 14:16–15:40 UTC, the next session, `scale` alone; the first row measured on this day's
+//! machine again (it varies by ±15% from run to run, more from hour to hour):
+//!
+//! | code                                                        | CPU    | `perf` samples | peak RSS whole run / restarted |
+//! |-------------------------------------------------------------|--------|----------------|--------------------------------|
+//! | e64d14d (as left by the session above)                      | 132 ms (117–147) | 1717 (110 ms under `perf`) | 52.4 / 40.4 MB |
+//! | + the VM list's recall (`gce::VmRecall`: unchanged VMs taken by length and hash, strings cut where they were) | 112 ms (105–121) | 2234 (130 ms under `perf`) | 50.5 / 39.6 MB |
+//! | + tokio's current-thread runtime for the daemon, under `perf` | 126 ms (111–134) | 2002 | 49.7 / 41.6 MB |
+//! | + `rustc-hash` for the plan's sets, two runs                | 84.4 ms (75.9–107); 101 ms (89.4–107) | - | 49.9 / 42.0; 51.2 / 42.4 MB |
+//! | + the overlay's changes boxed, the VM map built at once, lists sized from the last read, members looked up lazily; two runs, then one under `perf` | 89.5 ms (76.2–95.8); 87.2 ms (79.7–101); 96.5 ms | 1532 | 47.5 / 41.3; 48.1 / 41.0; 47.3 / 41.0 MB |
+//!
+//! The VM list's decode went from 26.5% of the samples to 5% with its recall (what is left: each
+//! part's UTF-8 check ~2%, the hash ~1%). Between the first two rows the samples went up: the
+//! machine, not the code (the same binary measured 112 and 130 ms in two runs minutes apart). The
+//! current-thread runtime halved the workers' parking and waking (park 8.6% → 4.1%, syscalls 7.6% →
+//! 4.5% of the samples). The whole run's peak is the pass that makes the 10,008 end-of-life
+//! reservations; the turn-up pass went from 48.7–49.5 to 43.2 MB when the overlay's changes were
+//! boxed. `perf` of the last row: the VM list (HTTP, body copy, the walk, building the records, the
+//! map) ~25%, Slurm's node stream 20% (the pipe's reads 5%), plan() 14%, page faults 6%, dropping
+//! the observation 4%, parking 4%, SQLite 3%.
 
 use crate::fake_slurm::FakeSlurm;
 use crate::scale::{memory, quiet, task_cpu, Proc};

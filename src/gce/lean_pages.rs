@@ -186,6 +186,7 @@ fn noted_vm<'a>(element: &'a [u8], note: &[u16]) -> Option<LeanVm<'a>> {
     for (k, part) in parts.iter_mut().enumerate() {
         let (start, len) = (usize::from(note[1 + 2 * k]), usize::from(note[2 + 2 * k]));
         if len > 0 {
+            // Each part checked, not the element: a VM's metadata can hold kilobytes of script.
             *part = Some(std::str::from_utf8(element.get(start..start + len - 1)?).ok()?);
         }
     }

@@ -183,3 +183,59 @@ fn pages_accept_items_or_managed_instances() {
     assert_eq!(a.items["zones/a"].instances[0].name, "x");
     assert!(a.items["zones/b"].instances.is_empty());
 }
+
+/// GCE's timestamps read by position read as chrono's RFC 3339 parser reads them; what the quick
+/// read does not take (other forms, leap seconds, nonsense) is left to chrono.
+#[test]
+fn gce_timestamps_read_as_chrono_reads_them() {
+    let chrono = |s: &str| DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&Utc));
+    let cases = [
+        "2026-11-24T10:00:00.000-08:00",
+        "2026-11-24T10:00:00.123456789+05:30",
+        "2026-11-24T10:00:00Z",
+        "2026-11-24T10:00:00z",
+        "2026-11-24T23:59:59.9-00:00",
+        "2026-02-28T00:00:00.000+23:59",
+        "2024-02-29T12:00:00.000-08:00",
+        "2026-12-31T23:30:00.000-01:00",
+        "0001-01-01T00:00:00Z",
+    ];
+    for s in cases {
+        assert!(gce_timestamp(s).is_some(), "{s}");
+        assert_eq!(gce_timestamp(s), chrono(s), "{s}");
+        assert_eq!(parse_timestamp(s), chrono(s), "{s}");
+    }
+    let others = [
+        "",
+        "2026-11-24",
+        "2026-11-24T10:00:00",
+        "2026-11-24 10:00:00Z",
+        "2026-02-30T10:00:00Z",
+        "2026-11-24T24:00:00Z",
+        "2026-11-24T10:00:60Z",
+        "2026-11-24T10:00:00.Z",
+        "2026-11-24T10:00:00.1234567890Z",
+        "2026-11-24T10:00:00+24:00",
+        "2026-11-24T10:00:00+0800",
+        "2026-11-24T10:00:00.000-08:00 ",
+        "2026-11-24T1a:00:00Z",
+        "+2026-11-24T10:00:00Z",
+    ];
+    for s in others {
+        assert_eq!(gce_timestamp(s), None, "{s}");
+        assert_eq!(parse_timestamp(s), chrono(s), "{s}");
+    }
+    // Every second of a leap year's day boundaries and offsets, against chrono.
+    for (day, offset) in [("2024-02-29", "-08:00"), ("2026-01-01", "+14:00"), ("2026-07-04", "Z")] {
+        for secs in (0..86_400).step_by(997) {
+            let s = format!(
+                "{day}T{:02}:{:02}:{:02}.{:03}{offset}",
+                secs / 3600,
+                secs / 60 % 60,
+                secs % 60,
+                secs % 1000
+            );
+            assert_eq!(gce_timestamp(&s), chrono(&s), "{s}");
+        }
+    }
+}

@@ -75,6 +75,12 @@ pub const MAX_RUN_DURATION: u64 = 604_800;
 pub const DRIFT_GRACE_SECS: i64 = 60;
 /// How long after a request SUCCEEDED a VM may be missing from a list before it counts as gone.
 pub const LIST_LAG_SECS: i64 = 30;
+/// End-of-life reservations a round makes at most, the soonest to start first; the next rounds make
+/// the rest. A 10,000-node turn-up would otherwise make 10,000 in one pass, one `scontrol` each
+/// (~2 ms apiece: ~20 s in which the daemon serves no resume and reads nothing), with every one of
+/// them held in the pass's plan meanwhile. A reservation starts `eol_grace` before its VM's end,
+/// hours away for any run worth reserving, so a few passes' wait costs nothing.
+pub const MAX_RESERVATIONS_PER_ROUND: usize = 1000;
 /// Prefix of the end-of-life maintenance reservations slurm-dws makes.
 pub const EOL_PREFIX: &str = "slurm-dws-eol-";
 /// Prefix of every node reason slurm-dws sets, so it knows which DOWN states are its own.
@@ -105,6 +111,7 @@ pub fn plan(cfg: &PlanConfig, d: &Desired, o: &Observed, now: DateTime<Utc>) -> 
         slurm_updates: BTreeMap::new(),
         job_begins: BTreeMap::new(),
         here: Here::default(),
+        eol_wanted: Vec::new(),
     };
     p.expire_backoffs();
     p.request_lifecycle();
@@ -116,6 +123,7 @@ pub fn plan(cfg: &PlanConfig, d: &Desired, o: &Observed, now: DateTime<Utc>) -> 
     p.orphans();
     p.unused_policies();
     p.reservations();
+    p.make_reservations();
     p.release_exclusive();
     p.fallback();
     p.finish()
@@ -143,6 +151,15 @@ struct Planner<'a> {
     job_begins: BTreeMap<DateTime<Utc>, BTreeSet<u32>>,
     /// The node [`Planner::node_rules`] is judging, with its VM and Slurm node.
     here: Here<'a>,
+    /// The end-of-life reservations the up nodes lack, made by [`Planner::make_reservations`].
+    eol_wanted: Vec<EolWanted>,
+}
+
+/// An end-of-life reservation an up node lacks.
+struct EolWanted {
+    node: String,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
 }
 
 /// A node with its VM and Slurm node, found by walking the sorted node, VM and Slurm lists

@@ -110,15 +110,11 @@ impl Planner<'_> {
                             n.reservation = Some(res);
                         }
                     } else if start < term {
-                        self.plan.slurm.push(SlurmStep::CreateReservation {
-                            name: res.clone(),
+                        self.eol_wanted.push(EolWanted {
                             node: name.to_string(),
                             start,
                             end: term + Duration::seconds(3600),
                         });
-                        if let Some(n) = self.nodes.get_mut(name) {
-                            n.reservation = Some(res);
-                        }
                     }
                 }
                 if let Some(s) = self.slurm_node(name) {

@@ -1,6 +1,7 @@
 //! Rule 7: end-of-life reservations that no longer belong to an up node are removed (only when
 //! Slurm and GCE were both read, never one whose node GCE lists a VM for, each with an event), and
-//! ones on record that Slurm lost are made again.
+//! ones on record that Slurm lost are made again. The up nodes' missing reservations are made at
+//! most [`MAX_RESERVATIONS_PER_ROUND`] a round, the soonest to start first.
 
 use super::*;
 use rustc_hash::FxHashSet;
@@ -61,6 +62,23 @@ impl Planner<'_> {
                 n.reservation = None;
             }
             self.up_node(&name);
+        }
+    }
+
+    /// Makes the end-of-life reservations the up nodes lack ([`Planner::up_node`] found them), the
+    /// soonest to start first and at most [`MAX_RESERVATIONS_PER_ROUND`]: a node left out has none
+    /// on record, so the next round finds it wanting again.
+    pub(super) fn make_reservations(&mut self) {
+        let mut wanted = std::mem::take(&mut self.eol_wanted);
+        wanted.sort_by(|a, b| (a.start, &a.node).cmp(&(b.start, &b.node)));
+        wanted.dedup_by(|a, b| a.node == b.node);
+        wanted.truncate(MAX_RESERVATIONS_PER_ROUND);
+        for EolWanted { node, start, end } in wanted {
+            let name = eol_reservation(&node);
+            if let Some(n) = self.nodes.get_mut(&node) {
+                n.reservation = Some(name.clone());
+            }
+            self.plan.slurm.push(SlurmStep::CreateReservation { name, node, start, end });
         }
     }
 }

@@ -1809,3 +1809,59 @@ fn owned_policies_come_before_their_migs_and_go_only_when_unused() {
     assert!(matches!(with_policies(World::new(), &[policy("a")]).plan().gce.as_slice(),
         [GceStep::DeletePolicy { reason, .. }] if reason.contains("no longer asks")));
 }
+
+/// Up nodes that lack their end-of-life reservation get one, at most
+/// `MAX_RESERVATIONS_PER_ROUND` a round, the soonest to start first; the next round makes the rest
+/// and nothing twice.
+#[test]
+fn end_of_life_reservations_are_made_at_most_a_thousand_a_round_soonest_first() {
+    let total = MAX_RESERVATIONS_PER_ROUND + 7;
+    // Node i's VM ends i minutes after the others' earliest, in reverse name order, so the soonest
+    // are not the first names.
+    let ends = |i: usize| t0() + Duration::hours(2) + Duration::minutes((total - i) as i64);
+    let mut w = World::new().mig(mig("m1", MigState::Active), Some(total as u32));
+    for i in 0..total {
+        let name = format!("hpc-a-{i}");
+        let n = Node { termination_time: Some(ends(i)), ..up_node(&name, "m1") };
+        w = w
+            .node(n)
+            .vm(ObservedVm { termination: Some(ends(i)), ..vm(&name, "m1") })
+            .slurm(&name, slurm("allocated", &["CLOUD"], ""));
+    }
+    let made = |p: &Plan| -> Vec<String> {
+        p.slurm
+            .iter()
+            .filter_map(|s| match s {
+                SlurmStep::CreateReservation { node, name, start, .. } => {
+                    assert_eq!(name, &eol_reservation(node));
+                    assert!(*start < ends(node.strip_prefix("hpc-a-").unwrap().parse().unwrap()));
+                    Some(node.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let p = w.plan();
+    let first = made(&p);
+    assert_eq!(first.len(), MAX_RESERVATIONS_PER_ROUND);
+    // The soonest to end are the last names: the seven first names wait.
+    let waiting: Vec<String> = (0..7).map(|i| format!("hpc-a-{i}")).collect();
+    assert!(waiting.iter().all(|n| !first.contains(n)), "{waiting:?}");
+    for n in &waiting {
+        assert_eq!(node_after(&p, n).and_then(|n| n.reservation.clone()), None, "{n} has none on record yet");
+    }
+    assert_eq!(
+        node_after(&p, "hpc-a-7").and_then(|n| n.reservation.clone()),
+        Some(eol_reservation("hpc-a-7"))
+    );
+    // The next round, with this one's records and Slurm's reservations: the seven, and only them.
+    for n in &p.nodes {
+        w.d.nodes.insert(n.name.clone(), n.clone());
+    }
+    for n in &first {
+        w.o.reservations.as_mut().unwrap().insert(eol_reservation(n));
+    }
+    let mut second = made(&w.plan());
+    second.sort();
+    assert_eq!(second, waiting);
+}

@@ -188,6 +188,8 @@
 //! | + tokio's current-thread runtime for the daemon, under `perf` | 126 ms (111–134) | 2002 | 49.7 / 41.6 MB |
 //! | + `rustc-hash` for the plan's sets, two runs                | 84.4 ms (75.9–107); 101 ms (89.4–107) | - | 49.9 / 42.0; 51.2 / 42.4 MB |
 //! | + the overlay's changes boxed, the VM map built at once, lists sized from the last read, members looked up lazily; two runs, then one under `perf` | 89.5 ms (76.2–95.8); 87.2 ms (79.7–101); 96.5 ms | 1532 | 47.5 / 41.3; 48.1 / 41.0; 47.3 / 41.0 MB |
+//! | + GCE's timestamps read by position, two runs               | 91.9 ms (83.6–101); 91.0 ms (79.0–101) | - | 50.1 / 41.1; 46.9 / 41.4 MB |
+//! | + at most 1,000 end-of-life reservations a round, two runs  | 94.9 ms (89.3–98.1); 86.5 ms (81.0–90.4) | - | 48.2 / 41.1; 48.2 / 41.1 MB |
 //!
 //! The VM list's decode went from 26.5% of the samples to 5% with its recall (what is left: each
 //! part's UTF-8 check ~2%, the hash ~1%). Between the first two rows the samples went up: the
@@ -195,7 +197,9 @@
 //! current-thread runtime halved the workers' parking and waking (park 8.6% → 4.1%, syscalls 7.6% →
 //! 4.5% of the samples). The whole run's peak is the pass that makes the 10,008 end-of-life
 //! reservations; the turn-up pass went from 48.7–49.5 to 43.2 MB when the overlay's changes were
-//! boxed. `perf` of the last row: the VM list (HTTP, body copy, the walk, building the records, the
+//! boxed. With the reservations made a thousand a round the settling took 35 s instead of 41 and
+//! its peak held at 48.2 MB in both runs (46.9–50.1 before); what the remaining 4.5 MB over the
+//! turn-up's peak is was not found. `perf` of the last row: the VM list (HTTP, body copy, the walk, building the records, the
 //! map) ~25%, Slurm's node stream 20% (the pipe's reads 5%), plan() 14%, page faults 6%, dropping
 //! the observation 4%, parking 4%, SQLite 3%.
 

@@ -37,24 +37,14 @@ impl Planner<'_> {
             let node = name[EOL_PREFIX.len()..].to_string();
             self.delete_reservation(&name, &node, "no VM backs the node");
         }
-        // A reservation on record that Slurm lost (slurmctld state wiped): make it again. (The
-        // nodes this pass already makes one for are looked up, not searched for: the pass that
-        // turns 10,000 nodes up plans 10,000 of them.)
-        let creating: FxHashSet<&str> = self
-            .plan
-            .slurm
-            .iter()
-            .filter_map(|s| match s {
-                SlurmStep::CreateReservation { node, .. } => Some(node.as_str()),
-                _ => None,
-            })
-            .collect();
+        // A reservation on record that Slurm lost (slurmctld state wiped): make it again. (A node
+        // this round makes one for has none on record yet: `make_reservations`, after this, records
+        // it.)
         let lost: Vec<String> = self
             .nodes
             .values()
             .filter(|n| n.state == NodeState::Up)
             .filter(|n| n.reservation.as_ref().is_some_and(|r| !existing.contains(r)))
-            .filter(|n| !creating.contains(n.name.as_str()))
             .map(|n| n.name.clone())
             .collect();
         for name in lost {

@@ -3,8 +3,8 @@
 //! resumed, its VMs come up, it is suspended, its VMs are deleted and its MIG collected.
 //!
 //! Counted by the simulator, by method. The lists every pass makes whatever happens
-//! (`regionInstanceGroupManagers.list`, `instances.aggregatedList`) are left out: they do not grow
-//! with jobs. What is left is what one job costs: writes (MIG insert, resize request insert or
+//! (`regionInstanceGroupManagers.list`, `instances.aggregatedList`, and `resourcePolicies.list` in
+//! each region in use since workload policies came) are left out: they do not grow with jobs. What is left is what one job costs: writes (MIG insert, resize request insert or
 //! `createInstances`, `deleteInstances`, MIG delete) and the reads that follow them (operation
 //! waits, resize-request gets or `listManagedInstances` polls).
 
@@ -17,7 +17,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Methods called every pass whatever the jobs do.
-const PER_PASS: [&str; 2] = ["regionInstanceGroupManagers.list", "instances.aggregatedList"];
+const PER_PASS: [&str; 3] =
+    ["regionInstanceGroupManagers.list", "instances.aggregatedList", "resourcePolicies.list"];
 
 /// The `spot` section.
 pub fn run(ctx: &Ctx, t: &mut Table) {

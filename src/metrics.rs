@@ -227,7 +227,7 @@ impl Metrics {
         w.family("slurm_dws_inbox_pending", "gauge", "Hook calls recorded but not yet processed by a pass.");
         w.sample("slurm_dws_inbox_pending", &[], counts.inbox_pending as f64);
 
-        let max = crate::reconcile::step_retry::MAX_STEP_ATTEMPTS;
+        let max = crate::reconcile::gce_edge::step_retry::MAX_STEP_ATTEMPTS;
         let given_up = step_failures.iter().filter(|f| f.failed >= max).count();
         w.family(
             "slurm_dws_gce_steps_failing",

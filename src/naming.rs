@@ -272,6 +272,11 @@ impl fmt::Display for NodeRef {
     }
 }
 
+/// The name of the workload policy slurm-dws owns for `nodeset`.
+pub fn policy_name(cluster: &str, nodeset: &str) -> String {
+    format!("{cluster}-{nodeset}-wp")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 use crate::table::{Samples, Table};
 use chrono::{Duration, Utc};
 use slurm_dws::model::{GceRequestState, Request, RequestPhase};
-use slurm_dws::reconcile::admin_comment;
+use slurm_dws::reconcile::slurm_edge::admin_comment;
 use slurm_dws::reconcile::types::Desired;
 use slurm_dws::store::{Store, WaitsCache};
 use std::collections::BTreeMap;

@@ -12,7 +12,7 @@ use super::CliError;
 use crate::config::Config;
 use crate::model::*;
 use crate::protocol::{self, Liveness, Request as Ask, Response};
-use crate::reconcile::step_retry::MAX_STEP_ATTEMPTS;
+use crate::reconcile::gce_edge::step_retry::MAX_STEP_ATTEMPTS;
 use crate::reconcile::{GcItemKind, GcReport, PassReport};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -562,10 +562,10 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
     if let Some(r) = &request {
         lines.push(format!(
             "It belongs to {} in MIG {} ({}, {}), created {}.",
-            crate::reconcile::vm_create::group_words(&r.name, r.run_duration),
+            crate::reconcile::gce_edge::vm_create::group_words(&r.name, r.run_duration),
             r.mig,
             crate::model::count_of(r.nodes.len(), "node"),
-            crate::reconcile::vm_create::run_duration_words(r.run_duration, age),
+            crate::reconcile::gce_edge::vm_create::run_duration_words(r.run_duration, age),
             when(Some(r.created_at), now)
         ));
         lines.push(format!(

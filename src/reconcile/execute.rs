@@ -2,23 +2,23 @@
 //! Done, Retry, Refused or Moot — and recorded; a round's Slurm steps are run, each batched over a
 //! hostlist.
 //!
-//! Judging is a pure function of the step and the typed error ([`judge`]), and so is what a judged
+//! Judging is a pure function of the step and the typed error ([`judge`], at the GCE edge), and so is what a judged
 //! step changes ([`settle`]): the outbox entry, the kept state (a refused insert fails its group
 //! through the usual path), what the next round may assume, and the pass report's line.
 
 use super::commit::{self, ChangeSet};
 use super::error::ReconcileError;
-use super::gce_edge::{self, SendError};
-use super::inflight::{Answer, CallKey, InFlight, STEP_WAIT};
-use super::plan::REASON_PREFIX;
+use super::gce_edge::inflight::{Answer, CallKey, InFlight, STEP_WAIT};
+use super::gce_edge::step_retry::{FailureMap, MAX_STEP_ATTEMPTS};
+use super::gce_edge::{self, judge, StepResult};
 use super::report::{PassReport, StepReport};
-use super::step_retry::{FailureMap, MAX_STEP_ATTEMPTS};
+use super::slurm_edge;
 use super::types::*;
 use crate::config::Config;
-use crate::gce::{self, ErrorClass, GceError, PolicyFailure};
+use crate::gce::{self, PolicyFailure};
 use crate::model::*;
 use crate::naming::{Naming, NotOurs};
-use crate::slurm::{NodeUpdate, Slurm};
+use crate::slurm::Slurm;
 use crate::store::Store;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
@@ -27,143 +27,6 @@ use std::sync::Arc;
 const GCE_CONCURRENCY: usize = 16;
 /// What a step may take beyond its budget (`gce_edge::step_budget`) before it is cut.
 const STEP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// How one step went.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StepResult {
-    /// GCE did it (its Operation is DONE without error, or the effect already existed).
-    Done,
-    /// Not done, for a reason that may pass (rate limit, timeout, transient error): the next pass resends
-    /// the same requestId.
-    Retry(String),
-    /// Refused for good. `code` is GCE's (e.g. `ZONE_RESOURCE_POOL_EXHAUSTED`) when it gave one.
-    Refused { code: Option<String>, message: String, class: ErrorClass },
-    /// Nothing left to do, but nothing learned either (cancel of a request that is final already: the
-    /// next poll says how it ended).
-    Moot(String),
-    /// GCE acted and failed (an Operation DONE with an error, or a 4xx that may pass): the same
-    /// requestId would only return the same failure, so the outbox entry is closed and the step's
-    /// next attempt, after a backoff, gets a new one (`step_retry`).
-    Failed { code: Option<String>, message: String },
-    /// Under way, nothing wrong: its Operation is still running, or GCE asked the daemon to slow down
-    /// (rate limit). Not waited for: the outbox entry stays pending with its requestId and the next
-    /// pass carries on (resends it, or finds the result in its lists).
-    Carried(String),
-}
-
-impl StepResult {
-    /// Done, nothing left to do, or under way: nothing went wrong.
-    pub fn ok(&self) -> bool {
-        matches!(self, StepResult::Done | StepResult::Moot(_) | StepResult::Carried(_))
-    }
-
-    /// A stockout or an exhausted quota: the nodeset backs off.
-    pub fn is_capacity(&self) -> bool {
-        matches!(self, StepResult::Refused { class: ErrorClass::Capacity | ErrorClass::Quota, .. })
-    }
-
-    /// What went wrong, as the event log, the outbox and the node reason say it: `CODE: message` for
-    /// a refusal with a code.
-    pub fn error(&self) -> Option<String> {
-        match self {
-            StepResult::Done => None,
-            StepResult::Moot(e) | StepResult::Retry(e) | StepResult::Carried(e) => Some(e.clone()),
-            StepResult::Refused { code: Some(code), message, .. } => Some(format!("{code}: {message}")),
-            StepResult::Refused { code: None, message, .. } | StepResult::Failed { code: None, message } => {
-                Some(message.clone())
-            }
-            StepResult::Failed { code: Some(code), message } => Some(format!("{code}: {message}")),
-        }
-    }
-}
-
-/// Decides what an answer means for a step.
-pub fn judge(step: &GceStep, e: &SendError) -> StepResult {
-    let e = match e {
-        SendError::RequestVanished => {
-            return StepResult::Refused { code: None, message: e.to_string(), class: ErrorClass::Invalid }
-        }
-        SendError::Config(c) => {
-            return StepResult::Refused {
-                code: Some("CONFIG".into()),
-                message: c.to_string(),
-                class: ErrorClass::Invalid,
-            }
-        }
-        SendError::Mismatch(m) => {
-            return StepResult::Refused {
-                code: Some("ALREADY_EXISTS_MISMATCH".into()),
-                message: m.clone(),
-                class: ErrorClass::AlreadyExists,
-            }
-        }
-        SendError::Gce(e) => e,
-    };
-    if let GceError::OperationTimeout(op) = e {
-        return StepResult::Carried(format!(
-            "operation {} still {:?} after gcp.request_timeout: carried to the next pass",
-            op.name, op.status
-        ));
-    }
-    if e.is_rate_limit() {
-        return StepResult::Carried(format!("GCE's rate limit, slowing down: {e}"));
-    }
-    let class = e.class();
-    let refused = || StepResult::Refused { code: gce_code(e), message: e.to_string(), class };
-    // A workload policy GCE refuses anyway (`gce::PolicyFailure`): typed, never retried at once.
-    match (step, e.policy_failure()) {
-        // The MIG's request group fails with the failure's code; the planner backs the nodeset off.
-        (GceStep::InsertMig { .. }, Some(f @ (PolicyFailure::Missing | PolicyFailure::WrongRegion))) => {
-            return StepResult::Refused { code: Some(f.code().into()), message: e.to_string(), class };
-        }
-        // A MIG still uses it: the delete waits (its step backoff, never given up: `step_retry`).
-        (GceStep::DeletePolicy { .. }, Some(f @ PolicyFailure::InUse)) => {
-            return StepResult::Failed { code: Some(f.code().into()), message: e.to_string() };
-        }
-        _ => {}
-    }
-    match (step, class) {
-        // `send` compares what exists under our name with what was meant (Done or Mismatch): a 409
-        // that reaches here could not be compared. The next pass tries again.
-        (GceStep::InsertMig { .. } | GceStep::InsertResizeRequest { .. }, ErrorClass::AlreadyExists) => {
-            StepResult::Retry(format!("{e}; what exists could not be read to compare"))
-        }
-        // The thing to remove is gone already.
-        (GceStep::InsertPolicy { .. }, ErrorClass::AlreadyExists) => {
-            StepResult::Retry(format!("{e}; what exists could not be read to compare"))
-        }
-        (
-            GceStep::DeleteMig { .. } | GceStep::DeleteInstances { .. } | GceStep::DeletePolicy { .. },
-            ErrorClass::NotFound,
-        ) => StepResult::Done,
-        // Some of the names exist already (an earlier attempt made them): the next poll of the MIG's
-        // managed instances says which, and the planner goes on from there.
-        (GceStep::CreateInstances { .. }, ErrorClass::AlreadyExists) => StepResult::Moot(e.to_string()),
-        // Cancel of a request that is final already: nothing left to cancel; the next poll says how it ended.
-        (GceStep::CancelResizeRequest { .. }, ErrorClass::ConditionNotMet | ErrorClass::NotFound) => {
-            StepResult::Moot(e.to_string())
-        }
-        (_, ErrorClass::Capacity | ErrorClass::Quota) => refused(),
-        (
-            GceStep::InsertMig { .. } | GceStep::InsertResizeRequest { .. } | GceStep::CreateInstances { .. },
-            ErrorClass::Invalid | ErrorClass::NotFound,
-        ) => refused(),
-        // Not acted on, or maybe still running: the same requestId again.
-        _ if e.reuses_request_id() => StepResult::Retry(e.to_string()),
-        _ => StepResult::Failed { code: gce_code(e), message: e.to_string() },
-    }
-}
-
-/// GCE's code for an error, when it gave one (an HTTP answer's most telling reason, an Operation's
-/// first error).
-fn gce_code(e: &GceError) -> Option<String> {
-    let code = match e {
-        GceError::Api(a) => Some(a.headline_code().to_string()),
-        GceError::Operation(o) => o.operation.errors().first().map(|x| x.code.clone()),
-        _ => None,
-    };
-    code.filter(|c| !c.is_empty())
-}
 
 /// How one judged step is recorded.
 #[derive(Debug, Clone, PartialEq)]
@@ -382,21 +245,6 @@ fn failed_event(
     }
 }
 
-/// What a round's Slurm steps tell the next round: the end-of-life reservations it deleted or
-/// made (so that a later round neither deletes one again as stale nor takes it for Slurm's).
-pub(super) fn learn_slurm(step: &SlurmStep, observed: &mut Observed) {
-    let Some(reservations) = observed.reservations.as_mut() else { return };
-    match step {
-        SlurmStep::DeleteReservation { name } => {
-            reservations.remove(name);
-        }
-        SlurmStep::CreateReservation { name, .. } => {
-            reservations.insert(name.clone());
-        }
-        _ => {}
-    }
-}
-
 /// What a step is about, for the pass report and the log.
 fn step_target(s: &GceStep) -> String {
     match s {
@@ -597,29 +445,7 @@ impl Executor<'_> {
     ) {
         for s in steps {
             report.slurm_commands += 1;
-            let result = match s {
-                SlurmStep::UpdateState { nodes, state, reason } => {
-                    let hl = crate::hostlist::compress(nodes);
-                    let update = NodeUpdate {
-                        state: Some(state.as_str()),
-                        reason: reason.as_deref(),
-                        ..Default::default()
-                    };
-                    self.slurm.update_nodes(&hl, &update).await
-                }
-                SlurmStep::SetAddr { node, addr } => {
-                    let update =
-                        NodeUpdate { node_addr: Some(addr), node_hostname: Some(node), ..Default::default() };
-                    self.slurm.update_nodes(node, &update).await
-                }
-                SlurmStep::CreateReservation { name, node, start, end } => {
-                    self.slurm.create_reservation(name, node, *start, *end, "maint,ignore_jobs").await
-                }
-                SlurmStep::DeleteReservation { name } => {
-                    self.slurm.delete_reservation(name).await.map(|_| ())
-                }
-                SlurmStep::SetJobsBegin { jobs, begin } => self.slurm.set_jobs_begin(jobs, *begin).await,
-            };
+            let result = slurm_edge::run(self.slurm, s).await;
             if let Err(e) = result {
                 let msg = format!("Slurm {}: {e}", serde_json::to_string(s).unwrap_or_default());
                 tracing::warn!(error = %e, "Slurm command failed; the next pass decides again");
@@ -636,20 +462,9 @@ impl Executor<'_> {
 
     /// Nodes a hook named that are not ours: DOWN in Slurm with the reason.
     pub(super) async fn refuse_not_ours(&self, not_ours: &[NotOurs], report: &mut PassReport) {
-        for why in not_ours {
-            let node = why.node();
-            tracing::warn!(node = %node, reason = %why, "hook named a node slurm-dws does not manage");
-            let reason = format!("{REASON_PREFIX} not managed by slurm-dws: {why}");
-            let update = NodeUpdate {
-                state: Some(NodeStateChange::Down.as_str()),
-                reason: Some(&reason),
-                ..Default::default()
-            };
-            if let Err(e) = self.slurm.update_nodes(node, &update).await {
-                report.errors.push(format!("setting {node} DOWN: {e}"));
-            }
-            report.slurm_commands += 1;
-        }
+        let (errors, commands) = slurm_edge::node_updates::refuse_not_ours(self.slurm, not_ours).await;
+        report.errors.extend(errors);
+        report.slurm_commands += commands;
     }
 }
 

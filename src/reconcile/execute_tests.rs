@@ -2,7 +2,9 @@
 //! without GCE: the answers are typed errors built as the client builds them.
 
 use super::*;
-use crate::gce::{ApiError, OperationFailed};
+use crate::gce::{ApiError, ErrorClass, GceError, OperationFailed};
+use crate::reconcile::gce_edge::SendError;
+use crate::reconcile::slurm_edge::reservations::learn as learn_slurm;
 use chrono::TimeZone;
 use serde_json::json;
 

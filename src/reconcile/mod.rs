@@ -34,29 +34,22 @@
 //! | `types.rs`      | the planner's inputs and outputs                                            |
 //! | `error.rs`      | [`ReconcileError`]                                                          |
 
-pub mod admin_comment;
-pub mod advice;
 mod commit;
 mod error;
 mod execute;
 pub mod gce_edge;
-pub mod inflight;
 pub mod ingest;
 mod observe;
 pub mod plan;
-pub mod policies;
-pub mod poll;
 mod reconciler;
-pub mod regions;
 mod report;
-pub mod step_retry;
+pub mod slurm_edge;
 pub mod types;
-pub mod vm_create;
 
 pub use commit::ChangeSet;
 pub use error::ReconcileError;
-pub use execute::{judge, StepResult};
-pub use inflight::{InFlightCall, STEP_WAIT};
+pub use gce_edge::inflight::{InFlightCall, STEP_WAIT};
+pub use gce_edge::{judge, StepResult};
 pub use observe::{Observation, PollCounts};
 pub use reconciler::{Reconciler, MAX_ROUNDS};
 pub use report::{
@@ -64,3 +57,12 @@ pub use report::{
     Trigger,
 };
 pub use types::*;
+
+/// `SLURM_DWS_BENCH_BASELINE=1` in the daemon's environment: a pass reads Slurm's nodes with every
+/// field, decodes every reservation whole and every listed VM into a whole `Instance`, and skips no
+/// read (no inbox-first pass, no MIG list reused), as before issue 20, so that `make bench` can
+/// measure the baseline beside the current figures in the same run. Not for production use.
+pub(crate) fn bench_baseline() -> bool {
+    static BASELINE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *BASELINE.get_or_init(|| std::env::var_os("SLURM_DWS_BENCH_BASELINE").is_some_and(|v| v == "1"))
+}

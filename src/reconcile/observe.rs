@@ -8,9 +8,9 @@
 //! concludes nothing about VMs that could be there.
 
 use super::gce_edge;
-use super::inflight::STEP_WAIT;
+use super::gce_edge::inflight::STEP_WAIT;
+use super::gce_edge::poll::PollSchedule;
 use super::plan::EOL_PREFIX;
-use super::poll::PollSchedule;
 use super::report::PassPhases;
 use super::types::*;
 use crate::config::Config;
@@ -69,15 +69,6 @@ impl Observation {
     }
 }
 
-/// `SLURM_DWS_BENCH_BASELINE=1` in the daemon's environment: a pass reads Slurm's nodes with every
-/// field, decodes every reservation whole and every listed VM into a whole `Instance`, and skips no
-/// read (no inbox-first pass, no MIG list reused), as before issue 20, so that `make bench` can
-/// measure the baseline beside the current figures in the same run. Not for production use.
-pub(crate) fn bench_baseline() -> bool {
-    static BASELINE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *BASELINE.get_or_init(|| std::env::var_os("SLURM_DWS_BENCH_BASELINE").is_some_and(|v| v == "1"))
-}
-
 /// The clients a pass observes through.
 pub(super) struct Sources<'a> {
     pub cfg: &'a Config,
@@ -127,21 +118,21 @@ pub(super) async fn gce_and_slurm(
                 None => gce_edge::observe_migs_in(src.gce, src.cfg, src.naming, &regions).await,
             }
         };
-        let policies = super::policies::observe_policies(src.gce, src.cfg, &regions);
+        let policies = gce_edge::policies::observe_policies(src.gce, src.cfg, &regions);
         let (vms, migs, policies) =
             tokio::join!(gce_edge::observe_vms(src.gce, src.cfg, src.vm_recall), migs, policies);
         (((vms, migs), policies), began.elapsed())
     };
     let slurm_reads = async {
         let names = async {
-            if bench_baseline() {
+            if crate::reconcile::bench_baseline() {
                 src.slurm.reservations().await.map(|r| r.into_iter().map(|r| r.name).collect::<Vec<_>>())
             } else {
                 src.slurm.reservation_names().await
             }
         };
         let nodes = async {
-            if bench_baseline() {
+            if crate::reconcile::bench_baseline() {
                 src.slurm.nodes().await
             } else {
                 src.slurm.node_states().await
@@ -188,7 +179,7 @@ pub(super) async fn gce_and_slurm(
             errors.push(format!("listing MIGs in {region}: {e}"));
         }
     } else {
-        super::regions::carry_unlisted(&mut o, migs, desired, src.cfg, errors);
+        gce_edge::regions::carry_unlisted(&mut o, migs, desired, src.cfg, errors);
         o.migs_reused = reusing;
     }
     match nodes {

@@ -113,7 +113,7 @@ pub struct PassReport {
     /// GCE steps still waiting for GCE's answer in the background when the pass ended, oldest
     /// first, each with its age (`inflight.rs`); left out of the JSON when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub in_flight: Vec<super::inflight::InFlightCall>,
+    pub in_flight: Vec<crate::reconcile::gce_edge::inflight::InFlightCall>,
 }
 
 fn is_zero(n: &usize) -> bool {

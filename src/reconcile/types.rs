@@ -658,7 +658,7 @@ impl PlanConfig {
                         exclusive: n.exclusive,
                         fallback_after: n.fallback_after,
                         owned_policy: matches!(n.placement, Some(crate::config::Placement::Owned { .. }))
-                            .then(|| super::policies::policy_name(&cfg.cluster_name, &n.name)),
+                            .then(|| crate::naming::policy_name(&cfg.cluster_name, &n.name)),
                     };
                     (n.name.clone(), plan)
                 })

@@ -6,10 +6,10 @@
 //! [`PolledRequest`], so the planner's lifecycle (`plan/requests.rs`), the poll schedule, adoption
 //! after the database is lost and the capacity backoff are the same for every provisioning model.
 
-use super::types::*;
 use crate::config::{Config, ProvisioningModel};
 use crate::gce::{self, ErrorClass, GceError, Location};
 use crate::model::{GceRequestState, Request};
+use crate::reconcile::types::*;
 
 /// The fields of a managed instance a poll of a created group reads.
 pub const MANAGED_INSTANCE_FIELDS: &str =

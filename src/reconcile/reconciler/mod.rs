@@ -14,26 +14,27 @@
 //! that cannot have changed or that a hook's pass need not wait for (an inbox-first pass, a MIG list
 //! reused), and its report then says which (docs/architecture.md, "Reads a pass skips").
 
-use super::commit::{self, RoundContext};
-use super::error::ReconcileError;
-use super::execute::{self, Executor};
-use super::gce_edge;
-use super::inflight::{self, CallKey, InFlight};
-use super::ingest::ingest;
-use super::observe::{self, Observation, Sources};
-use super::plan::plan;
-use super::poll::PollSchedule;
-use super::report::{gc_items, next_pass_in, GcReport, PassOutcome, PassPhases, PassReport, Trigger};
-use super::step_retry;
-use super::types::*;
+mod rounds;
+
 use crate::config::Config;
 use crate::gce;
 use crate::model::EventKind;
+use crate::reconcile::commit;
+use crate::reconcile::error::ReconcileError;
+use crate::reconcile::execute::Executor;
+use crate::reconcile::gce_edge::inflight::{self, InFlight};
+use crate::reconcile::gce_edge::poll::PollSchedule;
+use crate::reconcile::gce_edge::step_retry::{self, FailureMap};
+use crate::reconcile::gce_edge::templates::Templates;
+use crate::reconcile::gce_edge::{self, advice::Advisor};
+use crate::reconcile::observe::{self, Observation, Sources};
+use crate::reconcile::plan::plan;
+use crate::reconcile::report::{gc_items, GcReport, PassOutcome, PassPhases, PassReport, Trigger};
+use crate::reconcile::slurm_edge::{admin_comment::AdminComments, topology::TopologyFile};
+use crate::reconcile::types::*;
 use crate::slurm::Slurm;
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, SubsecRound, Utc};
-use serde::Serialize;
-use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 /// The most planning rounds in one pass (each round acts on what the previous one achieved).
@@ -44,11 +45,8 @@ const RELOAD_EVERY_PASSES: u64 = 30;
 
 /// Runs passes. Owns the store handle and the clients of GCE and Slurm.
 pub struct Reconciler {
-    cfg: Arc<Config>,
-    plan_cfg: PlanConfig,
-    store: Store,
-    gce: gce::Client,
-    slurm: Slurm,
+    /// The config, the store and the clients.
+    clients: Clients,
     iteration: u64,
     /// The desired state as this process last committed it. The daemon is the only writer of nodes,
     /// requests, MIGs and backoffs (hooks write only the inbox and events; the state directory's lock
@@ -57,9 +55,9 @@ pub struct Reconciler {
     /// [`RELOAD_EVERY_PASSES`]; debug builds check it against the store after every pass.
     desired: Option<Desired>,
     /// The `slurm-dws:` AdminComments of waiting jobs (`admin_comment.rs`).
-    admin_comments: super::admin_comment::AdminComments,
+    admin_comments: AdminComments,
     /// Capacity advice: answers kept briefly, template machine types.
-    advisor: super::advice::Advisor,
+    advisor: Advisor,
     /// The wait history behind the expected-start lines, re-read only when it changed.
     waits: crate::store::WaitsCache,
     /// The iteration at which `desired` was last read from the store.
@@ -67,11 +65,8 @@ pub struct Reconciler {
     /// While passes are degraded: when the first degraded pass of this run started, and the reasons
     /// last logged (the log and the event log say it once per change, not once per pass).
     degraded: Option<(DateTime<Utc>, Vec<String>)>,
-    /// Each flex nodeset's instance template, once read this run (start-up, and again after a
-    /// reload, which builds a new `Reconciler`): `None` when it fits DWS Flex Start, else why the
-    /// nodeset is refused. A nodeset missing here was not read yet (or GCE did not answer): the
-    /// next pass reads it.
-    templates: BTreeMap<String, Option<String>>,
+    /// Each nodeset's instance template, once read this run (`gce_edge/templates.rs`).
+    templates: Templates,
     /// Events to record with the next pass report (a nodeset refused).
     pending_events: Vec<NewEvent>,
     /// Which resize requests to poll, and the last state of those not polled (`poll.rs`).
@@ -87,10 +82,46 @@ pub struct Reconciler {
     /// them or sends them again; the first pass after one answers records it.
     in_flight: InFlight,
     /// The Slurm topology file (`[slurm] topology`), once Slurm's release says which form it takes.
-    topology: Option<crate::topology::Keeper>,
+    topology: TopologyFile,
     /// The VM list as the last pass read it (`gce::VmRecall`): the VMs unchanged since are not
     /// decoded again.
     vm_recall: std::sync::Mutex<gce::VmRecall>,
+}
+
+/// The config and what a pass works through (the store, the clients of GCE and Slurm), apart from
+/// the state the `Reconciler` keeps between passes, so that a phase can borrow them while that
+/// state changes.
+struct Clients {
+    cfg: Arc<Config>,
+    plan_cfg: PlanConfig,
+    store: Store,
+    gce: gce::Client,
+    slurm: Slurm,
+}
+
+impl Clients {
+    /// What executing a round needs, with each GCE step's failed attempts as the pass began.
+    fn executor<'a>(&'a self, failures: &'a FailureMap) -> Executor<'a> {
+        Executor {
+            cfg: &self.cfg,
+            naming: &self.plan_cfg.naming,
+            store: &self.store,
+            gce: &self.gce,
+            slurm: &self.slurm,
+            failures,
+        }
+    }
+
+    /// What observing needs, with the VM list's recall.
+    fn sources<'a>(&'a self, vm_recall: &'a std::sync::Mutex<gce::VmRecall>) -> Sources<'a> {
+        Sources {
+            cfg: &self.cfg,
+            naming: &self.plan_cfg.naming,
+            gce: &self.gce,
+            slurm: &self.slurm,
+            vm_recall,
+        }
+    }
 }
 
 /// A full observation kept after its pass ([`Reconciler::pass`]): only one whose pass read
@@ -144,22 +175,18 @@ impl Reconciler {
             tracing::info!(forgiven, "failed GCE steps get a fresh start");
         }
         Ok(Reconciler {
-            plan_cfg: PlanConfig::new(&cfg),
-            cfg: Arc::new(cfg),
-            store,
-            gce,
-            slurm,
+            clients: Clients { plan_cfg: PlanConfig::new(&cfg), cfg: Arc::new(cfg), store, gce, slurm },
             iteration,
             desired: None,
             desired_loaded_at: 0,
             degraded: None,
-            templates: BTreeMap::new(),
+            templates: Templates::default(),
             pending_events: Vec::new(),
             polls: PollSchedule::default(),
             answers_at: Default::default(),
             kept: None,
             in_flight: InFlight::default(),
-            topology: None,
+            topology: TopologyFile::default(),
             vm_recall: Default::default(),
             admin_comments: Default::default(),
             advisor: Default::default(),
@@ -174,17 +201,17 @@ impl Reconciler {
         if !queued && !self.admin_comments.any_written() {
             return;
         }
-        let waits = match self.waits.get(&self.store).await {
+        let waits = match self.waits.get(&self.clients.store).await {
             Ok(w) => w,
             Err(e) => return report.errors.push(format!("reading the wait history: {e}")),
         };
         let now = report.started_at;
-        self.admin_comments.refresh(&self.cfg, &self.slurm, waits, desired, now).await;
+        self.admin_comments.refresh(&self.clients.cfg, &self.clients.slurm, waits, desired, now).await;
     }
 
     /// The GCE client (its call statistics feed the metrics).
     pub fn gce(&self) -> &gce::Client {
-        &self.gce
+        &self.clients.gce
     }
 
     /// Notified when a GCE call in flight answers: the daemon runs a pass to record it.
@@ -261,13 +288,14 @@ impl Reconciler {
         trigger: Trigger,
         o: &mut Observation,
     ) -> Result<bool, ReconcileError> {
-        let max_age = INBOX_FIRST_MAX_AGE.min(std::time::Duration::from_secs(self.cfg.reconcile.interval));
+        let max_age =
+            INBOX_FIRST_MAX_AGE.min(std::time::Duration::from_secs(self.clients.cfg.reconcile.interval));
         let fresh = self.kept.as_ref().is_some_and(|k| k.at.elapsed() <= max_age);
-        if trigger != Trigger::Hook || !fresh || observe::bench_baseline() {
+        if trigger != Trigger::Hook || !fresh || crate::reconcile::bench_baseline() {
             return Ok(false);
         }
-        self.answers_at = (self.gce.answer_time(), crate::slurm::answer_time());
-        let inbox = self.store.unprocessed_inbox().await?;
+        self.answers_at = (self.clients.gce.answer_time(), crate::slurm::answer_time());
+        let inbox = self.clients.store.unprocessed_inbox().await?;
         if inbox.is_empty() {
             return Ok(false); // a pass already took the call that woke this one
         }
@@ -281,13 +309,7 @@ impl Reconciler {
         observed.exclusive_jobs = None;
         observed.requests.clear();
         observed.job_limits.clear();
-        let sources = Sources {
-            cfg: &self.cfg,
-            naming: &self.plan_cfg.naming,
-            gce: &self.gce,
-            slurm: &self.slurm,
-            vm_recall: &self.vm_recall,
-        };
+        let sources = self.clients.sources(&self.vm_recall);
         let took =
             observe::read_jobs(&sources, &desired, &inbox, Default::default(), &mut observed, &mut o.errors)
                 .await;
@@ -321,11 +343,11 @@ impl Reconciler {
 
     /// Observes into `o`; with `reuse`, takes the kept MIG list when nothing can have changed it.
     async fn observe_from(&mut self, mut o: Observation, reuse: bool) -> Result<Observation, ReconcileError> {
-        self.answers_at = (self.gce.answer_time(), crate::slurm::answer_time());
+        self.answers_at = (self.clients.gce.answer_time(), crate::slurm::answer_time());
         let kept = self.kept.take();
         let reused_migs = kept.filter(|k| {
             reuse
-                && !observe::bench_baseline()
+                && !crate::reconcile::bench_baseline()
                 && k.migs_unchanged
                 && k.mig_reuses < MIG_LIST_MAX_REUSES
                 && k.migs_read_at.elapsed() <= MIG_LIST_MAX_AGE
@@ -347,14 +369,8 @@ impl Reconciler {
         });
         let desired = self.take_desired().await?;
         // A failure here leaves `desired` dropped, as after any failed pass: the next reads the store.
-        let inbox = self.store.unprocessed_inbox().await?;
-        let sources = Sources {
-            cfg: &self.cfg,
-            naming: &self.plan_cfg.naming,
-            gce: &self.gce,
-            slurm: &self.slurm,
-            vm_recall: &self.vm_recall,
-        };
+        let inbox = self.clients.store.unprocessed_inbox().await?;
+        let sources = self.clients.sources(&self.vm_recall);
         let (observed, polls) = observe::gce_and_slurm(
             &sources,
             &desired,
@@ -377,11 +393,11 @@ impl Reconciler {
             // GCE answers: read the templates not read yet (with GCE down they would only add
             // their retry deadline to this pass).
             let reading = tokio::time::Instant::now();
-            self.check_templates(&mut o.errors).await;
+            let refused = self.templates.check(&self.clients.gce, &self.clients.cfg, &mut o.errors).await;
+            self.pending_events.extend(refused);
             o.phases.gce_read_ms += PassPhases::ms(reading.elapsed());
         }
-        o.observed.refused_nodesets =
-            self.templates.iter().filter_map(|(ns, why)| Some((ns.clone(), why.clone()?))).collect();
+        o.observed.refused_nodesets = self.templates.refused();
         for (ns, why) in &o.observed.refused_nodesets {
             o.errors.push(format!("nodeset {ns} refused: {why}"));
         }
@@ -405,7 +421,17 @@ impl Reconciler {
             Ok((desired, observed, failures_waiting)) => {
                 if report.reused_observation_ms.is_none() {
                     if let Some(vms) = observed.vms.as_ref() {
-                        self.keep_topology(vms, report.started_at, &mut report.errors).await;
+                        let (cfg, naming) = (&self.clients.cfg, &self.clients.plan_cfg.naming);
+                        self.topology
+                            .keep(
+                                cfg,
+                                naming,
+                                &self.clients.slurm,
+                                vms,
+                                report.started_at,
+                                &mut report.errors,
+                            )
+                            .await;
                     }
                 }
                 if cfg!(debug_assertions) {
@@ -446,130 +472,16 @@ impl Reconciler {
         self.finish(report, started).await
     }
 
-    /// Writes the topology file when the placement of our nodes' VMs changed, or someone else
-    /// changed the file, and has Slurm load it at most once a minute (`topology.rs`). No GCE call:
-    /// the VMs are this pass's list.
-    async fn keep_topology(
-        &mut self,
-        vms: &BTreeMap<String, ObservedVm>,
-        now: DateTime<Utc>,
-        errors: &mut Vec<String>,
-    ) {
-        use crate::config::TopologyKind;
-        let kind = self.cfg.slurm.topology.kind;
-        if kind == TopologyKind::None {
-            return;
-        }
-        if self.topology.is_none() {
-            let yaml = match self.slurm.version().await {
-                Ok(v) => (v.major, v.minor) >= (25, 5),
-                Err(e) => return errors.push(format!("topology: Slurm's version: {e}")),
-            };
-            let path = self
-                .cfg
-                .slurm
-                .topology
-                .file
-                .clone()
-                .unwrap_or_else(|| crate::topology::default_path(self.cfg.slurm.conf.as_deref(), yaml));
-            self.topology = Some(crate::topology::Keeper::new(path, kind, yaml));
-        }
-        let keeper = self.topology.as_mut().expect("set above");
-        let on_disk = crate::topology::stamp(&keeper.path);
-        let digest = crate::topology::placement_digest(
-            vms.iter().map(|(name, vm)| (name.as_str(), vm.topology.as_deref())),
-        );
-        if keeper.unchanged(digest, &on_disk) {
-            return; // the steady pass: no render, no write
-        }
-        let naming = &self.plan_cfg.naming;
-        let nodes: BTreeMap<String, Option<String>> = naming
-            .nodesets()
-            .flat_map(|ns| naming.all_nodes(ns))
-            .map(|n| {
-                let t = vms.get(&n).and_then(|v| v.topology.clone());
-                (n, t)
-            })
-            .collect();
-        keeper.seen_on_disk(on_disk);
-        let decision = keeper.decide(crate::topology::render(kind, keeper.yaml, &nodes), now);
-        if let Some(content) = decision.write {
-            match crate::topology::write_atomically(&keeper.path, &content) {
-                Ok(()) => keeper.written(content, crate::topology::stamp(&keeper.path)),
-                Err(e) => return errors.push(format!("topology: writing {}: {e}", keeper.path.display())),
-            }
-        }
-        keeper.rendered(digest);
-        if decision.reload {
-            match self.slurm.reconfigure().await {
-                Ok(()) => keeper.reloaded(now),
-                Err(e) => errors.push(format!("topology: scontrol reconfigure: {e}")),
-            }
-        }
-    }
-
-    /// Reads the instance template of each nodeset not read yet this run and judges it against the
-    /// nodeset's provisioning model (`gce::check_template`), all at once: a template that does not answer delays the pass
-    /// by one client deadline at most. A refusal is logged and recorded as a `nodeset_refused` event
-    /// once; a template GCE did not answer for is an error of this pass and is read again next pass.
-    async fn check_templates(&mut self, errors: &mut Vec<String>) {
-        let mut reads = tokio::task::JoinSet::new();
-        for n in self.cfg.nodesets.iter().filter(|n| !self.templates.contains_key(&n.name)) {
-            let (gce, ns, template) = (self.gce.clone(), n.name.clone(), n.instance_template.clone());
-            let model = n.provisioning_model;
-            reads.spawn(async move {
-                let checked = gce::check_template(&gce, &template, model).await;
-                (ns, template, checked)
-            });
-        }
-        let mut checked = Vec::new();
-        while let Some(joined) = reads.join_next().await {
-            match joined {
-                Ok(c) => checked.push(c),
-                Err(e) => errors.push(format!("reading an instance template: {e}")),
-            }
-        }
-        checked.sort_by(|a, b| a.0.cmp(&b.0));
-        for (ns, template, result) in checked {
-            match result {
-                Ok(problems) if problems.is_empty() => {
-                    tracing::info!(nodeset = %ns, %template, "instance template fits the nodeset's provisioning model");
-                    self.templates.insert(ns, None);
-                }
-                Ok(problems) => {
-                    let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
-                    let why = format!("instance template {template}: {}", list.join("; "));
-                    tracing::error!(
-                        nodeset = %ns,
-                        reason = %why,
-                        "nodeset refused: its instance template cannot work for its provisioning model; its nodes get no VM                          until the config names one that does (then reload)"
-                    );
-                    self.pending_events.push(NewEvent {
-                        kind: EventKind::NodesetRefused,
-                        nodes: vec![],
-                        message: format!(
-                            "nodeset {ns} refused: {why}; its nodes get no VM until it is fixed"
-                        ),
-                    });
-                    self.templates.insert(ns, Some(why));
-                }
-                Err(e) => {
-                    errors.push(format!("reading the instance template {template} of nodeset {ns}: {e}"))
-                }
-            }
-        }
-    }
-
     /// GCE's and Slurm's answer time since the observation began.
     fn report_answers(&self, report: &mut PassReport) {
         let (gce, slurm) = self.answers_at;
-        report.phases.gce_answer_ms = PassPhases::ms(self.gce.answer_time().saturating_sub(gce));
+        report.phases.gce_answer_ms = PassPhases::ms(self.clients.gce.answer_time().saturating_sub(gce));
         report.phases.slurm_answer_ms = PassPhases::ms(crate::slurm::answer_time().saturating_sub(slurm));
     }
 
     fn begin_report(&mut self, trigger: Trigger, now: DateTime<Utc>) -> PassReport {
         self.iteration += 1;
-        PassReport::new(self.iteration, trigger, now, self.cfg.reconcile.interval)
+        PassReport::new(self.iteration, trigger, now, self.clients.cfg.reconcile.interval)
     }
 
     /// Judges, times, stores and logs the report.
@@ -647,7 +559,7 @@ impl Reconciler {
         events: &[NewEvent],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.clients.store.begin().await?;
         for e in events {
             tx.add_event(now, e.kind.as_str(), &e.nodes, &e.message).await?;
         }
@@ -664,7 +576,7 @@ impl Reconciler {
                 return Ok(d);
             }
         }
-        let d = commit::read_desired(&self.store).await?;
+        let d = commit::read_desired(&self.clients.store).await?;
         self.desired_loaded_at = self.iteration;
         Ok(d)
     }
@@ -673,16 +585,10 @@ impl Reconciler {
     async fn record_answers(&mut self, answers: Vec<inflight::Answer>) -> Result<usize, ReconcileError> {
         let now = pass_clock();
         let mut desired = self.take_desired().await?;
-        let failures = step_retry::failure_map(self.store.step_failures().await?);
-        let exec = Executor {
-            cfg: &self.cfg,
-            naming: &self.plan_cfg.naming,
-            store: &self.store,
-            gce: &self.gce,
-            slurm: &self.slurm,
-            failures: &failures,
-        };
-        let mut report = PassReport::new(self.iteration, Trigger::Cli, now, self.cfg.reconcile.interval);
+        let failures = step_retry::failure_map(self.clients.store.step_failures().await?);
+        let exec = self.clients.executor(&failures);
+        let mut report =
+            PassReport::new(self.iteration, Trigger::Cli, now, self.clients.cfg.reconcile.interval);
         exec.record(answers, &mut desired, &mut Observed::default(), &mut report, now).await?;
         self.desired = Some(desired);
         Ok(report.gce_steps.len())
@@ -691,7 +597,7 @@ impl Reconciler {
     /// Debug builds: the state kept between passes must be exactly what the store holds, or a pass
     /// would plan from something that is not on record. Every test that runs the daemon checks this.
     async fn check_kept_state(&self, kept: &Desired) {
-        let stored = match commit::read_desired(&self.store).await {
+        let stored = match commit::read_desired(&self.clients.store).await {
             Ok(d) => d,
             Err(e) => {
                 tracing::warn!(error = %e, "could not read the desired state back to check it");
@@ -701,195 +607,6 @@ impl Reconciler {
         if let Some(diff) = commit::first_difference(kept, &stored) {
             panic!("the desired state kept in memory differs from the store: {diff}");
         }
-    }
-
-    async fn plan_commit_execute(
-        &mut self,
-        observation: Observation,
-        report: &mut PassReport,
-    ) -> Result<(Desired, Observed, bool), ReconcileError> {
-        let Observation { started_at: now, inbox, mut observed, errors, polls, .. } = observation;
-        report.errors.extend(errors);
-        report.unreachable_zones = observed.unreachable_zones.iter().cloned().collect();
-        report.refused_nodesets = observed.refused_nodesets.clone();
-        report.requests_polled = polls.polled;
-        report.requests_carried = polls.carried;
-        let mut desired = self.take_desired().await?;
-        let failures = step_retry::failure_map(self.store.step_failures().await?);
-        let exec = Executor {
-            cfg: &self.cfg,
-            naming: &self.plan_cfg.naming,
-            store: &self.store,
-            gce: &self.gce,
-            slurm: &self.slurm,
-            failures: &failures,
-        };
-
-        // Ingest the hooks' calls.
-        let mut timer = PhaseTimer::default();
-        if !inbox.is_empty() {
-            let t = tokio::time::Instant::now();
-            let mut ing = ingest(&self.plan_cfg, &desired.nodes, &inbox, now);
-            timer.plan += t.elapsed();
-            report.hook_calls_ingested = ing.processed.len();
-            report.events += ing.events.len() + ing.not_ours.len();
-            let t = tokio::time::Instant::now();
-            commit::commit_ingest(&self.store, &mut ing, &mut desired, now).await?;
-            timer.commit += t.elapsed();
-            let t = tokio::time::Instant::now();
-            exec.refuse_not_ours(&ing.not_ours, report).await;
-            timer.act += t.elapsed();
-        }
-
-        // The answers of calls in flight that arrived since the last pass: recorded before planning,
-        // as if their pass had waited for them.
-        let answers = self.in_flight.take_answered().await;
-        if !answers.is_empty() {
-            let t = tokio::time::Instant::now();
-            for a in &answers {
-                self.polls.forget(a.step.mig()); // what was sent about a MIG is read back next pass
-            }
-            exec.record(answers, &mut desired, &mut observed, report, now).await?;
-            timer.commit += t.elapsed();
-        }
-
-        // Plan, commit and execute, a few rounds.
-        let ctx = RoundContext { cfg: &self.cfg, plan_cfg: &self.plan_cfg };
-        let mut attempted: HashSet<u64> = HashSet::new();
-        let mut slurm_done: HashSet<u64> = HashSet::new();
-        let mut outbox_used: HashSet<i64> = HashSet::new();
-        let mut told: HashSet<u64> = HashSet::new();
-        for round in 0..MAX_ROUNDS {
-            let t = tokio::time::Instant::now();
-            let mut p = plan(&self.plan_cfg, &desired, &observed, now);
-            timer.plan += t.elapsed();
-            // A later round plans on the same Slurm observation (a Slurm step it already ran is
-            // skipped, not re-observed): an event it would repeat word for word was told already.
-            p.events.retain(|e| told.insert(event_key(e)));
-            // The steps this pass has not done yet, taken from the plan (not copied), and of them the
-            // ones that failed recently wait for their backoff, or were given up on.
-            let mut fresh_gce: Vec<GceStep> = std::mem::take(&mut p.gce)
-                .into_iter()
-                .filter(|s| !attempted.contains(&step_key(s)))
-                .collect();
-            let flying = self.in_flight.keys();
-            fresh_gce.retain(|s| {
-                let Ok((kind, target, _)) = gce_edge::intent(s, &desired, &self.cfg, &self.plan_cfg.naming)
-                else {
-                    return true; // the commit reports it
-                };
-                let key = CallKey { kind, target, mig: s.mig().to_string() };
-                if let Some(c) = inflight::held_back(&key, &flying) {
-                    tracing::debug!(step = %s.kind(), target = %key.target, in_flight = %c.target, "a GCE step waits for a call in flight");
-                    attempted.insert(step_key(s)); // decided for this pass
-                    return false;
-                }
-                let CallKey { kind, target, .. } = key;
-                let f = failures.get(&(kind, target));
-                let (interval, max) = (self.cfg.reconcile.interval as i64, self.cfg.reconcile.backoff_max as i64);
-                let gate = step_retry::gate(f, interval, max, now);
-                if gate != step_retry::Gate::Send {
-                    attempted.insert(step_key(s)); // decided for this pass
-                }
-                match gate {
-                    step_retry::Gate::Send => true,
-                    step_retry::Gate::Wait(until) => {
-                        tracing::debug!(step = %s.kind(), until = %until, "a failed GCE step waits for its backoff");
-                        false
-                    }
-                    step_retry::Gate::GaveUp => {
-                        if let Some(f) = f {
-                            report.errors.push(format!(
-                                "gave up on {} {} after {} failed attempts (last: {}); a restart or reload retries it",
-                                s.kind(),
-                                f.target,
-                                f.failed,
-                                f.last_error
-                            ));
-                        }
-                        false
-                    }
-                }
-            });
-            let fresh_slurm: Vec<SlurmStep> = std::mem::take(&mut p.slurm)
-                .into_iter()
-                .filter(|s| !slurm_done.contains(&step_key(s)))
-                .collect();
-            if p.is_empty() && fresh_gce.is_empty() && fresh_slurm.is_empty() {
-                break;
-            }
-            report.rounds = round + 1;
-            report.events += p.events.len();
-            report.preempted += p
-                .events
-                .iter()
-                .filter(|e| e.kind == EventKind::Preempted)
-                .map(|e| e.nodes.len())
-                .sum::<usize>();
-            report.requests_created += p.new_groups.len();
-            for e in &p.events {
-                match e.kind {
-                    EventKind::NodesetUnschedulable => report.fallbacks += 1,
-                    EventKind::Released => report.released_nodes += e.nodes.len(),
-                    _ => {}
-                }
-            }
-            // Capacity advice decides a new MIG's zone(s) before its insert is written.
-            let t = tokio::time::Instant::now();
-            super::advice::advise_zones(
-                &mut self.advisor,
-                &self.gce,
-                &self.cfg,
-                &fresh_gce,
-                &mut p,
-                &desired,
-                now,
-            )
-            .await;
-            timer.act += t.elapsed();
-            let t = tokio::time::Instant::now();
-            let outbox =
-                commit::commit_round(&self.store, &ctx, &mut p, &fresh_gce, &mut desired, now).await?;
-            timer.commit += t.elapsed();
-            let t = tokio::time::Instant::now();
-            outbox_used.extend(outbox.iter().map(|e| e.id));
-            attempted.extend(fresh_gce.iter().map(step_key));
-            for s in &fresh_gce {
-                self.polls.forget(s.mig()); // what was sent about a MIG is read back next pass
-            }
-            exec.gce_steps(&fresh_gce, outbox, &mut self.in_flight, &mut desired, &mut observed, report, now)
-                .await?;
-            slurm_done.extend(fresh_slurm.iter().map(step_key));
-            exec.slurm_steps(&fresh_slurm, report, &mut desired, now).await;
-            for s in &fresh_slurm {
-                execute::learn_slurm(s, &mut observed);
-            }
-            timer.act += t.elapsed();
-        }
-
-        // Close the outbox entries this pass neither sent nor resent (a call in flight is being sent),
-        // only when both GCE lists answered in full.
-        outbox_used.extend(self.in_flight.entry_ids());
-        // Not on an earlier pass's lists either: a step they leave unplanned may still be in flight.
-        if observed.vms.is_some()
-            && observed.unreachable_zones.is_empty()
-            && observed.migs.is_some()
-            && !observed.reused
-            && !observed.migs_reused
-            && observed.unlisted_regions.is_empty()
-        {
-            let t = tokio::time::Instant::now();
-            report.events +=
-                commit::abandon_unused_outbox(&self.store, &outbox_used, &mut desired, now).await?;
-            timer.commit += t.elapsed();
-        }
-        report.phases.plan_ms += PassPhases::ms(timer.plan);
-        report.phases.commit_ms += PassPhases::ms(timer.commit);
-        report.phases.act_ms += PassPhases::ms(timer.act);
-
-        report.next_pass_in_secs = next_pass_in(self.cfg.reconcile.interval, &desired, now);
-        report.in_flight = self.in_flight.report(tokio::time::Instant::now());
-        Ok((desired, observed, !failures.is_empty()))
     }
 
     /// What a pass would delete and why (`gc --dry-run`), or delete it now (`gc`): one observation,
@@ -905,7 +622,9 @@ impl Reconciler {
             }
         };
         let deletions = match &self.desired {
-            Some(d) => gc_items(&plan(&self.plan_cfg, d, &observation.observed, observation.started_at)),
+            Some(d) => {
+                gc_items(&plan(&self.clients.plan_cfg, d, &observation.observed, observation.started_at))
+            }
             None => vec![],
         };
         if dry_run {
@@ -914,41 +633,4 @@ impl Reconciler {
         let pass = self.pass_on(Trigger::Cli, observation).await;
         GcReport::Deleted { deleted: deletions, pass: Box::new(pass) }
     }
-}
-
-/// The time a pass's second half spent planning, committing and acting.
-#[derive(Default)]
-struct PhaseTimer {
-    plan: std::time::Duration,
-    commit: std::time::Duration,
-    act: std::time::Duration,
-}
-
-/// An event's identity within a pass: a 64-bit hash of its kind, nodes and message.
-fn event_key(e: &NewEvent) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (e.kind.as_str(), &e.nodes, &e.message).hash(&mut h);
-    h.finish()
-}
-
-/// A step's identity within a pass: a 64-bit hash of its JSON form, to skip what a pass already did.
-/// A hash, not the JSON itself, because 10,000 steps kept as strings would be megabytes of a pass's
-/// peak memory; two different steps colliding (about 1 in 10^11 at that size) would only postpone one
-/// of them to the next pass.
-fn step_key(s: &impl Serialize) -> u64 {
-    use std::hash::Hasher;
-    struct Hashing<'a>(&'a mut std::collections::hash_map::DefaultHasher);
-    impl std::io::Write for Hashing<'_> {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.write(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    let _ = serde_json::to_writer(Hashing(&mut h), s);
-    h.finish()
 }

@@ -10,9 +10,9 @@
 //! their outbox entries stay pending and the next pass re-sends them with the same `requestId`,
 //! which GCE answers with the original Operation.
 
-use super::execute::StepResult;
-use super::types::{GceStep, GceStepKind};
+use super::answers::StepResult;
 use crate::model::{MutationKind, OutboxEntry};
+use crate::reconcile::types::{GceStep, GceStepKind};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,7 +60,7 @@ pub struct InFlightCall {
 }
 
 /// A call's answer, taken from the background.
-pub(super) struct Answer {
+pub(in crate::reconcile) struct Answer {
     pub step: GceStep,
     pub entry: OutboxEntry,
     pub result: StepResult,
@@ -96,7 +96,7 @@ impl InFlight {
     }
 
     /// Takes over a step still running after [`STEP_WAIT`]; `handle` ends with its result.
-    pub(super) fn keep(
+    pub(in crate::reconcile) fn keep(
         &mut self,
         key: CallKey,
         step: GceStep,
@@ -108,17 +108,17 @@ impl InFlight {
     }
 
     /// What [`held_back`] compares a planned step with.
-    pub(super) fn keys(&self) -> Vec<CallKey> {
+    pub(in crate::reconcile) fn keys(&self) -> Vec<CallKey> {
         self.calls.iter().map(|c| c.key.clone()).collect()
     }
 
     /// The outbox entries of the calls in flight (not abandoned: they are being sent).
-    pub(super) fn entry_ids(&self) -> impl Iterator<Item = i64> + '_ {
+    pub(in crate::reconcile) fn entry_ids(&self) -> impl Iterator<Item = i64> + '_ {
         self.calls.iter().map(|c| c.entry.id)
     }
 
     /// The calls that have answered since they went in flight, out of the set.
-    pub(super) async fn take_answered(&mut self) -> Vec<Answer> {
+    pub(in crate::reconcile) async fn take_answered(&mut self) -> Vec<Answer> {
         let (done, running): (Vec<Call>, Vec<Call>) =
             std::mem::take(&mut self.calls).into_iter().partition(|c| c.handle.is_finished());
         self.calls = running;
@@ -131,7 +131,7 @@ impl InFlight {
 
     /// Waits until every call has answered or `until`, whichever is first (shutdown's drain): the
     /// answers, and the calls still running, aborted (their outbox entries stay pending).
-    pub(super) async fn drain(&mut self, until: Instant) -> (Vec<Answer>, Vec<InFlightCall>) {
+    pub(in crate::reconcile) async fn drain(&mut self, until: Instant) -> (Vec<Answer>, Vec<InFlightCall>) {
         let mut answers = Vec::new();
         let mut abandoned = Vec::new();
         let now = Instant::now();

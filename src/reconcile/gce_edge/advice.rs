@@ -5,11 +5,11 @@
 //! the MIG is created in the same pass. An answer is kept [`ADVICE_TTL_SECS`] for groups of the
 //! same nodeset and size, so a burst of resumes makes one call.
 
-use super::types::{Desired, GceStep, Plan};
 use crate::capacity_advice::{self, ZoneChoice};
 use crate::config::Config;
 use crate::gce;
 use crate::model::EventKind;
+use crate::reconcile::types::{Desired, GceStep, Plan};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -107,7 +107,7 @@ impl Advisor {
 /// For each MIG insert of a nodeset with `capacity_advice` whose group has no zone choice yet:
 /// the choice (`advice.rs`), written with the group in this round, and a `zone_chosen` event.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn advise_zones(
+pub(in crate::reconcile) async fn advise_zones(
     advisor: &mut Advisor,
     gce: &gce::Client,
     cfg: &Config,

@@ -6,19 +6,15 @@
 //! `slurm-dws/v1 cluster=C nodeset=N workload-policy`: ownership is provable from GCE alone, as for
 //! MIGs, and a policy of a nodeset removed from the config is still recognised (to be deleted).
 
-use super::types::ObservedPolicy;
 use crate::config::{Config, Nodeset, Placement};
 use crate::gce::{self, GceError};
+pub use crate::naming::policy_name;
 use crate::naming::OWNERSHIP_MAGIC;
+use crate::reconcile::types::ObservedPolicy;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The fields of a policy a pass reads.
 pub const POLICY_LIST_FIELDS: &str = "items(name,description),nextPageToken,warning";
-
-/// The name of the workload policy slurm-dws owns for `nodeset`.
-pub fn policy_name(cluster: &str, nodeset: &str) -> String {
-    format!("{cluster}-{nodeset}-wp")
-}
 
 /// The ownership line of an owned policy.
 pub fn policy_description(cluster: &str, nodeset: &str) -> String {
@@ -87,7 +83,7 @@ pub async fn observe_policies(
     regions: &BTreeSet<String>,
 ) -> (BTreeMap<String, ObservedPolicy>, BTreeMap<String, GceError>) {
     let filter = format!("name eq '{}-.*'", cfg.cluster_name);
-    let (listed, failed) = super::gce_edge::per_region(regions, "resourcePolicies.list", |region| {
+    let (listed, failed) = super::reads::per_region(regions, "resourcePolicies.list", |region| {
         let (client, filter) = (client.clone(), filter.clone());
         async move { client.list_policies(&region, Some(&filter), Some(POLICY_LIST_FIELDS)).await }
     })

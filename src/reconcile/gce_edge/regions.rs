@@ -2,10 +2,10 @@
 //! of a region whose list failed (they are carried as recorded, so only that region's nodesets are
 //! held back).
 
-use super::gce_edge::{mig_region, MigLists};
-use super::types::{Desired, Observed, ObservedMig};
+use super::reads::{mig_region, MigLists};
 use crate::config::Config;
 use crate::model::{Mig, MigState};
+use crate::reconcile::types::{Desired, Observed, ObservedMig};
 
 /// Puts the MIG lists of a pass into `o`: the MIGs the regions that answered listed, and, for each
 /// region whose list failed, its recorded MIGs that are active or being deleted, as last recorded

@@ -17,8 +17,8 @@
 //!
 //! Decisions here are pure functions of the schedule and `now`; the reconciler does the `get`s.
 
-use super::types::*;
 use crate::model::{GceRequestState, RequestPhase};
+use crate::reconcile::types::*;
 use chrono::{DateTime, Duration, Utc};
 use std::collections::{BTreeMap, BTreeSet};
 

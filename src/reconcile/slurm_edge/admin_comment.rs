@@ -3,8 +3,8 @@
 //! `scontrol update` per job whose line changed, never per node), cleared in the first pass after
 //! the job's group is no longer queued (it started, or failed over to another partition).
 
-use super::types::Desired;
 use crate::config::Config;
+use crate::reconcile::types::Desired;
 use crate::slurm::Slurm;
 use crate::store::RequestWait;
 use crate::waiting;

@@ -1,0 +1,37 @@
+//! The reconciler's edge to Slurm: a planner's [`SlurmStep`] carried out through `scontrol`, the
+//! nodes a hook named that are not ours set DOWN, the waiting jobs' `slurm-dws:` AdminComments, and
+//! the topology file. What Slurm shows is read by the observe phase through [`crate::slurm`].
+//!
+//! # Files
+//! | file               | one job                                                                 |
+//! |--------------------|-------------------------------------------------------------------------|
+//! | `node_updates.rs`  | node state, reason and address updates, each batched over a hostlist  |
+//! | `reservations.rs`  | the end-of-life reservations made and deleted, and what the next round learns |
+//! | `admin_comment.rs` | the `slurm-dws:` AdminComment of each waiting job                        |
+//! | `topology.rs`      | the Slurm topology file from GCE's physical host topology               |
+//!
+//! The edge answers the pass: it takes the planner's vocabulary (`types`) and returns what Slurm
+//! said; it never imports a phase of the pass (`tests/architecture.rs` keeps it so).
+
+pub mod admin_comment;
+pub mod node_updates;
+pub mod reservations;
+pub mod topology;
+
+use crate::reconcile::types::SlurmStep;
+use crate::slurm::{Slurm, SlurmError};
+
+/// Carries out one step of a plan: one `scontrol` call.
+pub async fn run(slurm: &Slurm, step: &SlurmStep) -> Result<(), SlurmError> {
+    match step {
+        SlurmStep::UpdateState { nodes, state, reason } => {
+            node_updates::update_state(slurm, nodes, *state, reason.as_deref()).await
+        }
+        SlurmStep::SetAddr { node, addr } => node_updates::set_addr(slurm, node, addr).await,
+        SlurmStep::CreateReservation { name, node, start, end } => {
+            reservations::create(slurm, name, node, *start, *end).await
+        }
+        SlurmStep::DeleteReservation { name } => reservations::delete(slurm, name).await,
+        SlurmStep::SetJobsBegin { jobs, begin } => slurm.set_jobs_begin(jobs, *begin).await,
+    }
+}

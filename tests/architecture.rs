@@ -837,7 +837,9 @@ const RECONCILE: &str =
 #[test]
 fn the_checker_finds_each_breach_and_names_the_files_and_the_import() {
     let long = format!("//! long\n{}", "fn f() {}\n".repeat(801));
-    let cases: Vec<(&str, Vec<(&str, &str)>, Option<&str>)> = vec![
+    // (what, the files written over the clean tree, the one breach expected)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Option<&'a str>);
+    let cases: Vec<Case> = vec![
         ("a clean tree", vec![], None),
         (
             "plan/ takes tokio",

@@ -230,34 +230,20 @@ impl Planner<'_> {
         if let Some(n) = self.nodes.get_mut(name) {
             n.last_error = Some(msg.clone());
         }
-        if node.is_static {
-            self.set_state(name, NodeState::ResumePending);
-            if let Some(n) = self.nodes.get_mut(name) {
-                n.request_id = None;
-                n.job_id = None;
-                n.termination_time = None;
-            }
-            if let Some(mig) = vm.mig.clone().or(node.mig.clone()).filter(|m| self.owned_mig(m)) {
-                self.delete_vm(&mig, vm);
-            }
-            if self.slurm_node(name).is_none_or(|s| !s.is_down()) {
-                self.slurm_update(
-                    name,
-                    NodeStateChange::Down,
-                    Some(format!("{REASON_PREFIX} slurmd did not register; re-provisioning")),
-                );
-            }
-            self.plan.event(
-                EventKind::Drift,
-                vec![name.to_string()],
-                format!("{msg}; replacing the VM (static node: re-provisioning)"),
-            );
-        } else {
-            self.take_out_of_service(name, &msg);
-            self.set_state(name, NodeState::Suspending);
-            self.plan.event(EventKind::Drift, vec![name.to_string()], format!("{msg}; node leaves service"));
-            self.suspending_node(name);
-        }
+        self.replace_vm(
+            name,
+            &node,
+            vm,
+            Replacement {
+                kind: EventKind::Drift,
+                msg: &msg,
+                down_reason: format!("{REASON_PREFIX} slurmd did not register; re-provisioning"),
+                static_words: "replacing the VM (static node: re-provisioning)",
+                dynamic_words: "node leaves service",
+                // The VM still runs: a stale step of the job could still reach it.
+                job_may_start_again: false,
+            },
+        );
     }
 
     /// The node's VM stopped and will not run again ([`VmStatus::stays_down`]: TERMINATED after a
@@ -280,6 +266,29 @@ impl Planner<'_> {
             n.last_error = Some(msg.clone());
             n.vm_status = Some(vm.status.clone());
         }
+        let down_reason = format!("{REASON_PREFIX} {msg}; re-provisioning");
+        self.replace_vm(
+            name,
+            &node,
+            vm,
+            Replacement {
+                kind,
+                msg: &msg,
+                down_reason,
+                static_words: "deleting it; static node: re-provisioning",
+                dynamic_words: "deleting it; node leaves service",
+                // A stopped VM runs no stale step of the job: no hold.
+                job_may_start_again: true,
+            },
+        );
+    }
+
+    /// A held-up node's VM must go ([`Planner::replace_stuck`], [`Planner::vm_failed`]): a static
+    /// node is re-provisioned (its VM deleted through its MIG, a new one requested once the name is
+    /// free; DOWN in Slurm meanwhile unless Slurm has it powered down or DOWN already), a dynamic
+    /// node leaves service (its job requeued, the VM deleted when it is suspending).
+    fn replace_vm(&mut self, name: &str, node: &Node, vm: &ObservedVm, r: Replacement<'_>) {
+        let Replacement { kind, msg, down_reason, static_words, dynamic_words, job_may_start_again } = r;
         if node.is_static {
             self.set_state(name, NodeState::ResumePending);
             if let Some(n) = self.nodes.get_mut(name) {
@@ -291,23 +300,16 @@ impl Planner<'_> {
                 self.delete_vm(&mig, vm);
             }
             if self.slurm_node(name).is_none_or(|s| !s.powered_down() && !s.is_down()) {
-                self.slurm_update(
-                    name,
-                    NodeStateChange::Down,
-                    Some(format!("{REASON_PREFIX} {msg}; re-provisioning")),
-                );
+                self.slurm_update(name, NodeStateChange::Down, Some(down_reason));
             }
-            self.plan.event(
-                kind,
-                vec![name.to_string()],
-                format!("{msg}; deleting it; static node: re-provisioning"),
-            );
+            self.plan.event(kind, vec![name.to_string()], format!("{msg}; {static_words}"));
         } else {
-            self.take_out_of_service(name, &msg);
-            // Its job is requeued; a stopped VM runs no stale step, so no hold.
-            self.job_may_start_again(name);
+            self.take_out_of_service(name, msg);
+            if job_may_start_again {
+                self.job_may_start_again(name);
+            }
             self.set_state(name, NodeState::Suspending);
-            self.plan.event(kind, vec![name.to_string()], format!("{msg}; deleting it; node leaves service"));
+            self.plan.event(kind, vec![name.to_string()], format!("{msg}; {dynamic_words}"));
             self.suspending_node(name);
         }
     }
@@ -466,6 +468,21 @@ impl Planner<'_> {
             );
         }
     }
+}
+
+/// Why a held-up node's VM is replaced, and how the events and Slurm say it
+/// ([`Planner::replace_vm`]).
+struct Replacement<'a> {
+    kind: EventKind,
+    /// What happened: the node's last error, and the start of its event.
+    msg: &'a str,
+    /// The reason a static node is set DOWN with while its VM is replaced.
+    down_reason: String,
+    /// What the event adds for a static node, and for a dynamic one.
+    static_words: &'a str,
+    dynamic_words: &'a str,
+    /// Whether a dynamic node's requeued job may start again at once (no stale step can reach it).
+    job_may_start_again: bool,
 }
 
 /// How long Slurm may show a node powering up or not responding while its VM runs before it is

@@ -18,11 +18,15 @@
 //! | [`delegate`]  | hand a hook's nodes that are not ours to another program, detached      |
 //! | [`daemon`]    | the long-running service: socket server, pass loop, reload, shutdown    |
 //! | [`metrics`]   | Prometheus text exposition of the store's counts and the daemon's activity |
-//! | [`reconcile`] | one reconcile pass: observe, then plan (pure), commit, execute, report   |
+//! | [`reconcile`] | one reconcile pass: its phases (observe, plan, commit, execute, report), `plan/` pure, the GCE and Slurm edges in `gce_edge/` and `slurm_edge/` |
 //! | [`cli`]       | argument parsing and the admin commands' output                          |
 //! | [`slurm_gcp`] | `import-slurm-gcp`: slurm-gcp v6's config.yaml as a slurm-dws config     |
 //! | [`syslog`]    | one line to `/dev/log` when a hook fails or runs on the fallback config   |
 //! | [`topology`]  | the Slurm topology file from GCE's physical host topology (`[slurm] topology`) |
+//!
+//! The layout is kept by `tests/architecture.rs`, which reads the source: no import loop between
+//! files, `reconcile/plan/` pure, the edges never importing a phase of the pass, no production file
+//! over 800 lines (docs/architecture.md, "The rooms of the reconciler").
 //!
 //! # The path of a resume, from hook to GCE
 //!
@@ -38,7 +42,7 @@
 //! 3. Planning is a pure function of (desired, observed, now). Its steps that mutate GCE are
 //!    written to the outbox with their `requestId` before they are sent by [`gce`], so a crash
 //!    at any point resumes the same mutation instead of making a second one. No call holds a
-//!    pass: a step not answered within `reconcile::STEP_WAIT` (2 s) goes on in the background,
+//!    pass: a step not answered within [`reconcile::STEP_WAIT`] (2 s) goes on in the background,
 //!    no pass sends it again meanwhile, and the first pass after its answer records it.
 
 pub mod capacity_advice;

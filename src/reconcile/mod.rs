@@ -5,7 +5,7 @@
 //!   store, GCE and Slurm, and compares. Hooks only make the next pass come sooner.
 //! - Passes never overlap (one task runs them); a hook during a pass is picked up by the next.
 //! - A pass does not retry inside itself: a step that fails is recorded and the next pass decides again.
-//! - No call holds a pass: a GCE step that has not answered within `inflight::STEP_WAIT` stays in
+//! - No call holds a pass: a GCE step that has not answered within `gce_edge::inflight::STEP_WAIT` stays in
 //!   flight in the background, and the first pass after its answer records it; meanwhile no pass
 //!   sends it again.
 //!   Within one pass the planner may run a few rounds, so that what one step achieved (a MIG now exists)
@@ -16,23 +16,35 @@
 //! - The desired state kept in memory between passes changes only through a [`ChangeSet`] that is
 //!   written to the store and applied to memory by one function (`commit.rs`).
 //!
-//! # Files
-//! | file            | one job                                                                     |
-//! |-----------------|-----------------------------------------------------------------------------|
-//! | `reconciler.rs` | the [`Reconciler`]: keeps the desired state, sequences the pass's halves    |
-//! | `observe.rs`    | the first half: inbox, GCE and Slurm, into an [`Observation`]               |
-//! | `ingest.rs`     | hook calls → per-node desired state (pure)                                  |
-//! | `plan/`         | the planner, one file per rule family (pure, table-tested)                  |
-//! | `commit.rs`     | [`ChangeSet`]s: written to the store and applied to the kept state          |
-//! | `execute.rs`    | GCE steps sent and judged (Done / Retry / Refused / Moot), Slurm steps run  |
-//! | `inflight.rs`   | GCE steps still running after a short wait, across passes (no call holds one) |
-//! | `report.rs`     | the pass report and the gc report                                           |
-//! | `step_retry.rs` | when a failed GCE step may be sent again, with a new requestId (pure)      |
-//! | `gce_edge.rs`   | GCE's answers → observations, steps → request bodies and calls              |
-//! | `policies.rs`   | workload policies: owned names, bodies, the region's owned policies observed |
-//! | `vm_create.rs`  | the same for standard and spot groups: `createInstances`, managed instances |
-//! | `types.rs`      | the planner's inputs and outputs                                            |
-//! | `error.rs`      | [`ReconcileError`]                                                          |
+//! # The rooms
+//! The folder reads top-down as a pass runs. At the top, the sequencing: the phases of a pass.
+//! Below it, `plan/`, pure. Beside it, one folder per external system, the edges: they answer the
+//! pass (take the planner's vocabulary, return what GCE or Slurm said) and never import a phase.
+//! `tests/architecture.rs` keeps it so: `plan/` takes only `types`, the model and the config (no
+//! I/O, no clock); `types` imports no edge; no edge imports a phase or the other edge; no two files
+//! import each other; no production file passes 800 lines.
+//!
+//! | room                   | one job                                                              |
+//! |------------------------|----------------------------------------------------------------------|
+//! | `reconciler/`          | the [`Reconciler`]: keeps the desired state, sequences a pass (`mod.rs`) and its rounds (`rounds.rs`) |
+//! | `observe.rs`           | phase 1: inbox, GCE and Slurm, into an [`Observation`]               |
+//! | `ingest.rs`            | phase 2: hook calls → per-node desired state (pure)                  |
+//! | `plan/`                | phase 3: the planner, one file per rule (pure, table-tested)         |
+//! | `commit.rs`            | phase 4: [`ChangeSet`]s written to the store and applied to the kept state |
+//! | `execute.rs`           | phase 5: a round's steps sent through the edges, their answers recorded |
+//! | `report.rs`            | phase 6: the pass report and the gc report                           |
+//! | `types.rs`, `error.rs` | the planner's vocabulary (inputs, outputs), [`ReconcileError`]       |
+//! | `gce_edge/`            | GCE: what a pass reads and sends, answers judged, calls in flight, retries, polls, advice, policies, created VMs, regions, templates |
+//! | `slurm_edge/`          | Slurm: node updates, reservations, AdminComments, the topology file  |
+//!
+//! # Where a new capability goes
+//! A capability of the reconciler (reservations, maintenance, repair, …) is a rule in `plan/` (a
+//! file of its own with its table test, called from [`plan::plan`] in its place in the order), the
+//! words it needs in `types.rs` (a new [`GceStep`] or [`SlurmStep`], a field of [`Observed`]), and
+//! what it needs at each edge: a read in `gce_edge/reads.rs` or a Slurm read in `observe.rs`, a call
+//! in `gce_edge/sends.rs` or a file in `slurm_edge/`. The phases carry it without knowing it: observe
+//! fills the field, commit records the steps, execute hands them to their edge. `plan/mod.rs` lists
+//! the rules in their order.
 
 mod commit;
 mod error;

@@ -26,6 +26,14 @@
 //! 9. Nodesets that cannot get capacity now have their powered-down nodes drained, so jobs fall
 //!    back to their other partitions; drains whose cause ended are lifted (`fallback.rs`).
 //!
+//! Where the next rule goes: a capability (reserved capacity, maintenance, repair, …) is a file
+//! here named for it, with its table test beside it (`NAME_tests.rs`, included from the rule's file
+//! under `#[cfg(test)]`), one call in [`plan`] at its place in the order above, and the words it
+//! needs in `../types.rs`: what it reads is a field of [`Observed`] an edge fills (`../gce_edge/`,
+//! `../slurm_edge/`, read by `../observe.rs`), what it decides is a [`GceStep`], a [`SlurmStep`] or
+//! an event. A rule takes only the planner's vocabulary, the model and the config: no I/O, no clock
+//! (`tests/architecture.rs` fails the build otherwise).
+//!
 //! Absence is only believed when the list that would show the thing succeeded this pass
 //! (`Observed::vms` / `migs` / `slurm` are `None` otherwise): a failed list never deletes anything.
 //! A partial VM list (a zone GCE could not reach, `Observed::unreachable_zones`) is a failed list

@@ -561,6 +561,39 @@ pub fn count_of(n: usize, noun: &str) -> String {
     }
 }
 
+/// What GCE said about a workload policy (`gce::policy_error` reads it from an answer), as slurm-dws
+/// records it: the planner backs a nodeset off on a recorded `Missing` / `WrongRegion`, the step
+/// backoff waits out a recorded `InUse`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PolicyFailure {
+    /// The policy named does not exist.
+    Missing,
+    /// A MIG still uses the policy, so it cannot be deleted.
+    InUse,
+    /// The policy is in another region than the MIG that names it.
+    WrongRegion,
+}
+
+impl PolicyFailure {
+    pub const ALL: [PolicyFailure; 3] =
+        [PolicyFailure::Missing, PolicyFailure::InUse, PolicyFailure::WrongRegion];
+
+    /// The code slurm-dws records for it (outbox, events, a failed request's error).
+    pub fn code(self) -> &'static str {
+        match self {
+            PolicyFailure::Missing => "WORKLOAD_POLICY_MISSING",
+            PolicyFailure::InUse => "WORKLOAD_POLICY_IN_USE",
+            PolicyFailure::WrongRegion => "WORKLOAD_POLICY_WRONG_REGION",
+        }
+    }
+
+    /// The failure an error text recorded as `CODE: message` (or the bare code) starts with.
+    pub fn of_recorded(text: &str) -> Option<PolicyFailure> {
+        let code = text.split(':').next().unwrap_or_default().trim();
+        PolicyFailure::ALL.into_iter().find(|f| f.code() == code)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

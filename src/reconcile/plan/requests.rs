@@ -316,8 +316,7 @@ impl Planner<'_> {
                 // Every failure GCE gave a reason for backs the nodeset off, each class with its
                 // own words; so does a cancel for queue_timeout (no capacity came), and a cancel
                 // slurm-dws made for a suspend does not.
-                let policy =
-                    rr.error.as_ref().and_then(|(code, _)| crate::gce::PolicyFailure::of_recorded(code));
+                let policy = rr.error.as_ref().and_then(|(code, _)| PolicyFailure::of_recorded(code));
                 if policy.is_some() {
                     self.plan.event(
                         EventKind::PolicyRefused,

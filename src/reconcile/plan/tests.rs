@@ -557,7 +557,7 @@ fn a_backoff_that_ends_and_starts_again_in_one_round_is_kept_one_level_deeper() 
 /// deeper: the nodeset waits, it does not ask again at once.
 #[test]
 fn a_refused_workload_policy_backs_the_nodeset_off_with_a_placement_backoff() {
-    use crate::gce::PolicyFailure;
+    use crate::model::PolicyFailure;
     for f in [PolicyFailure::Missing, PolicyFailure::WrongRegion] {
         let mut n = node("hpc-a-1", NodeState::Requested);
         n.request_id = Some(1);

@@ -130,8 +130,8 @@ fn remove(path: Option<&Path>) {
 
 /// Copies the resume file to a new file `state_dir/delegate/resume-PID-NANOS.json` (0600).
 fn copy_resume_file(state_dir: &Path, original: &Path) -> std::io::Result<PathBuf> {
-    let bytes = crate::hook::read_at_most(original, crate::hook::MAX_RESUME_FILE)?;
-    if bytes.len() > crate::hook::MAX_RESUME_FILE {
+    let bytes = crate::hook_io::read_at_most(original, crate::hook_io::MAX_RESUME_FILE)?;
+    if bytes.len() > crate::hook_io::MAX_RESUME_FILE {
         return Err(std::io::Error::other("larger than the largest resume file read"));
     }
     let dir = state_dir.join(DIR);
@@ -262,7 +262,7 @@ pub fn supervise(a: &RunArgs) -> bool {
         Ok(()) => format!("{kind}: {message}"),
         Err(e) => format!("{kind}: {message} (not recorded in the store: {e})"),
     };
-    crate::hook::append_log(&a.log_file, &name, &line);
+    crate::hook_io::append_log(&a.log_file, &name, &line);
     matches!((&ended, recorded), (Ended::Exited(s), Ok(())) if s.success())
 }
 
@@ -290,7 +290,7 @@ fn copy_lines(path: &Path, log_file: &Path, name: &str, stream: &str) -> Vec<Str
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
         if len > MAX_OUTPUT {
             let _ = f.seek(SeekFrom::Start(len - MAX_OUTPUT));
-            crate::hook::append_log(
+            crate::hook_io::append_log(
                 log_file,
                 name,
                 &format!("{stream}: ({} bytes before this cut)", len - MAX_OUTPUT),
@@ -307,7 +307,7 @@ fn copy_lines(path: &Path, log_file: &Path, name: &str, stream: &str) -> Vec<Str
             line.truncate(cut);
             line.push_str("...");
         }
-        crate::hook::append_log(log_file, name, &format!("{stream}: {line}"));
+        crate::hook_io::append_log(log_file, name, &format!("{stream}: {line}"));
         tail.push_back(line);
         if tail.len() > STDERR_TAIL_LINES {
             tail.pop_front();
@@ -330,7 +330,7 @@ pub(crate) fn record_event(
     rt.block_on(async {
         let store = Store::open_for_hook(state_dir).await.map_err(|e| e.to_string())?;
         let mut tx = store.begin().await.map_err(|e| e.to_string())?;
-        tx.add_event(crate::hook::received_now(), kind.as_str(), nodes, message)
+        tx.add_event(crate::hook_io::received_now(), kind.as_str(), nodes, message)
             .await
             .map_err(|e| e.to_string())?;
         tx.commit().await.map_err(|e| e.to_string())?;

@@ -16,6 +16,7 @@
 //! | [`protocol`]  | the Unix-socket request/response shared by hooks, CLI and daemon         |
 //! | [`hook`]      | `resume` / `suspend` / `resume-fail`: record durably, wake the daemon    |
 //! | [`delegate`]  | hand a hook's nodes that are not ours to another program, detached      |
+//! | [`hook_io`]   | what hooks and the delegate supervisor share: their clock, a bounded read, the hook log |
 //! | [`daemon`]    | the long-running service: socket server, pass loop, reload, shutdown    |
 //! | [`metrics`]   | Prometheus text exposition of the store's counts and the daemon's activity |
 //! | [`reconcile`] | one reconcile pass: its phases (observe, plan, commit, execute, report), `plan/` pure, the GCE and Slurm edges in `gce_edge/` and `slurm_edge/` |
@@ -52,6 +53,7 @@ pub mod daemon;
 pub mod delegate;
 pub mod gce;
 pub mod hook;
+pub mod hook_io;
 pub mod hostlist;
 mod json_stream;
 pub mod metrics;

@@ -203,7 +203,7 @@ string_enum! {
         Abandoned => "abandoned",
         /// GCE acted and the Operation ended DONE with an error (or answered a 4xx that may pass):
         /// closed; the step's next attempt gets a new requestId after a backoff
-        /// (`reconcile::step_retry`).
+        /// (`reconcile::gce_edge::step_retry`).
         Failed => "failed",
     }
 }

@@ -35,11 +35,6 @@ pub fn available_for_tests(what: &str) -> bool {
     crate::SlurmGeneration::Bookworm.available_for_tests(what)
 }
 
-/// Whether this runs under CI (`CI=true` or `CI=1`), where a test that cannot run must fail.
-pub(crate) fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
 /// Makes sure slurmctld, slurmd, the Slurm client commands and munge are installed, running
 /// `apt-get install -y --no-install-recommends slurmctld slurmd slurm-client munge` when anything
 /// is missing (with an `apt-get update` first if the package lists are empty or stale). Does

@@ -4,7 +4,14 @@
 //!
 //! | file           | job                                                                  |
 //! |----------------|----------------------------------------------------------------------|
-//! | `types.rs`     | the API resources on the wire (checked against the discovery doc)    |
+//! | `types.rs`     | the API resources on the wire (checked against the discovery doc): the |
+//! |                | rules, and the re-exports of the six files below                     |
+//! | `wire.rs`      | int64 strings, GCE timestamps, durations, URL segments               |
+//! | `operation_types.rs` | long-running operations and their errors                       |
+//! | `mig_types.rs` | MIGs, their managed instances, `deleteInstances`                     |
+//! | `resize_types.rs` | MIG resize requests (DWS Flex Start)                              |
+//! | `instance_types.rs` | VMs, and the metadata and scheduling templates share            |
+//! | `list_types.rs` | list pages, warnings, zones an aggregated list did not see          |
 //! | `template_types.rs` | instance templates and machine types on the wire                |
 //! | `error.rs`     | [`GceError`] with full detail, and [`ErrorClass`] for callers        |
 //! | `auth.rs`      | [`Credentials`] → [`TokenSource`]; metadata server; secrets redacted |
@@ -25,19 +32,25 @@ pub mod client;
 pub mod create;
 pub mod endpoints;
 pub mod error;
+mod instance_types;
 mod lean_pages;
 pub mod lean_vms;
+mod list_types;
+mod mig_types;
 pub mod node_shape;
+mod operation_types;
 pub mod placement_rules;
 pub mod policies;
 pub mod policy_error;
 pub mod ratelimit;
+mod resize_types;
 pub mod retry;
 pub mod template_check;
 pub mod template_models;
 pub mod template_region;
 pub mod template_types;
 pub mod types;
+mod wire;
 
 pub use advice::{CapacityAdviceRequest, CapacityAdviceResponse};
 pub use auth::{AccessToken, Credentials, MetadataServer, StaticToken, TokenFuture, TokenSource};

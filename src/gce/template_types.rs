@@ -1,12 +1,12 @@
 //! Instance templates and machine types on the wire: what `check-config --online` and the daemon's
-//! template check read (the same rules as [`super::types`]: camelCase, `#[serde(default)]`, enums as
-//! strings).
+//! template check read (the same rules as every wire type, `types.rs`: camelCase, `#[serde(default)]`,
+//! enums as strings).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{Metadata, Scheduling};
+use super::instance_types::{Metadata, Scheduling};
 
 /// `reservationAffinity` of an instance template.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

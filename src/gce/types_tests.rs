@@ -1,6 +1,8 @@
 //! The wire shapes of the Compute types: field names, int64 strings, unknown enum values.
 
+use super::super::wire::gce_timestamp;
 use super::*;
+use chrono::{DateTime, Utc};
 use serde_json::json;
 
 #[test]

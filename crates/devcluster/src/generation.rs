@@ -102,40 +102,6 @@ impl SlurmGeneration {
                 .map_or_else(|| PathBuf::from(default), PathBuf::from),
         )
     }
-
-    /// Makes this Slurm runnable here: installs Debian's Slurm on the host when missing (every
-    /// generation uses the host's `scontrol show hostnames`), and for the generations that run
-    /// from a root, builds that root when it is missing. Needs root for anything it has to install.
-    pub fn ensure_ready(self) -> Result<(), DevclusterError> {
-        crate::install::ensure_installed()?;
-        ensure_root(self)?;
-        Ok(())
-    }
-
-    /// For tests that need this Slurm: gets it ready (see [`SlurmGeneration::ensure_ready`]) and
-    /// says whether it can run here. `false` means "skip" (printed with `what` and the reason);
-    /// under `CI=true` it panics instead, so CI never passes without running the tests.
-    pub fn available_for_tests(self, what: &str) -> bool {
-        let problem = if !nix::unistd::geteuid().is_root() {
-            Some("not root".to_string())
-        } else {
-            self.ensure_ready().err().map(|e| e.to_string())
-        };
-        match problem {
-            None => true,
-            Some(why) if ci() => {
-                panic!("CI=true but a real Slurm {} cluster cannot run here: {why}", self.version())
-            }
-            Some(why) => {
-                let needs = match self {
-                    SlurmGeneration::Bookworm => "Debian's Slurm".to_string(),
-                    other => format!("the {} root of scripts/slurm-root.sh", other.suite()),
-                };
-                eprintln!("SKIPPED: {what} on Slurm {} need root and {needs}: {why}", self.version());
-                false
-            }
-        }
-    }
 }
 
 impl std::fmt::Display for SlurmGeneration {
@@ -272,11 +238,6 @@ fn remove_empty_tree(dir: &Path, depth: u32) {
         }
     }
     let _ = std::fs::remove_dir(dir);
-}
-
-/// Whether this runs under CI (`CI=true` or `CI=1`), where a test that cannot run must fail.
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
 #[cfg(test)]

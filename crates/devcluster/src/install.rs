@@ -1,9 +1,11 @@
-//! Installing Debian's Slurm and munge when they are missing (idempotent, root only).
+//! Installing Debian's Slurm and munge when they are missing (idempotent, root only), and getting a
+//! [`SlurmGeneration`] ready for the tests that need it (its root built too).
 
 use std::path::Path;
 use std::process::Command;
 
-use super::DevclusterError;
+use crate::generation::{ensure_root, SlurmGeneration};
+use crate::DevclusterError;
 
 /// The files a local cluster needs. `perl` (Debian's essential perl-base) runs the small helper
 /// that clears the signal mask before starting slurmd.
@@ -32,7 +34,48 @@ pub fn missing() -> Vec<&'static str> {
 /// Slurm panics instead, so CI never passes without running them. The same as
 /// `SlurmGeneration::Bookworm.available_for_tests(what)`.
 pub fn available_for_tests(what: &str) -> bool {
-    crate::SlurmGeneration::Bookworm.available_for_tests(what)
+    SlurmGeneration::Bookworm.available_for_tests(what)
+}
+
+/// Whether this runs under CI (`CI=true` or `CI=1`), where a test that cannot run must fail.
+pub(crate) fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+impl SlurmGeneration {
+    /// Makes this Slurm runnable here: installs Debian's Slurm on the host when missing (every
+    /// generation uses the host's `scontrol show hostnames`), and for the generations that run
+    /// from a root, builds that root when it is missing. Needs root for anything it has to install.
+    pub fn ensure_ready(self) -> Result<(), DevclusterError> {
+        ensure_installed()?;
+        ensure_root(self)?;
+        Ok(())
+    }
+
+    /// For tests that need this Slurm: gets it ready (see [`SlurmGeneration::ensure_ready`]) and
+    /// says whether it can run here. `false` means "skip" (printed with `what` and the reason);
+    /// under `CI=true` it panics instead, so CI never passes without running the tests.
+    pub fn available_for_tests(self, what: &str) -> bool {
+        let problem = if !nix::unistd::geteuid().is_root() {
+            Some("not root".to_string())
+        } else {
+            self.ensure_ready().err().map(|e| e.to_string())
+        };
+        match problem {
+            None => true,
+            Some(why) if ci() => {
+                panic!("CI=true but a real Slurm {} cluster cannot run here: {why}", self.version())
+            }
+            Some(why) => {
+                let needs = match self {
+                    SlurmGeneration::Bookworm => "Debian's Slurm".to_string(),
+                    other => format!("the {} root of scripts/slurm-root.sh", other.suite()),
+                };
+                eprintln!("SKIPPED: {what} on Slurm {} need root and {needs}: {why}", self.version());
+                false
+            }
+        }
+    }
 }
 
 /// Makes sure slurmctld, slurmd, the Slurm client commands and munge are installed, running

@@ -5,6 +5,10 @@
 use crate::config::{Placement, ProvisioningModel};
 
 /// (machine type prefix, family, flex-start allowed with a workload policy). Longest prefixes first.
+///
+/// The simulator keeps its own copy (`gce_sim::state::POLICY_FAMILIES`) on purpose: it stands in for
+/// GCE and depends on nothing of slurm-dws. `tests::the_simulator_takes_policies_for_the_same_families`
+/// keeps the two equal.
 pub const POLICY_FAMILIES: &[(&str, &str, bool)] = &[
     ("a4x-max", "A4X Max", false),
     ("a4x-", "A4X", false),
@@ -109,6 +113,21 @@ mod tests {
         for (mt, model, p, fields) in table {
             let got: Vec<&str> = placement_problems(mt, *model, *p).into_iter().map(|(f, _)| f).collect();
             assert_eq!(&got, fields, "{mt} {model} {p:?}");
+        }
+    }
+
+    /// The simulator's copy of the table: the same prefixes in the same order, each with the same
+    /// flex-start answer. The family names only go into messages, and ours may say more of what the
+    /// prefix matches ("A3 High (8 GPUs)" where GCE's errors, and so the simulator's, say "A3 High").
+    #[test]
+    fn the_simulator_takes_policies_for_the_same_families() {
+        let sim = gce_sim::state::POLICY_FAMILIES;
+        let rule = |t: &[(&'static str, &'static str, bool)]| -> Vec<(&'static str, bool)> {
+            t.iter().map(|&(prefix, _, flex)| (prefix, flex)).collect()
+        };
+        assert_eq!(rule(POLICY_FAMILIES), rule(sim));
+        for ((_, ours, _), (_, theirs, _)) in POLICY_FAMILIES.iter().zip(sim) {
+            assert!(ours.starts_with(theirs), "{ours} / {theirs}");
         }
     }
 }

@@ -133,6 +133,10 @@ impl ZoneHosts {
 /// The machine families GCE takes a workload policy for, and with which provisioning models
 /// (docs/gce-facts.md, "Workload policies": Google's "About workload policies for MIGs").
 /// (machine type prefix, family, flex-start allowed).
+///
+/// slurm-dws's `check-config` has its own copy (`slurm_dws::gce::placement_rules::POLICY_FAMILIES`)
+/// on purpose: the simulator stands in for GCE and depends on nothing of the product. A test there
+/// (`src/gce/placement_rules.rs`) keeps the two equal.
 pub const POLICY_FAMILIES: &[(&str, &str, bool)] = &[
     ("a4x-max", "A4X Max", false),
     ("a4x-", "A4X", false),

@@ -67,28 +67,6 @@ fn spec(slurm: SlurmGeneration, nodesets: Vec<StackNodeset>, reconcile: &str) ->
     }
 }
 
-fn wait<T>(s: &Stack, what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if Instant::now() > deadline {
-            panic!(
-                "timed out after {secs}s waiting for {what} on {}\n--- jobs ---\n{}\n--- nodes ---\n{}\n--- slurm-dws nodes ---\n{}\n--- events ---\n{}\n--- daemon log ---\n{}\n--- slurmctld ---\n{}",
-                s.cluster.slurm(),
-                s.cluster.scontrol(&["show", "job"]).unwrap_or_default(),
-                s.cluster.node_states().map(|m| format!("{m:?}")).unwrap_or_default(),
-                s.cli(&["nodes"]),
-                s.cli(&["events"]),
-                tail(&s.daemon_log(), 30),
-                s.cluster.slurmctld_log_tail(30)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 fn tail(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
@@ -152,7 +130,7 @@ fn e2e_1_two_node_job_runs_and_everything_is_cleaned_up(slurm: SlurmGeneration) 
             "srun printenv SLURMD_NODENAME; sleep 3",
         ])
         .unwrap();
-    wait(&s, "job RUNNING", 60, || (job_state(&s, job).as_deref() == Some("RUNNING")).then_some(()));
+    s.wait("job RUNNING", 60, || (job_state(&s, job).as_deref() == Some("RUNNING")).then_some(()));
     eprintln!("[e2e-1] sbatch -> RUNNING in {:?}", started.elapsed());
     let rs = requests(&s);
     assert_eq!(rs.len(), 1, "{rs:?}");
@@ -163,15 +141,15 @@ fn e2e_1_two_node_job_runs_and_everything_is_cleaned_up(slurm: SlurmGeneration) 
     // bind-mounted binary) and recorded the nodes and the job in the daemon's store.
     let hook_log = std::fs::read_to_string(s.path().join("slurm-dws.log")).unwrap_or_default();
     assert!(hook_log.contains("resume hpc-a-[0-1]: 2 nodes, 1 job recorded"), "hook log:\n{hook_log}");
-    wait(&s, "job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    s.wait("job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
     let mut ran: Vec<String> = std::fs::read_to_string(&out).unwrap().lines().map(String::from).collect();
     ran.sort();
     assert_eq!(ran, vec!["hpc-a-0", "hpc-a-1"], "the job really ran on both nodes");
-    wait(&s, "nodes idle~ and VMs gone", 90, || {
+    s.wait("nodes idle~ and VMs gone", 90, || {
         (node_state(&s, "hpc-a-0") == "idle~" && node_state(&s, "hpc-a-1") == "idle~" && s.vms().is_empty())
             .then_some(())
     });
-    wait(&s, "MIG deleted after mig_gc_grace", 60, || s.migs().is_empty().then_some(()));
+    s.wait("MIG deleted after mig_gc_grace", 60, || s.migs().is_empty().then_some(()));
     eprintln!("[e2e-1] complete cycle in {:?}", started.elapsed());
     assert_no_degraded_pass(&s, slurm);
 }
@@ -219,7 +197,7 @@ fn e2e_2_two_nodesets_at_once_and_an_up_node_is_reused(slurm: SlurmGeneration) {
     let (ja, out_a) = sbatch(&s, "a", &["-N1", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
     let (jb, out_b) = sbatch(&s, "b", &["-N2", "--time=20", "-p", "b"], "srun printenv SLURMD_NODENAME");
     for j in [ja, jb] {
-        wait(&s, "both jobs COMPLETED", 90, || (sacct_like_state(&s, j) == "COMPLETED").then_some(()));
+        s.wait("both jobs COMPLETED", 90, || (sacct_like_state(&s, j) == "COMPLETED").then_some(()));
     }
     assert_eq!(ran_on(&out_a), vec!["hpc-a-0"]);
     assert_eq!(ran_on(&out_b), vec!["hpc-b-0", "hpc-b-1"]);
@@ -240,7 +218,7 @@ fn e2e_2_two_nodesets_at_once_and_an_up_node_is_reused(slurm: SlurmGeneration) {
     let inserts = sim_inserts(&s, "regionInstanceGroupManagerResizeRequests.insert");
     let (jc, out_c) =
         sbatch(&s, "c", &["-N1", "--time=5", "-p", "a", "-w", "hpc-a-0"], "srun printenv SLURMD_NODENAME");
-    wait(&s, "job on the up node COMPLETED", 30, || (sacct_like_state(&s, jc) == "COMPLETED").then_some(()));
+    s.wait("job on the up node COMPLETED", 30, || (sacct_like_state(&s, jc) == "COMPLETED").then_some(()));
     assert_eq!(ran_on(&out_c), vec!["hpc-a-0"]);
     assert_eq!(requests(&s).len(), 2, "no new request for a node already up");
     assert_eq!(sim_inserts(&s, "regionInstanceGroupManagerResizeRequests.insert"), inserts);
@@ -266,10 +244,10 @@ fn e2e_3_stockout_requeues_at_once_and_the_job_runs_when_capacity_returns(slurm:
     let (job, out) =
         sbatch(&s, "stockout", &["-N2", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
     let t0 = Instant::now();
-    wait(&s, "the request FAILED", 30, || {
+    s.wait("the request FAILED", 30, || {
         requests(&s).iter().any(|r| r["phase"] == "failed" || r["phase"] == "done").then_some(())
     });
-    wait(&s, "the job requeued", 30, || (restarts(&s, job) >= 1).then_some(()));
+    s.wait("the job requeued", 30, || (restarts(&s, job) >= 1).then_some(()));
     let requeued_in = t0.elapsed();
     eprintln!("[e2e-3] stockout -> job requeued in {requeued_in:?}");
     assert!(requeued_in < Duration::from_secs(60), "requeued by slurm-dws, not by Slurm's ResumeTimeout");
@@ -287,7 +265,7 @@ fn e2e_3_stockout_requeues_at_once_and_the_job_runs_when_capacity_returns(slurm:
     );
 
     s.sim_delete("capacity");
-    wait(&s, "the job COMPLETED once capacity is back", 120, || {
+    s.wait("the job COMPLETED once capacity is back", 120, || {
         (sacct_like_state(&s, job) == "COMPLETED").then_some(())
     });
     assert_eq!(ran_on(&out), vec!["hpc-a-0", "hpc-a-1"]);
@@ -301,7 +279,7 @@ fn e2e_4_expiry_requeues_the_job_and_reprovisions_the_static_node(slurm: SlurmGe
         return;
     }
     let s = Stack::start(spec(slurm, vec![StackNodeset::new("s", 1, 2)], "")).unwrap();
-    wait(&s, "the static node provisioned and idle", 60, || {
+    s.wait("the static node provisioned and idle", 60, || {
         (node_state(&s, "hpc-s-0") == "idle").then_some(())
     });
     let static_vms = s.vms();
@@ -314,28 +292,28 @@ fn e2e_4_expiry_requeues_the_job_and_reprovisions_the_static_node(slurm: SlurmGe
         &["-N1", "--time=10", "-p", "s", "-x", "hpc-s-0", "--requeue"],
         "srun printenv SLURMD_NODENAME; sleep 20",
     );
-    let node = wait(&s, "job RUNNING", 60, || {
+    let node = s.wait("job RUNNING", 60, || {
         let j = s.cluster.job_info(job)?;
         (j.get("JobState")? == "RUNNING").then(|| j.get("NodeList").cloned().unwrap_or_default())
     });
     // Once slurm-dws has seen the VM (and its termination time), GCE ends its run duration.
-    wait(&s, "slurm-dws to record the VM's termination time", 30, || {
+    s.wait("slurm-dws to record the VM's termination time", 30, || {
         s.cli_json(&["nodes", &node]).as_array()?.first()?["termination_time"].as_str().map(drop)
     });
     let t0 = Instant::now();
     s.sim_post(&format!("instances/{node}/expire"), &json!({}));
-    wait(&s, "the job requeued after the expiry", 30, || (restarts(&s, job) >= 1).then_some(()));
+    s.wait("the job requeued after the expiry", 30, || (restarts(&s, job) >= 1).then_some(()));
     eprintln!("[e2e-4] VM expired -> job requeued in {:?}", t0.elapsed());
     let why = s.cli(&["explain", &node]);
     eprintln!("[e2e-4] explain {node}:\n{why}");
-    wait(&s, "the requeued job COMPLETED", 120, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    s.wait("the requeued job COMPLETED", 120, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
     assert!(!ran_on(&out).is_empty());
 
     // The static node's VM expires: back in service with no admin action.
     let t0 = Instant::now();
     s.sim_post("instances/hpc-s-0/expire", &json!({}));
-    wait(&s, "the static node out of service", 30, || (node_state(&s, "hpc-s-0") != "idle").then_some(()));
-    wait(&s, "the static node re-provisioned and idle", 90, || {
+    s.wait("the static node out of service", 30, || (node_state(&s, "hpc-s-0") != "idle").then_some(()));
+    s.wait("the static node re-provisioned and idle", 90, || {
         (node_state(&s, "hpc-s-0") == "idle" && s.vms().contains(&"hpc-s-0".to_string())).then_some(())
     });
     eprintln!("[e2e-4] static node expired -> idle again in {:?}", t0.elapsed());
@@ -362,7 +340,7 @@ fn e2e_4_expiry_requeues_the_job_and_reprovisions_the_static_node(slurm: SlurmGe
         &["-N1", "--time=10", "-p", "s", "-w", "hpc-s-0"],
         "hostname >/dev/null; srun printenv SLURMD_NODENAME",
     );
-    wait(&s, "a job on the re-provisioned static node", 60, || {
+    s.wait("a job on the re-provisioned static node", 60, || {
         (sacct_like_state(&s, j2) == "COMPLETED").then_some(())
     });
     assert_eq!(ran_on(&out2), vec!["hpc-s-0"]);
@@ -377,7 +355,7 @@ fn e2e_7_host_failure_requeues_the_job_and_replaces_the_static_node(slurm: Slurm
         return;
     }
     let s = Stack::start(spec(slurm, vec![StackNodeset::new("s", 1, 2)], "")).unwrap();
-    wait(&s, "the static node provisioned and idle", 60, || {
+    s.wait("the static node provisioned and idle", 60, || {
         (node_state(&s, "hpc-s-0") == "idle").then_some(())
     });
     let (job, out) = sbatch(
@@ -386,25 +364,25 @@ fn e2e_7_host_failure_requeues_the_job_and_replaces_the_static_node(slurm: Slurm
         &["-N1", "--time=10", "-p", "s", "-x", "hpc-s-0", "--requeue"],
         "srun printenv SLURMD_NODENAME; sleep 20",
     );
-    let node = wait(&s, "job RUNNING", 60, || {
+    let node = s.wait("job RUNNING", 60, || {
         let j = s.cluster.job_info(job)?;
         (j.get("JobState")? == "RUNNING").then(|| j.get("NodeList").cloned().unwrap_or_default())
     });
     let t0 = Instant::now();
     s.sim_post(&format!("instances/{node}/fail"), &json!({}));
-    wait(&s, "the job requeued after the host failure", 30, || (restarts(&s, job) >= 1).then_some(()));
+    s.wait("the job requeued after the host failure", 30, || (restarts(&s, job) >= 1).then_some(()));
     eprintln!("[e2e-7] VM failed -> job requeued in {:?}", t0.elapsed());
-    wait(&s, "the failed VM deleted", 30, || (!s.vms().contains(&node)).then_some(()));
+    s.wait("the failed VM deleted", 30, || (!s.vms().contains(&node)).then_some(()));
     let events = s.cli(&["events", "--node", &node]);
     assert!(events.contains("vm_failed") && events.contains("TERMINATED"), "{events}");
-    wait(&s, "the requeued job COMPLETED", 120, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    s.wait("the requeued job COMPLETED", 120, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
     assert!(!ran_on(&out).is_empty());
 
     // The static node's VM fails: replaced, back in service with no admin action.
     let t0 = Instant::now();
     s.sim_post("instances/hpc-s-0/fail", &json!({}));
-    wait(&s, "the static node out of service", 30, || (node_state(&s, "hpc-s-0") != "idle").then_some(()));
-    wait(&s, "the static node replaced and idle", 90, || {
+    s.wait("the static node out of service", 30, || (node_state(&s, "hpc-s-0") != "idle").then_some(()));
+    s.wait("the static node replaced and idle", 90, || {
         (node_state(&s, "hpc-s-0") == "idle" && s.vms().contains(&"hpc-s-0".to_string())).then_some(())
     });
     eprintln!("[e2e-7] static node failed -> idle again in {:?}", t0.elapsed());
@@ -414,7 +392,7 @@ fn e2e_7_host_failure_requeues_the_job_and_replaces_the_static_node(slurm: Slurm
         &["-N1", "--time=10", "-p", "s", "-w", "hpc-s-0"],
         "hostname >/dev/null; srun printenv SLURMD_NODENAME",
     );
-    wait(&s, "a job on the replaced static node", 60, || {
+    s.wait("a job on the replaced static node", 60, || {
         (sacct_like_state(&s, j2) == "COMPLETED").then_some(())
     });
     assert_eq!(ran_on(&out2), vec!["hpc-s-0"]);
@@ -428,7 +406,7 @@ fn e2e_8_an_unreachable_zone_leaves_running_jobs_alone(slurm: SlurmGeneration) {
         return;
     }
     let s = Stack::start(spec(slurm, vec![StackNodeset::new("s", 1, 2)], "")).unwrap();
-    wait(&s, "the static node provisioned and idle", 60, || {
+    s.wait("the static node provisioned and idle", 60, || {
         (node_state(&s, "hpc-s-0") == "idle").then_some(())
     });
     let (job, out) = sbatch(
@@ -437,12 +415,12 @@ fn e2e_8_an_unreachable_zone_leaves_running_jobs_alone(slurm: SlurmGeneration) {
         &["-N1", "--time=10", "-p", "s", "-x", "hpc-s-0", "--requeue"],
         "srun printenv SLURMD_NODENAME; sleep 15",
     );
-    let node = wait(&s, "job RUNNING", 60, || {
+    let node = s.wait("job RUNNING", 60, || {
         let j = s.cluster.job_info(job)?;
         (j.get("JobState")? == "RUNNING").then(|| j.get("NodeList").cloned().unwrap_or_default())
     });
     s.sim_post("zones/us-central1-a/unreachable", &json!({"aggregated": "partial"}));
-    wait(&s, "a pass that saw the zone unreachable", 30, || {
+    s.wait("a pass that saw the zone unreachable", 30, || {
         (s.cli_json(&["status"])["unreachable_zones"] == json!(["us-central1-a"])).then_some(())
     });
     std::thread::sleep(Duration::from_secs(8));
@@ -454,14 +432,14 @@ fn e2e_8_an_unreachable_zone_leaves_running_jobs_alone(slurm: SlurmGeneration) {
         "{states}"
     );
     s.sim_delete("zones/us-central1-a/unreachable");
-    wait(&s, "the job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    s.wait("the job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
     assert_eq!(restarts(&s, job), 0, "never requeued");
     assert_eq!(ran_on(&out), vec![node.clone()]);
     let events = s.cli(&["events", "--node", &node]);
     assert!(!events.contains("vm_lost") && !events.contains("drift"), "{events}");
     // The zone leaves the status at the first pass that reaches it again, which need not have
     // run yet when a job that ended during the outage is seen COMPLETED (seen on 26.05 under load).
-    wait(&s, "the zone reachable again in the status", 30, || {
+    s.wait("the zone reachable again in the status", 30, || {
         (s.cli_json(&["status"])["unreachable_zones"] == json!([])).then_some(())
     });
 }
@@ -476,7 +454,7 @@ fn e2e_5_daemon_killed_after_the_resume_hook_recovers_without_duplicates(slurm: 
     // A slow GCE widens the window in which the kill lands mid-work.
     s.sim_post("latency", &json!({"operation_ms": 1500}));
     let (job, out) = sbatch(&s, "kill", &["-N2", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
-    wait(&s, "the resume hook recorded the nodes", 60, || {
+    s.wait("the resume hook recorded the nodes", 60, || {
         let nodes = s.cli_json(&["nodes"]);
         nodes.as_array()?.iter().any(|n| n["name"] == "hpc-a-0" && n["state"] != "powered_down").then_some(())
     });
@@ -485,9 +463,7 @@ fn e2e_5_daemon_killed_after_the_resume_hook_recovers_without_duplicates(slurm: 
     std::thread::sleep(Duration::from_secs(2));
     s.start_daemon().unwrap();
     s.sim_post("latency", &json!({"operation_ms": 100}));
-    wait(&s, "job COMPLETED after the crash", 90, || {
-        (sacct_like_state(&s, job) == "COMPLETED").then_some(())
-    });
+    s.wait("job COMPLETED after the crash", 90, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
     assert_eq!(ran_on(&out), vec!["hpc-a-0", "hpc-a-1"]);
     assert_eq!(s.vms(), vec!["hpc-a-0", "hpc-a-1"], "one VM per node");
     assert_eq!(s.migs().len(), 1, "one MIG");
@@ -508,10 +484,10 @@ fn e2e_6_slurmctld_restart_while_powering_up_converges(slurm: SlurmGeneration) {
     let mut s = Stack::start(spec(slurm, vec![StackNodeset::new("a", 0, 4)], "")).unwrap();
     s.sim_post("capacity", &json!({"match": "", "delay_seconds": 8.0}));
     let (job, out) = sbatch(&s, "restart", &["-N2", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
-    wait(&s, "nodes powering up", 30, || node_state(&s, "hpc-a-0").contains('#').then_some(()));
+    s.wait("nodes powering up", 30, || node_state(&s, "hpc-a-0").contains('#').then_some(()));
     s.cluster.restart_slurmctld().unwrap();
     eprintln!("[e2e-6] slurmctld restarted; hpc-a-0 is {}", node_state(&s, "hpc-a-0"));
-    wait(&s, "job COMPLETED after the restart", 120, || {
+    s.wait("job COMPLETED after the restart", 120, || {
         (sacct_like_state(&s, job) == "COMPLETED").then_some(())
     });
     assert_eq!(ran_on(&out), vec!["hpc-a-0", "hpc-a-1"]);
@@ -530,7 +506,7 @@ fn e2e_run_durations_follow_real_time_limits(slurm: SlurmGeneration) {
     let (unlimited, _) = sbatch(&s, "unlimited", &["-N1", "--time=UNLIMITED", "-p", "a"], "true");
     let (ten_days, _) = sbatch(&s, "tendays", &["-N1", "--time=10-00:00:00", "-p", "a"], "true");
     for j in [unlimited, ten_days] {
-        wait(&s, "both jobs COMPLETED", 90, || (sacct_like_state(&s, j) == "COMPLETED").then_some(()));
+        s.wait("both jobs COMPLETED", 90, || (sacct_like_state(&s, j) == "COMPLETED").then_some(()));
     }
     let by_job: std::collections::BTreeMap<u64, u64> = requests(&s)
         .iter()
@@ -576,7 +552,7 @@ fn e2e_9_untouched_nodes_are_tracked_and_a_node_past_resume_timeout_is_usable_ag
     ))
     .unwrap();
     let all = ["hpc-a-0", "hpc-a-1", "hpc-a-2"];
-    wait(&s, "the untouched nodes tracked as powered_down", 30, || {
+    s.wait("the untouched nodes tracked as powered_down", 30, || {
         (s.cli_json(&["status"])["nodes"]["powered_down"] == 3).then_some(())
     });
     let listed: Vec<(String, String)> = s
@@ -595,14 +571,14 @@ fn e2e_9_untouched_nodes_are_tracked_and_a_node_past_resume_timeout_is_usable_ag
     s.sim_post("capacity", &json!({"match": "", "hold": true}));
     let (job, _) = sbatch(&s, "timeout", &["-N1", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
     let node = "hpc-a-0";
-    wait(&s, "the request queued in GCE", 30, || {
+    s.wait("the request queued in GCE", 30, || {
         requests(&s).iter().any(|r| r["state"] == "ACCEPTED").then_some(())
     });
     let t0 = Instant::now();
     // Slurm sets the node DOWN and calls the resume-fail hook; slurm-dws cleans up and returns the
     // node in the pass the hook wakes, often before a poll here could see `down~`: what Slurm
     // showed is in slurmctld's log and in the event slurm-dws wrote when it returned the node.
-    let returned = wait(&s, "slurm-dws to return the node after Slurm's ResumeTimeout", 60, || {
+    let returned = s.wait("slurm-dws to return the node after Slurm's ResumeTimeout", 60, || {
         let events = s.cli_json(&["events"]);
         let found: Vec<String> = events
             .as_array()?
@@ -632,9 +608,7 @@ fn e2e_9_untouched_nodes_are_tracked_and_a_node_past_resume_timeout_is_usable_ag
     };
     assert!(ctld.contains(&timed_out), "{ctld}");
     assert!(ctld.contains(&format!("requeue job JobId={job} due to failure of node {node}")), "{ctld}");
-    wait(&s, "the node powered down and usable again", 60, || {
-        (node_state(&s, node) == "idle~").then_some(())
-    });
+    s.wait("the node powered down and usable again", 60, || (node_state(&s, node) == "idle~").then_some(()));
     eprintln!("[e2e-9] {slurm}: idle~ {:?} after the request queued", t0.elapsed());
     // `state=resume` clears the reason on 22.05 and 26.05; 24.11 keeps it on the idle~ node
     // (measured; it does not stop the node from being used, see below).
@@ -651,7 +625,7 @@ fn e2e_9_untouched_nodes_are_tracked_and_a_node_past_resume_timeout_is_usable_ag
     );
     assert_eq!(info["JobState"], "PENDING", "{info:?}");
     // The request was cancelled and its MIG deleted; no VM was ever made.
-    wait(&s, "the request cancelled and the MIG deleted", 30, || {
+    s.wait("the request cancelled and the MIG deleted", 30, || {
         let rs = requests(&s);
         let done = !rs.is_empty() && rs.iter().all(|r| r["phase"] == "done" || r["phase"] == "failed");
         (done && s.migs().is_empty()).then_some(())
@@ -669,7 +643,7 @@ fn e2e_9_untouched_nodes_are_tracked_and_a_node_past_resume_timeout_is_usable_ag
     s.sim_delete("capacity");
     let (again, out) =
         sbatch(&s, "again", &["-N1", "--time=5", "-p", "a", "-w", node], "srun printenv SLURMD_NODENAME");
-    wait(&s, "a job on the node that timed out COMPLETED", 90, || {
+    s.wait("a job on the node that timed out COMPLETED", 90, || {
         (sacct_like_state(&s, again) == "COMPLETED").then_some(())
     });
     assert_eq!(ran_on(&out), vec![node]);
@@ -689,9 +663,9 @@ fn e2e_10_database_lost_while_a_job_runs_the_nodes_are_adopted_and_nothing_is_de
     let mut s = Stack::start(spec(slurm, vec![StackNodeset::new("a", 0, 4)], "mig_gc_grace = 5")).unwrap();
     let (job, out) =
         sbatch(&s, "dbloss", &["-N2", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME; sleep 30");
-    wait(&s, "job RUNNING", 60, || (job_state(&s, job).as_deref() == Some("RUNNING")).then_some(()));
+    s.wait("job RUNNING", 60, || (job_state(&s, job).as_deref() == Some("RUNNING")).then_some(()));
     let nodes = ["hpc-a-0", "hpc-a-1"];
-    wait(&s, "the nodes' end-of-life reservations", 30, || {
+    s.wait("the nodes' end-of-life reservations", 30, || {
         let r = reservations(&s);
         nodes.iter().all(|n| r.contains(&format!("ReservationName=slurm-dws-eol-{n} "))).then_some(())
     });
@@ -706,7 +680,7 @@ fn e2e_10_database_lost_while_a_job_runs_the_nodes_are_adopted_and_nothing_is_de
     assert!(!state.join("slurm-dws.db").exists());
     let lost_at = Instant::now();
     s.start_daemon().unwrap();
-    let adopted = wait(&s, "the nodes adopted from Slurm with their VMs", 30, || {
+    let adopted = s.wait("the nodes adopted from Slurm with their VMs", 30, || {
         let list = s.cli_json(&["nodes"]);
         let up: Vec<Value> = list.as_array()?.iter().filter(|n| n["state"] == "up").cloned().collect();
         (up.len() == 2).then_some(up)
@@ -722,7 +696,7 @@ fn e2e_10_database_lost_while_a_job_runs_the_nodes_are_adopted_and_nothing_is_de
     let why = s.cli(&["explain", "hpc-a-0"]);
     assert!(!why.contains("never been asked"), "{why}");
     assert!(why.contains(&format!("Job {job} asked for it")) && why.contains("adopted"), "{why}");
-    wait(&s, "job COMPLETED after the database was lost", 90, || {
+    s.wait("job COMPLETED after the database was lost", 90, || {
         (sacct_like_state(&s, job) == "COMPLETED").then_some(())
     });
     assert_eq!(ran_on(&out), nodes);
@@ -737,11 +711,11 @@ fn e2e_10_database_lost_while_a_job_runs_the_nodes_are_adopted_and_nothing_is_de
 
     // Afterwards, as usual: suspended, VMs deleted, reservations removed (each with an event), MIG
     // collected.
-    wait(&s, "nodes idle~, VMs and MIG gone", 90, || {
+    s.wait("nodes idle~, VMs and MIG gone", 90, || {
         let idle = nodes.iter().all(|n| node_state(&s, n) == "idle~");
         (idle && s.vms().is_empty() && s.migs().is_empty()).then_some(())
     });
-    wait(&s, "the reservations removed", 30, || (!reservations(&s).contains("slurm-dws-eol-")).then_some(()));
+    s.wait("the reservations removed", 30, || (!reservations(&s).contains("slurm-dws-eol-")).then_some(()));
     let events = s.cli_json(&["events"]);
     let kinds: Vec<(String, String)> = events
         .as_array()
@@ -826,7 +800,7 @@ fn e2e_11_nodes_of_another_program_go_to_its_delegate_and_ours_are_unaffected(sl
 
     let (job, out) =
         sbatch(&s, "legacy", &["-N2", "--time=10", "-p", "legacy"], "srun printenv SLURMD_NODENAME");
-    wait(&s, "the job on the other program's nodes COMPLETED", 90, || {
+    s.wait("the job on the other program's nodes COMPLETED", 90, || {
         (sacct_like_state(&s, job) == "COMPLETED").then_some(())
     });
     assert_eq!(ran_on(&out), vec!["legacy-0", "legacy-1"], "the job really ran on the delegate's nodes");
@@ -842,7 +816,7 @@ fn e2e_11_nodes_of_another_program_go_to_its_delegate_and_ours_are_unaffected(sl
     assert_eq!(content["jobs"][0]["job_id"], job, "{content}");
     let nodes_key = if slurm == SlurmGeneration::Bookworm { "nodes" } else { "nodes_resume" };
     assert_eq!(content["jobs"][0][nodes_key], "legacy-[0-1]", "{content}");
-    wait(&s, "the copy of the resume file removed when the delegate ended", 10, || {
+    s.wait("the copy of the resume file removed when the delegate ended", 10, || {
         (!std::path::Path::new(&copy).exists()).then_some(())
     });
     // slurm-dws recorded the hand-off and the delegate's exit, and nothing else about these nodes.
@@ -860,7 +834,7 @@ fn e2e_11_nodes_of_another_program_go_to_its_delegate_and_ours_are_unaffected(sl
             })
             .collect()
     };
-    let ev = wait(&s, "the delegate's exit recorded", 20, || {
+    let ev = s.wait("the delegate's exit recorded", 20, || {
         let ev = events("legacy-0");
         ev.iter().any(|(_, m)| m.contains("exited 0")).then_some(ev)
     });
@@ -875,7 +849,7 @@ fn e2e_11_nodes_of_another_program_go_to_its_delegate_and_ours_are_unaffected(sl
     );
 
     // Idle past SuspendTime: slurmctld suspends them through our hook, which hands them on.
-    wait(&s, "the other program's nodes suspended through the delegate", 90, || {
+    s.wait("the other program's nodes suspended through the delegate", 90, || {
         (node_state(&s, "legacy-0") == "idle~"
             && node_state(&s, "legacy-1") == "idle~"
             && !s.cluster.slurmd_running("legacy-0"))
@@ -886,7 +860,7 @@ fn e2e_11_nodes_of_another_program_go_to_its_delegate_and_ours_are_unaffected(sl
 
     // One power_up of one node of each kind: ours gets a VM, the other goes to the delegate.
     s.cluster.scontrol(&["update", "nodename=hpc-a-0,legacy-0", "state=power_up"]).unwrap();
-    wait(&s, "hpc-a-0 and legacy-0 up", 60, || {
+    s.wait("hpc-a-0 and legacy-0 up", 60, || {
         (node_state(&s, "hpc-a-0") == "idle" && node_state(&s, "legacy-0") == "idle").then_some(())
     });
     let resumes = calls(&d.join("resume.calls"));
@@ -932,7 +906,7 @@ fn e2e_15_a_spot_job_runs_beside_a_flex_partition_and_its_vms_go_after_suspend_t
         sbatch(&s, "spot", &["-N2", "--time=10", "-p", "sp"], "srun printenv SLURMD_NODENAME; sleep 3");
     let (flex_job, flex_out) =
         sbatch(&s, "flex", &["-N1", "--time=10", "-p", "f"], "srun printenv SLURMD_NODENAME; sleep 3");
-    wait(&s, "both jobs COMPLETED", 120, || {
+    s.wait("both jobs COMPLETED", 120, || {
         (sacct_like_state(&s, spot_job) == "COMPLETED" && sacct_like_state(&s, flex_job) == "COMPLETED")
             .then_some(())
     });
@@ -957,11 +931,11 @@ fn e2e_15_a_spot_job_runs_beside_a_flex_partition_and_its_vms_go_after_suspend_t
     for vm in &spot_vms {
         assert_eq!(vm["scheduling"]["provisioningModel"], "SPOT", "{vm}");
     }
-    wait(&s, "spot nodes idle~ and their VMs gone after SuspendTime", 90, || {
+    s.wait("spot nodes idle~ and their VMs gone after SuspendTime", 90, || {
         let idle = ["hpc-sp-0", "hpc-sp-1"].iter().all(|n| node_state(&s, n) == "idle~");
         (idle && !s.vms().iter().any(|v| v.starts_with("hpc-sp-"))).then_some(())
     });
-    wait(&s, "every MIG collected", 60, || s.migs().is_empty().then_some(()));
+    s.wait("every MIG collected", 60, || s.migs().is_empty().then_some(()));
     eprintln!("[e2e-15] complete cycle in {:?}", started.elapsed());
     assert_no_degraded_pass(&s, slurm);
 }
@@ -980,14 +954,14 @@ fn e2e_16_a_preempted_spot_node_requeues_its_job_which_completes(slurm: SlurmGen
         &["-N1", "--time=10", "-p", "sp", "--requeue"],
         "srun printenv SLURMD_NODENAME; sleep 20",
     );
-    let node = wait(&s, "job RUNNING", 60, || {
+    let node = s.wait("job RUNNING", 60, || {
         let j = s.cluster.job_info(job)?;
         (j.get("JobState")? == "RUNNING").then(|| j.get("NodeList").cloned().unwrap_or_default())
     });
     // Its step has really started on the VM (a job is RUNNING in Slurm while its node powers up).
     // and slurm-dws has seen its VM made (a real VM takes minutes to boot; the simulator's, less
     // than a pass).
-    wait(&s, "the job's first step ran on the VM, which slurm-dws knows is up", 60, || {
+    s.wait("the job's first step ran on the VM, which slurm-dws knows is up", 60, || {
         let up = s.cli_json(&["nodes"]).as_array().is_some_and(|a| {
             a.iter().any(|n| n["name"].as_str() == Some(node.as_str()) && n["state"] == "up")
         });
@@ -996,11 +970,11 @@ fn e2e_16_a_preempted_spot_node_requeues_its_job_which_completes(slurm: SlurmGen
     let t0 = Instant::now();
     let answer = s.sim_post(&format!("instances/{node}/preempt"), &json!({}));
     assert!(answer.get("error").is_none() && answer.is_object(), "preempt {node}: {answer}");
-    wait(&s, "the job requeued after the preemption", 30, || (restarts(&s, job) >= 1).then_some(()));
+    s.wait("the job requeued after the preemption", 30, || (restarts(&s, job) >= 1).then_some(()));
     eprintln!("[e2e-16] VM preempted -> job requeued in {:?}", t0.elapsed());
     let events = s.cli(&["events", "--node", &node]);
     assert!(events.contains("preempted"), "{events}");
-    wait(&s, "the requeued job COMPLETED", 120, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    s.wait("the requeued job COMPLETED", 120, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
     eprintln!("[e2e-16] preempted job completed {:?} after the preemption", t0.elapsed());
     assert!(!ran_on(&out).is_empty());
 }
@@ -1027,25 +1001,25 @@ fn e2e_12_an_exclusive_nodeset_gives_its_vms_back_when_the_job_ends(slurm: Slurm
     assert!(part.contains(exclusive), "{part}");
     let (job, out) =
         sbatch(&s, "excl", &["-N2", "--time=5", "-p", "x"], "srun printenv SLURMD_NODENAME; sleep 20");
-    wait(&s, "job RUNNING", 60, || (job_state(&s, job).as_deref() == Some("RUNNING")).then_some(()));
+    s.wait("job RUNNING", 60, || (job_state(&s, job).as_deref() == Some("RUNNING")).then_some(()));
     assert_eq!(s.vms().len(), 2);
-    wait(&s, "job COMPLETED", 90, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    s.wait("job COMPLETED", 90, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
     let ended = Instant::now();
-    wait(&s, "both VMs gone", 60, || s.vms().is_empty().then_some(()));
+    s.wait("both VMs gone", 60, || s.vms().is_empty().then_some(()));
     let gone_in = ended.elapsed();
     eprintln!("[e2e-12] {slurm}: job end -> both VMs gone in {gone_in:?} (SuspendTime 300)");
     assert!(gone_in <= Duration::from_secs(2 * 5 + 3), "within 2 passes of the job's end: {gone_in:?}");
     assert_eq!(ran_on(&out), vec!["hpc-x-0", "hpc-x-1"]);
-    wait(&s, "nodes idle~", 30, || {
+    s.wait("nodes idle~", 30, || {
         (node_state(&s, "hpc-x-0") == "idle~" && node_state(&s, "hpc-x-1") == "idle~").then_some(())
     });
     let ev = s.cli(&["events"]);
     assert!(ev.contains("released") && ev.contains(&format!("job {job} ended")), "{ev}");
     // Usable at once: a second job gets the nodes again.
     let (job2, out2) = sbatch(&s, "excl2", &["-N2", "--time=5", "-p", "x"], "srun printenv SLURMD_NODENAME");
-    wait(&s, "the second job COMPLETED", 90, || (sacct_like_state(&s, job2) == "COMPLETED").then_some(()));
+    s.wait("the second job COMPLETED", 90, || (sacct_like_state(&s, job2) == "COMPLETED").then_some(()));
     assert_eq!(ran_on(&out2).len(), 2);
-    wait(&s, "its VMs gone too", 30, || s.vms().is_empty().then_some(()));
+    s.wait("its VMs gone too", 30, || s.vms().is_empty().then_some(()));
     assert_no_degraded_pass(&s, slurm);
 }
 
@@ -1080,7 +1054,7 @@ fn e2e_13_a_job_for_two_partitions_falls_back_from_a_stockout(slurm: SlurmGenera
             "message": "The zone 'projects/demo-project/zones/us-central1-a' does not have enough resources available to fulfill the request."}}),
     );
     let (job, out) = sbatch(&s, "both", &["-N2", "--time=10", "-p", "a,b"], "srun printenv SLURMD_NODENAME");
-    wait(&s, "a's request FAILED", 60, || {
+    s.wait("a's request FAILED", 60, || {
         requests(&s)
             .iter()
             .any(|r| r["nodeset"] == "a" && (r["phase"] == "failed" || r["phase"] == "done"))
@@ -1090,11 +1064,11 @@ fn e2e_13_a_job_for_two_partitions_falls_back_from_a_stockout(slurm: SlurmGenera
     // A 2-node job of one command may be over before the next look: started is what counts.
     let started =
         |st: Option<String>| ["RUNNING", "COMPLETING", "COMPLETED"].contains(&st.as_deref().unwrap_or(""));
-    wait(&s, "the job started on b", 30, || started(job_state(&s, job)).then_some(()));
+    s.wait("the job started on b", 30, || started(job_state(&s, job)).then_some(()));
     let ran_in = failed.elapsed();
     eprintln!("[e2e-13] {slurm}: a's failure -> job started on b in {ran_in:?}");
     assert!(ran_in <= Duration::from_secs(30), "{ran_in:?}");
-    wait(&s, "job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    s.wait("job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
     assert_eq!(ran_on(&out), vec!["hpc-b-0", "hpc-b-1"]);
 
     // a is unschedulable, and says why and until when.
@@ -1131,13 +1105,13 @@ fn e2e_13_a_job_for_two_partitions_falls_back_from_a_stockout(slurm: SlurmGenera
         .and_then(|b| b["until"].as_str())
         .and_then(|u| chrono::DateTime::parse_from_rfc3339(u).ok())
         .expect("a's backoff in status");
-    wait(&s, "a's nodes schedulable again", 90, || {
+    s.wait("a's nodes schedulable again", 90, || {
         (!drained(&s, "hpc-a-0") && !drained(&s, "hpc-a-1")).then_some(())
     });
     let late = chrono::Utc::now().signed_duration_since(until.with_timezone(&chrono::Utc));
     eprintln!("[e2e-13] {slurm}: a schedulable {late} after its backoff ended");
     assert!(late.num_seconds() <= 2 * 5 + 2, "right after the backoff: {late}");
-    wait(&s, "the job for a alone COMPLETED", 90, || {
+    s.wait("the job for a alone COMPLETED", 90, || {
         (sacct_like_state(&s, alone) == "COMPLETED").then_some(())
     });
     assert_eq!(ran_on(&out_alone).len(), 1);
@@ -1165,17 +1139,17 @@ fn e2e_14_a_request_queued_past_queue_timeout_falls_back_too(slurm: SlurmGenerat
     s.sim_post("capacity", &json!({"match": "hpc-a-", "hold": true}));
     let (job, out) =
         sbatch(&s, "queued", &["-N2", "--time=10", "-p", "a,b"], "srun printenv SLURMD_NODENAME");
-    wait(&s, "a's request queued", 60, || {
+    s.wait("a's request queued", 60, || {
         requests(&s).iter().any(|r| r["nodeset"] == "a" && r["state"] == "ACCEPTED").then_some(())
     });
-    wait(&s, "a's request cancelled past queue_timeout", 120, || {
+    s.wait("a's request cancelled past queue_timeout", 120, || {
         requests(&s)
             .iter()
             .any(|r| r["nodeset"] == "a" && (r["phase"] == "failed" || r["phase"] == "done"))
             .then_some(())
     });
     let cancelled = Instant::now();
-    wait(&s, "the job COMPLETED on b", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    s.wait("the job COMPLETED on b", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
     eprintln!("[e2e-14] {slurm}: cancelled -> job COMPLETED on b in {:?}", cancelled.elapsed());
     assert_eq!(ran_on(&out), vec!["hpc-b-0", "hpc-b-1"]);
     assert!(drained(&s, "hpc-a-0"), "{}", node_reason(&s, "hpc-a-0"));
@@ -1194,7 +1168,7 @@ fn e2e_14_a_request_queued_past_queue_timeout_falls_back_too(slurm: SlurmGenerat
     assert!(drained(&s, "hpc-a-0"), "nobody lifted it meanwhile");
     let restarted = Instant::now();
     s.start_daemon().unwrap();
-    wait(&s, "a's stale drain lifted after the restart", 30, || {
+    s.wait("a's stale drain lifted after the restart", 30, || {
         (!drained(&s, "hpc-a-0") && !drained(&s, "hpc-a-1")).then_some(())
     });
     eprintln!("[e2e-14] {slurm}: stale drain lifted {:?} after the daemon started", restarted.elapsed());
@@ -1216,7 +1190,7 @@ fn e2e_17_a_stockout_on_flex_sends_a_job_for_both_partitions_to_spot(slurm: Slur
             "message": "The zone 'projects/demo-project/zones/us-central1-a' does not have enough resources available to fulfill the request."}}),
     );
     let (job, out) = sbatch(&s, "both", &["-N2", "--time=10", "-p", "f,sp"], "srun printenv SLURMD_NODENAME");
-    wait(&s, "f's request FAILED", 60, || {
+    s.wait("f's request FAILED", 60, || {
         requests(&s)
             .iter()
             .any(|r| r["nodeset"] == "f" && (r["phase"] == "failed" || r["phase"] == "done"))
@@ -1225,11 +1199,11 @@ fn e2e_17_a_stockout_on_flex_sends_a_job_for_both_partitions_to_spot(slurm: Slur
     let failed = Instant::now();
     let started =
         |st: Option<String>| ["RUNNING", "COMPLETING", "COMPLETED"].contains(&st.as_deref().unwrap_or(""));
-    wait(&s, "the job started on sp", 30, || started(job_state(&s, job)).then_some(()));
+    s.wait("the job started on sp", 30, || started(job_state(&s, job)).then_some(()));
     let ran_in = failed.elapsed();
     eprintln!("[e2e-17] {slurm}: f's stockout -> job started on spot in {ran_in:?}");
     assert!(ran_in <= Duration::from_secs(30), "{ran_in:?}");
-    wait(&s, "job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    s.wait("job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
     assert_eq!(ran_on(&out), vec!["hpc-sp-0", "hpc-sp-1"]);
     let calls = s.sim_get("calls");
     assert_eq!(calls["by_method"]["regionInstanceGroupManagers.createInstances"], 1, "{calls}");
@@ -1270,7 +1244,7 @@ fn e2e_18_a_stockout_in_one_region_sends_a_job_for_both_to_the_other_region(slur
         &["-N2", "--time=10", "-p", "a3u-central,a3u-east"],
         "srun printenv SLURMD_NODENAME",
     );
-    wait(&s, "c's request (us-central1) FAILED", 60, || {
+    s.wait("c's request (us-central1) FAILED", 60, || {
         requests(&s)
             .iter()
             .any(|r| r["nodeset"] == "c" && (r["phase"] == "failed" || r["phase"] == "done"))
@@ -1279,11 +1253,11 @@ fn e2e_18_a_stockout_in_one_region_sends_a_job_for_both_to_the_other_region(slur
     let failed = Instant::now();
     let started =
         |st: Option<String>| ["RUNNING", "COMPLETING", "COMPLETED"].contains(&st.as_deref().unwrap_or(""));
-    wait(&s, "the job started in us-east5", 30, || started(job_state(&s, job)).then_some(()));
+    s.wait("the job started in us-east5", 30, || started(job_state(&s, job)).then_some(()));
     let ran_in = failed.elapsed();
     eprintln!("[e2e-18] {slurm}: us-central1 stockout -> job started in us-east5 in {ran_in:?}");
     assert!(ran_in <= Duration::from_secs(30), "{ran_in:?}");
-    wait(&s, "job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    s.wait("job COMPLETED", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
     assert_eq!(ran_on(&out), vec!["hpc-e-0", "hpc-e-1"]);
     let migs = s.cli_json(&["migs"]);
     let east: Vec<&Value> = migs.as_array().unwrap().iter().filter(|m| m["nodeset"] == "e").collect();
@@ -1320,7 +1294,7 @@ fn e2e_19_a_waiting_job_shows_its_expected_start_in_admin_comment(slurm: SlurmGe
     s.sim_post("capacity", &json!({"match": "", "delay_seconds": 4.0}));
     let (first, first_out) =
         sbatch(&s, "first", &["-N1", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
-    wait(&s, "the first job COMPLETED", 90, || (sacct_like_state(&s, first) == "COMPLETED").then_some(()));
+    s.wait("the first job COMPLETED", 90, || (sacct_like_state(&s, first) == "COMPLETED").then_some(()));
     s.sim_post("capacity", &json!({"match": "", "delay_seconds": 40.0}));
     // It runs long enough to be seen running without the comment (a pass clears it after the
     // request's success; Slurm refuses to change a job that has already finished). It must not run
@@ -1332,7 +1306,7 @@ fn e2e_19_a_waiting_job_shows_its_expected_start_in_admin_comment(slurm: SlurmGe
         &["-N1", "--time=10", "-p", "a", "-x", &up_node],
         "srun printenv SLURMD_NODENAME; sleep 20",
     );
-    let comment = wait(&s, "the waiting job's AdminComment", 40, || {
+    let comment = s.wait("the waiting job's AdminComment", 40, || {
         let c = admin_comment(&s, job);
         c.contains("median").then_some(c)
     });
@@ -1358,8 +1332,8 @@ fn e2e_19_a_waiting_job_shows_its_expected_start_in_admin_comment(slurm: SlurmGe
     );
     let started =
         |st: Option<String>| ["RUNNING", "COMPLETING", "COMPLETED"].contains(&st.as_deref().unwrap_or(""));
-    wait(&s, "the second job started", 90, || started(job_state(&s, job)).then_some(()));
-    let cleared = wait(&s, "its AdminComment cleared", 30, || {
+    s.wait("the second job started", 90, || started(job_state(&s, job)).then_some(()));
+    let cleared = s.wait("its AdminComment cleared", 30, || {
         let c = admin_comment(&s, job);
         (!c.contains("slurm-dws")).then_some(c)
     });
@@ -1384,7 +1358,7 @@ fn e2e_20_with_capacity_advice_a_job_runs_in_the_zone_gce_scores_best(slurm: Slu
     s.sim_post("advice", &json!({"zone": "us-central1-c", "obtainability": 0.85}));
     s.sim_post("advice", &json!({"zone": "us-central1-a", "obtainability": 0.3}));
     let (job, out) = sbatch(&s, "advice", &["-N2", "--time=10", "-p", "a"], "srun printenv SLURMD_NODENAME");
-    wait(&s, "job COMPLETED", 90, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
+    s.wait("job COMPLETED", 90, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
     assert_eq!(ran_on(&out), vec!["hpc-a-0", "hpc-a-1"]);
     let state = s.sim_get("state");
     let mig = state["migs"]

@@ -14,6 +14,7 @@
 #![allow(clippy::disallowed_methods)]
 
 use devcluster::stack::{Stack, StackNodeset, StackSpec};
+use devcluster::wait::poll;
 use devcluster::SlurmGeneration;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -29,29 +30,13 @@ fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
-fn wait<T>(s: &Stack, seed: u64, what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if Instant::now() > deadline {
-            panic!(
-                "soak seed {seed}: timed out after {secs}s waiting for {what}\n--- jobs ---\n{}\n--- nodes ---\n{}\n--- slurm-dws nodes ---\n{}\n--- events (tail) ---\n{}\n--- daemon log (tail) ---\n{}\nrerun: SOAK_SEED={seed}",
-                s.cluster.scontrol(&["show", "job"]).unwrap_or_default(),
-                s.cluster.node_states().map(|m| format!("{m:?}")).unwrap_or_default(),
-                s.cli(&["nodes"]),
-                tail(&s.cli(&["events"]), 40),
-                tail(&s.daemon_log(), 30),
-            );
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
+/// How often the soak's waits poll.
+const POLL: Duration = Duration::from_millis(300);
 
-fn tail(s: &str, n: usize) -> String {
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
+/// A timed-out wait's panic message: `timed_out` (from [`poll`]) with the seed to rerun and the
+/// stack's state.
+fn seeded(s: &Stack, seed: u64, timed_out: String) -> String {
+    format!("soak seed {seed}: {timed_out}\n{}\nrerun: SOAK_SEED={seed}", s.state_dump(Some(40)))
 }
 
 fn node_state(s: &Stack, node: &str) -> String {
@@ -117,9 +102,13 @@ fn soak(slurm: SlurmGeneration) {
         ..StackSpec::new(bin, devcluster::sim_bin(bin.as_ref()), nodesets)
     };
     let mut s = Stack::start(spec).unwrap();
-    wait(&s, seed, "the static node provisioned and idle", 90, || {
-        (node_state(&s, "hpc-a-0") == "idle").then_some(())
-    });
+    poll(
+        "the static node provisioned and idle",
+        90,
+        POLL,
+        |m| seeded(&s, seed, m),
+        || (node_state(&s, "hpc-a-0") == "idle").then_some(()),
+    );
     s.sim_post("calls/reset", &json!({}));
 
     // The workload: each job one or two nodes, for one partition or two, a few seconds long.
@@ -173,8 +162,13 @@ fn soak(slurm: SlurmGeneration) {
     std::thread::sleep(Duration::from_secs(3));
     s.cluster.restart_slurmctld().unwrap();
     *faults.entry("slurmctld restart").or_default() += 1;
-    let spot =
-        wait(&s, seed, "a spot VM to preempt", 90, || s.vms().into_iter().find(|v| v.starts_with("hpc-sp-")));
+    let spot = poll(
+        "a spot VM to preempt",
+        90,
+        POLL,
+        |m| seeded(&s, seed, m),
+        || s.vms().into_iter().find(|v| v.starts_with("hpc-sp-")),
+    );
     s.sim_post(&format!("instances/{spot}/preempt"), &json!({}));
     *faults.entry("spot preemption").or_default() += 1;
     s.sim_post("instances/hpc-a-0/expire", &json!({}));
@@ -185,20 +179,30 @@ fn soak(slurm: SlurmGeneration) {
 
     // Every job completes.
     let budget = 120 + 6 * jobs.len() as u64;
-    wait(&s, seed, "every job COMPLETED", budget, || {
-        jobs.iter().all(|j| s.cluster.job_state(*j).as_deref() == Some("COMPLETED")).then_some(())
-    });
+    poll(
+        "every job COMPLETED",
+        budget,
+        POLL,
+        |m| seeded(&s, seed, m),
+        || jobs.iter().all(|j| s.cluster.job_state(*j).as_deref() == Some("COMPLETED")).then_some(()),
+    );
     let jobs_done = Instant::now();
     eprintln!("[soak] {} jobs completed in {:?}", jobs.len(), started.elapsed());
 
     // Converged: only the static VM, its node in service; nothing of ours left behind.
-    wait(&s, seed, "only the static VM left, its node idle, nothing open", 150, || {
-        let vms = s.vms();
-        let open = s.cli_json(&["requests", "--active"]).as_array().map_or(1, Vec::len);
-        let migs = s.migs();
-        (vms == ["hpc-a-0"] && node_state(&s, "hpc-a-0") == "idle" && open == 0 && migs.len() == 1)
-            .then_some(())
-    });
+    poll(
+        "only the static VM left, its node idle, nothing open",
+        150,
+        POLL,
+        |m| seeded(&s, seed, m),
+        || {
+            let vms = s.vms();
+            let open = s.cli_json(&["requests", "--active"]).as_array().map_or(1, Vec::len);
+            let migs = s.migs();
+            (vms == ["hpc-a-0"] && node_state(&s, "hpc-a-0") == "idle" && open == 0 && migs.len() == 1)
+                .then_some(())
+        },
+    );
     invariants(&s, seed, quiet_secs);
 
     let calls = all_calls(&s);

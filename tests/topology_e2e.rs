@@ -9,6 +9,7 @@
 #![allow(clippy::disallowed_methods)]
 
 use devcluster::stack::{Stack, StackNodeset, StackSpec};
+use devcluster::wait::poll;
 use devcluster::SlurmGeneration;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -29,16 +30,8 @@ fn slurm_26_05_block() {
     four_node_job_lands_in_one_block_and_slurm_knows_it(SlurmGeneration::Forky, "block");
 }
 
-fn wait<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
+/// How often the waits below poll.
+const POLL: Duration = Duration::from_millis(250);
 
 fn four_node_job_lands_in_one_block_and_slurm_knows_it(slurm: SlurmGeneration, kind: &str) {
     if !slurm.available_for_tests("topology end-to-end tests") {
@@ -67,7 +60,7 @@ fn four_node_job_lands_in_one_block_and_slurm_knows_it(slurm: SlurmGeneration, k
     // The daemon writes the file at once (every node unplaced); then Slurm is told to use it.
     let yaml = slurm.release() >= (25, 5);
     let file = s.cluster.conf_path().with_file_name(if yaml { "topology.yaml" } else { "topology.conf" });
-    wait("the topology file", 60, || file.exists().then_some(()));
+    poll("the topology file", 60, POLL, |m| m, || file.exists().then_some(()));
     let mut conf = std::fs::read_to_string(s.cluster.conf_path()).unwrap();
     conf.push_str(&format!("TopologyPlugin=topology/{kind}\n"));
     std::fs::write(s.cluster.conf_path(), conf).unwrap();
@@ -88,9 +81,13 @@ fn four_node_job_lands_in_one_block_and_slurm_knows_it(slurm: SlurmGeneration, k
             "srun hostname; sleep 100",
         ])
         .unwrap();
-    wait("the 4-node job RUNNING", 180, || {
-        (s.cluster.job_state(job).as_deref() == Some("RUNNING")).then_some(())
-    });
+    poll(
+        "the 4-node job RUNNING",
+        180,
+        POLL,
+        |m| m,
+        || (s.cluster.job_state(job).as_deref() == Some("RUNNING")).then_some(()),
+    );
 
     let calls = s.sim_get("calls");
     assert_eq!(calls["by_method"]["resourcePolicies.insert"], 1, "{calls}");
@@ -112,10 +109,16 @@ fn four_node_job_lands_in_one_block_and_slurm_knows_it(slurm: SlurmGeneration, k
     let block = blocks.into_iter().next().unwrap();
 
     // The file names the block, with the job's nodes in it; Slurm shows it.
-    let text = wait("the topology file naming the block", 120, || {
-        let t = std::fs::read_to_string(&file).unwrap_or_default();
-        t.contains(&block).then_some(t)
-    });
+    let text = poll(
+        "the topology file naming the block",
+        120,
+        POLL,
+        |m| m,
+        || {
+            let t = std::fs::read_to_string(&file).unwrap_or_default();
+            t.contains(&block).then_some(t)
+        },
+    );
     eprintln!("[topology] {}:\n{text}", file.display());
     let deadline = Instant::now() + Duration::from_secs(120);
     let shown = loop {
@@ -138,15 +141,21 @@ fn four_node_job_lands_in_one_block_and_slurm_knows_it(slurm: SlurmGeneration, k
 
     // slurm-dws says the same: each of the job's nodes has the block in `topology`, and `explain`
     // names it.
-    let nodes = wait("the job's nodes with their physical host", 60, || {
-        let nodes = s.cli_json(&["nodes"]);
-        let placed: Vec<(String, String)> = nodes
-            .as_array()?
-            .iter()
-            .filter_map(|n| Some((n["name"].as_str()?.to_string(), n["topology"].as_str()?.to_string())))
-            .collect();
-        (placed.len() == 4).then_some(placed)
-    });
+    let nodes = poll(
+        "the job's nodes with their physical host",
+        60,
+        POLL,
+        |m| m,
+        || {
+            let nodes = s.cli_json(&["nodes"]);
+            let placed: Vec<(String, String)> = nodes
+                .as_array()?
+                .iter()
+                .filter_map(|n| Some((n["name"].as_str()?.to_string(), n["topology"].as_str()?.to_string())))
+                .collect();
+            (placed.len() == 4).then_some(placed)
+        },
+    );
     for (name, topology) in &nodes {
         assert_eq!(topology.split('/').nth(1), Some(block.as_str()), "{name}: {topology}");
     }

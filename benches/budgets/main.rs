@@ -24,6 +24,7 @@
 mod e2e;
 mod fake_slurm;
 mod hook;
+mod process;
 mod queue;
 mod scale;
 mod spot;

@@ -12,7 +12,7 @@
 //! request once; the window measured starts after that pass.
 
 use crate::fake_slurm::FakeSlurm;
-use crate::scale::Proc;
+use crate::process::Proc;
 use crate::table::{Samples, Table};
 use crate::Ctx;
 use anyhow::{bail, Context, Result};

@@ -204,7 +204,7 @@
 //! the observation 4%, parking 4%, SQLite 3%.
 
 use crate::fake_slurm::FakeSlurm;
-use crate::scale::{memory, quiet, task_cpu, Proc};
+use crate::process::{memory, quiet, task_cpu, Proc};
 use crate::table::{ms, ratio, Row, Samples, Table, Verdict};
 use anyhow::{bail, Result};
 use serde_json::Value;
@@ -256,8 +256,9 @@ pub fn baseline_env(baseline: bool) -> Vec<(&'static str, &'static str)> {
     }
 }
 
-/// Starts a daemon in the mode on the settled 10k state, measures its steady passes and the resumes of
-/// spares `first_spare..first_spare + RESUMES`, and stops it.
+/// Starts a daemon in the mode on the settled 10k state, measures its steady passes (and, not in the
+/// baseline mode, the passes that rewrite `topology`, the topology file it keeps if it keeps one) and
+/// the resumes of spares `first_spare..first_spare + RESUMES`, and stops it.
 #[allow(clippy::too_many_arguments)]
 pub fn measure(
     bin: &Path,
@@ -267,6 +268,7 @@ pub fn measure(
     sim_addr: &str,
     baseline: bool,
     first_spare: u32,
+    topology: Option<&Path>,
 ) -> Result<Mode> {
     let daemon = Proc::daemon_with(bin, config, d, &baseline_env(baseline))?;
     let cli = |args: &[&str]| -> Result<Value> {
@@ -336,18 +338,17 @@ pub fn measure(
     // back (a line appended, as an admin's edit would), so the pass renders it as every pass does
     // and then writes it again (atomically: temporary file, fsync, rename) and, once a minute at most,
     // runs `scontrol reconfigure`. Nothing else changes: the pass must stay quiet.
-    if !baseline && crate::scale::with_topology() {
-        let file = crate::scale::topology_file(d);
+    if let Some(file) = topology.filter(|_| !baseline) {
         for _ in 0..REWRITES {
-            let kept = std::fs::read_to_string(&file)?;
-            std::fs::write(&file, format!("{kept}# edited behind slurm-dws's back\n"))?;
+            let kept = std::fs::read_to_string(file)?;
+            std::fs::write(file, format!("{kept}# edited behind slurm-dws's back\n"))?;
             let before = task_cpu(daemon.pid())?;
             let report = cli(&["reconcile"])?;
             let cpu = task_cpu(daemon.pid())? - before;
             if !quiet(&report) {
                 bail!("a topology-rewriting pass did something else: {report}");
             }
-            if std::fs::read_to_string(&file)? != kept {
+            if std::fs::read_to_string(file)? != kept {
                 bail!("the pass did not rewrite the topology file {}", file.display());
             }
             m.topology_bytes = kept.len();
@@ -365,7 +366,7 @@ pub fn measure(
 
 /// Resize-request inserts the simulator has been sent so far.
 fn rr_inserts(sim_addr: &str) -> Result<f64> {
-    let v: Value = serde_json::from_str(&crate::scale::http_get(sim_addr, "/_sim/calls")?)?;
+    let v: Value = serde_json::from_str(&crate::process::http_get(sim_addr, "/_sim/calls")?)?;
     Ok(v["by_method"]["regionInstanceGroupManagerResizeRequests.insert"].as_f64().unwrap_or(0.0))
 }
 
@@ -427,8 +428,9 @@ fn resume_latency(
     Ok(latency)
 }
 
-/// The rows: each budget with the baseline mode's figure of the same run beside it.
-pub fn rows(t: &mut Table, base: &Mode, now: &Mode) {
+/// The rows: each budget with the baseline mode's figure of the same run beside it; the topology
+/// rewrites' too when the daemon kept a topology file (`topology`).
+pub fn rows(t: &mut Table, base: &Mode, now: &Mode, topology: bool) {
     let row = |t: &mut Table, what: &str, s: &Samples, b: &Samples, budget: Option<f64>| {
         let m = s.median();
         t.add(Row {
@@ -462,7 +464,7 @@ pub fn rows(t: &mut Table, base: &Mode, now: &Mode) {
         None,
     );
     row(t, "  context: the simulator's answer time (GCE)", &now.gce_answer, &base.gce_answer, None);
-    if crate::scale::with_topology() {
+    if topology {
         topology_rows(t, now);
     }
     row(t, "resume hook exit → resize-request insert, 10k steady", &now.latency, &base.latency, Some(1000.0));

@@ -50,6 +50,7 @@
 //! | `empty_slurm.rs` | fake Slurm client commands for a daemon with no slurmctld               |
 //! | `binaries.rs`    | finding the workspace's binaries (`slurm-dws-sim`)                      |
 //! | `stack.rs`       | the whole product on one machine: cluster, simulator, daemon            |
+//! | `wait.rs`        | bounded waits for the real-Slurm tests, a timeout saying what it saw    |
 
 // Test rig: it starts and stops real Slurm daemons and waits for them in real time.
 #![allow(clippy::disallowed_methods)]
@@ -66,6 +67,7 @@ mod install;
 mod ports;
 mod process;
 pub mod stack;
+pub mod wait;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -202,6 +202,15 @@
 //! turn-up's peak is was not found. `perf` of the last row: the VM list (HTTP, body copy, the walk, building the records, the
 //! map) ~25%, Slurm's node stream 20% (the pipe's reads 5%), plan() 14%, page faults 6%, dropping
 //! the observation 4%, parking 4%, SQLite 3%.
+//!
+//! After the reconciler's rooms (issue 37: moves and splits, no change to a pass's work), full
+//! `make bench` of 9511688, 2026-11-27 14:38 UTC, nothing else running, a new machine of the same
+//! kind: steady pass daemon CPU 124 ms, min 106, max 131 — the budget MISSED — but the same run's
+//! baseline mode took 295 ms (0.42×; the runs above were 0.53–0.61× of a 150–170 ms baseline) and
+//! the simulator answered in 785 ms (221–275 above): the whole machine ran ~1.8× slower than on the
+//! days above, the daemon's share of it smaller than ever. Wall 710 ms (784), peak RSS 46.8 / 40.2 MB,
+//! plan + store 36.4 ms, resume → insert 185 ms; 27 of 28 budgets met. To be measured again against
+//! 62fa00f on one machine, one after the other.
 
 use crate::fake_slurm::FakeSlurm;
 use crate::process::{memory, quiet, task_cpu, Proc};

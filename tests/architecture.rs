@@ -220,16 +220,9 @@ fn production(text: &str) -> (String, usize) {
 }
 
 /// The `mod NAME;` declarations of a file's code (inline `mod x { .. }` bodies are part of the file).
-fn declared_mods(code: &str) -> Vec<(String, Option<String>)> {
-    let mut mods = Vec::new();
+fn declared_mods(code: &str) -> Vec<String> {
     let tokens = tokens(code);
-    for (k, t) in tokens.iter().enumerate() {
-        if t == "mod" && tokens.get(k + 2).map(String::as_str) == Some(";") {
-            let name = tokens[k + 1].clone();
-            mods.push((name, None));
-        }
-    }
-    mods
+    tokens.windows(3).filter(|w| w[0] == "mod" && w[2] == ";").map(|w| w[1].clone()).collect()
 }
 
 /// The `#[path = "..."]` of each `mod` declaration, read from the raw text (strings are blanked in code).
@@ -308,7 +301,7 @@ fn read_crate(repo: &Path, root: &Path) -> Crate {
             file.with_extension("")
         };
         let paths = path_attrs(&prod);
-        for (child, _) in declared_mods(&code) {
+        for child in declared_mods(&code) {
             let found = match paths.get(&child) {
                 Some(p) => Some(file.parent().unwrap().join(p)),
                 None => [dir.join(format!("{child}.rs")), dir.join(&child).join("mod.rs")]

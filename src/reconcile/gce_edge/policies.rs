@@ -8,8 +8,7 @@
 
 use crate::config::{Config, Nodeset, Placement};
 use crate::gce::{self, GceError};
-pub use crate::naming::policy_name;
-use crate::naming::OWNERSHIP_MAGIC;
+use crate::naming::{policy_name, OWNERSHIP_MAGIC};
 use crate::reconcile::types::ObservedPolicy;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -62,7 +62,7 @@ impl Templates {
                     tracing::error!(
                         nodeset = %ns,
                         reason = %why,
-                        "nodeset refused: its instance template cannot work for its provisioning model; its nodes get no VM                          until the config names one that does (then reload)"
+                        "nodeset refused: its instance template cannot work for its provisioning model; its nodes get no VM until the config names one that does (then reload)"
                     );
                     events.push(NewEvent {
                         kind: EventKind::NodesetRefused,

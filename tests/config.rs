@@ -557,6 +557,25 @@ fn key_list_matches_the_schema() {
     c.nodesets[1].placement = Some(slurm_dws::config::Placement::Existing {
         url: "projects/my-project/regions/us-central1/resourcePolicies/wp".into(),
     });
+    // One nodeset on a reservation's block, the other on a calendar-mode booking.
+    c.nodesets[0].reservation = Some(slurm_dws::config::ReservedCapacity {
+        source: slurm_dws::config::ReservationSource::Reservation(
+            slurm_dws::config::parse_reservation_url(
+                "projects/my-project/zones/us-central1-a/reservations/r/reservationBlocks/b",
+            )
+            .unwrap(),
+        ),
+        eol_grace: 900,
+    });
+    c.nodesets[1].reservation = Some(slurm_dws::config::ReservedCapacity {
+        source: slurm_dws::config::ReservationSource::Future(
+            slurm_dws::config::parse_future_reservation_url(
+                "projects/my-project/zones/us-central1-a/futureReservations/f",
+            )
+            .unwrap(),
+        ),
+        eol_grace: 600,
+    });
     let raw = RawConfig::from(&c);
     let mut serialized = BTreeSet::new();
     keys_of("", &toml::Value::try_from(&raw).unwrap(), &mut serialized);
@@ -705,4 +724,91 @@ fn placement_and_topology_keys() {
     assert_eq!(err.keys(), ["slurm.topology_file"]);
     let c = parse(&format!("{BASE}[slurm]\ntopology = \"tree\"\n")).unwrap();
     assert_eq!((c.slurm.topology.kind, c.slurm.topology.file.as_deref()), (TopologyKind::Tree, None));
+}
+
+/// `provisioning_model = "reservation"` and `[nodeset.reservation]`: each wrong value is a problem
+/// naming nodeset, key and value; a right one resolves.
+#[test]
+fn reservation_keys() {
+    use slurm_dws::config::{ProvisioningModel, ReservationSource};
+    let reserved = |table: &str| {
+        format!(
+            "{}[nodeset.reservation]\n{table}\n",
+            BASE.replace(
+                "node_count_dynamic_max = 4\n",
+                "node_count_dynamic_max = 4\nprovisioning_model = \"reservation\"\n"
+            )
+        )
+    };
+    let res = "name = \"projects/p/zones/us-central1-a/reservations/r\"";
+    for (text, key, words) in [
+        (
+            reserved(&format!(
+                "{res}\nfuture_reservation = \"projects/p/zones/us-central1-a/futureReservations/f\""
+            )),
+            "nodeset[0].reservation.name",
+            "not both",
+        ),
+        (reserved(""), "nodeset[0].reservation", "needs name"),
+        (
+            reserved("name = \"projects/p/zones/us-central1-a/reservations/R\""),
+            "nodeset[0].reservation.name",
+            "\"R\" is not a GCE resource name",
+        ),
+        (
+            reserved("name = \"projects/p/reservations/r\""),
+            "nodeset[0].reservation.name",
+            "must be projects/P/zones/Z/reservations/R",
+        ),
+        (
+            reserved("name = \"projects/p/zones/us-central1-b/reservations/r\""),
+            "nodeset[0].reservation.name",
+            "is in zone us-central1-b",
+        ),
+        (
+            reserved("future_reservation = \"projects/p/zones/us-central1-a/reservations/f\""),
+            "nodeset[0].reservation.future_reservation",
+            "must be projects/P/zones/Z/futureReservations/F",
+        ),
+        (reserved(&format!("{res}\neol_grace = 90000")), "nodeset[0].reservation.eol_grace", "above 86400"),
+        (
+            BASE.replace(
+                "node_count_dynamic_max = 4\n",
+                "node_count_dynamic_max = 4\nprovisioning_model = \"reservation\"\n",
+            ),
+            "nodeset[0].reservation",
+            "is required with provisioning_model = \"reservation\"",
+        ),
+        (
+            format!("{BASE}[nodeset.reservation]\n{res}\n"),
+            "nodeset[0].reservation.name",
+            "this nodeset is flex",
+        ),
+    ] {
+        let err = parse(&text).unwrap_err();
+        assert_eq!(err.keys(), [key], "{text}: {err}");
+        assert!(err.to_string().contains(words), "{text}: {err}");
+    }
+    let c = parse(&reserved(
+        "name = \"projects/p/zones/us-central1-a/reservations/r/reservationBlocks/b1\"\neol_grace = 1200",
+    ))
+    .unwrap();
+    let ns = &c.nodesets[0];
+    assert_eq!(ns.provisioning_model, ProvisioningModel::Reservation);
+    assert!(!ns.dws_flex.enabled);
+    let r = ns.reservation.as_ref().unwrap();
+    assert_eq!(r.eol_grace, 1200);
+    assert!(matches!(&r.source, ReservationSource::Reservation(x) if x.block.as_deref() == Some("b1")));
+    assert_eq!(ns.consumes().unwrap().affinity_value(), "projects/p/reservations/r/reservationBlocks/b1");
+    let c = parse(&reserved("future_reservation = \"projects/p/zones/us-central1-a/futureReservations/f\""))
+        .unwrap();
+    let r = c.nodesets[0].reservation.as_ref().unwrap();
+    assert_eq!(
+        (r.eol_grace, r.source.url().as_str()),
+        (600, "projects/p/zones/us-central1-a/futureReservations/f")
+    );
+    assert!(c.nodesets[0].consumes().is_none());
+    // What the daemon writes back (last-accepted.toml) loads to the same reservation.
+    let again = toml::to_string(&RawConfig::from(&c)).unwrap();
+    assert_eq!(parse(&again).unwrap().nodesets[0].reservation, c.nodesets[0].reservation);
 }

@@ -8,7 +8,7 @@ use slurm_dws::model::{GceRequestState, Request, RequestPhase};
 use slurm_dws::reconcile::slurm_edge::admin_comment;
 use slurm_dws::reconcile::types::Desired;
 use slurm_dws::store::{Store, WaitsCache};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 pub fn run(_ctx: &crate::Ctx, t: &mut Table) {
@@ -92,7 +92,7 @@ async fn measure(t: &mut Table) -> Result<(), String> {
     );
     // AdminComment refresh at 1,000 waiting jobs.
     let wanted: BTreeMap<u32, String> = lines.into_iter().take(1_000).collect();
-    let (first, _) = admin_comment::due(&BTreeMap::new(), None, &wanted, 300, now);
+    let (first, _) = admin_comment::due(&BTreeMap::new(), &BTreeSet::new(), None, &wanted, 300, now);
     t.count(
         "AdminComment: scontrol calls in a refresh, 1,000 waiting jobs",
         first.len() as f64,
@@ -102,7 +102,7 @@ async fn measure(t: &mut Table) -> Result<(), String> {
     );
     let written: BTreeMap<u32, String> = wanted.iter().map(|(j, l)| (*j, format!("{l} (older)"))).collect();
     let (early, refreshed) =
-        admin_comment::due(&written, Some(now), &wanted, 300, now + Duration::seconds(299));
+        admin_comment::due(&written, &BTreeSet::new(), Some(now), &wanted, 300, now + Duration::seconds(299));
     t.count(
         "AdminComment: calls 299 s after a refresh (every line changed)",
         early.len() as f64 + if refreshed { 1.0 } else { 0.0 },

@@ -20,12 +20,14 @@ pub fn template_problems(config: &Config) -> Result<Vec<String>, CliError> {
     let mut lines = Vec::new();
     for ns in &config.nodesets {
         let t = &ns.instance_template;
-        let problems = rt.block_on(gce::check_template(&client, t, ns.provisioning_model)).map_err(|e| {
-            CliError::runtime(format!(
-                "check-config --online: reading the instance template {t} of nodeset {}: {e}",
-                ns.name
-            ))
-        })?;
+        let problems = rt
+            .block_on(gce::check_template(&client, t, ns.provisioning_model, ns.consumes()))
+            .map_err(|e| {
+                CliError::runtime(format!(
+                    "check-config --online: reading the instance template {t} of nodeset {}: {e}",
+                    ns.name
+                ))
+            })?;
         lines.extend(problems.iter().map(|p| format!("nodeset {}: instance template {t}: {p}", ns.name)));
         // A template GCE could not give is one of the problems above already.
         let Ok(template) = rt.block_on(client.get_instance_template_ref(t)) else { continue };

@@ -12,6 +12,7 @@ pub mod last_accepted;
 mod placement;
 mod provisioning;
 pub mod raw;
+mod reservation;
 pub mod slurm_conf;
 mod validate;
 
@@ -29,6 +30,10 @@ pub use placement::{
     is_accelerator_topology, parse_policy_url, Placement, Topology, TopologyDistance, TopologyKind,
 };
 pub use provisioning::ProvisioningModel;
+pub use reservation::{
+    parse_future_reservation_url, parse_reservation_url, FutureReservationRef, ReservationRef,
+    ReservationSource, ReservedCapacity,
+};
 pub use slurm_conf::render_slurm_conf;
 pub use validate::DEFAULT_ENDPOINT;
 
@@ -217,6 +222,9 @@ pub struct Nodeset {
     pub dws_flex: DwsFlex,
     /// `[nodeset.placement]`: the workload policy of every MIG of the nodeset; `None` = none.
     pub placement: Option<Placement>,
+    /// `[nodeset.reservation]`: the reserved capacity it consumes; `Some` exactly when
+    /// `provisioning_model` is `reservation`.
+    pub reservation: Option<ReservedCapacity>,
 }
 
 impl Nodeset {
@@ -238,6 +246,16 @@ impl Nodeset {
     /// Every index, static first.
     pub fn indices(&self) -> Range<u32> {
         0..self.node_count()
+    }
+
+    /// The reservation (or block, or sub-block) its template must consume, when the config names
+    /// it (`None` for other models, and for a calendar-mode nodeset: GCE names the reservation it
+    /// delivers).
+    pub fn consumes(&self) -> Option<&ReservationRef> {
+        match &self.reservation.as_ref()?.source {
+            ReservationSource::Reservation(r) => Some(r),
+            ReservationSource::Future(_) => None,
+        }
     }
 
     /// Whether `index` is a static node (it need not be in range).

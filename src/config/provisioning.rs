@@ -17,12 +17,20 @@ pub enum ProvisioningModel {
     Standard,
     /// Spot VMs (`provisioningModel: SPOT`): GCE may preempt them at any time.
     Spot,
+    /// Reserved capacity (`[nodeset.reservation]`): resize requests of a template that consumes one
+    /// specific reservation (`RESERVATION_BOUND`, or a `SPECIFIC_RESERVATION` affinity), no run
+    /// duration; the VMs live until the reservation's window ends.
+    Reservation,
 }
 
 impl ProvisioningModel {
     /// Every value, as the config spells it.
-    pub const ALL: [ProvisioningModel; 3] =
-        [ProvisioningModel::Flex, ProvisioningModel::Standard, ProvisioningModel::Spot];
+    pub const ALL: [ProvisioningModel; 4] = [
+        ProvisioningModel::Flex,
+        ProvisioningModel::Standard,
+        ProvisioningModel::Spot,
+        ProvisioningModel::Reservation,
+    ];
 
     /// As the config spells it.
     pub fn as_str(self) -> &'static str {
@@ -30,6 +38,7 @@ impl ProvisioningModel {
             ProvisioningModel::Flex => "flex",
             ProvisioningModel::Standard => "standard",
             ProvisioningModel::Spot => "spot",
+            ProvisioningModel::Reservation => "reservation",
         }
     }
 
@@ -41,6 +50,18 @@ impl ProvisioningModel {
     /// Whether VMs come from resize requests (DWS Flex Start).
     pub fn is_flex(self) -> bool {
         self == ProvisioningModel::Flex
+    }
+
+    /// Whether a group's VMs come from one MIG resize request (all or nothing, queued by GCE until
+    /// it can be met whole): DWS Flex Start and reserved capacity. Standard and spot VMs are
+    /// created by name instead.
+    pub fn uses_resize_requests(self) -> bool {
+        matches!(self, ProvisioningModel::Flex | ProvisioningModel::Reservation)
+    }
+
+    /// Whether the VMs consume reserved capacity.
+    pub fn is_reservation(self) -> bool {
+        self == ProvisioningModel::Reservation
     }
 }
 

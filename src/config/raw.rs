@@ -95,6 +95,16 @@ pub struct RawNodeset {
     pub fallback_after: Val<u64>,
     pub dws_flex: Option<RawDwsFlex>,
     pub placement: Option<RawPlacement>,
+    pub reservation: Option<RawReservation>,
+}
+
+/// `[nodeset.reservation]`.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReservation {
+    pub name: Val<String>,
+    pub future_reservation: Val<String>,
+    pub eol_grace: Val<u64>,
 }
 
 /// `[nodeset.dws_flex]`.
@@ -178,6 +188,9 @@ pub const KEYS: &[&str] = &[
     "nodeset.placement.workload_policy",
     "nodeset.placement.max_topology_distance",
     "nodeset.placement.accelerator_topology",
+    "nodeset.reservation.name",
+    "nodeset.reservation.future_reservation",
+    "nodeset.reservation.eol_grace",
 ];
 
 fn val<T>(v: T) -> Val<T> {
@@ -273,6 +286,17 @@ impl From<&super::Config> for RawConfig {
                                     accelerator_topology: accelerator_topology.clone().and_then(val),
                                 }
                             }
+                        }),
+                        reservation: n.reservation.as_ref().map(|r| RawReservation {
+                            name: match &r.source {
+                                super::ReservationSource::Reservation(x) => val(x.url()),
+                                super::ReservationSource::Future(_) => None,
+                            },
+                            future_reservation: match &r.source {
+                                super::ReservationSource::Future(f) => val(f.url()),
+                                super::ReservationSource::Reservation(_) => None,
+                            },
+                            eol_grace: val(r.eol_grace),
                         }),
                     })
                     .collect(),

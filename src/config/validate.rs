@@ -8,11 +8,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use super::forms::*;
-use super::raw::{RawConfig, RawDwsFlex, RawNodeset, RawPlacement, Val};
+use super::raw::{RawConfig, RawDwsFlex, RawNodeset, RawPlacement, RawReservation, Val};
 use super::{
     is_accelerator_topology, parse_policy_url, Config, ConfigError, Credentials, Daemon, DwsFlex, Gcp,
-    NodeAddr, Nodeset, Placement, Problem, ProvisioningModel, Reconcile, Slurm, Topology, TopologyDistance,
-    TopologyKind, MAX_RUN_DURATION, MIN_RUN_DURATION,
+    NodeAddr, Nodeset, Placement, Problem, ProvisioningModel, Reconcile, ReservedCapacity, Slurm, Topology,
+    TopologyDistance, TopologyKind, MAX_RUN_DURATION, MIN_RUN_DURATION,
 };
 
 /// Default `gcp.endpoint`: the real Compute v1 API.
@@ -578,6 +578,7 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
     }
     let mut dws_flex = resolve_dws_flex(ck, i, raw_flex);
     dws_flex.enabled = provisioning_model.is_flex();
+    let reservation = resolve_reservation(ck, i, n.reservation, provisioning_model, &zones);
     Nodeset {
         name,
         region: region.to_string(),
@@ -592,7 +593,49 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
         fallback_after: get(&n.fallback_after, 0),
         dws_flex,
         placement: n.placement.and_then(|p| resolve_placement(ck, i, p, region)),
+        reservation,
     }
+}
+
+/// `[nodeset.reservation]`: there exactly when `provisioning_model = "reservation"`
+/// (`reservation.rs` checks its values).
+fn resolve_reservation(
+    ck: &mut Checker,
+    i: usize,
+    raw: Option<RawReservation>,
+    model: ProvisioningModel,
+    zones: &[String],
+) -> Option<ReservedCapacity> {
+    use super::reservation::Field;
+    let key = |f: Field| format!("nodeset[{i}].{}", f.key());
+    let Some(raw) = raw else {
+        if model.is_reservation() {
+            ck.bad::<()>(
+                &key(Field::Table),
+                &None,
+                "is required with provisioning_model = \"reservation\": name or future_reservation",
+            );
+        }
+        return None;
+    };
+    if !model.is_reservation() {
+        ck.bad(
+            &key(Field::Name),
+            &raw.name,
+            format!("is for provisioning_model = \"reservation\"; this nodeset is {model}"),
+        );
+        return None;
+    }
+    let (capacity, problems) = super::reservation::resolve(&raw, zones);
+    for (field, why) in problems {
+        let line = match field {
+            Field::Name | Field::Table => ck.line(&raw.name),
+            Field::FutureReservation => ck.line(&raw.future_reservation),
+            Field::EolGrace => ck.line(&raw.eol_grace),
+        };
+        ck.problems.push(Problem { key: key(field), line, message: why });
+    }
+    capacity
 }
 
 /// `[nodeset.placement]`: one way or the other, never both; the values' forms (what GCE accepts
@@ -677,7 +720,11 @@ fn resolve_provisioning_model(
         };
     };
     let Some(m) = ProvisioningModel::parse(&spelled) else {
-        ck.bad(&key, model, format!("{spelled:?} must be one of \"flex\", \"standard\", \"spot\""));
+        ck.bad(
+            &key,
+            model,
+            format!("{spelled:?} must be one of \"flex\", \"standard\", \"spot\", \"reservation\""),
+        );
         return ProvisioningModel::Flex;
     };
     match (m.is_flex(), flex_enabled) {

@@ -20,6 +20,7 @@
 //! | `client.rs`    | [`Client`]: send, authenticate, retry, classify, count               |
 //! | `endpoints.rs` | one method per API call; pagination; [`Client::wait_done`]           |
 //! | `template_check.rs` | whether an instance template can work for DWS Flex Start        |
+//! | `reservations.rs` | reservations, blocks, future reservations (read only)            |
 //! | `node_shape.rs` | CPUs, RealMemory, Gres, Features of a nodeset from its template     |
 //!
 //! Callers branch on [`GceError::class`], never on message text. A mutation's `request_id` is
@@ -43,6 +44,7 @@ pub mod placement_rules;
 pub mod policies;
 pub mod policy_error;
 pub mod ratelimit;
+pub mod reservations;
 mod resize_types;
 pub mod retry;
 pub mod template_check;

@@ -23,7 +23,7 @@ pub struct TemplateProblem {
     /// What the template has (`None`: not set).
     pub found: Option<String>,
     /// What the nodeset's provisioning model needs.
-    pub needed: &'static str,
+    pub needed: std::borrow::Cow<'static, str>,
     /// Who needs it: "DWS Flex Start", "a spot nodeset", "a standard nodeset".
     pub model: &'static str,
 }
@@ -49,7 +49,7 @@ pub fn flex_template_problems(t: &InstanceTemplate) -> Vec<TemplateProblem> {
     let mut need = |field: &'static str, value: &str, needed: &'static str| {
         if value != needed {
             let found = (!value.is_empty()).then(|| value.to_string());
-            problems.push(TemplateProblem { field, found, needed, model: FLEX });
+            problems.push(TemplateProblem { field, found, needed: needed.into(), model: FLEX });
         }
     };
     need("properties.scheduling.provisioningModel", &sched.provisioning_model, "FLEX_START");
@@ -74,7 +74,7 @@ pub async fn check_flex_template(client: &Client, reference: &str) -> Result<Vec
         Err(e) if e.is_not_found() => Ok(vec![TemplateProblem {
             field: "instance_template",
             found: Some(format!("{reference}, which GCE does not have (404)")),
-            needed: "an existing instance template",
+            needed: "an existing instance template".into(),
             model: FLEX,
         }]),
         Err(e) => Err(e),

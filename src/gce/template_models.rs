@@ -11,13 +11,24 @@ use super::client::Client;
 use super::error::GceError;
 use super::template_check::{check_flex_template, flex_template_problems, TemplateProblem};
 use super::types::InstanceTemplate;
-use crate::config::ProvisioningModel;
+use crate::config::{ProvisioningModel, ReservationRef};
 
 const SPOT: &str = "a spot nodeset";
 const STANDARD: &str = "a standard nodeset";
+const RESERVED: &str = "a reservation nodeset";
 
-/// The fields of `t` that do not fit `model`; empty when it fits.
-pub fn template_problems(t: &InstanceTemplate, model: ProvisioningModel) -> Vec<TemplateProblem> {
+/// What a template must consume: `Some(r)` for a reservation nodeset whose reservation is known
+/// (`r`), `None` for every other model, and for a calendar-mode nodeset before GCE has named the
+/// reservation it will deliver (then only the affinity's form is checked).
+pub type Consumes<'a> = Option<&'a ReservationRef>;
+
+/// The fields of `t` that do not fit `model` (consuming `reservation`, for a reservation nodeset);
+/// empty when it fits.
+pub fn template_problems(
+    t: &InstanceTemplate,
+    model: ProvisioningModel,
+    reservation: Consumes<'_>,
+) -> Vec<TemplateProblem> {
     let sched = t.properties.as_ref().and_then(|p| p.scheduling.clone()).unwrap_or_default();
     let found = |v: &str| (!v.is_empty()).then(|| v.to_string());
     let mut problems = Vec::new();
@@ -28,7 +39,7 @@ pub fn template_problems(t: &InstanceTemplate, model: ProvisioningModel) -> Vec<
                 problems.push(TemplateProblem {
                     field: "properties.scheduling.provisioningModel",
                     found: found(&sched.provisioning_model),
-                    needed: "SPOT",
+                    needed: "SPOT".into(),
                     model: SPOT,
                 });
             }
@@ -36,17 +47,18 @@ pub fn template_problems(t: &InstanceTemplate, model: ProvisioningModel) -> Vec<
                 problems.push(TemplateProblem {
                     field: "properties.scheduling.instanceTerminationAction",
                     found: found(&sched.instance_termination_action),
-                    needed: "DELETE",
+                    needed: "DELETE".into(),
                     model: SPOT,
                 });
             }
         }
+        ProvisioningModel::Reservation => return reservation_problems(t, reservation),
         ProvisioningModel::Standard => {
             if matches!(sched.provisioning_model.as_str(), "FLEX_START" | "SPOT") {
                 problems.push(TemplateProblem {
                     field: "properties.scheduling.provisioningModel",
                     found: found(&sched.provisioning_model),
-                    needed: "STANDARD (or not set)",
+                    needed: "STANDARD (or not set)".into(),
                     model: STANDARD,
                 });
             }
@@ -55,23 +67,86 @@ pub fn template_problems(t: &InstanceTemplate, model: ProvisioningModel) -> Vec<
     problems
 }
 
+/// A reservation nodeset's template consumes exactly its reservation: `provisioningModel`
+/// RESERVATION_BOUND (or STANDARD, or not set: GCE then takes the reservation for on-demand VMs),
+/// and a `SPECIFIC_RESERVATION` affinity whose one value names the reservation, block or sub-block
+/// (docs/gce-facts.md, "Reserved capacity"). Any other affinity would let GCE make VMs outside the
+/// reservation (ANY_RESERVATION falls back to on-demand capacity) or none at all.
+fn reservation_problems(t: &InstanceTemplate, reservation: Consumes<'_>) -> Vec<TemplateProblem> {
+    let props = t.properties.clone().unwrap_or_default();
+    let sched = props.scheduling.clone().unwrap_or_default();
+    let found = |v: &str| (!v.is_empty()).then(|| v.to_string());
+    let mut problems = Vec::new();
+    if matches!(sched.provisioning_model.as_str(), "FLEX_START" | "SPOT") {
+        problems.push(TemplateProblem {
+            field: "properties.scheduling.provisioningModel",
+            found: found(&sched.provisioning_model),
+            needed: "RESERVATION_BOUND (or STANDARD)".into(),
+            model: RESERVED,
+        });
+    }
+    let affinity = props.reservation_affinity.unwrap_or_default();
+    if affinity.consume_reservation_type != "SPECIFIC_RESERVATION" {
+        problems.push(TemplateProblem {
+            field: "properties.reservationAffinity.consumeReservationType",
+            found: found(&affinity.consume_reservation_type),
+            needed: "SPECIFIC_RESERVATION".into(),
+            model: RESERVED,
+        });
+        return problems;
+    }
+    if affinity.key != RESERVATION_NAME_KEY {
+        problems.push(TemplateProblem {
+            field: "properties.reservationAffinity.key",
+            found: found(&affinity.key),
+            needed: RESERVATION_NAME_KEY.into(),
+            model: RESERVED,
+        });
+    }
+    let named = match (reservation, affinity.values.as_slice()) {
+        (Some(r), [one]) => r.is_named_by(one),
+        (None, [_]) => true,
+        _ => false,
+    };
+    if !named {
+        problems.push(TemplateProblem {
+            field: "properties.reservationAffinity.values",
+            found: (!affinity.values.is_empty()).then(|| format!("{:?}", affinity.values)),
+            needed: match reservation {
+                Some(r) => format!("[\"{}\"] (the configured reservation)", r.affinity_value()).into(),
+                None => "one value, the reservation the future reservation delivers".into(),
+            },
+            model: RESERVED,
+        });
+    }
+    problems
+}
+
+/// The `reservationAffinity.key` of a specific reservation.
+pub const RESERVATION_NAME_KEY: &str = "compute.googleapis.com/reservation-name";
+
 /// Reads the template `reference` names and checks it against `model` (a 404 is one problem, any
 /// other failure to read it the error), as [`check_flex_template`] does for Flex.
 pub async fn check_template(
     client: &Client,
     reference: &str,
     model: ProvisioningModel,
+    reservation: Consumes<'_>,
 ) -> Result<Vec<TemplateProblem>, GceError> {
     if model.is_flex() {
         return check_flex_template(client, reference).await;
     }
     match client.get_instance_template_ref(reference).await {
-        Ok(t) => Ok(template_problems(&t, model)),
+        Ok(t) => Ok(template_problems(&t, model, reservation)),
         Err(e) if e.is_not_found() => Ok(vec![TemplateProblem {
             field: "instance_template",
             found: Some(format!("{reference}, which GCE does not have (404)")),
-            needed: "an existing instance template",
-            model: if model == ProvisioningModel::Spot { SPOT } else { STANDARD },
+            needed: "an existing instance template".into(),
+            model: match model {
+                ProvisioningModel::Spot => SPOT,
+                ProvisioningModel::Reservation => RESERVED,
+                _ => STANDARD,
+            },
         }]),
         Err(e) => Err(e),
     }
@@ -98,7 +173,7 @@ mod tests {
         let plain = template(json!({}));
         let std = template(json!({"provisioningModel": "STANDARD"}));
         let printed = |t: &InstanceTemplate, m| -> Vec<String> {
-            template_problems(t, m).iter().map(ToString::to_string).collect()
+            template_problems(t, m, None).iter().map(ToString::to_string).collect()
         };
         let table: Vec<(&str, &InstanceTemplate, ProvisioningModel, Vec<&str>)> = vec![
             ("spot fits spot", &spot, ProvisioningModel::Spot, vec![]),
@@ -144,6 +219,68 @@ mod tests {
         ];
         for (case, t, m, want) in table {
             assert_eq!(printed(t, m), want, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_reservation_template_consumes_exactly_its_reservation() {
+        let r =
+            crate::config::parse_reservation_url("projects/p/zones/us-central1-a/reservations/res").unwrap();
+        let block = crate::config::parse_reservation_url(
+            "projects/p/zones/us-central1-a/reservations/res/reservationBlocks/b1",
+        )
+        .unwrap();
+        let t = |model: &str, affinity: serde_json::Value| -> InstanceTemplate {
+            serde_json::from_value(json!({"name": "t", "properties": {"machineType": "a4-highgpu-8g",
+                "scheduling": {"provisioningModel": model}, "reservationAffinity": affinity}}))
+            .unwrap()
+        };
+        let specific = |v: &str| {
+            json!({"consumeReservationType": "SPECIFIC_RESERVATION",
+                   "key": "compute.googleapis.com/reservation-name", "values": [v]})
+        };
+        let printed = |t: &InstanceTemplate, r| -> Vec<String> {
+            template_problems(t, ProvisioningModel::Reservation, r).iter().map(ToString::to_string).collect()
+        };
+        let table: Vec<(&str, InstanceTemplate, Option<&ReservationRef>, Vec<&str>)> = vec![
+            ("bound, by name", t("RESERVATION_BOUND", specific("res")), Some(&r), vec![]),
+            ("bound, by project path", t("RESERVATION_BOUND", specific("projects/p/reservations/res")), Some(&r), vec![]),
+            ("standard, specific", t("STANDARD", specific("res")), Some(&r), vec![]),
+            ("a block", t("RESERVATION_BOUND", specific("projects/p/reservations/res/reservationBlocks/b1")), Some(&block), vec![]),
+            ("calendar mode before delivery: the form only", t("RESERVATION_BOUND", specific("anything")), None, vec![]),
+            (
+                "another reservation",
+                t("RESERVATION_BOUND", specific("other")),
+                Some(&r),
+                vec!["properties.reservationAffinity.values is [\"other\"], a reservation nodeset needs [\"projects/p/reservations/res\"] (the configured reservation)"],
+            ),
+            (
+                "the whole reservation where a block is configured",
+                t("RESERVATION_BOUND", specific("res")),
+                Some(&block),
+                vec!["properties.reservationAffinity.values is [\"res\"], a reservation nodeset needs [\"projects/p/reservations/res/reservationBlocks/b1\"] (the configured reservation)"],
+            ),
+            (
+                "any reservation",
+                t("STANDARD", json!({"consumeReservationType": "ANY_RESERVATION"})),
+                Some(&r),
+                vec!["properties.reservationAffinity.consumeReservationType is ANY_RESERVATION, a reservation nodeset needs SPECIFIC_RESERVATION"],
+            ),
+            (
+                "flex start",
+                t("FLEX_START", specific("res")),
+                Some(&r),
+                vec!["properties.scheduling.provisioningModel is FLEX_START, a reservation nodeset needs RESERVATION_BOUND (or STANDARD)"],
+            ),
+            (
+                "no affinity at all",
+                serde_json::from_value(json!({"name": "t", "properties": {}})).unwrap(),
+                Some(&r),
+                vec!["properties.reservationAffinity.consumeReservationType is not set, a reservation nodeset needs SPECIFIC_RESERVATION"],
+            ),
+        ];
+        for (what, template, r, want) in table {
+            assert_eq!(printed(&template, r), want, "{what}");
         }
     }
 }

@@ -77,6 +77,8 @@ pub(super) struct Sources<'a> {
     pub slurm: &'a Slurm,
     /// The VM list's recall, kept between passes.
     pub vm_recall: &'a std::sync::Mutex<gce::VmRecall>,
+    /// Which regions' workload policies are worth listing, kept between passes.
+    pub policy_regions: &'a std::sync::Mutex<gce_edge::policies::PolicyRegions>,
 }
 
 /// Resize-request `get`s in flight at once.
@@ -118,7 +120,7 @@ pub(super) async fn gce_and_slurm(
                 None => gce_edge::observe_migs_in(src.gce, src.cfg, src.naming, &regions).await,
             }
         };
-        let policies = gce_edge::policies::observe_policies(src.gce, src.cfg, &regions);
+        let policies = gce_edge::policies::observe_policies(src.gce, src.cfg, &regions, src.policy_regions);
         let (vms, migs, policies) =
             tokio::join!(gce_edge::observe_vms(src.gce, src.cfg, src.vm_recall), migs, policies);
         (((vms, migs), policies), began.elapsed())

@@ -74,15 +74,71 @@ pub fn policy_mismatch(meant: &gce::ResourcePolicy, found: &gce::ResourcePolicy)
     (!diffs.is_empty()).then(|| diffs.join("; "))
 }
 
-/// The policies slurm-dws owns in `regions`, by name: one paginated list per region, filtered by
-/// the cluster's name prefix, all at once; and the regions whose list failed (with why).
+/// Which regions' policies a pass lists, kept between passes: a pass makes no read that serves
+/// nothing. A region is listed when a configured nodeset there owns a policy (it may have to be
+/// created), when the last list of it showed an owned policy (it may have to be deleted), and, in
+/// every region in use, until one list of each has answered since the daemon started or reloaded
+/// its config (a policy of a nodeset since removed from the config, or no longer placed, is found
+/// then). A region with none of these has no owned policy but one another process made since, which
+/// no pass would act on anyway.
+#[derive(Debug, Default)]
+pub struct PolicyRegions {
+    /// Regions listed (and answered) at least once by this reconciler.
+    listed: BTreeSet<String>,
+    /// Regions whose last answered list showed an owned policy.
+    holding: BTreeSet<String>,
+}
+
+impl PolicyRegions {
+    /// The regions of `in_use` to list this pass.
+    pub fn to_list(&self, cfg: &Config, in_use: &BTreeSet<String>) -> BTreeSet<String> {
+        let placed: BTreeSet<&str> = cfg
+            .nodesets
+            .iter()
+            .filter(|n| matches!(n.placement, Some(Placement::Owned { .. })))
+            .map(|n| n.region.as_str())
+            .collect();
+        in_use
+            .iter()
+            .filter(|r| !self.listed.contains(*r) || self.holding.contains(*r) || placed.contains(r.as_str()))
+            .cloned()
+            .collect()
+    }
+
+    /// Learns what the lists of `asked` answered: `owned` the policies found, `failed` the regions
+    /// whose list did not answer (they are asked again next pass).
+    pub fn learn(
+        &mut self,
+        asked: &BTreeSet<String>,
+        owned: &BTreeMap<String, ObservedPolicy>,
+        failed: &BTreeMap<String, GceError>,
+    ) {
+        for region in asked.iter().filter(|r| !failed.contains_key(*r)) {
+            self.listed.insert(region.clone());
+            if owned.values().any(|p| p.region == *region) {
+                self.holding.insert(region.clone());
+            } else {
+                self.holding.remove(region);
+            }
+        }
+    }
+}
+
+/// The policies slurm-dws owns in the regions of `regions` that `memory` says to list, by name: one
+/// paginated list per region, filtered by the cluster's name prefix, all at once; and the regions
+/// whose list failed (with why). A region not listed holds no owned policy ([`PolicyRegions`]).
 pub async fn observe_policies(
     client: &gce::Client,
     cfg: &Config,
     regions: &BTreeSet<String>,
+    memory: &std::sync::Mutex<PolicyRegions>,
 ) -> (BTreeMap<String, ObservedPolicy>, BTreeMap<String, GceError>) {
+    let asked = memory.lock().expect("policy regions").to_list(cfg, regions);
+    if asked.is_empty() {
+        return Default::default();
+    }
     let filter = format!("name eq '{}-.*'", cfg.cluster_name);
-    let (listed, failed) = super::reads::per_region(regions, "resourcePolicies.list", |region| {
+    let (listed, failed) = super::reads::per_region(&asked, "resourcePolicies.list", |region| {
         let (client, filter) = (client.clone(), filter.clone());
         async move { client.list_policies(&region, Some(&filter), Some(POLICY_LIST_FIELDS)).await }
     })
@@ -94,12 +150,57 @@ pub async fn observe_policies(
             Some((p.name.clone(), ObservedPolicy { name: p.name, nodeset, region: region.clone() }))
         }));
     }
+    memory.lock().expect("policy regions").learn(&asked, &owned, &failed);
     (owned, failed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_region_is_listed_only_while_a_list_of_it_can_serve() {
+        let text = "cluster_name = \"hpc\"\n[gcp]\nproject = \"p\"\nregion = \"us-central1\"\n\
+            [[nodeset]]\nname = \"a\"\ninstance_template = \"projects/p/global/instanceTemplates/t\"\n\
+            zones = [\"us-central1-a\"]\nnode_count_dynamic_max = 4\n";
+        let mut cfg = Config::from_toml_str(text, "t.toml".as_ref()).unwrap();
+        assert!(cfg.nodesets[0].placement.is_none());
+        let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        let in_use = set(&["r1", "r2"]);
+        let mut memory = PolicyRegions::default();
+        // Never listed: every region in use is.
+        assert_eq!(memory.to_list(&cfg, &in_use), in_use);
+        // r1 answered with an owned policy, r2 with none, r3 (not in use) is not asked.
+        let owned = BTreeMap::from([(
+            "hpc-a-wp".to_string(),
+            ObservedPolicy { name: "hpc-a-wp".into(), nodeset: "a".into(), region: "r1".into() },
+        )]);
+        memory.learn(&in_use, &owned, &BTreeMap::new());
+        assert_eq!(memory.to_list(&cfg, &in_use), set(&["r1"]));
+        // The policy deleted: r1 answers empty and is no longer listed.
+        memory.learn(&set(&["r1"]), &BTreeMap::new(), &BTreeMap::new());
+        assert!(memory.to_list(&cfg, &in_use).is_empty());
+        // A region whose list failed is asked again; a region newly in use is listed once.
+        let mut fresh = PolicyRegions::default();
+        let failed = BTreeMap::from([(
+            "r2".to_string(),
+            GceError::Transport {
+                method: "resourcePolicies.list".into(),
+                path: String::new(),
+                message: "reset".into(),
+                timeout: false,
+            },
+        )]);
+        fresh.learn(&in_use, &BTreeMap::new(), &failed);
+        assert_eq!(fresh.to_list(&cfg, &set(&["r1", "r2", "r4"])), set(&["r2", "r4"]));
+        // A nodeset that owns a policy keeps its region listed.
+        cfg.nodesets[0].placement =
+            Some(Placement::Owned { max_topology_distance: None, accelerator_topology: None });
+        let region = cfg.nodesets[0].region.clone();
+        let mut listed = PolicyRegions::default();
+        listed.learn(&set(&[&region]), &BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(listed.to_list(&cfg, &set(&[&region])), set(&[&region]));
+    }
 
     #[test]
     fn ownership_is_provable_from_name_and_description() {

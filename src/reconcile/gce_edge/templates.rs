@@ -36,8 +36,9 @@ impl Templates {
         for n in cfg.nodesets.iter().filter(|n| !self.judged.contains_key(&n.name)) {
             let (gce, ns, template) = (client.clone(), n.name.clone(), n.instance_template.clone());
             let model = n.provisioning_model;
+            let consumes = n.consumes().cloned();
             reads.spawn(async move {
-                let checked = gce::check_template(&gce, &template, model).await;
+                let checked = gce::check_template(&gce, &template, model, consumes.as_ref()).await;
                 (ns, template, checked)
             });
         }

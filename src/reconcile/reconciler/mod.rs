@@ -83,9 +83,18 @@ pub struct Reconciler {
     in_flight: InFlight,
     /// The Slurm topology file (`[slurm] topology`), once Slurm's release says which form it takes.
     topology: TopologyFile,
+    /// What the reads remember between passes.
+    read_memory: ReadMemory,
+}
+
+/// What the GCE reads remember between passes.
+#[derive(Default)]
+struct ReadMemory {
     /// The VM list as the last pass read it (`gce::VmRecall`): the VMs unchanged since are not
     /// decoded again.
     vm_recall: std::sync::Mutex<gce::VmRecall>,
+    /// Which regions' workload policies are worth listing (`gce_edge::policies::PolicyRegions`).
+    policy_regions: std::sync::Mutex<gce_edge::policies::PolicyRegions>,
 }
 
 /// The config and what a pass works through (the store, the clients of GCE and Slurm), apart from
@@ -113,13 +122,14 @@ impl Clients {
     }
 
     /// What observing needs, with the VM list's recall.
-    fn sources<'a>(&'a self, vm_recall: &'a std::sync::Mutex<gce::VmRecall>) -> Sources<'a> {
+    fn sources<'a>(&'a self, memory: &'a ReadMemory) -> Sources<'a> {
         Sources {
             cfg: &self.cfg,
             naming: &self.plan_cfg.naming,
             gce: &self.gce,
             slurm: &self.slurm,
-            vm_recall,
+            vm_recall: &memory.vm_recall,
+            policy_regions: &memory.policy_regions,
         }
     }
 }
@@ -187,7 +197,7 @@ impl Reconciler {
             kept: None,
             in_flight: InFlight::default(),
             topology: TopologyFile::default(),
-            vm_recall: Default::default(),
+            read_memory: Default::default(),
             admin_comments: Default::default(),
             advisor: Default::default(),
             waits: Default::default(),
@@ -309,7 +319,7 @@ impl Reconciler {
         observed.exclusive_jobs = None;
         observed.requests.clear();
         observed.job_limits.clear();
-        let sources = self.clients.sources(&self.vm_recall);
+        let sources = self.clients.sources(&self.read_memory);
         let took =
             observe::read_jobs(&sources, &desired, &inbox, Default::default(), &mut observed, &mut o.errors)
                 .await;
@@ -370,7 +380,7 @@ impl Reconciler {
         let desired = self.take_desired().await?;
         // A failure here leaves `desired` dropped, as after any failed pass: the next reads the store.
         let inbox = self.clients.store.unprocessed_inbox().await?;
-        let sources = self.clients.sources(&self.vm_recall);
+        let sources = self.clients.sources(&self.read_memory);
         let (observed, polls) = observe::gce_and_slurm(
             &sources,
             &desired,

@@ -1,7 +1,8 @@
 //! The `slurm-dws:` AdminComment of the jobs waiting in a queued request group: the expected-start
-//! line (`crate::waiting`), refreshed at most every `reconcile.admin_comment_interval` (one
-//! `scontrol update` per job whose line changed, never per node), cleared in the first pass after
-//! the job's group is no longer queued (it started, or failed over to another partition).
+//! line (`crate::waiting`), written in the first pass a job waits, then refreshed at most every
+//! `reconcile.admin_comment_interval` (one `scontrol update` per job whose line changed, never per
+//! node), cleared in the first pass after the job's group is no longer queued (it started, or
+//! failed over to another partition).
 
 use crate::config::Config;
 use crate::reconcile::types::Desired;
@@ -9,19 +10,27 @@ use crate::slurm::Slurm;
 use crate::store::RequestWait;
 use crate::waiting;
 use chrono::{DateTime, Utc};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-/// What this process last wrote, and when it last refreshed.
+/// What this process last wrote, the jobs whose line it could not write, and when it last
+/// refreshed.
 #[derive(Debug, Default)]
 pub struct AdminComments {
     written: BTreeMap<u32, String>,
+    failed: BTreeSet<u32>,
     refreshed_at: Option<DateTime<Utc>>,
 }
 
-/// The lines due at `now`: `(job, text)` to set (an empty text clears), given what was written.
-/// Pure: the refresh interval and the clearing rule live here (table-tested).
+/// The lines due at `now`: `(job, text)` to set (an empty text clears), given what was written
+/// and which jobs' lines could not be written, and whether this is a refresh. Pure: the refresh
+/// interval and the clearing rule live here (table-tested).
+///
+/// A job that starts waiting gets its line at once, whenever the last refresh was: a user who
+/// looks at a job queued a minute ago sees why. Its later changes wait for a refresh (every
+/// `interval`), and so does a line Slurm did not take (no retry every pass).
 pub fn due(
     written: &BTreeMap<u32, String>,
+    failed: &BTreeSet<u32>,
     refreshed_at: Option<DateTime<Utc>>,
     wanted: &BTreeMap<u32, String>,
     interval: u64,
@@ -33,11 +42,10 @@ pub fn due(
         out.push((*job, String::new()));
     }
     let refresh = refreshed_at.is_none_or(|t| (now - t).num_seconds() >= interval as i64);
-    if refresh {
-        for (job, line) in wanted {
-            if written.get(job) != Some(line) {
-                out.push((*job, line.clone()));
-            }
+    for (job, line) in wanted {
+        let new = !written.contains_key(job) && !failed.contains(job);
+        if (refresh || new) && written.get(job) != Some(line) {
+            out.push((*job, line.clone()));
         }
     }
     (out, refresh)
@@ -83,11 +91,18 @@ impl AdminComments {
         now: DateTime<Utc>,
     ) {
         let wanted = wanted(cfg, desired, waits, now);
-        let (todo, refreshed) =
-            due(&self.written, self.refreshed_at, &wanted, cfg.reconcile.admin_comment_interval, now);
+        let (todo, refreshed) = due(
+            &self.written,
+            &self.failed,
+            self.refreshed_at,
+            &wanted,
+            cfg.reconcile.admin_comment_interval,
+            now,
+        );
         if refreshed {
             self.refreshed_at = Some(now);
         }
+        self.failed.retain(|job| wanted.contains_key(job));
         for (job, text) in todo {
             let sent = slurm.set_admin_comment(job, &text).await;
             if let Err(e) = &sent {
@@ -96,7 +111,10 @@ impl AdminComments {
             if text.is_empty() {
                 self.written.remove(&job);
             } else if sent.is_ok() {
+                self.failed.remove(&job);
                 self.written.insert(job, text);
+            } else {
+                self.failed.insert(job);
             }
         }
     }
@@ -116,12 +134,14 @@ mod tests {
     fn refreshed_at_most_every_interval_and_cleared_at_once() {
         let t0 = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap();
         let m = |v: &[(u32, &str)]| v.iter().map(|(j, s)| (*j, s.to_string())).collect::<BTreeMap<_, _>>();
+        let none = BTreeSet::new();
         // First time: every line, once per job.
-        let (todo, r) = due(&m(&[]), None, &m(&[(1, "a"), (2, "b")]), 300, t0);
+        let (todo, r) = due(&m(&[]), &none, None, &m(&[(1, "a"), (2, "b")]), 300, t0);
         assert_eq!((todo.len(), r), (2, true));
         // 4 minutes later: nothing new is written, even if a line changed...
         let (todo, r) = due(
             &m(&[(1, "a"), (2, "b")]),
+            &none,
             Some(t0),
             &m(&[(1, "a2"), (2, "b")]),
             300,
@@ -130,16 +150,56 @@ mod tests {
         assert_eq!((todo, r), (vec![], false));
         // ...but a job that started is cleared at once.
         let (todo, _) =
-            due(&m(&[(1, "a"), (2, "b")]), Some(t0), &m(&[(1, "a")]), 300, t0 + Duration::minutes(1));
+            due(&m(&[(1, "a"), (2, "b")]), &none, Some(t0), &m(&[(1, "a")]), 300, t0 + Duration::minutes(1));
         assert_eq!(todo, vec![(2, String::new())]);
         // 5 minutes: only the changed line.
         let (todo, r) = due(
             &m(&[(1, "a"), (2, "b")]),
+            &none,
             Some(t0),
             &m(&[(1, "a2"), (2, "b")]),
             300,
             t0 + Duration::minutes(5),
         );
         assert_eq!((todo, r), (vec![(1, "a2".to_string())], true));
+    }
+
+    #[test]
+    fn a_job_that_starts_waiting_gets_its_line_in_its_first_pass() {
+        let t0 = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap();
+        let m = |v: &[(u32, &str)]| v.iter().map(|(j, s)| (*j, s.to_string())).collect::<BTreeMap<_, _>>();
+        let none = BTreeSet::new();
+        // Job 1 was written at t0; job 2 starts waiting 10 s later: its line goes out at once, job
+        // 1's changed line waits for the refresh.
+        let (todo, r) = due(
+            &m(&[(1, "a")]),
+            &none,
+            Some(t0),
+            &m(&[(1, "a2"), (2, "b")]),
+            300,
+            t0 + Duration::seconds(10),
+        );
+        assert_eq!((todo, r), (vec![(2, "b".to_string())], false));
+        // A line Slurm did not take is not tried again before the refresh...
+        let failed = BTreeSet::from([2]);
+        let (todo, _) = due(
+            &m(&[(1, "a")]),
+            &failed,
+            Some(t0),
+            &m(&[(1, "a"), (2, "b")]),
+            300,
+            t0 + Duration::seconds(20),
+        );
+        assert_eq!(todo, vec![]);
+        // ...and is at the refresh.
+        let (todo, r) = due(
+            &m(&[(1, "a")]),
+            &failed,
+            Some(t0),
+            &m(&[(1, "a"), (2, "b")]),
+            300,
+            t0 + Duration::seconds(300),
+        );
+        assert_eq!((todo, r), (vec![(2, "b".to_string())], true));
     }
 }

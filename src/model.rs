@@ -313,6 +313,19 @@ string_enum! {
         /// Capacity advice (`[nodeset.dws_flex] capacity_advice`) chose the zone(s) of a request
         /// group's MIG: which, GCE's obtainability score, and why (or why all zones).
         ZoneChosen => "zone_chosen",
+        /// A node of a `reservation` nodeset was resumed while its reservation's window is closed
+        /// (not open yet, ended, or the reservation not usable): answered at once, its job may
+        /// start again when the window opens.
+        WindowClosed => "window_closed",
+        /// The Slurm reservation that holds a `reservation` nodeset's nodes until its window opens
+        /// was made, moved with the window, or removed.
+        WindowHold => "window_hold",
+        /// A reservation's window ended (GCE deletes its VMs): the nodeset's nodes left service
+        /// and their jobs were requeued.
+        WindowEnded => "window_ended",
+        /// A job group cannot fit the reservation it must consume (more nodes than it holds): the
+        /// group fails at once, never provisioned in part, and its job is requeued.
+        ReservationTooSmall => "reservation_too_small",
     }
 }
 
@@ -649,6 +662,10 @@ mod tests {
                 "policy_refused",
                 "policy_in_use",
                 "zone_chosen",
+                "window_closed",
+                "window_hold",
+                "window_ended",
+                "reservation_too_small",
             ]
         );
         for k in EventKind::ALL {

@@ -42,6 +42,7 @@ const JUMPS: &[i64] = &[
 fn cfg() -> PlanConfig {
     let ns = |name: &str, qt: u64| NodesetPlan {
         owned_policy: None,
+        reservation: None,
         name: name.into(),
         region: "us-central1".into(),
         zones: vec!["us-central1-a".into()],

@@ -103,7 +103,9 @@ impl InstanceGroupManagerResizeRequest {
                 .into_iter()
                 .map(|name| PerInstanceConfig { name, status: String::new() })
                 .collect(),
-            requested_run_duration: Some(GceDuration::from_secs(run_duration_secs)),
+            // 0: none (a reservation-bound template's VMs run until the reservation ends).
+            requested_run_duration: (run_duration_secs > 0)
+                .then(|| GceDuration::from_secs(run_duration_secs)),
             ..Self::default()
         }
     }

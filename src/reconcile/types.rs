@@ -46,6 +46,8 @@ pub struct NodesetPlan {
     /// The name of the workload policy slurm-dws owns for it (`[nodeset.placement]` with a
     /// distance or accelerator topology), created before its first MIG.
     pub owned_policy: Option<String>,
+    /// A `reservation` nodeset's reservation (or future reservation) URL, as configured.
+    pub reservation: Option<String>,
 }
 
 /// A job's time limit as Slurm reports it.
@@ -287,6 +289,34 @@ pub struct Observed {
     pub policies: Option<BTreeMap<String, ObservedPolicy>>,
     /// Regions whose policy list failed this pass: no policy there is created or deleted.
     pub unlisted_policy_regions: BTreeSet<String>,
+    /// The reserved capacity of each `reservation` nodeset, as GCE shows it this pass; a nodeset
+    /// absent here was not read (its reads failed): nothing is concluded about its window.
+    pub capacity: BTreeMap<String, ObservedCapacity>,
+}
+
+/// A reservation nodeset's capacity and window as GCE shows it (`gce_edge/reserved.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObservedCapacity {
+    /// The reservation (or block, or sub-block) the VMs consume, as configured or as the future
+    /// reservation delivered it; `None` while a calendar-mode booking has delivered none.
+    pub reservation: Option<String>,
+    /// How many VMs it holds, and how many are in use (ours and anyone else's).
+    pub count: u32,
+    pub in_use: u32,
+    /// When the VMs may start consuming it (a calendar-mode window's start); `None`: already.
+    pub window_start: Option<DateTime<Utc>>,
+    /// When GCE deletes it and every VM on it; `None`: never (an ordinary reservation).
+    pub window_end: Option<DateTime<Utc>>,
+    /// Why it cannot be consumed now, in GCE's words: not there, not READY, another machine type
+    /// or zone, a booking that failed or was cancelled. `None`: usable (inside its window).
+    pub unusable: Option<String>,
+}
+
+impl ObservedCapacity {
+    /// VMs that could be made on it now.
+    pub fn free(&self) -> u32 {
+        self.count.saturating_sub(self.in_use)
+    }
 }
 
 /// A workload policy slurm-dws owns (`policies.rs`).
@@ -653,12 +683,13 @@ impl PlanConfig {
                         use_job_duration: n.dws_flex.use_job_duration,
                         boot_allowance: n.dws_flex.boot_allowance,
                         queue_timeout: n.dws_flex.queue_timeout,
-                        eol_grace: n.dws_flex.eol_grace,
+                        eol_grace: n.reservation.as_ref().map_or(n.dws_flex.eol_grace, |r| r.eol_grace),
                         model: n.provisioning_model,
                         exclusive: n.exclusive,
                         fallback_after: n.fallback_after,
                         owned_policy: matches!(n.placement, Some(crate::config::Placement::Owned { .. }))
                             .then(|| crate::naming::policy_name(&cfg.cluster_name, &n.name)),
+                        reservation: n.reservation.as_ref().map(|r| r.source.url()),
                     };
                     (n.name.clone(), plan)
                 })

@@ -249,7 +249,7 @@ pub async fn observe_request(
     name: &str,
 ) -> Result<PolledRequest, GceError> {
     let loc = Location::Region(region.to_string());
-    if !super::vm_create::mig_model(cfg, mig).is_flex() {
+    if !super::vm_create::mig_model(cfg, mig).uses_resize_requests() {
         return super::vm_create::observe_created(client, &loc, mig).await;
     }
     match client.get_resize_request_fields(&loc, mig, name, Some(REQUEST_FIELDS)).await {

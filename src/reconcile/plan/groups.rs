@@ -54,7 +54,7 @@ impl Planner<'_> {
     /// dynamic node's resume is answered at once (powered down again with the reason, its job
     /// requeued by Slurm, which holds it a while so it does not spin), a static node is set DOWN with
     /// the reason and waits for the config to be fixed.
-    fn refused_nodeset(&mut self, n: &Node, why: &str) {
+    pub(super) fn refused_nodeset(&mut self, n: &Node, why: &str) {
         let reason = format!("nodeset {} refused: {why}", n.nodeset);
         if n.last_error.as_deref() != Some(reason.as_str()) {
             if let Some(x) = self.nodes.get_mut(&n.name) {
@@ -150,6 +150,9 @@ impl Planner<'_> {
                 self.refused_nodeset(&n, why);
                 continue;
             }
+            if self.outside_window(&n) {
+                continue;
+            }
             if let Some(b) = self.in_backoff(&n.nodeset).cloned() {
                 if !n.is_static {
                     let why = format!(
@@ -182,12 +185,28 @@ impl Planner<'_> {
             let limit = job.map_or(JobLimit::Unknown, |j| {
                 self.o.job_limits.get(&j).copied().unwrap_or(JobLimit::Unknown)
             });
-            // Standard and spot VMs run until deleted: no run duration.
+            // Standard and spot VMs run until deleted, reserved ones until the reservation ends: no
+            // run duration.
             let rd = if ns.model.is_flex() {
                 run_duration(ns, job, limit)
             } else {
                 RunDuration { seconds: 0, note: None }
             };
+            if let Some(why) = self.too_large_for_reservation(&nodeset, members.len().min(MAX_GROUP)) {
+                for n in &members {
+                    self.set_state(&n.name, NodeState::PoweredDown);
+                    if let Some(x) = self.nodes.get_mut(&n.name) {
+                        x.last_error = Some(why.clone());
+                    }
+                    if n.is_static {
+                        continue;
+                    }
+                    self.power_down_force(&n.name, &why);
+                }
+                let names = members.iter().map(|n| n.name.clone()).collect();
+                self.plan.event(EventKind::ReservationTooSmall, names, why);
+                continue;
+            }
             for chunk in members.chunks(MAX_GROUP) {
                 let names: Vec<String> = chunk.iter().map(|n| n.name.clone()).collect();
                 if let Some(note) = &rd.note {

@@ -58,6 +58,7 @@ mod policies;
 mod release;
 mod requests;
 mod reservations;
+mod reserved;
 mod standard;
 #[cfg(test)]
 mod tests;
@@ -132,6 +133,7 @@ pub fn plan(cfg: &PlanConfig, d: &Desired, o: &Observed, now: DateTime<Utc>) -> 
     p.unused_policies();
     p.reservations();
     p.make_reservations();
+    p.window_holds();
     p.release_exclusive();
     p.fallback();
     p.finish()

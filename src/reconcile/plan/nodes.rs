@@ -74,7 +74,9 @@ impl Planner<'_> {
                 let became_running =
                     vm.status == VmStatus::Running && node.vm_status != Some(VmStatus::Running);
                 let status_changed = node.vm_status.as_ref() != Some(&vm.status);
-                let termination_changed = vm.termination.is_some() && node.termination_time != vm.termination;
+                // A reserved VM ends with its reservation's window (`reserved.rs`).
+                let termination = vm.termination.or_else(|| self.window_end(&node.nodeset));
+                let termination_changed = termination.is_some() && node.termination_time != termination;
                 let mig_changed = vm.mig.is_some() && node.mig != vm.mig;
                 // Where the VM runs, as GCE says now (`None` until it has a host, or with no policy).
                 let topology_changed = node.topology != vm.topology;
@@ -87,7 +89,7 @@ impl Planner<'_> {
                             n.vm_status = Some(vm.status.clone());
                         }
                         if termination_changed {
-                            n.termination_time = vm.termination;
+                            n.termination_time = termination;
                         }
                         if mig_changed {
                             n.mig = vm.mig.clone();
@@ -99,7 +101,7 @@ impl Planner<'_> {
                         self.plan.slurm.push(SlurmStep::SetAddr { node: name.to_string(), addr: ip.clone() });
                     }
                 }
-                if let (Some(term), None) = (vm.termination, node.reservation.as_ref()) {
+                if let (Some(term), None) = (termination, node.reservation.as_ref()) {
                     let grace = self.cfg.nodesets.get(&node.nodeset).map_or(600, |n| n.eol_grace) as i64;
                     let start = (term - Duration::seconds(grace)).max(self.now + Duration::seconds(60));
                     let res = eol_reservation(name);
@@ -163,6 +165,12 @@ impl Planner<'_> {
                 }
                 let expired = node.termination_time.is_some_and(|t| self.now >= t - Duration::seconds(120));
                 let msg = match (expired, node.termination_time) {
+                    (true, Some(t)) if self.model(&node.nodeset).is_reservation() => {
+                        format!(
+                            "the reservation's window ended at {}: GCE deleted the VM",
+                            t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+                        )
+                    }
                     (true, Some(t)) => {
                         format!(
                             "run duration ended at {}: GCE deleted the VM",
@@ -175,6 +183,7 @@ impl Planner<'_> {
                     _ => "the VM is gone (deleted outside slurm-dws, or GCE removed it)".to_string(),
                 };
                 let kind = match (expired, self.preemptible(&node.nodeset)) {
+                    (true, _) if self.model(&node.nodeset).is_reservation() => EventKind::WindowEnded,
                     (true, _) => EventKind::Expired,
                     (false, true) => EventKind::Preempted,
                     (false, false) => EventKind::VmLost,

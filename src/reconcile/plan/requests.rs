@@ -288,7 +288,7 @@ impl Planner<'_> {
                 // A success: the nodeset's backoff level is forgotten.
                 self.backoffs.remove(&r.nodeset);
                 let what = match self.model(&r.nodeset) {
-                    ProvisioningModel::Flex => {
+                    ProvisioningModel::Flex | ProvisioningModel::Reservation => {
                         format!("resize request {} in MIG {} SUCCEEDED", r.name, r.mig)
                     }
                     m => format!("{m} VMs created in MIG {}", r.mig),

@@ -13,9 +13,10 @@ impl Planner<'_> {
         self.cfg.nodesets.get(nodeset).map_or(ProvisioningModel::Flex, |n| n.model)
     }
 
-    /// Whether the nodeset's groups create their VMs by name (standard, spot).
+    /// Whether the nodeset's groups create their VMs by name (standard, spot); flex and
+    /// reservation groups insert a resize request.
     pub(super) fn creates_by_name(&self, nodeset: &str) -> bool {
-        !self.model(nodeset).is_flex()
+        !self.model(nodeset).uses_resize_requests()
     }
 
     /// Whether a VM of this nodeset that stops or vanishes before its end was preempted.

@@ -25,6 +25,7 @@ fn node_ref(c: &PlanConfig, name: &str) -> Option<(String, u32, bool)> {
 fn cfg() -> PlanConfig {
     let ns = |name: &str, qt: u64| NodesetPlan {
         owned_policy: None,
+        reservation: None,
         name: name.into(),
         region: "us-central1".into(),
         zones: vec!["us-central1-a".into()],
@@ -1548,6 +1549,8 @@ fn a_node_past_resume_timeout_ends_powered_down_and_usable() {
 
 #[path = "tests_capacity.rs"]
 mod capacity;
+#[path = "reserved_tests.rs"]
+mod reserved_capacity;
 #[path = "standard_tests.rs"]
 mod standard;
 

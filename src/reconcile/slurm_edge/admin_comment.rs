@@ -64,7 +64,7 @@ pub fn wanted(
     for r in desired.requests.values().filter(|r| waiting::is_queued(r)) {
         let Some(job) = r.job_id else { continue };
         let Some(ns) = cfg.nodesets.iter().find(|n| n.name == r.nodeset) else { continue };
-        if !ns.provisioning_model.is_flex() {
+        if !ns.provisioning_model.uses_resize_requests() {
             continue;
         }
         let waited = waiting::waited(r, now);

@@ -138,12 +138,12 @@ pub const MAX_EOL_GRACE: u64 = 86_400;
 /// `future_reservation`, in a form GCE uses, in the nodeset's one zone (a reservation is zonal: its
 /// VMs can only be made there).
 pub(super) fn resolve(
-    raw: &super::raw::RawReservation,
+    name: Option<String>,
+    future: Option<String>,
+    eol_grace: Option<u64>,
     zones: &[String],
 ) -> (Option<ReservedCapacity>, Vec<(Field, String)>) {
     let mut problems = Vec::new();
-    let name = raw.name.as_ref().map(|v| v.get_ref().clone());
-    let future = raw.future_reservation.as_ref().map(|v| v.get_ref().clone());
     let source = match (name, future) {
         (Some(_), Some(_)) => {
             problems.push((
@@ -176,7 +176,7 @@ pub(super) fn resolve(
             }
         },
     };
-    let eol_grace = raw.eol_grace.as_ref().map_or(DEFAULT_EOL_GRACE, |v| *v.get_ref());
+    let eol_grace = eol_grace.unwrap_or(DEFAULT_EOL_GRACE);
     if eol_grace > MAX_EOL_GRACE {
         problems.push((Field::EolGrace, format!("{eol_grace} is above {MAX_EOL_GRACE} (a day)")));
     }

@@ -84,6 +84,7 @@ fn key_at(text: &str, line: usize, message: &str) -> Option<String> {
     Some(if section.is_empty() { key } else { format!("{section}.{key}") })
 }
 
+mod reservation_keys;
 /// Collects problems while resolving.
 struct Checker<'a> {
     text: &'a str,
@@ -578,7 +579,7 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
     }
     let mut dws_flex = resolve_dws_flex(ck, i, raw_flex);
     dws_flex.enabled = provisioning_model.is_flex();
-    let reservation = resolve_reservation(ck, i, n.reservation, provisioning_model, &zones);
+    let reservation = reservation_keys::resolve_reservation(ck, i, n.reservation, provisioning_model, &zones);
     Nodeset {
         name,
         region: region.to_string(),
@@ -595,47 +596,6 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
         placement: n.placement.and_then(|p| resolve_placement(ck, i, p, region)),
         reservation,
     }
-}
-
-/// `[nodeset.reservation]`: there exactly when `provisioning_model = "reservation"`
-/// (`reservation.rs` checks its values).
-fn resolve_reservation(
-    ck: &mut Checker,
-    i: usize,
-    raw: Option<RawReservation>,
-    model: ProvisioningModel,
-    zones: &[String],
-) -> Option<ReservedCapacity> {
-    use super::reservation::Field;
-    let key = |f: Field| format!("nodeset[{i}].{}", f.key());
-    let Some(raw) = raw else {
-        if model.is_reservation() {
-            ck.bad::<()>(
-                &key(Field::Table),
-                &None,
-                "is required with provisioning_model = \"reservation\": name or future_reservation",
-            );
-        }
-        return None;
-    };
-    if !model.is_reservation() {
-        ck.bad(
-            &key(Field::Name),
-            &raw.name,
-            format!("is for provisioning_model = \"reservation\"; this nodeset is {model}"),
-        );
-        return None;
-    }
-    let (capacity, problems) = super::reservation::resolve(&raw, zones);
-    for (field, why) in problems {
-        let line = match field {
-            Field::Name | Field::Table => ck.line(&raw.name),
-            Field::FutureReservation => ck.line(&raw.future_reservation),
-            Field::EolGrace => ck.line(&raw.eol_grace),
-        };
-        ck.problems.push(Problem { key: key(field), line, message: why });
-    }
-    capacity
 }
 
 /// `[nodeset.placement]`: one way or the other, never both; the values' forms (what GCE accepts

@@ -79,6 +79,8 @@ pub(super) struct Sources<'a> {
     pub vm_recall: &'a std::sync::Mutex<gce::VmRecall>,
     /// Which regions' workload policies are worth listing, kept between passes.
     pub policy_regions: &'a std::sync::Mutex<gce_edge::policies::PolicyRegions>,
+    /// The calendar-mode bookings read lately, kept between passes.
+    pub future_reads: &'a std::sync::Mutex<gce_edge::reserved::FutureReads>,
 }
 
 /// Resize-request `get`s in flight at once.
@@ -121,9 +123,10 @@ pub(super) async fn gce_and_slurm(
             }
         };
         let policies = gce_edge::policies::observe_policies(src.gce, src.cfg, &regions, src.policy_regions);
-        let (vms, migs, policies) =
-            tokio::join!(gce_edge::observe_vms(src.gce, src.cfg, src.vm_recall), migs, policies);
-        (((vms, migs), policies), began.elapsed())
+        let capacity = gce_edge::reserved::observe_capacity(src.gce, src.cfg, src.future_reads, now);
+        let (vms, migs, policies, capacity) =
+            tokio::join!(gce_edge::observe_vms(src.gce, src.cfg, src.vm_recall), migs, policies, capacity);
+        ((((vms, migs), policies), capacity), began.elapsed())
     };
     let slurm_reads = async {
         let names = async {
@@ -143,8 +146,11 @@ pub(super) async fn gce_and_slurm(
         let reads = tokio::join!(nodes, names);
         (reads, began.elapsed())
     };
-    let ((((vms, migs), policies), gce_took), ((nodes, reservations), slurm_took)) =
+    let (((((vms, migs), policies), capacity), gce_took), ((nodes, reservations), slurm_took)) =
         tokio::join!(gce_lists, slurm_reads);
+    let (capacity, capacity_errors) = capacity;
+    errors.extend(capacity_errors);
+    o.capacity = capacity;
     let (policies, policy_failures) = policies;
     for (region, e) in &policy_failures {
         errors.push(format!(

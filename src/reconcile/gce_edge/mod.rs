@@ -25,6 +25,7 @@
 //! | `vm_create.rs`  | standard and spot groups: `createInstances`, managed instances                |
 //! | `regions.rs`    | a region whose MIG list failed: its MIGs carried as last seen                 |
 //! | `templates.rs`  | each nodeset's instance template judged against its provisioning model        |
+//! | `reserved.rs`   | each reservation nodeset's reservation: counts, window, why it is unusable     |
 //!
 //! The edge answers the pass: it takes the planner's vocabulary (`types`) and returns what GCE
 //! said; it never imports a phase of the pass (`tests/architecture.rs` keeps it so).
@@ -36,6 +37,7 @@ pub mod policies;
 pub mod poll;
 pub mod reads;
 pub mod regions;
+pub mod reserved;
 pub mod sends;
 pub mod step_retry;
 pub mod templates;

@@ -95,6 +95,8 @@ struct ReadMemory {
     vm_recall: std::sync::Mutex<gce::VmRecall>,
     /// Which regions' workload policies are worth listing (`gce_edge::policies::PolicyRegions`).
     policy_regions: std::sync::Mutex<gce_edge::policies::PolicyRegions>,
+    /// The calendar-mode bookings read lately (`gce_edge::reserved::FutureReads`).
+    future_reads: std::sync::Mutex<gce_edge::reserved::FutureReads>,
 }
 
 /// The config and what a pass works through (the store, the clients of GCE and Slurm), apart from
@@ -130,6 +132,7 @@ impl Clients {
             slurm: &self.slurm,
             vm_recall: &memory.vm_recall,
             policy_regions: &memory.policy_regions,
+            future_reads: &memory.future_reads,
         }
     }
 }

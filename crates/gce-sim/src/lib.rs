@@ -119,12 +119,14 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod control;
+pub mod control_reservations;
 pub mod error;
 pub mod fields;
 pub mod filter;
 pub mod process;
 pub mod schema;
 pub mod server;
+mod server_reservations;
 pub mod state;
 
 pub use schema::validate_request_body;

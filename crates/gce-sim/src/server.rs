@@ -26,15 +26,15 @@ const MAX_RESULTS: usize = 500;
 
 /// What a request addresses, once its path is understood.
 #[derive(Debug, Clone)]
-struct Call {
+pub(crate) struct Call {
     /// Discovery method id without the `compute.` prefix, e.g. `regionInstanceGroupManagers.insert`.
-    method_id: &'static str,
-    project: String,
-    scope: Scope,
-    /// The MIG, template, instance or operation name (the path's resource name).
-    name: Option<String>,
-    /// The resize request name.
-    sub: Option<String>,
+    pub(crate) method_id: &'static str,
+    pub(crate) project: String,
+    pub(crate) scope: Scope,
+    /// The MIG, template, instance, operation or reservation name (the path's resource name).
+    pub(crate) name: Option<String>,
+    /// The resize request name (a reservation's block, or `block/sub-block`).
+    pub(crate) sub: Option<String>,
 }
 
 impl Call {
@@ -50,6 +50,9 @@ impl Call {
 /// Maps an HTTP method and path (after [`PREFIX`]) to the discovery method it calls.
 fn route(method: &Method, path: &str) -> Option<Call> {
     let segs: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    if let Some(call) = super::server_reservations::route(method, &segs) {
+        return Some(call);
+    }
     let (project, scope, rest) = match segs.as_slice() {
         ["projects", p, "regions", r, rest @ ..] => (*p, Scope::Region(r.to_string()), rest),
         ["projects", p, "zones", z, rest @ ..] => (*p, Scope::Zone(z.to_string()), rest),
@@ -357,6 +360,9 @@ async fn run(sim: &Shared, call: &Call, query: &[(String, String)], body: &Value
     }
     let m = || mutation(call, request_id, body);
     match (resource, op) {
+        (r, _) if super::server_reservations::serves(r) => {
+            super::server_reservations::run(sim, call, query, filter.as_ref())
+        }
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "insert") => {
             let scope = call.scope.clone();
             sim.lock().mutate(m(), now, |s| s.insert_mig(project, scope, body, now))
@@ -545,7 +551,7 @@ fn parse_filter(text: Option<&str>) -> Result<Option<Filter>, ApiError> {
 }
 
 /// A list response: `kind`, `items` (left out when empty) and `nextPageToken`.
-fn list_json(items: Vec<(String, Value)>, next: Option<String>, list_schema: &str) -> Value {
+pub(crate) fn list_json(items: Vec<(String, Value)>, next: Option<String>, list_schema: &str) -> Value {
     let mut out = items_or_nothing("items", items.into_iter().map(|(_, v)| v).collect());
     out["kind"] = json!(schema::kind_of(list_schema).unwrap_or_default());
     with_next(out, next)
@@ -561,7 +567,7 @@ fn items_or_nothing(field: &str, items: Vec<Value>) -> Value {
     }
 }
 
-fn with_next(mut v: Value, next: Option<String>) -> Value {
+pub(crate) fn with_next(mut v: Value, next: Option<String>) -> Value {
     if let Some(token) = next {
         v["nextPageToken"] = json!(token);
     }
@@ -569,13 +575,13 @@ fn with_next(mut v: Value, next: Option<String>) -> Value {
 }
 
 /// A page of keyed, rendered items and the token of the next page.
-type Page = (Vec<(String, Value)>, Option<String>);
+pub(crate) type Page = (Vec<(String, Value)>, Option<String>);
 
 /// One page of a list whose items come in increasing `key` order: the first `maxResults` (≤ 500)
 /// items after the page token's key that pass the filter, rendered, and the next token if more
 /// follow. Only the items of the page (and those the filter looks at) are rendered, so a page
 /// costs the same at 10,000 VMs as at 10.
-fn page_keyed<T>(
+pub(crate) fn page_keyed<T>(
     items: impl Iterator<Item = (String, T)>,
     query: &[(String, String)],
     filter: Option<&Filter>,

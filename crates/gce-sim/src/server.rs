@@ -5,6 +5,7 @@ use super::error::ApiError;
 use super::fields::Fields;
 use super::filter::Filter;
 use super::schema;
+use super::server_reservations::{self as reservations, Reply};
 use super::state::{machine_type_json, MigKey, Mutation, QuotaGroup, Scope, Unreachable, GCE_BASE};
 use super::Shared;
 use axum::body::Bytes;
@@ -26,15 +27,15 @@ const MAX_RESULTS: usize = 500;
 
 /// What a request addresses, once its path is understood.
 #[derive(Debug, Clone)]
-pub(crate) struct Call {
+struct Call {
     /// Discovery method id without the `compute.` prefix, e.g. `regionInstanceGroupManagers.insert`.
-    pub(crate) method_id: &'static str,
-    pub(crate) project: String,
-    pub(crate) scope: Scope,
+    method_id: &'static str,
+    project: String,
+    scope: Scope,
     /// The MIG, template, instance, operation or reservation name (the path's resource name).
-    pub(crate) name: Option<String>,
+    name: Option<String>,
     /// The resize request name (a reservation's block, or `block/sub-block`).
-    pub(crate) sub: Option<String>,
+    sub: Option<String>,
 }
 
 impl Call {
@@ -50,8 +51,14 @@ impl Call {
 /// Maps an HTTP method and path (after [`PREFIX`]) to the discovery method it calls.
 fn route(method: &Method, path: &str) -> Option<Call> {
     let segs: Vec<&str> = path.trim_end_matches('/').split('/').collect();
-    if let Some(call) = super::server_reservations::route(method, &segs) {
-        return Some(call);
+    if let Some(r) = reservations::route(method, &segs) {
+        return Some(Call {
+            method_id: r.method_id,
+            project: r.project,
+            scope: r.scope,
+            name: r.name,
+            sub: r.sub,
+        });
     }
     let (project, scope, rest) = match segs.as_slice() {
         ["projects", p, "regions", r, rest @ ..] => (*p, Scope::Region(r.to_string()), rest),
@@ -360,8 +367,19 @@ async fn run(sim: &Shared, call: &Call, query: &[(String, String)], body: &Value
     }
     let m = || mutation(call, request_id, body);
     match (resource, op) {
-        (r, _) if super::server_reservations::serves(r) => {
-            super::server_reservations::run(sim, call, query, filter.as_ref())
+        (r, _) if reservations::serves(r) => {
+            let st = sim.lock();
+            match reservations::run(&st, call.method_id, project, &call.scope, name, sub)? {
+                Reply::One(v) => Ok(v),
+                Reply::List(items, schema) => {
+                    let (items, next) = page_keyed(items.into_iter(), query, filter.as_ref(), |v| v)?;
+                    Ok(list_json(items, next, schema))
+                }
+                Reply::Aggregated(items, field, kind) => {
+                    let (items, next) = page_keyed(items.into_iter(), query, filter.as_ref(), |v| v)?;
+                    Ok(reservations::aggregated(&st, project, field, kind, items, next))
+                }
+            }
         }
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "insert") => {
             let scope = call.scope.clone();
@@ -551,7 +569,7 @@ fn parse_filter(text: Option<&str>) -> Result<Option<Filter>, ApiError> {
 }
 
 /// A list response: `kind`, `items` (left out when empty) and `nextPageToken`.
-pub(crate) fn list_json(items: Vec<(String, Value)>, next: Option<String>, list_schema: &str) -> Value {
+fn list_json(items: Vec<(String, Value)>, next: Option<String>, list_schema: &str) -> Value {
     let mut out = items_or_nothing("items", items.into_iter().map(|(_, v)| v).collect());
     out["kind"] = json!(schema::kind_of(list_schema).unwrap_or_default());
     with_next(out, next)
@@ -567,7 +585,7 @@ fn items_or_nothing(field: &str, items: Vec<Value>) -> Value {
     }
 }
 
-pub(crate) fn with_next(mut v: Value, next: Option<String>) -> Value {
+fn with_next(mut v: Value, next: Option<String>) -> Value {
     if let Some(token) = next {
         v["nextPageToken"] = json!(token);
     }
@@ -575,13 +593,13 @@ pub(crate) fn with_next(mut v: Value, next: Option<String>) -> Value {
 }
 
 /// A page of keyed, rendered items and the token of the next page.
-pub(crate) type Page = (Vec<(String, Value)>, Option<String>);
+type Page = (Vec<(String, Value)>, Option<String>);
 
 /// One page of a list whose items come in increasing `key` order: the first `maxResults` (≤ 500)
 /// items after the page token's key that pass the filter, rendered, and the next token if more
 /// follow. Only the items of the page (and those the filter looks at) are rendered, so a page
 /// costs the same at 10,000 VMs as at 10.
-pub(crate) fn page_keyed<T>(
+fn page_keyed<T>(
     items: impl Iterator<Item = (String, T)>,
     query: &[(String, String)],
     filter: Option<&Filter>,

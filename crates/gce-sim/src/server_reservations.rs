@@ -14,18 +14,35 @@
 //! | `futureReservations.list` | `GET projects/P/zones/Z/futureReservations` |
 //! | `futureReservations.aggregatedList` | `GET projects/P/aggregated/futureReservations` |
 //!
-//! Lists take `filter`, `maxResults`, `pageToken` and `fields` as every list does; an empty list
-//! has no `items`. The sub-block path is the discovery document's
+//! Lists take `filter`, `maxResults`, `pageToken` and `fields` as every list does (the server pages
+//! what [`run`] answers); an empty list has no `items`. The sub-block path is the discovery document's
 //! `projects/{project}/zones/{zone}/{+parentName}/reservationSubBlocks` with `parentName` =
 //! `reservations/R/reservationBlocks/B`.
 
 use super::error::ApiError;
-use super::filter::Filter;
-use super::server::{list_json, page_keyed, with_next, Call};
-use super::state::{Scope, GCE_BASE};
-use super::Shared;
+use super::state::{Scope, State, GCE_BASE};
 use axum::http::Method;
 use serde_json::{json, Map, Value};
+
+/// A reservation path, understood: the server turns it into its `Call`.
+pub(crate) struct Route {
+    pub(crate) method_id: &'static str,
+    pub(crate) project: String,
+    pub(crate) scope: Scope,
+    /// The reservation or future reservation.
+    pub(crate) name: Option<String>,
+    /// The block, or `block/sub-block`.
+    pub(crate) sub: Option<String>,
+}
+
+/// What a call answers: one resource, or the items of a list for the server to page.
+pub(crate) enum Reply {
+    One(Value),
+    /// Keyed items and the list's schema.
+    List(Vec<(String, Value)>, &'static str),
+    /// Items keyed `"{zone} {name}"`, the scoped list's field and the list's kind.
+    Aggregated(Vec<(String, Value)>, &'static str, &'static str),
+}
 
 /// Whether a discovery resource is served here.
 pub fn serves(resource: &str) -> bool {
@@ -33,11 +50,11 @@ pub fn serves(resource: &str) -> bool {
 }
 
 /// Routes the reservation paths (`segs`: the path after the prefix, split on `/`).
-pub(crate) fn route(method: &Method, segs: &[&str]) -> Option<Call> {
+pub(crate) fn route(method: &Method, segs: &[&str]) -> Option<Route> {
     if method != Method::GET {
         return None;
     }
-    let call = |id: &'static str, p: &str, scope: Scope, name: Option<&str>, sub: Option<String>| Call {
+    let call = |id: &'static str, p: &str, scope: Scope, name: Option<&str>, sub: Option<String>| Route {
         method_id: id,
         project: p.to_string(),
         scope,
@@ -78,80 +95,73 @@ pub(crate) fn route(method: &Method, segs: &[&str]) -> Option<Call> {
 
 /// Answers a routed reservation call.
 pub(crate) fn run(
-    sim: &Shared,
-    call: &Call,
-    query: &[(String, String)],
-    filter: Option<&Filter>,
-) -> Result<Value, ApiError> {
-    let st = sim.lock();
-    let project = call.project.as_str();
-    let zone = match &call.scope {
+    st: &State,
+    method_id: &str,
+    project: &str,
+    scope: &Scope,
+    name: &str,
+    sub: &str,
+) -> Result<Reply, ApiError> {
+    let zone = match scope {
         Scope::Zone(z) => z.as_str(),
         _ => "",
     };
-    let name = call.name.clone().unwrap_or_default();
-    let key = (project.to_string(), zone.to_string(), name.clone());
-    let sub = call.sub.as_deref().unwrap_or_default();
-    match call.method_id {
-        "reservations.get" => Ok(st.render_reservation(st.reservation(&key)?)),
-        "reservations.list" => {
-            let items = st.reservations_of(project, Some(zone)).map(|r| (r.key_name().to_string(), r));
-            let (items, next) = page_keyed(items, query, filter, |r| st.render_reservation(r))?;
-            Ok(list_json(items, next, "ReservationList"))
-        }
-        "reservationBlocks.get" => st.reservation_block_json(&key, sub),
+    let key = (project.to_string(), zone.to_string(), name.to_string());
+    Ok(match method_id {
+        "reservations.get" => Reply::One(st.render_reservation(st.reservation(&key)?)),
+        "reservations.list" => Reply::List(
+            st.reservations_of(project, Some(zone))
+                .map(|r| (r.key_name().to_string(), st.render_reservation(r)))
+                .collect(),
+            "ReservationList",
+        ),
+        "reservationBlocks.get" => Reply::One(st.reservation_block_json(&key, sub)?),
         "reservationBlocks.list" => {
-            let (items, next) = page_keyed(st.reservation_blocks(&key)?.into_iter(), query, filter, |v| v)?;
-            Ok(list_json(items, next, "ReservationBlocksListResponse"))
+            Reply::List(st.reservation_blocks(&key)?, "ReservationBlocksListResponse")
         }
         "reservationSubBlocks.get" => {
             let (b, s) = sub.split_once('/').unwrap_or((sub, ""));
-            st.reservation_sub_block_json(&key, b, s)
+            Reply::One(st.reservation_sub_block_json(&key, b, s)?)
         }
         "reservationSubBlocks.list" => {
-            let (items, next) =
-                page_keyed(st.reservation_sub_blocks(&key, sub)?.into_iter(), query, filter, |v| v)?;
-            Ok(list_json(items, next, "ReservationSubBlocksListResponse"))
+            Reply::List(st.reservation_sub_blocks(&key, sub)?, "ReservationSubBlocksListResponse")
         }
-        "futureReservations.get" => Ok(st.render_future_reservation(st.future_reservation(&key)?)),
-        "futureReservations.list" => {
-            let items = st.future_reservations_of(project, Some(zone)).map(|f| (f.key_name().to_string(), f));
-            let (items, next) = page_keyed(items, query, filter, |f| st.render_future_reservation(f))?;
-            Ok(list_json(items, next, "FutureReservationsListResponse"))
-        }
-        "reservations.aggregatedList" => {
-            let items = st
-                .reservations_of(project, None)
+        "futureReservations.get" => Reply::One(st.render_future_reservation(st.future_reservation(&key)?)),
+        "futureReservations.list" => Reply::List(
+            st.future_reservations_of(project, Some(zone))
+                .map(|f| (f.key_name().to_string(), st.render_future_reservation(f)))
+                .collect(),
+            "FutureReservationsListResponse",
+        ),
+        "reservations.aggregatedList" => Reply::Aggregated(
+            st.reservations_of(project, None)
                 .filter(|r| !st.unreachable_zone(r.zone()))
-                .map(|r| (format!("{} {}", r.zone(), r.key_name()), r));
-            let page = page_keyed(items, query, filter, |r| st.render_reservation(r))?;
-            Ok(aggregated(&st, project, "reservations", "compute#reservationAggregatedList", page))
-        }
-        "futureReservations.aggregatedList" => {
-            let items = st
-                .future_reservations_of(project, None)
+                .map(|r| (format!("{} {}", r.zone(), r.key_name()), st.render_reservation(r)))
+                .collect(),
+            "reservations",
+            "compute#reservationAggregatedList",
+        ),
+        "futureReservations.aggregatedList" => Reply::Aggregated(
+            st.future_reservations_of(project, None)
                 .filter(|f| !st.unreachable_zone(f.zone()))
-                .map(|f| (format!("{} {}", f.zone(), f.key_name()), f));
-            let page = page_keyed(items, query, filter, |f| st.render_future_reservation(f))?;
-            Ok(aggregated(
-                &st,
-                project,
-                "futureReservations",
-                "compute#futureReservationsAggregatedListResponse",
-                page,
-            ))
-        }
-        other => Err(ApiError::new(501, "notImplemented", format!("{other} is not simulated"))),
-    }
+                .map(|f| (format!("{} {}", f.zone(), f.key_name()), st.render_future_reservation(f)))
+                .collect(),
+            "futureReservations",
+            "compute#futureReservationsAggregatedListResponse",
+        ),
+        other => return Err(ApiError::new(501, "notImplemented", format!("{other} is not simulated"))),
+    })
 }
 
-/// An aggregated list: items by `zones/Z` scope; unreachable zones listed in `unreachables`.
-fn aggregated(
-    st: &super::state::State,
+/// One page of an aggregated list: items by `zones/Z` scope; unreachable zones listed in
+/// `unreachables`.
+pub(crate) fn aggregated(
+    st: &State,
     project: &str,
     field: &str,
     kind: &str,
-    (pairs, next): (Vec<(String, Value)>, Option<String>),
+    pairs: Vec<(String, Value)>,
+    next: Option<String>,
 ) -> Value {
     let mut items = Map::new();
     for (key, v) in pairs {
@@ -167,5 +177,8 @@ fn aggregated(
     if !st.unreachable.is_empty() {
         out["unreachables"] = json!(st.unreachable.keys().map(|z| format!("zones/{z}")).collect::<Vec<_>>());
     }
-    with_next(out, next)
+    if let Some(token) = next {
+        out["nextPageToken"] = json!(token);
+    }
+    out
 }

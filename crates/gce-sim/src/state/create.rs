@@ -146,7 +146,6 @@ impl State {
         for mig in migs.values_mut().filter(|m| !m.creating.is_empty() && m.deleting.is_empty()) {
             let rule = capacity.iter().rev().find(|r| mig.key.name.starts_with(&r.prefix));
             let Mig { key, zone, vms, placement, creating, template, .. } = mig;
-            let props = super::instance::properties(templates, &key.project, template);
             for (name, c) in creating.iter_mut() {
                 let delay = rule.map_or(0.0, |r| r.delay_seconds.max(0.0));
                 let ready = now >= later(c.since, (delay * 1000.0) as i64);
@@ -160,6 +159,7 @@ impl State {
                     }
                     _ => {
                         // A VM on a reservation needs a free unit; GCE retries until it gets one.
+                        let props = super::instance::properties(templates, &key.project, template);
                         let verdict = super::consume::judge(
                             reservations,
                             future_reservations,

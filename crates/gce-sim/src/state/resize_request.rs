@@ -362,7 +362,6 @@ impl State {
             let rule_index = capacity.iter().rposition(|r| mig.key.name.starts_with(&r.prefix));
             let rule = rule_index.map(|i| &capacity[i]);
             let Mig { requests, queued, target_size, key, zone, vms, placement, template, .. } = mig;
-            let props = super::instance::properties(templates, &key.project, template);
             for rr in requests.values_mut() {
                 if rr.state == RrState::Creating && now >= rr.accept_at {
                     rr.state = RrState::Accepted;
@@ -394,6 +393,7 @@ impl State {
                     _ => {
                         let names: Vec<String> = rr.remaining().cloned().collect();
                         // A request on a reservation gets all its units, waits whole, or fails.
+                        let props = super::instance::properties(templates, &key.project, template);
                         let verdict = super::consume::judge(
                             reservations,
                             future_reservations,

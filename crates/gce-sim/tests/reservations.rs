@@ -466,3 +466,38 @@ async fn bad_control_bodies_are_refused() {
     assert_eq!(status, 404);
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_zonal_mig_consumes_the_same_way() {
+    let (sim, api) = start(1.0).await;
+    reservation(
+        &api,
+        json!({"project": "p", "zone": "us-central1-a", "name": "z1", "count": 1,
+        "machine_type": "a3-ultragpu-8g"}),
+    )
+    .await;
+    load_template(&api, "zt", "RESERVATION_BOUND", "a3-ultragpu-8g", Some("z1")).await;
+    let mut body = zonal_mig_body("hpc-z");
+    body["versions"] = json!([{"instanceTemplate": "projects/p/global/instanceTemplates/zt"}]);
+    let (status, op) = api.post(&format!("{ZONE}/instanceGroupManagers"), body).await;
+    assert_eq!(status, 200, "{op}");
+    api.wait(&op).await;
+    let mig = format!("{ZONE}/instanceGroupManagers/hpc-z");
+    let (status, op) = api
+        .post(&format!("{mig}/resizeRequests"), json!({"name": "one", "instances": [{"name": "z-0"}]}))
+        .await;
+    assert_eq!(status, 200, "{op}");
+    api.until_state_at(&mig, "one", "SUCCEEDED").await;
+    let (status, op) =
+        api.post(&format!("{mig}/resizeRequests"), json!({"name": "two", "resizeBy": 1})).await;
+    assert_eq!(status, 200, "{op}");
+    let rr = until(
+        "waiting",
+        || async { api.get(&format!("{mig}/resizeRequests/two")).await.1 },
+        |v| v["status"]["lastAttempt"].is_object(),
+    )
+    .await;
+    assert_eq!(rr["state"], "ACCEPTED");
+    assert_eq!(sim_reservations(&api).await[0]["max_consuming_vms"], 1);
+    sim.shutdown().await;
+}

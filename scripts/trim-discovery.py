@@ -35,6 +35,10 @@ METHODS = {
     "globalOperations": ["get", "wait"],
     "resourcePolicies": ["insert", "get", "list", "delete"],
     "advice": ["capacity"],
+    "reservations": ["get", "list", "aggregatedList"],
+    "reservationBlocks": ["get", "list"],
+    "reservationSubBlocks": ["get", "list"],
+    "futureReservations": ["get", "list", "aggregatedList"],
 }
 
 DROP_KEYS = {"description", "enumDescriptions", "enumDeprecated", "icons", "documentationLink"}

@@ -29,6 +29,7 @@
 //! | `POST /_sim/latency` | `{"operation_ms": N}` | slow operations: new Operations stay RUNNING N ms (default 100) |
 //! | `POST /_sim/advice` | `{"zone": "us-central1-a", "machine_type"?: "a3-ultragpu-8g", "obtainability": 0.8}` | the zone's `advice.capacity` obtainability score (0..1) for that machine type, or without `machine_type` for all of them (a machine type's own score wins); unset: 0.5; a zone in a stockout (unreachable, hosts all taken, or a resize request there waiting with `*RESOURCE_POOL_EXHAUSTED*`) scores at most 0.05 |
 //! | `DELETE /_sim/advice` | | clear the scores (every zone 0.5 again) |
+//! | `/_sim/reservations...`, `/_sim/future-reservations...` | | reserved capacity: see `control_reservations.rs` |
 
 use super::error::ApiError;
 use super::state::{AdviceScore, CapacityRule, FaultRule, Lifecycle, OpFaultRule, QuotaConfig, Unreachable};
@@ -70,6 +71,7 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/_sim/migs/{name}/busy", post(busy))
         .route("/_sim/latency", post(latency))
         .route("/_sim/advice", post(set_advice).delete(clear_advice))
+        .merge(super::control_reservations::routes())
 }
 
 /// A control-API error: `{"error": "..."}` with a 4xx status.

@@ -5,10 +5,12 @@
 //! checked against the discovery document ([`validate_request_body`]), so a client bug cannot hide
 //! behind a matching simulator bug.
 //!
-//! * [`state`]: the world (MIGs, resize requests, VMs, operations) and its transitions, given `now`;
+//! * [`state`]: the world (MIGs, resize requests, VMs, operations, reservations) and its
+//!   transitions, given `now`;
 //! * [`server`]: GCE paths → method ids, call counts, rate quotas, fault injection, validation,
 //!   lists, pages and partial responses;
-//! * [`control`]: the `/_sim/` control API tests use (capacity rules, faults, expiry, templates, ...);
+//! * [`control`]: the `/_sim/` control API tests use (capacity rules, faults, expiry, templates, ...),
+//!   and [`control_reservations`] its reserved-capacity calls;
 //! * [`schema`], [`filter`] and [`fields`]: the discovery document, the `filter` and `fields` parameters;
 //! * [`process`]: boot and stop commands run when a VM starts or goes away.
 //!
@@ -71,10 +73,10 @@
 //!   `instanceTemplates.get` / `regionInstanceTemplates.get` of a template never loaded is a 404
 //!   unless the control API says to serve defaults. A template without `provisioningModel` or
 //!   with STANDARD gives STANDARD VMs (reference/GCE.md: "must be explicit, or VMs come up
-//!   STANDARD"); SPOT and RESERVATION_BOUND templates make a resize request insert fail with a 400
-//!   naming `scheduling.provisioningModel` (an assumption: Google's pages say resize requests use
-//!   flex-start or reservation-bound VMs and no spot, but give no error; reservations are not
-//!   simulated).
+//!   STANDARD"); SPOT templates make a resize request insert fail with a 400 naming
+//!   `scheduling.provisioningModel` (an assumption: Google's pages say resize requests use
+//!   flex-start or reservation-bound VMs and no spot, but give no error). RESERVATION_BOUND
+//!   templates consume a reservation (below).
 //! * **createInstances and spot VMs** (`state/create.rs` says each choice): VMs made by name from
 //!   the MIG's template, with no run duration; the call is DONE at once and the instances show
 //!   CREATING in `listManagedInstances` until made. A capacity rule's `fail` leaves them CREATING
@@ -89,6 +91,35 @@
 //!   in `targetSize` until `deleteInstances` names it or the MIG is deleted (an assumption from
 //!   "MIG does not repair a failed VM", as an independent strict fake and users of slurm-gcp saw
 //!   it). A Flex VM at the end of its run duration leaves its MIG (targetSize drops).
+//! * **Reserved capacity** (`tests/reservations.rs`; `state/reservation.rs`,
+//!   `state/future_reservation.rs`, `state/consume.rs`; GCE paths in `server_reservations`, the
+//!   control calls in [`control_reservations`]). Reservations (zonal, with optional blocks and
+//!   sub-blocks) and calendar-mode future reservations are booked through the control API and read
+//!   through `reservations.get/list/aggregatedList`, `reservationBlocks.get/list`,
+//!   `reservationSubBlocks.get/list` and `futureReservations.get/list/aggregatedList`. A template
+//!   whose `reservationAffinity` is SPECIFIC_RESERVATION (key
+//!   `compute.googleapis.com/reservation-name`, one value: `R`, `projects/P/reservations/R`, or
+//!   `.../reservationBlocks/B[/reservationSubBlocks/S]`) consumes it: its VMs count in `inUseCount`
+//!   of the reservation, block and sub-block, and show
+//!   `resourceStatus.reservationConsumptionInfo` (and, in a reservation with blocks,
+//!   `physicalHostTopology` matching the block's `physicalTopology`). RESERVATION_BOUND requires
+//!   such an affinity (400 at insert, an assumption) and makes `requestedRunDuration` optional
+//!   (the VMs run until the reservation ends). A resize request gets all its units at once, waits
+//!   whole (ACCEPTED, `lastAttempt` `CONDITION_NOT_MET` "Specified reservation 'R' does not have
+//!   available resources for the request.") while fewer are free, and fails when it asks for more
+//!   than the reservation holds (an assumption), when the reservation does not exist in the zone
+//!   ("Specified reservation 'R' does not exist.", unless a future reservation will deliver it:
+//!   then it waits for the window), is DELETING ("Cannot insert instance to a reservation with
+//!   status: ..., as it requires reservation to be in READY state."; CREATING / UPDATING wait with
+//!   that message) or has another machine type ("No available resources in specified
+//!   reservations 'R'"). `createInstances` names are judged one by one, and wait with the error in
+//!   `lastAttempt` (GCE retries). A calendar window opens at `timeWindow.startTime` (the
+//!   reservation is delivered READY with `count` = `totalCount`; the future reservation turns
+//!   FULFILLED) and closes at `endTime`: GCE deletes the reservation and every VM on it, and the
+//!   VMs leave their MIG (targetSize drops, as at the end of a Flex VM's run duration). A
+//!   reservation's `deleteAtTime` (or the control API's delete) ends it the same way, except that
+//!   STANDARD VMs on an ordinary reservation stay and consume nothing. Window times given in
+//!   simulated seconds pass `time_scale` times faster.
 //! * **machineTypes.get** serves a3-ultragpu-8g, a3-highgpu-8g, a2-highgpu-1g, g2-standard-4 and
 //!   n2-standard-4 with their published vCPUs, memory and GPUs; others are 404.
 //! * **advice.capacity** (`tests/advice.rs`; `state/advice.rs`). The body is checked against
@@ -119,12 +150,14 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod control;
+pub mod control_reservations;
 pub mod error;
 pub mod fields;
 pub mod filter;
 pub mod process;
 pub mod schema;
 pub mod server;
+mod server_reservations;
 pub mod state;
 
 pub use schema::validate_request_body;

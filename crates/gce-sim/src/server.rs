@@ -5,6 +5,7 @@ use super::error::ApiError;
 use super::fields::Fields;
 use super::filter::Filter;
 use super::schema;
+use super::server_reservations::{self as reservations, Reply};
 use super::state::{machine_type_json, MigKey, Mutation, QuotaGroup, Scope, Unreachable, GCE_BASE};
 use super::Shared;
 use axum::body::Bytes;
@@ -31,9 +32,9 @@ struct Call {
     method_id: &'static str,
     project: String,
     scope: Scope,
-    /// The MIG, template, instance or operation name (the path's resource name).
+    /// The MIG, template, instance, operation or reservation name (the path's resource name).
     name: Option<String>,
-    /// The resize request name.
+    /// The resize request name (a reservation's block, or `block/sub-block`).
     sub: Option<String>,
 }
 
@@ -50,6 +51,15 @@ impl Call {
 /// Maps an HTTP method and path (after [`PREFIX`]) to the discovery method it calls.
 fn route(method: &Method, path: &str) -> Option<Call> {
     let segs: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    if let Some(r) = reservations::route(method, &segs) {
+        return Some(Call {
+            method_id: r.method_id,
+            project: r.project,
+            scope: r.scope,
+            name: r.name,
+            sub: r.sub,
+        });
+    }
     let (project, scope, rest) = match segs.as_slice() {
         ["projects", p, "regions", r, rest @ ..] => (*p, Scope::Region(r.to_string()), rest),
         ["projects", p, "zones", z, rest @ ..] => (*p, Scope::Zone(z.to_string()), rest),
@@ -357,6 +367,20 @@ async fn run(sim: &Shared, call: &Call, query: &[(String, String)], body: &Value
     }
     let m = || mutation(call, request_id, body);
     match (resource, op) {
+        (r, _) if reservations::serves(r) => {
+            let st = sim.lock();
+            match reservations::run(&st, call.method_id, project, &call.scope, name, sub)? {
+                Reply::One(v) => Ok(v),
+                Reply::List(items, schema) => {
+                    let (items, next) = page_keyed(items.into_iter(), query, filter.as_ref(), |v| v)?;
+                    Ok(list_json(items, next, schema))
+                }
+                Reply::Aggregated(items, field, kind) => {
+                    let (items, next) = page_keyed(items.into_iter(), query, filter.as_ref(), |v| v)?;
+                    Ok(reservations::aggregated(&st, project, field, kind, items, next))
+                }
+            }
+        }
         ("regionInstanceGroupManagers" | "instanceGroupManagers", "insert") => {
             let scope = call.scope.clone();
             sim.lock().mutate(m(), now, |s| s.insert_mig(project, scope, body, now))

@@ -26,6 +26,7 @@
 //!   a MIG "does not repair a failed VM"; slurm-dws's MIGs all say so). Unlike a Flex VM at the end
 //!   of its run duration, which leaves its MIG.
 
+use super::consume::Verdict;
 use super::*;
 
 /// A name `createInstances` asked for that is not a VM yet.
@@ -83,6 +84,7 @@ impl State {
                 mig.template
             )));
         }
+        super::consume::check_template(&mig.template, &key.project, &props)?;
         let taken: Vec<(&'static str, String)> = names
             .iter()
             .filter(|n| {
@@ -127,12 +129,23 @@ impl State {
 
     /// Names waiting to be created become VMs, unless the MIG's capacity rule holds or fails them.
     pub(super) fn advance_creations(&mut self, now: DateTime<Utc>) {
-        let mut made: Vec<(MigKey, String)> = Vec::new();
-        let State { migs, capacity, hosts, reserved, instances, .. } = self;
+        let mut made: Vec<(MigKey, String, Option<Consumed>)> = Vec::new();
+        let State {
+            migs,
+            capacity,
+            hosts,
+            reserved,
+            instances,
+            templates,
+            reservations,
+            future_reservations,
+            ..
+        } = self;
+        let mut ledger = super::consume::Ledger::default();
         let placement_wait = capacity_error(&super::placement::placement_waiting());
         for mig in migs.values_mut().filter(|m| !m.creating.is_empty() && m.deleting.is_empty()) {
             let rule = capacity.iter().rev().find(|r| mig.key.name.starts_with(&r.prefix));
-            let Mig { key, zone, vms, placement, creating, .. } = mig;
+            let Mig { key, zone, vms, placement, creating, template, .. } = mig;
             for (name, c) in creating.iter_mut() {
                 let delay = rule.map_or(0.0, |r| r.delay_seconds.max(0.0));
                 let ready = now >= later(c.since, (delay * 1000.0) as i64);
@@ -144,30 +157,65 @@ impl State {
                             c.last_attempt = Some(err);
                         }
                     }
-                    _ if !super::placement::reserve(
-                        hosts,
-                        reserved,
-                        instances,
-                        key,
-                        zone,
-                        vms,
-                        placement,
-                        std::slice::from_ref(name),
-                    ) =>
-                    {
-                        if c.last_attempt.as_ref() != Some(&placement_wait) {
-                            c.last_attempt = Some(placement_wait.clone());
+                    _ => {
+                        // A VM on a reservation needs a free unit; GCE retries until it gets one.
+                        let props = super::instance::properties(templates, &key.project, template);
+                        let verdict = super::consume::judge(
+                            reservations,
+                            future_reservations,
+                            instances,
+                            &mut ledger,
+                            &key.project,
+                            zone,
+                            &props,
+                            1,
+                            now,
+                        );
+                        let grant = match verdict {
+                            Verdict::Unreserved => None,
+                            Verdict::Grant(g) => g.into_iter().next(),
+                            Verdict::Wait(err) => {
+                                if c.last_attempt != err {
+                                    c.last_attempt = err;
+                                }
+                                continue;
+                            }
+                            Verdict::Fail(err) => {
+                                if c.last_attempt.as_ref() != Some(&err) {
+                                    c.last_attempt = Some(err);
+                                }
+                                continue;
+                            }
+                        };
+                        if !super::placement::reserve(
+                            hosts,
+                            reserved,
+                            instances,
+                            key,
+                            zone,
+                            vms,
+                            placement,
+                            std::slice::from_ref(name),
+                        ) {
+                            ledger.release(grant.as_slice());
+                            if c.last_attempt.as_ref() != Some(&placement_wait) {
+                                c.last_attempt = Some(placement_wait.clone());
+                            }
+                            continue;
                         }
+                        made.push((key.clone(), name.clone(), grant));
                     }
-                    _ => made.push((key.clone(), name.clone())),
                 }
             }
         }
-        for (key, name) in made {
+        for (key, name, consumed) in made {
             if let Some(m) = self.migs.get_mut(&key) {
                 m.creating.remove(&name);
             }
-            self.create_vm(&key, &name, 0, now);
+            let zone = self.create_vm(&key, &name, 0, now);
+            if let (Some(c), Some(zone)) = (consumed, zone) {
+                self.consume(&(key.project.clone(), zone, name), c);
+            }
         }
     }
 

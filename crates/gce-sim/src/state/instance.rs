@@ -54,6 +54,8 @@ pub struct Instance {
     pub(super) deleting_at: Option<DateTime<Utc>>,
     /// The host it runs on (`placement.rs`); `None` when its zone had no free host.
     pub(super) host: Option<super::Slot>,
+    /// The reservation unit it consumes (`consume.rs`).
+    pub(super) consumed: Option<super::Consumed>,
 }
 
 impl Instance {
@@ -94,6 +96,15 @@ pub(super) fn default_template_properties(project: &str) -> Value {
         "reservationAffinity": {"consumeReservationType": "NO_RESERVATION"},
         "networkInterfaces": [{"network": format!("{GCE_BASE}projects/{project}/global/networks/default")}],
     })
+}
+
+/// The properties of the template a URL names among `templates`, else the FLEX_START default.
+pub(super) fn properties(templates: &BTreeMap<String, Value>, project: &str, url: &str) -> Value {
+    templates
+        .get(last_segment(url))
+        .and_then(|t| t.get("properties"))
+        .cloned()
+        .unwrap_or_else(|| default_template_properties(project))
 }
 
 impl State {
@@ -168,6 +179,24 @@ impl State {
             ));
             o["resourceStatus"]["physicalHostTopology"] = t;
         }
+        // A VM on a reservation says which (and, in a reservation with blocks, where it runs:
+        // the block's and sub-block's topology, as GCE shows for dense reservations).
+        if let Some(c) = &vm.consumed {
+            if let Some(r) = self.reservations.get(&c.res) {
+                o["resourceStatus"]["reservationConsumptionInfo"] = r.consumption_info(c.bucket);
+                if let (Some(t), false) =
+                    (r.vm_topology(c.bucket, &vm.name), vm.status == VmStatus::Provisioning)
+                {
+                    o["resourceStatus"]["physicalHost"] = json!(format!(
+                        "/{}/{}/{}",
+                        t["block"].as_str().unwrap_or_default(),
+                        t["subblock"].as_str().unwrap_or_default(),
+                        t["host"].as_str().unwrap_or_default()
+                    ));
+                    o["resourceStatus"]["physicalHostTopology"] = t;
+                }
+            }
+        }
         if let Some(t) = vm.last_start {
             o["lastStartTimestamp"] = json!(ts(t));
         }
@@ -179,11 +208,7 @@ impl State {
 
     /// The properties of the template a URL names: the loaded one, else the FLEX_START default.
     pub(super) fn template_properties(&self, project: &str, url: &str) -> Value {
-        self.templates
-            .get(last_segment(url))
-            .and_then(|t| t.get("properties"))
-            .cloned()
-            .unwrap_or_else(|| default_template_properties(project))
+        properties(&self.templates, project, url)
     }
 
     /// `instanceTemplates.get` / `regionInstanceTemplates.get`: a loaded template (by name, whatever
@@ -208,9 +233,15 @@ impl State {
         Ok(t)
     }
 
-    /// Makes a VM for a MIG from its template, PROVISIONING from `now`.
-    pub(super) fn create_vm(&mut self, mig: &MigKey, name: &str, run_seconds: i64, now: DateTime<Utc>) {
-        let Some(m) = self.migs.get(mig) else { return };
+    /// Makes a VM for a MIG from its template, PROVISIONING from `now`; returns its zone.
+    pub(super) fn create_vm(
+        &mut self,
+        mig: &MigKey,
+        name: &str,
+        run_seconds: i64,
+        now: DateTime<Utc>,
+    ) -> Option<String> {
+        let m = self.migs.get(mig)?;
         let (zone, template) = (m.zone.clone(), m.template.clone());
         let props = self.template_properties(&mig.project, &template);
         let real_ms = (run_seconds as f64 * 1000.0 / self.time_scale).round() as i64;
@@ -247,14 +278,16 @@ impl State {
             repairing: false,
             deleting_at: None,
             host: None,
+            consumed: None,
         };
         let mut vm = vm;
         vm.host = self.take_slot(&(vm.project.clone(), zone.clone(), name.to_string()));
         self.wake(vm.next_at.unwrap_or(now).min(vm.termination));
-        self.instances.insert((vm.project.clone(), zone, name.to_string()), vm);
+        self.instances.insert((vm.project.clone(), zone.clone(), name.to_string()), vm);
         if let Some(m) = self.migs.get_mut(mig) {
             m.vms.insert(name.to_string());
         }
+        Some(zone)
     }
 
     /// Lifecycle steps that are due: PROVISIONING → STAGING → RUNNING (the boot command runs), and

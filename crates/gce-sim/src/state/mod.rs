@@ -5,7 +5,8 @@
 //! and stop commands) after unlocking. Mutations apply at once and return an [`Operation`] that reports
 //! RUNNING for [`OP_LATENCY_MS`] and then DONE; resize requests and VMs advance in [`State::tick`].
 //!
-//! One file per kind of resource: `mig`, `resize_request`, `instance`, `machine_type`, `advice`, plus
+//! One file per kind of resource: `mig`, `resize_request`, `instance`, `machine_type`, `advice`,
+//! `reservation`, `future_reservation` (and `consume`: how VMs use reservations), plus
 //! `operation` and the control API's `rules` (capacity, HTTP faults, operation faults, rate quotas);
 //! this file holds the world ([`State`]), idempotency (`requestId`) and the clock step.
 //!
@@ -13,23 +14,31 @@
 //! the crate's documentation (`lib.rs`).
 
 mod advice;
+mod consume;
 mod create;
+mod future_reservation;
 mod instance;
 mod machine_type;
 mod mig;
 mod operation;
 mod placement;
+mod reservation;
 mod resize_request;
 mod rules;
 #[cfg(test)]
 mod tests;
 
 pub use advice::{AdviceScore, DEFAULT_SCORE, STOCKOUT_SCORE};
+pub use consume::{target_of, Target};
+pub use future_reservation::{FutureReservation, FutureSpec};
 pub use instance::{Instance, VmStatus};
 pub use machine_type::machine_type_json;
 pub use mig::Mig;
 pub use operation::Operation;
 pub use placement::{topology_json, Distance, Policy, PolicyKey, Slot, ZoneShape, POLICY_FAMILIES};
+pub use reservation::{
+    BlockSpec, Consumed, ResKey, Reservation, ReservationPatch, ReservationSpec, SubBlockSpec,
+};
 use resize_request::render_request;
 pub use resize_request::{ResizeRequest, RrState};
 pub use rules::{
@@ -208,6 +217,10 @@ pub struct State {
     /// `advice.capacity` obtainability scores by (zone, machine type; `None`: all of the zone's)
     /// (control API: `POST /_sim/advice`).
     advice: BTreeMap<(String, Option<String>), f64>,
+    /// Reservations (`reservation.rs`) and calendar-mode future reservations
+    /// (`future_reservation.rs`), by (project, zone, name).
+    reservations: BTreeMap<ResKey, Reservation>,
+    future_reservations: BTreeMap<ResKey, FutureReservation>,
 }
 
 pub fn ts(t: DateTime<Utc>) -> String {
@@ -284,7 +297,14 @@ impl State {
             reserved: BTreeMap::new(),
             vm_wakeup: DateTime::<Utc>::MAX_UTC,
             advice: BTreeMap::new(),
+            reservations: BTreeMap::new(),
+            future_reservations: BTreeMap::new(),
         }
+    }
+
+    /// Simulated durations pass this many times faster than real time.
+    pub fn time_scale(&self) -> f64 {
+        self.time_scale
     }
 
     // ----- operations and idempotency -------------------------------------------------------
@@ -406,6 +426,10 @@ impl State {
     /// deletions, expiries, MIG deletes.
     pub fn tick(&mut self, now: DateTime<Utc>) -> Vec<Effect> {
         let mut effects = Vec::new();
+        if !self.future_reservations.is_empty() || !self.reservations.is_empty() {
+            self.advance_windows(now, &mut effects);
+            self.expire_reservations(now, &mut effects);
+        }
         self.advance_requests(now);
         self.advance_creations(now);
         if now >= self.vm_wakeup {
@@ -502,6 +526,8 @@ impl State {
             "calls": self.calls,
             "rate_limited": self.rate_limited,
             "advice": self.advice_json(),
+            "reservations": self.reservations_dump(),
+            "future_reservations": self.future_reservations_dump(),
         })
     }
 }

@@ -1,5 +1,6 @@
 //! Resize requests: insert, get, list, cancel, delete, and their state machine (CREATING → ACCEPTED → SUCCEEDED | FAILED | CANCELLED).
 
+use super::consume::Verdict;
 use super::*;
 use serde::Serialize;
 
@@ -134,14 +135,19 @@ impl State {
                 names.len()
             )));
         }
+        let props = self.template_properties(&key.project, &mig.template);
+        check_template_for_resize(&key.name, &mig.template, &props)?;
+        // Reservation-bound VMs run until the reservation ends: no run duration needed.
+        let bound = super::consume::check_template(&mig.template, &key.project, &props)?;
         let seconds_value = body.pointer("/requestedRunDuration/seconds");
         let seconds = match seconds_value {
             Some(Value::String(s)) => s.parse::<i64>().ok(),
             Some(Value::Number(n)) => n.as_i64(),
+            None if bound && body.get("requestedRunDuration").is_none() => Some(0),
             _ => None,
         }
         .ok_or_else(|| ApiError::invalid("Required field 'resource.requestedRunDuration' not specified"))?;
-        if !(MIN_RUN_SECONDS..=MAX_RUN_SECONDS).contains(&seconds) {
+        if !((MIN_RUN_SECONDS..=MAX_RUN_SECONDS).contains(&seconds) || bound && seconds == 0) {
             return Err(ApiError::invalid(format!(
                 "Invalid value for field 'resource.requestedRunDuration.seconds': '{seconds}'. Must be between {MIN_RUN_SECONDS} and {MAX_RUN_SECONDS}."
             )));
@@ -151,11 +157,6 @@ impl State {
                 "Invalid value for field 'resource.requestedRunDuration.nanos': must be 0.",
             ));
         }
-        check_template_for_resize(
-            &key.name,
-            &mig.template,
-            &self.template_properties(&key.project, &mig.template),
-        )?;
         if key.scope.is_regional() {
             let shape = mig.body.pointer("/distributionPolicy/targetShape").and_then(Value::as_str);
             if shape != Some("ANY_SINGLE_ZONE") {
@@ -331,8 +332,19 @@ impl State {
     /// capacity: all their VMs are created at once (PROVISIONING) and the request stays ACCEPTED
     /// until they are all RUNNING ([`State::finish_provisioning`]).
     pub(super) fn advance_requests(&mut self, now: DateTime<Utc>) {
-        let mut created: Vec<(MigKey, String, i64)> = Vec::new();
-        let State { migs, capacity, hosts, reserved, instances, .. } = self;
+        let mut created: Vec<(MigKey, String, i64, Option<Consumed>)> = Vec::new();
+        let State {
+            migs,
+            capacity,
+            hosts,
+            reserved,
+            instances,
+            templates,
+            reservations,
+            future_reservations,
+            ..
+        } = self;
+        let mut ledger = super::consume::Ledger::default();
         let placement_wait = capacity_error(&super::placement::placement_waiting());
         // What a waiting request's lastAttempt says under each rule: built once a tick, not once
         // per request (2,000 queued requests are the benchmark's steady state).
@@ -349,7 +361,7 @@ impl State {
             }
             let rule_index = capacity.iter().rposition(|r| mig.key.name.starts_with(&r.prefix));
             let rule = rule_index.map(|i| &capacity[i]);
-            let Mig { requests, queued, target_size, key, zone, vms, placement, .. } = mig;
+            let Mig { requests, queued, target_size, key, zone, vms, placement, template, .. } = mig;
             for rr in requests.values_mut() {
                 if rr.state == RrState::Creating && now >= rr.accept_at {
                     rr.state = RrState::Accepted;
@@ -380,18 +392,53 @@ impl State {
                     }
                     _ => {
                         let names: Vec<String> = rr.remaining().cloned().collect();
+                        // A request on a reservation gets all its units, waits whole, or fails.
+                        let props = super::instance::properties(templates, &key.project, template);
+                        let verdict = super::consume::judge(
+                            reservations,
+                            future_reservations,
+                            instances,
+                            &mut ledger,
+                            &key.project,
+                            zone,
+                            &props,
+                            names.len(),
+                            now,
+                        );
+                        let grant = match verdict {
+                            Verdict::Unreserved => Vec::new(),
+                            Verdict::Grant(g) => g,
+                            Verdict::Wait(err) => {
+                                if rr.last_attempt != err {
+                                    rr.last_attempt = err;
+                                }
+                                continue;
+                            }
+                            Verdict::Fail(err) => {
+                                *target_size -= names.len() as i64;
+                                for n in &names {
+                                    queued.remove(n);
+                                }
+                                rr.state = RrState::Failed;
+                                rr.last_attempt = None;
+                                rr.error = Some(err);
+                                continue;
+                            }
+                        };
                         // A request its policy cannot place waits, as for a stockout.
                         if !super::placement::reserve(
                             hosts, reserved, instances, key, zone, vms, placement, &names,
                         ) {
+                            ledger.release(&grant);
                             if rr.last_attempt.as_ref() != Some(&placement_wait) {
                                 rr.last_attempt = Some(placement_wait.clone());
                             }
                             continue;
                         }
+                        let mut grant = grant.into_iter();
                         for n in &names {
                             queued.remove(n);
-                            created.push((key.clone(), n.clone(), rr.run_seconds));
+                            created.push((key.clone(), n.clone(), rr.run_seconds, grant.next()));
                         }
                         rr.provisioning = true;
                         rr.last_attempt = None;
@@ -400,8 +447,11 @@ impl State {
                 }
             }
         }
-        for (mig, name, run_seconds) in created {
-            self.create_vm(&mig, &name, run_seconds, now);
+        for (mig, name, run_seconds, consumed) in created {
+            let zone = self.create_vm(&mig, &name, run_seconds, now);
+            if let (Some(c), Some(zone)) = (consumed, zone) {
+                self.consume(&(mig.project.clone(), zone, name), c);
+            }
         }
     }
 
@@ -424,18 +474,18 @@ impl State {
     }
 }
 
-/// Which templates a resize request can use. FLEX_START is what DWS Flex Start is for. A template
-/// without `scheduling.provisioningModel`, or with STANDARD, is accepted and gives STANDARD VMs
-/// (reference/GCE.md: the model "must be explicit, or VMs come up STANDARD"). SPOT and
-/// RESERVATION_BOUND templates are refused at insert: GCE's documentation says resize requests use
-/// the flex-start or reservation-bound models and no spot; reservations are not simulated, so the
-/// simulator refuses both, naming the field (an assumption: GCE's exact error is not documented).
+/// Which templates a resize request can use. FLEX_START is what DWS Flex Start is for, and
+/// RESERVATION_BOUND consumes a reservation (`consume.rs`). A template without
+/// `scheduling.provisioningModel`, or with STANDARD, is accepted and gives STANDARD VMs (GCE: the
+/// model "must be explicit, or VMs come up STANDARD"). SPOT templates are refused at insert: GCE's
+/// documentation says resize requests use the flex-start or reservation-bound models and no spot;
+/// the simulator refuses it, naming the field (an assumption: GCE's exact error is not documented).
 fn check_template_for_resize(mig: &str, template: &str, props: &Value) -> Result<(), ApiError> {
     let model = props.pointer("/scheduling/provisioningModel").and_then(Value::as_str).unwrap_or("STANDARD");
     match model {
-        "FLEX_START" | "STANDARD" => Ok(()),
+        "FLEX_START" | "STANDARD" | "RESERVATION_BOUND" => Ok(()),
         other => Err(ApiError::invalid(format!(
-            "Invalid value for field 'resource': the instance template '{template}' of instance group manager '{mig}' has scheduling.provisioningModel {other}; resize requests need FLEX_START (the simulator does not model {other} resize requests)."
+            "Invalid value for field 'resource': the instance template '{template}' of instance group manager '{mig}' has scheduling.provisioningModel {other}; resize requests need FLEX_START or RESERVATION_BOUND."
         ))),
     }
 }
@@ -453,7 +503,9 @@ pub(super) fn render_request(key: &MigKey, rr: &ResizeRequest) -> Value {
     obj.insert("id".into(), json!(rr.id.to_string()));
     obj.insert("creationTimestamp".into(), json!(ts(rr.created)));
     obj.insert("name".into(), json!(rr.name));
-    obj.insert("requestedRunDuration".into(), json!({"seconds": rr.run_seconds.to_string()}));
+    if rr.run_seconds > 0 {
+        obj.insert("requestedRunDuration".into(), json!({"seconds": rr.run_seconds.to_string()}));
+    }
     obj.insert("state".into(), json!(rr.state.name()));
     obj.insert("selfLink".into(), json!(url));
     obj.insert("selfLinkWithId".into(), json!(format!("{}/resizeRequests/{}", key.url(), rr.id)));

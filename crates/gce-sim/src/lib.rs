@@ -88,7 +88,17 @@
 //!   the member stays, with no VM (its URL, `currentAction` NONE, no `instanceStatus`), and counts
 //!   in `targetSize` until `deleteInstances` names it or the MIG is deleted (an assumption from
 //!   "MIG does not repair a failed VM", as an independent strict fake and users of slurm-gcp saw
-//!   it). A Flex VM at the end of its run duration leaves its MIG (targetSize drops).
+//!   it). A Flex VM at the end of its run duration leaves its MIG (targetSize drops). A template
+//!   with `provisioningModel: RESERVATION_BOUND` gives reservation-bound VMs through
+//!   createInstances (GCE makes them in MIGs; which reservation they consume is not simulated):
+//!   the smallest way to have the VMs `reportHostAsFaulty` takes.
+//! * **instances.reportHostAsFaulty** (`state/faulty_host.rs`): only for a RUNNING
+//!   RESERVATION_BOUND VM, `disruptionSchedule` IMMEDIATE and a fault reason with a behaviour;
+//!   any other VM is refused with a 400 `INSTANCES_WITHOUT_RESERVATION_NOT_SUPPORTED` (the code is
+//!   GCE's; the message is the simulator's), a second report while one runs with
+//!   `resourceNotReady`. The VM shows REPAIRING for `host_repair_ms` (what ran on it stops), moves
+//!   to another free host of its zone (its `physicalHostTopology` changes), then STAGING and
+//!   RUNNING (it boots again); the Operation is DONE when it runs.
 //! * **machineTypes.get** serves a3-ultragpu-8g, a3-highgpu-8g, a2-highgpu-1g, g2-standard-4 and
 //!   n2-standard-4 with their published vCPUs, memory and GPUs; others are 404.
 //! * **advice.capacity** (`tests/advice.rs`; `state/advice.rs`). The body is checked against

@@ -289,7 +289,10 @@ async fn set_lifecycle(State(sim): State<Arc<Shared>>, body: Bytes) -> Response 
         Err(e) => return bad(StatusCode::BAD_REQUEST, e),
     };
     if ![l.provisioning_ms, l.staging_ms, l.host_repair_ms].iter().all(|v| (0..=3_600_000).contains(v)) {
-        return bad(StatusCode::BAD_REQUEST, "provisioning_ms, staging_ms and host_repair_ms must be 0..3600000");
+        return bad(
+            StatusCode::BAD_REQUEST,
+            "provisioning_ms, staging_ms and host_repair_ms must be 0..3600000",
+        );
     }
     sim.lock().lifecycle = l;
     Json(json!({})).into_response()

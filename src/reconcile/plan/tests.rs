@@ -101,6 +101,7 @@ fn vm(name: &str, mig: &str) -> ObservedVm {
         created: Some(t0() - Duration::minutes(30)),
         termination: Some(t0() + Duration::hours(2)),
         network_ip: Some("10.0.0.2".into()),
+        reservation_bound: false,
     }
 }
 
@@ -1548,6 +1549,10 @@ fn a_node_past_resume_timeout_ends_powered_down_and_usable() {
 
 #[path = "tests_capacity.rs"]
 mod capacity;
+#[path = "repair_tests.rs"]
+mod repair_tests;
+
+#[cfg(test)]
 #[path = "standard_tests.rs"]
 mod standard;
 

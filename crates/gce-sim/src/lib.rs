@@ -95,8 +95,8 @@
 //! * **instances.reportHostAsFaulty** (`state/faulty_host.rs`): only for a RUNNING
 //!   RESERVATION_BOUND VM, `disruptionSchedule` IMMEDIATE and a fault reason with a behaviour;
 //!   any other VM is refused with a 400 `INSTANCES_WITHOUT_RESERVATION_NOT_SUPPORTED` (the code is
-//!   GCE's; the message is the simulator's), a second report while one runs with
-//!   `resourceNotReady`. The VM shows REPAIRING for `host_repair_ms` (what ran on it stops), moves
+//!   GCE's; the message is the simulator's), a VM not RUNNING with `INSTANCE_SHOULD_BE_RUNNING`,
+//!   a second report while one runs with `FAILED_WITH_UNEXPECTED_STATUS`. The VM shows REPAIRING for `host_repair_ms` (what ran on it stops), moves
 //!   to another free host of its zone (its `physicalHostTopology` changes), then STAGING and
 //!   RUNNING (it boots again); the Operation is DONE when it runs.
 //! * **machineTypes.get** serves a3-ultragpu-8g, a3-highgpu-8g, a2-highgpu-1g, g2-standard-4 and

@@ -46,10 +46,18 @@ impl State {
             ));
         }
         if vm.host_report.is_some() {
-            return Err(ApiError::resource_not_ready(&path, "a report of its host as faulty is under way"));
+            return Err(ApiError::new(
+                400,
+                "FAILED_WITH_UNEXPECTED_STATUS",
+                format!("The resource '{path}' has a report of its host as faulty under way."),
+            ));
         }
         if vm.deleting_at.is_some() || vm.status != VmStatus::Running {
-            return Err(ApiError::resource_not_ready(&path, &format!("it is {}", vm.status_name())));
+            return Err(ApiError::new(
+                400,
+                "INSTANCE_SHOULD_BE_RUNNING",
+                format!("The resource '{path}' is {}, not RUNNING.", vm.status_name()),
+            ));
         }
         let target = vm.url();
         let target_id = vm.id;

@@ -247,7 +247,7 @@ fn a_faulty_host_report_moves_a_reservation_bound_vm_and_refuses_others() {
     assert_eq!(statuses(&s), ["REPAIRING"]);
     assert!(!s.operations[&op].is_done(at));
     let again = s.report_host_as_faulty("p", "r1-b", "n-0", &body, at).unwrap_err();
-    assert_eq!(again.reason, "resourceNotReady", "{again:?}");
+    assert_eq!(again.reason, "FAILED_WITH_UNEXPECTED_STATUS", "{again:?}");
     assert_eq!(run(&mut s, &[301]), vec![Effect::Stop("n-0".into())]);
     assert!(run(&mut s, &[300 + HOST_REPAIR_MS]).is_empty());
     assert_eq!(statuses(&s), ["STAGING"]);

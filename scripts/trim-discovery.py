@@ -26,7 +26,7 @@ METHODS = {
     "instanceGroupManagers": ["insert", "get", "list", "delete", "deleteInstances", "listManagedInstances", "createInstances"],
     "regionInstanceGroupManagerResizeRequests": ["insert", "get", "list", "delete", "cancel"],
     "instanceGroupManagerResizeRequests": ["insert", "get", "list", "delete", "cancel"],
-    "instances": ["get", "list", "aggregatedList"],
+    "instances": ["get", "list", "aggregatedList", "reportHostAsFaulty"],
     "machineTypes": ["get"],
     "instanceTemplates": ["get"],
     "regionInstanceTemplates": ["get"],

@@ -189,6 +189,8 @@ string_enum! {
         /// A workload policy slurm-dws owns.
         PolicyInsert => "policy_insert",
         PolicyDelete => "policy_delete",
+        /// `instances.reportHostAsFaulty` of a reservation-bound VM (`slurm-dws repair`).
+        ReportHostAsFaulty => "report_host_as_faulty",
     }
 }
 
@@ -326,6 +328,14 @@ string_enum! {
         /// A job group cannot fit the reservation it must consume (more nodes than it holds): the
         /// group fails at once, never provisioned in part, and its job is requeued.
         ReservationTooSmall => "reservation_too_small",
+        /// A repair of a node was asked (`slurm-dws repair`, or a drain reason `repair ...`).
+        RepairRequested => "repair_requested",
+        /// GCE took the report of a reservation-bound VM's host as faulty (or refused it: why).
+        HostReportedFaulty => "host_reported_faulty",
+        /// A repaired node's VM was deleted and a new one requested for the node.
+        VmReplaced => "vm_replaced",
+        /// A repaired node's VM runs again and the node is back in service.
+        Repaired => "repaired",
     }
 }
 
@@ -565,6 +575,64 @@ pub struct Backoff {
     pub ended: bool,
 }
 
+string_enum! {
+    /// GCE's fault behaviours of `instances.reportHostAsFaulty` that `slurm-dws repair --reason`
+    /// takes (docs/gce-facts.md, "Faulty hosts"), spelled as GCE spells them.
+    FaultBehavior {
+        Performance => "PERFORMANCE",
+        SilentDataCorruption => "SILENT_DATA_CORRUPTION",
+        UnrecoverableGpuError => "UNRECOVERABLE_GPU_ERROR",
+    }
+}
+
+string_enum! {
+    /// How far a node's repair got (`plan/repair.rs`).
+    RepairPhase {
+        /// Asked: the node is drained and its job requeued in the next round.
+        Requested => "requested",
+        /// A reservation-bound VM's host is being reported faulty: GCE moves the VM to another host.
+        Reporting => "reporting",
+        /// The VM was deleted and a new one requested for the node.
+        Replacing => "replacing",
+        /// The node's VM runs again and the node is back in service.
+        Repaired => "repaired",
+        /// GCE refused the report (in its words), or the node had nothing to repair.
+        Failed => "failed",
+    }
+}
+
+impl RepairPhase {
+    /// Still being carried out.
+    pub fn is_open(self) -> bool {
+        matches!(self, RepairPhase::Requested | RepairPhase::Reporting | RepairPhase::Replacing)
+    }
+}
+
+/// A node's repair: the last one asked for it (one row a node; a new ask while one is open is the
+/// same repair).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repair {
+    pub node: String,
+    pub behavior: FaultBehavior,
+    pub description: String,
+    /// `cli` (slurm-dws repair) or `drain` (a drain reason `repair ...`).
+    pub source: String,
+    pub phase: RepairPhase,
+    pub requested_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// What happened last: GCE's answer, the replacement, why it failed.
+    pub outcome: Option<String>,
+}
+
+/// A `slurm-dws repair` the daemon recorded and a pass has not taken yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairAsk {
+    pub id: i64,
+    pub node: String,
+    pub behavior: FaultBehavior,
+    pub description: String,
+}
+
 /// "1 node", "2 nodes": a count with its noun, for messages people read.
 pub fn count_of(n: usize, noun: &str) -> String {
     if n == 1 {
@@ -666,6 +734,10 @@ mod tests {
                 "window_hold",
                 "window_ended",
                 "reservation_too_small",
+                "repair_requested",
+                "host_reported_faulty",
+                "vm_replaced",
+                "repaired",
             ]
         );
         for k in EventKind::ALL {

@@ -42,6 +42,9 @@ pub enum Request {
     /// A read of the store, for a caller who cannot open the database file. (Read-only: root, the
     /// service user and members of `daemon.readers`.)
     Read { query: Query },
+    /// `slurm-dws repair`: record an ask to repair `nodes` (their names, checked by the CLI) with
+    /// GCE's fault `behavior` and a `description`; a pass carries it out. (Mutating.)
+    Repair { nodes: Vec<String>, behavior: String, description: String },
 }
 
 /// What a [`Request::Read`] reads: the store's reads the read-only commands make, one each.

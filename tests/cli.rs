@@ -554,3 +554,22 @@ async fn explain_says_where_the_topology_file_puts_a_node_from_the_store_alone()
         assert!(!story.contains("physical host") && !story.contains("block"), "{kind}: {story}");
     }
 }
+
+/// `repair` refuses bad input before asking anything: a node that is not ours, an unknown
+/// behaviour, a bad hostlist exit 2 with one line naming what is wrong, and nothing is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repair_refuses_a_node_not_ours_or_an_unknown_behaviour_and_changes_nothing() {
+    let w = World::new(&[("a", 0, 4, "")], "").await;
+    fails_with(&w, &["repair", "other-node-1"], 2, "other-node-1: not a node of slurm-dws");
+    fails_with(&w, &["repair", "hpc-a-[0-9]"], 2, "hpc-a-4: not a node of slurm-dws");
+    fails_with(
+        &w,
+        &["repair", "hpc-a-1", "--reason", "XID"],
+        2,
+        "--reason XID: not a fault behaviour GCE knows",
+    );
+    fails_with(&w, &["repair", "hpc-a-[1"], 2, "not a hostlist expression");
+    let db = slurm_dws::store::Store::open(&w.state_dir()).await.unwrap();
+    assert!(db.unprocessed_repair_asks().await.unwrap().is_empty(), "nothing recorded");
+    assert!(db.repairs().await.unwrap().is_empty());
+}

@@ -122,6 +122,8 @@ async fn open_creates_schema_private_files_and_reopen_is_a_noop() {
         "backoffs",
         "meta",
         "request_waits",
+        "repair_asks",
+        "repairs",
         "schema_migrations",
     ]
     .iter()

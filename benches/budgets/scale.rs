@@ -378,6 +378,7 @@ async fn load_desired(store: &Store) -> Result<(Desired, Duration)> {
         requests: store.requests(true).await?.into_iter().map(|r| (r.id, r)).collect(),
         migs: store.migs(true).await?.into_iter().map(|m| (m.name.clone(), m)).collect(),
         backoffs: store.backoffs().await?.into_iter().map(|b| (b.nodeset.clone(), b)).collect(),
+        repairs: store.repairs().await?.into_iter().map(|r| (r.node.clone(), r)).collect(),
     };
     Ok((desired, process_cpu() - l0))
 }

@@ -86,6 +86,10 @@ pub enum Command {
     Gc(GcArgs),
     /// Run one reconcile pass now and print its report.
     Reconcile(JsonArg),
+    /// Repair nodes whose GPUs are bad: drain them, requeue their jobs, report a reservation-bound
+    /// VM's host as faulty to GCE or replace any other VM. Exits 2 for a node that is not ours or
+    /// an unknown behaviour.
+    Repair(RepairArgs),
     /// Print a slurm-dws config made from slurm-gcp v6's config.yaml; what it cannot keep is
     /// said in comments (docs/migrating-from-slurm-gcp.md).
     ImportSlurmGcp(import_slurm_gcp::Args),
@@ -202,6 +206,23 @@ pub struct EventsArgs {
 pub struct ExplainArgs {
     /// The node to explain.
     pub node: String,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `repair`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RepairArgs {
+    /// The nodes (names or hostlist expressions such as `hpc-a-[0-3]`).
+    #[arg(required = true)]
+    pub nodes: Vec<String>,
+    /// GCE's fault behaviour: PERFORMANCE, SILENT_DATA_CORRUPTION or UNRECOVERABLE_GPU_ERROR.
+    #[arg(long, default_value = "PERFORMANCE")]
+    pub reason: String,
+    /// Free text sent to GCE with the report (for example the XID).
+    #[arg(long, default_value = "")]
+    pub description: String,
     /// Print JSON for scripts.
     #[arg(long)]
     pub json: bool,
@@ -393,6 +414,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             Command::Explain(a) => admin::explain(&cfg, &a.node, a.json, table::terminal_width()).await,
             Command::Gc(a) => admin::ask_daemon(&cfg, Request::Gc { dry_run: a.dry_run }, a.json).await,
             Command::Reconcile(a) => admin::ask_daemon(&cfg, Request::Reconcile, a.json).await,
+            Command::Repair(a) => admin::repair(&cfg, &a.nodes, &a.reason, &a.description, a.json).await,
             Command::CheckConfig(_)
             | Command::Version
             | Command::Daemon

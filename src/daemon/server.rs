@@ -187,6 +187,9 @@ async fn handle(
                 Response::Error { message: access.refusal(uid) }
             }
             Ok(Envelope { request: Request::Read { query }, .. }) => read_state(store, query).await,
+            Ok(Envelope { request: Request::Repair { nodes, behavior, description }, .. }) => {
+                ask_repair(store, &tx, &nodes, &behavior, &description).await
+            }
             Ok(env) => answer(env.request, &tx, &liveness).await,
         },
     };
@@ -223,6 +226,29 @@ async fn read_state(store: &Store, query: Query) -> Response {
     }
 }
 
+/// Records a repair ask in the store (durable before the answer) and wakes the pass that carries it
+/// out. Answers the nodes recorded (a node whose repair is open already is the same repair).
+async fn ask_repair(
+    store: &Store,
+    tx: &mpsc::Sender<Command>,
+    nodes: &[String],
+    behavior: &str,
+    description: &str,
+) -> Response {
+    let Ok(behavior) = behavior.parse::<crate::model::FaultBehavior>() else {
+        return Response::Error { message: format!("unknown fault behaviour '{behavior}'") };
+    };
+    #[allow(clippy::disallowed_methods)] // an edge: the ask is recorded when it arrives
+    let now = chrono::Utc::now();
+    match store.ask_repair(nodes, behavior, description, now).await {
+        Ok(recorded) => {
+            let _ = tx.try_send(Command::Wake); // a full queue already holds a wake-up
+            Response::Rows { rows: serde_json::json!({ "recorded": recorded }) }
+        }
+        Err(e) => Response::Error { message: format!("recording the repair: {e}") },
+    }
+}
+
 /// What a client is told when the pass loop that would answer it has stopped.
 const SHUTTING_DOWN: &str = "daemon is shutting down";
 
@@ -248,7 +274,9 @@ async fn answer(request: Request, tx: &mpsc::Sender<Command>, liveness: &Arc<Mut
                 Err(_) => gone(),
             }
         }
-        Request::Read { .. } => Response::Error { message: "a read is answered by the socket server".into() },
+        Request::Read { .. } | Request::Repair { .. } => {
+            Response::Error { message: "answered by the socket server".into() }
+        }
         Request::Gc { dry_run } => {
             let (reply, rx) = oneshot::channel();
             if tx.send(Command::Gc { dry_run, reply }).await.is_err() {

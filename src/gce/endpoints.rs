@@ -399,6 +399,30 @@ impl Client {
 
     // ----- instances ---------------------------------------------------------------------
 
+    /// Reports the host of a reservation-bound VM faulty (`instances.reportHostAsFaulty`,
+    /// disruptionSchedule IMMEDIATE, one fault reason): GCE restarts the VM on another host. Its
+    /// Operation ends when that is done (docs/gce-facts.md, "Faulty hosts").
+    pub async fn report_host_as_faulty(
+        &self,
+        zone: &str,
+        name: &str,
+        behavior: &str,
+        description: &str,
+        request_id: &str,
+    ) -> Result<Operation, GceError> {
+        let mut call = self.mutation(
+            "instances.reportHostAsFaulty".into(),
+            Method::POST,
+            format!("{}/zones/{zone}/instances/{name}/reportHostAsFaulty", self.project_path()),
+            request_id,
+        )?;
+        call.body = Some(to_body(&serde_json::json!({
+            "disruptionSchedule": "IMMEDIATE",
+            "faultReasons": [{"behavior": behavior, "description": description}],
+        }))?);
+        self.execute(&call).await
+    }
+
     /// Reads one VM.
     pub async fn get_instance(&self, zone: &str, name: &str) -> Result<Instance, GceError> {
         self.execute(&Call::new(

@@ -31,6 +31,9 @@ pub struct LeanVm<'a> {
     network_interfaces: FirstIp<'a>,
     #[serde(borrow)]
     resource_status: Option<LeanResourceStatus<'a>>,
+    /// `scheduling` (only its `provisioningModel` is read).
+    #[serde(borrow)]
+    scheduling: Option<LeanScheduling<'a>>,
 }
 
 impl<'a> LeanVm<'a> {
@@ -74,6 +77,11 @@ impl<'a> LeanVm<'a> {
             .map(|t| t.0.as_ref())
     }
 
+    /// `scheduling.provisioningModel` (RESERVATION_BOUND, FLEX_START, SPOT, STANDARD), if GCE gave it.
+    pub fn provisioning_model(&self) -> Option<&str> {
+        self.scheduling.as_ref()?.provisioning_model.as_ref().map(|t| t.0.as_ref())
+    }
+
     /// The strings a pass reads, in [`Parts`]' order; [`LeanVm::from_parts`] makes a VM that reads
     /// the same.
     pub(crate) fn parts(&self) -> Parts<'_> {
@@ -91,13 +99,14 @@ impl<'a> LeanVm<'a> {
             topology.map(|t| t.block.as_ref()),
             topology.map(|t| t.subblock.as_ref()),
             topology.map(|t| t.host.as_ref()),
+            self.provisioning_model(),
         ]
     }
 
     /// A VM whose [`LeanVm::parts`] are `parts` (and whose accessors read as those of the VM they
     /// were taken from).
     pub(crate) fn from_parts(parts: Parts<'a>) -> LeanVm<'a> {
-        let [name, zone, status, created, created_by, ip, termination, cluster, block, subblock, host] =
+        let [name, zone, status, created, created_by, ip, termination, cluster, block, subblock, host, model] =
             parts.map(|p| p.map(Cow::Borrowed));
         let topology =
             [&cluster, &block, &subblock, &host].iter().any(|p| p.is_some()).then(|| LeanTopology {
@@ -106,7 +115,8 @@ impl<'a> LeanVm<'a> {
                 subblock: subblock.unwrap_or_default(),
                 host: host.unwrap_or_default(),
             });
-        let scheduling = termination.map(|t| LeanScheduling { termination_timestamp: Some(Text(t)) });
+        let scheduling = termination
+            .map(|t| LeanScheduling { termination_timestamp: Some(Text(t)), provisioning_model: None });
         LeanVm {
             name: name.unwrap_or_default(),
             zone: zone.unwrap_or_default(),
@@ -116,18 +126,20 @@ impl<'a> LeanVm<'a> {
             network_interfaces: FirstIp(ip),
             resource_status: (scheduling.is_some() || topology.is_some())
                 .then_some(LeanResourceStatus { scheduling, physical_host_topology: topology }),
+            scheduling: model
+                .map(|m| LeanScheduling { termination_timestamp: None, provisioning_model: Some(Text(m)) }),
         }
     }
 }
 
 /// What a pass reads of a VM, as strings: name, zone, status, creation time, the `created-by` value,
 /// the first interface's IP, the termination time, and the physical host topology's cluster, block,
-/// subblock and host. `None` where the VM has none (name, zone, status and creation time are
+/// subblock and host, and the provisioning model. `None` where the VM has none (name, zone, status and creation time are
 /// always there, empty when GCE left them out).
 pub(crate) type Parts<'a> = [Option<&'a str>; PARTS];
 
 /// How many [`Parts`] a VM has.
-pub(crate) const PARTS: usize = 11;
+pub(crate) const PARTS: usize = 12;
 
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(default)]
@@ -293,4 +305,6 @@ struct LeanTopology<'a> {
 struct LeanScheduling<'a> {
     #[serde(borrow)]
     termination_timestamp: Option<Text<'a>>,
+    #[serde(borrow)]
+    provisioning_model: Option<Text<'a>>,
 }

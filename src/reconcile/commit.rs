@@ -32,6 +32,10 @@ pub struct ChangeSet {
     pub backoffs_cleared: Vec<String>,
     /// Events to append (the log is not part of the kept state).
     pub events: Vec<NewEvent>,
+    /// Changed repairs (`plan/repair.rs`).
+    pub repairs: Vec<Repair>,
+    /// Repair asks taken (marked processed; not part of the kept state).
+    pub repair_asks_taken: Vec<i64>,
 }
 
 impl ChangeSet {
@@ -46,7 +50,19 @@ impl ChangeSet {
 
     /// Adds `other`'s changes after this one's (a record in both: `other`'s wins).
     pub fn merge(&mut self, other: ChangeSet) {
-        let ChangeSet { nodes, requests, migs, backoffs_set, backoffs_cleared, events } = other;
+        let ChangeSet {
+            nodes,
+            requests,
+            migs,
+            backoffs_set,
+            backoffs_cleared,
+            events,
+            repairs,
+            repair_asks_taken,
+        } = other;
+        self.repairs.retain(|r| !repairs.iter().any(|o| o.node == r.node));
+        self.repairs.extend(repairs);
+        self.repair_asks_taken.extend(repair_asks_taken);
         self.nodes.retain(|n| !nodes.iter().any(|o| o.name == n.name));
         self.nodes.extend(nodes);
         self.requests.retain(|r| !requests.iter().any(|o| o.id == r.id));
@@ -60,7 +76,20 @@ impl ChangeSet {
 
     /// Writes the change set in `tx` (events at `now`).
     async fn write(&self, tx: &mut StoreTx, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let ChangeSet { nodes, requests, migs, backoffs_set, backoffs_cleared, events } = self;
+        let ChangeSet {
+            nodes,
+            requests,
+            migs,
+            backoffs_set,
+            backoffs_cleared,
+            events,
+            repairs,
+            repair_asks_taken,
+        } = self;
+        for r in repairs {
+            tx.upsert_repair(r).await?;
+        }
+        tx.mark_repair_asks_processed(repair_asks_taken, now).await?;
         tx.upsert_nodes(nodes).await?;
         for r in requests {
             tx.update_request(r).await?;
@@ -85,7 +114,19 @@ impl ChangeSet {
 
     /// Applies the change set to `desired` (records are moved, not copied).
     fn apply(self, desired: &mut Desired) {
-        let ChangeSet { nodes, requests, migs, backoffs_set, backoffs_cleared, events: _ } = self;
+        let ChangeSet {
+            nodes,
+            requests,
+            migs,
+            backoffs_set,
+            backoffs_cleared,
+            events: _,
+            repairs,
+            repair_asks_taken: _,
+        } = self;
+        for r in repairs {
+            desired.repairs.insert(r.node.clone(), r);
+        }
         for n in nodes {
             match desired.nodes.get_mut(&n.name) {
                 Some(slot) => *slot = n,
@@ -136,6 +177,7 @@ pub(super) async fn read_desired(store: &Store) -> Result<Desired, StoreError> {
         requests: store.requests(true).await?.into_iter().map(|r| (r.id, r)).collect(),
         migs: store.migs(true).await?.into_iter().map(|m| (m.name.clone(), m)).collect(),
         backoffs: store.backoffs().await?.into_iter().map(|b| (b.nodeset.clone(), b)).collect(),
+        repairs: store.repairs().await?.into_iter().map(|r| (r.node.clone(), r)).collect(),
     })
 }
 
@@ -156,6 +198,7 @@ pub(super) fn first_difference(a: &Desired, b: &Desired) -> Option<String> {
         .or_else(|| diff("request", &a.requests, &b.requests))
         .or_else(|| diff("MIG", &a.migs, &b.migs))
         .or_else(|| diff("backoff", &a.backoffs, &b.backoffs))
+        .or_else(|| diff("repair", &a.repairs, &b.repairs))
 }
 
 /// Commits the inbox entries a pass ingested: the nodes' new records and the events, with the
@@ -323,6 +366,8 @@ pub(super) fn round_changes(
         backoffs_set: std::mem::take(&mut plan.backoffs_set),
         backoffs_cleared: std::mem::take(&mut plan.backoffs_cleared),
         events,
+        repairs: std::mem::take(&mut plan.repairs),
+        repair_asks_taken: std::mem::take(&mut plan.repair_asks_taken),
     }
 }
 

@@ -115,6 +115,17 @@ async fn a_committed_change_set_is_what_the_store_holds() {
             nodes: vec!["hpc-a-1".into()],
             message: "gone".into(),
         }],
+        repairs: vec![Repair {
+            node: "hpc-a-5".into(),
+            behavior: FaultBehavior::SilentDataCorruption,
+            description: "bad sums".into(),
+            source: "cli".into(),
+            phase: RepairPhase::Replacing,
+            requested_at: t0(),
+            updated_at: t0(),
+            outcome: Some("VM replaced".into()),
+        }],
+        repair_asks_taken: vec![],
     };
     let mut tx = store.begin().await.unwrap();
     commit(&mut tx, changes, &mut desired, t0()).await.unwrap();
@@ -123,6 +134,7 @@ async fn a_committed_change_set_is_what_the_store_holds() {
     assert!(desired.requests.is_empty(), "a done group leaves the kept state");
     assert_eq!(desired.migs.keys().collect::<Vec<_>>(), ["hpc-a-cafe0001"], "a deleted MIG too");
     assert_eq!(desired.backoffs.keys().collect::<Vec<_>>(), ["b"]);
+    assert_eq!(desired.repairs["hpc-a-5"].phase, RepairPhase::Replacing, "kept, and stored the same");
     assert_eq!(desired.nodes["hpc-a-1"].state, NodeState::PoweredDown);
     let events = store.events(None, None, 10).await.unwrap();
     assert_eq!(

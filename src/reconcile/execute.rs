@@ -59,6 +59,9 @@ pub(super) fn settle(
         },
     };
     let mut changes = ChangeSet::default();
+    if let GceStep::ReportHostAsFaulty { node, vm, behavior, .. } = step {
+        host_report_answer(node, &vm.name, *behavior, result, desired, &mut changes, now);
+    }
     let outbox = match result {
         StepResult::Done => {
             learn(step, observed, desired);
@@ -90,7 +93,9 @@ pub(super) fn settle(
             let error = result.error().unwrap_or_default();
             // A refused insert fails its request group through the usual path: the next round sees
             // the request FAILED with GCE's code.
-            if let GceStep::InsertMig { request, mig, .. }
+            if let GceStep::ReportHostAsFaulty { .. } = step {
+                // Said by `host_report_answer`: the repair failed with GCE's words.
+            } else if let GceStep::InsertMig { request, mig, .. }
             | GceStep::InsertResizeRequest { request, mig }
             | GceStep::CreateInstances { request, mig } = step
             {
@@ -122,9 +127,50 @@ pub(super) fn settle(
     Settled { outbox, changes, report }
 }
 
+/// A host report GCE finished or refused: the node's repair records it, with an event.
+fn host_report_answer(
+    node: &str,
+    vm: &str,
+    behavior: FaultBehavior,
+    result: &StepResult,
+    desired: &Desired,
+    changes: &mut ChangeSet,
+    now: DateTime<Utc>,
+) {
+    let Some(mut r) = desired.repairs.get(node).filter(|r| r.phase == RepairPhase::Reporting).cloned() else {
+        return;
+    };
+    let message = match result {
+        StepResult::Done => {
+            r.outcome = Some(format!(
+                "{} ({behavior}): VM {vm} restarted on another host",
+                super::plan::HOST_REPORTED
+            ));
+            format!(
+                "GCE reported the host of VM {vm} faulty ({behavior}) and restarted the VM on another host"
+            )
+        }
+        StepResult::Refused { .. } => {
+            let words = result.error().unwrap_or_default();
+            r.phase = RepairPhase::Failed;
+            r.outcome = Some(format!("GCE refused the host report: {words}"));
+            format!("GCE refused to report the host of VM {vm} faulty: {words}; the node stays drained")
+        }
+        _ => return, // carried or retried: the next answer says
+    };
+    r.updated_at = now;
+    changes.repairs.push(r);
+    changes.events.push(NewEvent {
+        kind: EventKind::HostReportedFaulty,
+        nodes: vec![node.to_string()],
+        message,
+    });
+}
+
 /// What a finished step tells the next planning round (the list would show it next pass).
 pub(super) fn learn(step: &GceStep, observed: &mut Observed, desired: &Desired) {
     match step {
+        GceStep::ReportHostAsFaulty { .. } => {}
         GceStep::InsertMig { request, mig, nodeset } => {
             if let Some(m) = observed.migs.as_mut() {
                 let r = desired.requests.get(request);

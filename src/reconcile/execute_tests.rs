@@ -409,6 +409,7 @@ fn learning_never_undoes_a_final_state() {
         created: None,
         termination: None,
         network_ip: None,
+        reservation_bound: false,
     };
     let vms = o.vms.as_mut().unwrap();
     vms.insert("hpc-a-1".into(), vm("hpc-a-1", "hpc-a-j7-0a1b2c3d"));

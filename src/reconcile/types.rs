@@ -68,6 +68,8 @@ pub struct Desired {
     /// MIGs not deleted, by name.
     pub migs: BTreeMap<String, Mig>,
     pub backoffs: BTreeMap<String, Backoff>,
+    /// Each node's last repair, by node (`plan/repair.rs`).
+    pub repairs: BTreeMap<String, Repair>,
 }
 
 /// A VM as GCE lists it (only VMs whose name starts with `{cluster}-`).
@@ -84,6 +86,9 @@ pub struct ObservedVm {
     pub network_ip: Option<String>,
     /// `resourceStatus.physicalHostTopology` as `CLUSTER/BLOCK/SUBBLOCK/HOST` (null parts empty).
     pub topology: Option<String>,
+    /// `scheduling.provisioningModel` is RESERVATION_BOUND: a repair reports its host faulty
+    /// instead of replacing it (`plan/repair.rs`).
+    pub reservation_bound: bool,
 }
 
 /// A MIG as GCE lists it, already proven ours (name prefix and description).
@@ -289,6 +294,8 @@ pub struct Observed {
     pub policies: Option<BTreeMap<String, ObservedPolicy>>,
     /// Regions whose policy list failed this pass: no policy there is created or deleted.
     pub unlisted_policy_regions: BTreeSet<String>,
+    /// `slurm-dws repair` asks recorded since the last pass took them (`plan/repair.rs`).
+    pub repair_asks: Vec<RepairAsk>,
     /// The reserved capacity of each `reservation` nodeset, as GCE shows it this pass; a nodeset
     /// absent here was not read (its reads failed): nothing is concluded about its window.
     pub capacity: BTreeMap<String, ObservedCapacity>,
@@ -429,6 +436,14 @@ pub enum GceStep {
         region: String,
         reason: String,
     },
+    /// `instances.reportHostAsFaulty` of a reservation-bound VM (`plan/repair.rs`):
+    /// disruptionSchedule IMMEDIATE, one fault reason.
+    ReportHostAsFaulty {
+        node: String,
+        vm: VmRef,
+        behavior: FaultBehavior,
+        description: String,
+    },
 }
 
 /// Which kind of [`GceStep`] (the pass report's `step`), named as the step serializes.
@@ -443,6 +458,7 @@ pub enum GceStepKind {
     DeleteMig,
     InsertPolicy,
     DeletePolicy,
+    ReportHostAsFaulty,
 }
 
 impl GceStepKind {
@@ -456,6 +472,7 @@ impl GceStepKind {
             GceStepKind::DeleteMig => "delete_mig",
             GceStepKind::InsertPolicy => "insert_policy",
             GceStepKind::DeletePolicy => "delete_policy",
+            GceStepKind::ReportHostAsFaulty => "report_host_as_faulty",
         }
     }
 }
@@ -477,10 +494,11 @@ impl GceStep {
             GceStep::DeleteMig { .. } => GceStepKind::DeleteMig,
             GceStep::InsertPolicy { .. } => GceStepKind::InsertPolicy,
             GceStep::DeletePolicy { .. } => GceStepKind::DeletePolicy,
+            GceStep::ReportHostAsFaulty { .. } => GceStepKind::ReportHostAsFaulty,
         }
     }
 
-    /// The MIG the step is about (for a policy step: the policy).
+    /// The MIG the step is about (for a policy step: the policy; for a host report: the VM).
     pub fn mig(&self) -> &str {
         match self {
             GceStep::InsertMig { mig, .. }
@@ -490,6 +508,7 @@ impl GceStep {
             | GceStep::DeleteInstances { mig, .. }
             | GceStep::DeleteMig { mig, .. } => mig,
             GceStep::InsertPolicy { policy, .. } | GceStep::DeletePolicy { policy, .. } => policy,
+            GceStep::ReportHostAsFaulty { vm, .. } => &vm.name,
         }
     }
 
@@ -503,7 +522,8 @@ impl GceStep {
             GceStep::DeleteInstances { .. }
             | GceStep::DeleteMig { .. }
             | GceStep::InsertPolicy { .. }
-            | GceStep::DeletePolicy { .. } => None,
+            | GceStep::DeletePolicy { .. }
+            | GceStep::ReportHostAsFaulty { .. } => None,
         }
     }
 }
@@ -585,6 +605,11 @@ pub enum SlurmStep {
         jobs: Vec<u32>,
         begin: DateTime<Utc>,
     },
+    /// `scontrol requeue` of the jobs running on `nodes` (a repair: `plan/repair.rs`). After the
+    /// node updates of the round, which drain the nodes first.
+    RequeueJobsOn {
+        nodes: Vec<String>,
+    },
 }
 
 /// A new request group to record (MIG and request names derive from the tag the executor chooses).
@@ -633,6 +658,10 @@ pub struct Plan {
     pub events: Vec<NewEvent>,
     pub backoffs_set: Vec<Backoff>,
     pub backoffs_cleared: Vec<String>,
+    /// Repairs whose record changes (full new values).
+    pub repairs: Vec<Repair>,
+    /// The repair asks of [`Observed::repair_asks`] the round took.
+    pub repair_asks_taken: Vec<i64>,
 }
 
 impl Plan {
@@ -648,6 +677,8 @@ impl Plan {
             && self.events.is_empty()
             && self.backoffs_set.is_empty()
             && self.backoffs_cleared.is_empty()
+            && self.repairs.is_empty()
+            && self.repair_asks_taken.is_empty()
     }
 
     pub(crate) fn event(&mut self, kind: EventKind, nodes: Vec<String>, message: impl Into<String>) {

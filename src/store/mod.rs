@@ -16,12 +16,14 @@
 //! | `migrate.rs` | the embedded migrations of `migrations/`                                |
 //! | `reads.rs`   | one [`Store`] method per question the daemon, CLI and metrics ask       |
 //! | `writes.rs`  | the hook's inbox row and the daemon's [`StoreTx`]                       |
+//! | `repairs.rs` | the repair asks and each node's last repair                            |
 //! | `rows.rs`    | column lists and row decoding into the model's types                    |
 //! | `counts.rs`  | [`Counts`]: one `GROUP BY` per table for the metrics endpoint           |
 
 mod counts;
 mod migrate;
 mod reads;
+mod repairs;
 mod rows;
 mod waits;
 mod writes;

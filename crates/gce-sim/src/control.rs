@@ -21,7 +21,7 @@
 //! | `POST /_sim/instances/{name}/expire` | | GCE deletes the VM now, as at the end of its run duration |
 //! | `POST /_sim/instances/{name}/preempt` | | GCE preempts the SPOT VM: the stop command runs; with `instanceTerminationAction: DELETE` it is deleted and leaves its MIG, with STOP it stays TERMINATED (409 if the VM is not SPOT) |
 //! | `POST /_sim/instances/{name}/fail` | | the VM's host fails: it goes TERMINATED (stop command runs); a MIG with `defaultActionOnFailure: DO_NOTHING` leaves it so, any other recreates it |
-//! | `GET`/`POST /_sim/lifecycle` | `{"provisioning_ms": 50, "staging_ms": 50}` | how long new VMs stay PROVISIONING and STAGING before RUNNING (the boot command runs at RUNNING) |
+//! | `GET`/`POST /_sim/lifecycle` | `{"provisioning_ms": 50, "staging_ms": 50, "host_repair_ms": 1000}` | how long new VMs stay PROVISIONING and STAGING before RUNNING (the boot command runs at RUNNING), and how long a VM whose host was reported faulty stays REPAIRING (`host_repair_ms` optional) |
 //! | `POST /_sim/templates` | an InstanceTemplate (`name` required) | `instanceTemplates.get` / `regionInstanceTemplates.get` of that name (any project, scope) returns it; MIGs using it give their VMs its `machineType`, `labels` and `scheduling` |
 //! | `POST /_sim/templates/defaults` | `{"serve": true}` | `instanceTemplates.get` of a template never loaded returns a FLEX_START template instead of 404 (MIGs always treat an unloaded template as one) |
 //! | `GET`/`POST /_sim/quotas` | `{"read_per_minute": N \| null, "write_per_minute": N \| null, "window_seconds"?: 60}` | rate quotas per project (default unlimited): over one, a call answers 403 `rateLimitExceeded`; `GET` shows `{"config", "usage"}`; `DELETE` makes them unlimited |
@@ -290,8 +290,11 @@ async fn set_lifecycle(State(sim): State<Arc<Shared>>, body: Bytes) -> Response 
         Ok(l) => l,
         Err(e) => return bad(StatusCode::BAD_REQUEST, e),
     };
-    if !(0..=3_600_000).contains(&l.provisioning_ms) || !(0..=3_600_000).contains(&l.staging_ms) {
-        return bad(StatusCode::BAD_REQUEST, "provisioning_ms and staging_ms must be 0..3600000");
+    if ![l.provisioning_ms, l.staging_ms, l.host_repair_ms].iter().all(|v| (0..=3_600_000).contains(v)) {
+        return bad(
+            StatusCode::BAD_REQUEST,
+            "provisioning_ms, staging_ms and host_repair_ms must be 0..3600000",
+        );
     }
     sim.lock().lifecycle = l;
     Json(json!({})).into_response()

@@ -120,6 +120,15 @@
 //!   reservation's `deleteAtTime` (or the control API's delete) ends it the same way, except that
 //!   STANDARD VMs on an ordinary reservation stay and consume nothing. Window times given in
 //!   simulated seconds pass `time_scale` times faster.
+//! * A reservation-bound VM (its template `provisioningModel: RESERVATION_BOUND`, with the
+//!   specific reservation affinity above) is the kind `reportHostAsFaulty` takes.
+//! * **instances.reportHostAsFaulty** (`state/faulty_host.rs`): only for a RUNNING
+//!   RESERVATION_BOUND VM, `disruptionSchedule` IMMEDIATE and a fault reason with a behaviour;
+//!   any other VM is refused with a 400 `INSTANCES_WITHOUT_RESERVATION_NOT_SUPPORTED` (the code is
+//!   GCE's; the message is the simulator's), a VM not RUNNING with `INSTANCE_SHOULD_BE_RUNNING`,
+//!   a second report while one runs with `FAILED_WITH_UNEXPECTED_STATUS`. The VM shows REPAIRING for `host_repair_ms` (what ran on it stops), moves
+//!   to another free host of its zone (its `physicalHostTopology` changes), then STAGING and
+//!   RUNNING (it boots again); the Operation is DONE when it runs.
 //! * **machineTypes.get** serves a3-ultragpu-8g, a3-highgpu-8g, a2-highgpu-1g, g2-standard-4 and
 //!   n2-standard-4 with their published vCPUs, memory and GPUs; others are 404.
 //! * **advice.capacity** (`tests/advice.rs`; `state/advice.rs`). The body is checked against

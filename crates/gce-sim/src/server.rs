@@ -159,6 +159,9 @@ fn route(method: &Method, path: &str) -> Option<Call> {
         ("DELETE", ["resourcePolicies", p]) if region => ("resourcePolicies.delete", Some(*p), None),
         ("GET", ["instances"]) if zone => ("instances.list", None, None),
         ("GET", ["instances", vm]) if zone => ("instances.get", Some(*vm), None),
+        ("POST", ["instances", vm, "reportHostAsFaulty"]) if zone => {
+            ("instances.reportHostAsFaulty", Some(*vm), None)
+        }
         ("GET", ["machineTypes", m]) if zone => ("machineTypes.get", Some(*m), None),
         ("GET", ["instanceTemplates", t]) if region => ("regionInstanceTemplates.get", Some(*t), None),
         ("GET", ["instanceTemplates", t]) if !zone => ("instanceTemplates.get", Some(*t), None),
@@ -310,6 +313,15 @@ fn mutation<'a>(call: &'a Call, request_id: Option<&'a str>, body: &Value) -> Mu
     let is_rr = call.method_id.contains("ResizeRequests");
     let policies = format!("{GCE_BASE}projects/{}/{}/resourcePolicies", call.project, call.scope.path());
     let (op_type, target_link) = match (is_rr, op) {
+        _ if call.method_id == "instances.reportHostAsFaulty" => (
+            "compute.instances.reportHostAsFaulty",
+            format!(
+                "{GCE_BASE}projects/{}/{}/instances/{}",
+                call.project,
+                call.scope.path(),
+                call.name.as_deref().unwrap_or_default()
+            ),
+        ),
         _ if call.method_id.starts_with("resourcePolicies.") => match op {
             "insert" => ("insert", format!("{policies}/{named}")),
             _ => ("delete", format!("{policies}/{}", call.name.as_deref().unwrap_or_default())),
@@ -464,6 +476,10 @@ async fn run(sim: &Shared, call: &Call, query: &[(String, String)], body: &Value
         (_, "insert") => {
             let key = call.mig_key();
             sim.lock().mutate(m(), now, |s| s.insert_resize_request(&key, body, now))
+        }
+        ("instances", "reportHostAsFaulty") => {
+            let Scope::Zone(zone) = &call.scope else { unreachable!("routed as zonal") };
+            sim.lock().mutate(m(), now, |s| s.report_host_as_faulty(project, zone, name, body, now))
         }
         ("instances", "get") => {
             let Scope::Zone(zone) = &call.scope else { unreachable!("routed as zonal") };

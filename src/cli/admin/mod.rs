@@ -12,6 +12,7 @@
 mod ask_daemon;
 mod explain;
 mod listings;
+mod repair;
 mod status;
 
 pub use ask_daemon::ask_daemon;
@@ -20,6 +21,7 @@ pub use listings::{
     events, migs, nodes, parse_since, requests, EVENT_FIELDS, MIG_FIELDS, NODE_FIELDS, REQUEST_FIELDS,
     SUMMARY_FIELDS,
 };
+pub use repair::repair;
 pub use status::status;
 
 use super::source::Source;

@@ -122,6 +122,12 @@ pub fn judge(step: &GceStep, e: &SendError) -> StepResult {
             StepResult::Moot(e.to_string())
         }
         (_, ErrorClass::Capacity | ErrorClass::Quota) => refused(),
+        // GCE will not take the report (not a reservation-bound VM, not running, one under way):
+        // the repair fails with GCE's words.
+        (
+            GceStep::ReportHostAsFaulty { .. },
+            ErrorClass::Invalid | ErrorClass::NotFound | ErrorClass::ConditionNotMet,
+        ) => refused(),
         (
             GceStep::InsertMig { .. } | GceStep::InsertResizeRequest { .. } | GceStep::CreateInstances { .. },
             ErrorClass::Invalid | ErrorClass::NotFound,

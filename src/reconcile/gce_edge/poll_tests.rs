@@ -160,6 +160,7 @@ fn the_lists_bring_a_queued_request_back_at_once() {
         created: None,
         termination: None,
         network_ip: None,
+        reservation_bound: false,
     };
     let vms = BTreeMap::from([(vm.name.clone(), vm)]);
     w.1.get_mut(&migs[1]).unwrap().target_size = 0;

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 /// list's `unreachables` (so a partial list can be told from a complete one) and the page token.
 pub const VM_LIST_FIELDS: &str = "items/*/instances(name,zone,status,creationTimestamp,metadata/items,\
 networkInterfaces/networkIP,resourceStatus/scheduling/terminationTimestamp,\
-resourceStatus/physicalHostTopology),items/*/warning,\
+resourceStatus/physicalHostTopology,scheduling/provisioningModel),items/*/warning,\
 nextPageToken,unreachables,warning";
 /// The fields of a MIG a pass reads from `regionInstanceGroupManagers.list`.
 pub const MIG_LIST_FIELDS: &str =
@@ -83,6 +83,7 @@ pub async fn observe_vms(
                         termination: i.termination_timestamp().and_then(gce::parse_timestamp),
                         network_ip: i.internal_ip().map(str::to_string),
                         topology: i.topology(),
+                        reservation_bound: i.provisioning_model() == Some("RESERVATION_BOUND"),
                         zone: zone.to_string(),
                         name: i.name.to_string(),
                         status: VmStatus::from(i.status.as_ref()),
@@ -106,6 +107,10 @@ pub async fn observe_vms(
                     termination: i.termination_time(),
                     network_ip: i.internal_ip().map(str::to_string),
                     topology: None,
+                    reservation_bound: i
+                        .scheduling
+                        .as_ref()
+                        .is_some_and(|s| s.provisioning_model == "RESERVATION_BOUND"),
                     zone: gce::last_segment(&i.zone).to_string(),
                     name: i.name.clone(),
                     status: VmStatus::from(i.status),

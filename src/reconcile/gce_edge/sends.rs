@@ -93,6 +93,14 @@ pub fn intent(
         GceStep::DeletePolicy { policy, reason, .. } => {
             (MutationKind::PolicyDelete, policy.clone(), serde_json::json!({ "reason": reason }))
         }
+        GceStep::ReportHostAsFaulty { vm, behavior, description, .. } => (
+            MutationKind::ReportHostAsFaulty,
+            vm.url(),
+            serde_json::json!({
+                "disruptionSchedule": "IMMEDIATE",
+                "faultReasons": [{"behavior": behavior.as_str(), "description": description}],
+            }),
+        ),
     })
 }
 
@@ -300,6 +308,9 @@ pub async fn send(
             };
         }
         GceStep::DeletePolicy { policy, .. } => client.delete_policy(region, policy, rid).await?,
+        GceStep::ReportHostAsFaulty { vm, behavior, description, .. } => {
+            client.report_host_as_faulty(&vm.zone, &vm.name, behavior.as_str(), description, rid).await?
+        }
     };
     client.wait_done(&op, deadline).await?.into_result()?;
     Ok(())

@@ -9,7 +9,10 @@
 //!    again, not after Slurm's two-minute requeue hold), MIG deleted, cause recorded, nodeset
 //!    backoff started (capacity or error, one level deeper than the last). A group records the
 //!    zone(s) its VMs are in from the first pass that lists one (`Request::zone`).
-//! 3. Every node is compared with its VM and with Slurm (`nodes.rs`): expiry, vanished VMs, suspends
+//! 3. Repairs first (`repair.rs`): asks and `repair ...` drain reasons become repairs; a repaired
+//!    node is drained, its jobs requeued, its reservation-bound VM's host reported faulty or its VM
+//!    replaced, and its drain lifted when its VM runs again. Then every node is compared with its VM
+//!    and with Slurm (`nodes.rs`): expiry, vanished VMs, suspends
 //!    to carry out, VMs that must not exist, static nodes to keep provisioned, drift between Slurm
 //!    and the store.
 //! 4. Nodes waiting for a VM are grouped by (nodeset, job) into new request groups of at most 1000
@@ -56,6 +59,7 @@ mod orphans;
 mod overlay;
 mod policies;
 mod release;
+mod repair;
 mod requests;
 mod reservations;
 mod reserved;
@@ -66,6 +70,7 @@ mod tests;
 pub use fallback::{unschedulable, FALLBACK_REASON};
 pub use groups::{run_duration, RunDuration};
 pub use release::RELEASE_REASON;
+pub use repair::{repair_drain_reason, repair_reason, HOST_REPORTED};
 pub use requests::next_backoff;
 
 use super::types::*;
@@ -121,11 +126,14 @@ pub fn plan(cfg: &PlanConfig, d: &Desired, o: &Observed, now: DateTime<Utc>) -> 
         job_begins: BTreeMap::new(),
         here: Here::default(),
         eol_wanted: Vec::new(),
+        repairs_before: &d.repairs,
+        repairs: d.repairs.clone(),
     };
     p.expire_backoffs();
     p.request_lifecycle();
     p.adopt_untracked_slurm_nodes();
     p.seed_static();
+    p.repairs();
     p.node_rules();
     p.group_pending();
     p.migs_and_gc();
@@ -163,6 +171,9 @@ struct Planner<'a> {
     here: Here<'a>,
     /// The end-of-life reservations the up nodes lack, made by [`Planner::make_reservations`].
     eol_wanted: Vec<EolWanted>,
+    /// The repairs as the round began, and as the rules leave them (`repair.rs`; a few rows).
+    repairs_before: &'a BTreeMap<String, Repair>,
+    repairs: BTreeMap<String, Repair>,
 }
 
 /// An end-of-life reservation an up node lacks.
@@ -370,6 +381,11 @@ impl Planner<'_> {
         }
         for ns in self.backoffs_before.keys().filter(|ns| !self.backoffs.contains_key(*ns)) {
             self.plan.backoffs_cleared.push(ns.clone());
+        }
+        for (node, r) in std::mem::take(&mut self.repairs) {
+            if self.repairs_before.get(&node) != Some(&r) {
+                self.plan.repairs.push(r);
+            }
         }
         self.plan.nodes = self.nodes.into_changes();
         self.plan.requests = self.requests.into_changes();

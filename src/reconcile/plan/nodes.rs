@@ -69,7 +69,9 @@ impl Planner<'_> {
         match self.sight(name) {
             // The list failed or left out the VM's zone: the node keeps its state.
             Sight::Unknown => {}
-            Sight::Seen(vm) if vm.status.stays_down() => self.vm_failed(name, vm),
+            Sight::Seen(vm) if vm.status.stays_down() && !self.host_being_reported(name) => {
+                self.vm_failed(name, vm)
+            }
             Sight::Seen(vm) => {
                 let became_running =
                     vm.status == VmStatus::Running && node.vm_status != Some(VmStatus::Running);
@@ -121,7 +123,10 @@ impl Planner<'_> {
                 }
                 if let Some(s) = self.slurm_node(name) {
                     let ours_down = s.is_down() && s.reason.starts_with(REASON_PREFIX);
-                    if let Some(how) = stuck(s, vm, secs_since(self.now, node.state_since)) {
+                    // A VM restarting on another host re-registers its slurmd: not stuck meanwhile.
+                    let stuck = stuck(s, vm, secs_since(self.now, node.state_since))
+                        .filter(|_| !self.host_being_reported(name));
+                    if let Some(how) = stuck {
                         self.replace_stuck(name, vm, how);
                         return;
                     }
@@ -296,7 +301,7 @@ impl Planner<'_> {
     /// node is re-provisioned (its VM deleted through its MIG, a new one requested once the name is
     /// free; DOWN in Slurm meanwhile unless Slurm has it powered down or DOWN already), a dynamic
     /// node leaves service (its job requeued, the VM deleted when it is suspending).
-    fn replace_vm(&mut self, name: &str, node: &Node, vm: &ObservedVm, r: Replacement<'_>) {
+    pub(super) fn replace_vm(&mut self, name: &str, node: &Node, vm: &ObservedVm, r: Replacement<'_>) {
         let Replacement { kind, msg, down_reason, static_words, dynamic_words, job_may_start_again } = r;
         if node.is_static {
             self.set_state(name, NodeState::ResumePending);
@@ -481,17 +486,17 @@ impl Planner<'_> {
 
 /// Why a held-up node's VM is replaced, and how the events and Slurm say it
 /// ([`Planner::replace_vm`]).
-struct Replacement<'a> {
-    kind: EventKind,
+pub(super) struct Replacement<'a> {
+    pub kind: EventKind,
     /// What happened: the node's last error, and the start of its event.
-    msg: &'a str,
+    pub msg: &'a str,
     /// The reason a static node is set DOWN with while its VM is replaced.
-    down_reason: String,
+    pub down_reason: String,
     /// What the event adds for a static node, and for a dynamic one.
-    static_words: &'a str,
-    dynamic_words: &'a str,
+    pub static_words: &'a str,
+    pub dynamic_words: &'a str,
     /// Whether a dynamic node's requeued job may start again at once (no stale step can reach it).
-    job_may_start_again: bool,
+    pub job_may_start_again: bool,
 }
 
 /// How long Slurm may show a node powering up or not responding while its VM runs before it is

@@ -102,6 +102,7 @@ fn vm(name: &str, mig: &str) -> ObservedVm {
         created: Some(t0() - Duration::minutes(30)),
         termination: Some(t0() + Duration::hours(2)),
         network_ip: Some("10.0.0.2".into()),
+        reservation_bound: false,
     }
 }
 
@@ -1551,6 +1552,9 @@ fn a_node_past_resume_timeout_ends_powered_down_and_usable() {
 mod capacity;
 #[path = "reserved_tests.rs"]
 mod reserved_capacity;
+#[path = "repair_tests.rs"]
+mod repair_tests;
+
 #[path = "standard_tests.rs"]
 mod standard;
 

@@ -402,6 +402,7 @@ impl Reconciler {
         }
         o.observed = observed;
         o.polls = polls;
+        o.observed.repair_asks = self.clients.store.unprocessed_repair_asks().await?;
         if o.observed.vms.is_some() || o.observed.migs.is_some() {
             // GCE answers: read the templates not read yet (with GCE down they would only add
             // their retry deadline to this pass).

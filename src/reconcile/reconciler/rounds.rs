@@ -162,6 +162,7 @@ impl Reconciler {
             let outbox =
                 commit::commit_round(&self.clients.store, &ctx, &mut p, &fresh_gce, &mut desired, now)
                     .await?;
+            observed.repair_asks.clear(); // taken: the next rounds plan from the repairs they made
             timer.commit += t.elapsed();
             let t = tokio::time::Instant::now();
             outbox_used.extend(outbox.iter().map(|e| e.id));

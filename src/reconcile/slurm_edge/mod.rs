@@ -33,5 +33,23 @@ pub async fn run(slurm: &Slurm, step: &SlurmStep) -> Result<(), SlurmError> {
         }
         SlurmStep::DeleteReservation { name } => reservations::delete(slurm, name).await,
         SlurmStep::SetJobsBegin { jobs, begin } => slurm.set_jobs_begin(jobs, *begin).await,
+        SlurmStep::RequeueJobsOn { nodes } => requeue_jobs_on(slurm, nodes).await,
     }
+}
+
+/// `scontrol requeue` of the jobs running on `nodes` (none: nothing to do).
+async fn requeue_jobs_on(slurm: &Slurm, nodes: &[String]) -> Result<(), SlurmError> {
+    let mut jobs = Vec::new();
+    for node in nodes {
+        let live = |j: &crate::slurm::JobInfo| {
+            matches!(j.state.as_str(), "RUNNING" | "CONFIGURING" | "SUSPENDED" | "STOPPED")
+        };
+        jobs.extend(slurm.jobs_on_node(node).await?.into_iter().filter(live).map(|j| j.job_id));
+    }
+    jobs.sort_unstable();
+    jobs.dedup();
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    slurm.requeue(&jobs).await
 }

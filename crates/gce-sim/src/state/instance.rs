@@ -12,6 +12,9 @@ pub enum VmStatus {
     /// Down after a host failure (or stopped at the end of its run duration when its template says
     /// `instanceTerminationAction: STOP`); stays until deleted or repaired.
     Terminated,
+    /// Its host was reported faulty (`instances.reportHostAsFaulty`): it moves to another host and
+    /// starts again (STAGING, then RUNNING).
+    Repairing,
 }
 
 impl VmStatus {
@@ -21,6 +24,7 @@ impl VmStatus {
             VmStatus::Staging => "STAGING",
             VmStatus::Running => "RUNNING",
             VmStatus::Terminated => "TERMINATED",
+            VmStatus::Repairing => "REPAIRING",
         }
     }
 }
@@ -56,6 +60,8 @@ pub struct Instance {
     pub(super) host: Option<super::Slot>,
     /// The reservation unit it consumes (`consume.rs`).
     pub(super) consumed: Option<super::Consumed>,
+    /// The Operation of a `reportHostAsFaulty` under way: DONE when the VM runs again.
+    pub(super) host_report: Option<String>,
 }
 
 impl Instance {
@@ -279,6 +285,7 @@ impl State {
             deleting_at: None,
             host: None,
             consumed: None,
+            host_report: None,
         };
         let mut vm = vm;
         vm.host = self.take_slot(&(vm.project.clone(), zone.clone(), name.to_string()));
@@ -293,8 +300,12 @@ impl State {
     /// Lifecycle steps that are due: PROVISIONING → STAGING → RUNNING (the boot command runs), and
     /// repairs that start (TERMINATED → PROVISIONING, as a new VM of the same name).
     pub(super) fn advance_vms(&mut self, now: DateTime<Utc>, effects: &mut Vec<Effect>) {
-        let Lifecycle { provisioning_ms, staging_ms } = self.lifecycle;
+        let Lifecycle { provisioning_ms, staging_ms, .. } = self.lifecycle;
+        let mut reports_done = Vec::new();
         for vm in self.instances.values_mut().filter(|vm| vm.deleting_at.is_none()) {
+            if vm.status == VmStatus::Repairing && std::mem::take(&mut vm.booted) {
+                effects.push(Effect::Stop(vm.name.clone())); // it left its faulty host
+            }
             while let Some(at) = vm.next_at.filter(|t| now >= *t) {
                 match vm.status {
                     VmStatus::Provisioning => {
@@ -308,6 +319,11 @@ impl State {
                         vm.booted = true;
                         vm.last_start = Some(now);
                         effects.push(Effect::Boot(vm.name.clone()));
+                        reports_done.extend(vm.host_report.take());
+                    }
+                    VmStatus::Repairing => {
+                        vm.status = VmStatus::Staging;
+                        vm.next_at = Some(at + ms(staging_ms));
                     }
                     VmStatus::Terminated if vm.repairing => {
                         vm.status = VmStatus::Provisioning;
@@ -316,6 +332,11 @@ impl State {
                     }
                     VmStatus::Running | VmStatus::Terminated => vm.next_at = None,
                 }
+            }
+        }
+        for op in reports_done {
+            if let Some(o) = self.operations.get_mut(&op) {
+                o.done_at = Some(now);
             }
         }
     }

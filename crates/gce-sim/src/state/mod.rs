@@ -17,6 +17,7 @@ mod advice;
 mod consume;
 mod create;
 mod future_reservation;
+mod faulty_host;
 mod instance;
 mod machine_type;
 mod mig;
@@ -57,6 +58,8 @@ pub const OP_LATENCY_MS: i64 = 100;
 /// How long a new VM shows PROVISIONING, then STAGING, before RUNNING (control API: `/_sim/lifecycle`).
 pub const PROVISIONING_MS: i64 = 50;
 pub const STAGING_MS: i64 = 50;
+/// How long a VM whose host was reported faulty shows REPAIRING (control API: `/_sim/lifecycle`).
+pub const HOST_REPAIR_MS: i64 = 1000;
 /// How long a VM removed with `deleteInstances` shows STOPPING / DELETING before it is gone; also how
 /// long a MIG that repairs failed VMs waits before recreating one.
 pub const DELETE_MS: i64 = 100;
@@ -154,11 +157,19 @@ pub enum Unreachable {
 pub struct Lifecycle {
     pub provisioning_ms: i64,
     pub staging_ms: i64,
+    /// How long a VM whose host was reported faulty shows REPAIRING before it starts again on
+    /// another host (`faulty_host.rs`).
+    #[serde(default = "default_host_repair_ms")]
+    pub host_repair_ms: i64,
+}
+
+fn default_host_repair_ms() -> i64 {
+    HOST_REPAIR_MS
 }
 
 impl Default for Lifecycle {
     fn default() -> Self {
-        Lifecycle { provisioning_ms: PROVISIONING_MS, staging_ms: STAGING_MS }
+        Lifecycle { provisioning_ms: PROVISIONING_MS, staging_ms: STAGING_MS, host_repair_ms: HOST_REPAIR_MS }
     }
 }
 

@@ -221,3 +221,39 @@ fn delete_instances_validates_members_unless_told_to_skip() {
     assert_eq!(fx, vec![Effect::Stop("n-0".into())]);
     assert_eq!(s.migs[&key].target_size, 1, "deletion does not lower targetSize a second time");
 }
+
+/// `reportHostAsFaulty`: refused for a flex VM in GCE's words; a RUNNING reservation-bound VM goes
+/// REPAIRING (what ran on it stops), then STAGING and RUNNING (it boots again), and its Operation is
+/// DONE then; a second report while one runs is refused.
+#[test]
+fn a_faulty_host_report_moves_a_reservation_bound_vm_and_refuses_others() {
+    let mut s = State::new(1.0);
+    let key = setup(&mut s);
+    s.insert_resize_request(&key, &rr(&["n-0"], "3600"), t0()).unwrap();
+    run(&mut s, &[100, 150, 200]);
+    assert_eq!(statuses(&s), ["RUNNING"]);
+    let body = json!({"disruptionSchedule": "IMMEDIATE",
+                      "faultReasons": [{"behavior": "UNRECOVERABLE_GPU_ERROR", "description": "xid 79"}]});
+    let at = t0() + ms(300);
+    let e = s.report_host_as_faulty("p", "r1-b", "n-0", &body, at).unwrap_err();
+    assert_eq!((e.code, e.reason.as_str()), (400, faulty_host::NOT_RESERVATION_BOUND));
+    assert!(e.messages[0].contains("FLEX_START"), "{e:?}");
+
+    let vm = s.instances.values_mut().next().unwrap();
+    vm.scheduling["provisioningModel"] = json!("RESERVATION_BOUND");
+    let wrong = json!({"disruptionSchedule": "FUTURE", "faultReasons": [{"behavior": "PERFORMANCE"}]});
+    assert_eq!(s.report_host_as_faulty("p", "r1-b", "n-0", &wrong, at).unwrap_err().code, 400);
+    let op = s.report_host_as_faulty("p", "r1-b", "n-0", &body, at).unwrap();
+    assert_eq!(statuses(&s), ["REPAIRING"]);
+    assert!(!s.operations[&op].is_done(at));
+    let again = s.report_host_as_faulty("p", "r1-b", "n-0", &body, at).unwrap_err();
+    assert_eq!(again.reason, "FAILED_WITH_UNEXPECTED_STATUS", "{again:?}");
+    assert_eq!(run(&mut s, &[301]), vec![Effect::Stop("n-0".into())]);
+    assert!(run(&mut s, &[300 + HOST_REPAIR_MS]).is_empty());
+    assert_eq!(statuses(&s), ["STAGING"]);
+    let back = 300 + HOST_REPAIR_MS + STAGING_MS;
+    assert_eq!(run(&mut s, &[back]), vec![Effect::Boot("n-0".into())]);
+    assert_eq!(statuses(&s), ["RUNNING"]);
+    assert!(s.operations[&op].is_done(t0() + ms(back)));
+    assert!(s.operations[&op].error.is_none());
+}

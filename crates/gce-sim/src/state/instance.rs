@@ -54,6 +54,9 @@ pub struct Instance {
     pub(super) deleting_at: Option<DateTime<Utc>>,
     /// The host it runs on (`placement.rs`); `None` when its zone had no free host.
     pub(super) host: Option<super::Slot>,
+    /// `resourceStatus.upcomingMaintenance` as the control API set it (an `UpcomingMaintenance`,
+    /// checked against the discovery document); `None`: GCE plans no maintenance for the VM.
+    pub(super) upcoming_maintenance: Option<Value>,
 }
 
 impl Instance {
@@ -168,6 +171,9 @@ impl State {
             ));
             o["resourceStatus"]["physicalHostTopology"] = t;
         }
+        if let Some(m) = &vm.upcoming_maintenance {
+            o["resourceStatus"]["upcomingMaintenance"] = m.clone();
+        }
         if let Some(t) = vm.last_start {
             o["lastStartTimestamp"] = json!(ts(t));
         }
@@ -247,6 +253,7 @@ impl State {
             repairing: false,
             deleting_at: None,
             host: None,
+            upcoming_maintenance: None,
         };
         let mut vm = vm;
         vm.host = self.take_slot(&(vm.project.clone(), zone.clone(), name.to_string()));
@@ -285,6 +292,18 @@ impl State {
                 }
             }
         }
+    }
+
+    /// Control API: GCE announces (or moves) a maintenance window of the VM named `name`
+    /// (`Some`, an `UpcomingMaintenance`), or no longer plans one (`None`: cancelled or done).
+    /// `false` if there is no such VM.
+    pub fn set_upcoming_maintenance(&mut self, name: &str, maintenance: Option<Value>) -> bool {
+        let mut found = false;
+        for vm in self.instances.values_mut().filter(|vm| vm.name == name) {
+            vm.upcoming_maintenance = maintenance.clone();
+            found = true;
+        }
+        found
     }
 
     /// Control API: the host of this VM fails. The VM goes TERMINATED (the stop command runs if it

@@ -46,6 +46,9 @@ pub struct NodesetPlan {
     /// The name of the workload policy slurm-dws owns for it (`[nodeset.placement]` with a
     /// distance or accelerator topology), created before its first MIG.
     pub owned_policy: Option<String>,
+    /// `maintenance_reservation`: a Slurm reservation over a maintenance window GCE announces for
+    /// one of its nodes' VMs (`plan/maintenance.rs`).
+    pub maintenance_reservation: bool,
 }
 
 /// A job's time limit as Slurm reports it.
@@ -82,6 +85,9 @@ pub struct ObservedVm {
     pub network_ip: Option<String>,
     /// `resourceStatus.physicalHostTopology` as `CLUSTER/BLOCK/SUBBLOCK/HOST` (null parts empty).
     pub topology: Option<String>,
+    /// `resourceStatus.upcomingMaintenance`: the maintenance GCE announced for it (boxed: most VMs
+    /// have none, and this keeps every other VM as small as before).
+    pub maintenance: Option<Box<Maintenance>>,
 }
 
 /// A MIG as GCE lists it, already proven ours (name prefix and description).
@@ -659,6 +665,7 @@ impl PlanConfig {
                         fallback_after: n.fallback_after,
                         owned_policy: matches!(n.placement, Some(crate::config::Placement::Owned { .. }))
                             .then(|| crate::naming::policy_name(&cfg.cluster_name, &n.name)),
+                        maintenance_reservation: n.maintenance_reservation,
                     };
                     (n.name.clone(), plan)
                 })

@@ -25,6 +25,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (20261125261000, include_str!("../../migrations/20261125261000_request_zone_choice.sql")),
     (20261125270000, include_str!("../../migrations/20261125270000_node_topology.sql")),
     (20261126260000, include_str!("../../migrations/20261126260000_request_zone.sql")),
+    (20261127390000, include_str!("../../migrations/20261127390000_node_maintenance.sql")),
 ];
 
 /// The newest schema version this build knows.

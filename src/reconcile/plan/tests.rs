@@ -36,6 +36,7 @@ fn cfg() -> PlanConfig {
         model: Default::default(),
         exclusive: name == "gpu2",
         fallback_after: 0,
+        maintenance_reservation: name != "b",
     };
     PlanConfig {
         naming: naming(false),
@@ -94,6 +95,7 @@ fn mig(name: &str, state: MigState) -> Mig {
 fn vm(name: &str, mig: &str) -> ObservedVm {
     ObservedVm {
         topology: None,
+        maintenance: None,
         name: name.into(),
         zone: "us-central1-a".into(),
         status: "RUNNING".into(),
@@ -1548,6 +1550,8 @@ fn a_node_past_resume_timeout_ends_powered_down_and_usable() {
 
 #[path = "tests_capacity.rs"]
 mod capacity;
+#[path = "maintenance_tests.rs"]
+mod maintenance;
 #[path = "standard_tests.rs"]
 mod standard;
 

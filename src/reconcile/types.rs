@@ -275,7 +275,8 @@ pub struct Observed {
     pub slurm: Option<BTreeMap<String, SlurmNode>>,
     /// Time limits of the jobs that resume nodes, from `squeue --json`.
     pub job_limits: BTreeMap<u32, JobLimit>,
-    /// Names of Slurm reservations slurm-dws made (prefix `slurm-dws-eol-`) that exist now.
+    /// Names of Slurm reservations slurm-dws made (prefixes `slurm-dws-eol-` and `slurm-dws-maint-`)
+    /// that exist now.
     pub reservations: Option<BTreeSet<String>>,
     /// The jobs the up nodes of `exclusive` nodesets were resumed for, as `squeue` shows them (a
     /// job that has ended and left Slurm's memory is absent); `None` when squeue was not asked or

@@ -336,6 +336,13 @@ string_enum! {
         VmReplaced => "vm_replaced",
         /// A repaired node's VM runs again and the node is back in service.
         Repaired => "repaired",
+        /// GCE announced (or moved) a maintenance window of a node's VM
+        /// (`resourceStatus.upcomingMaintenance`): when, of which type, why, and the node's
+        /// `slurm-dws-maint-{node}` reservation over it.
+        MaintenanceScheduled => "maintenance_scheduled",
+        /// A node's maintenance is over, was cancelled, or its VM is gone: its maintenance
+        /// reservation was removed.
+        MaintenanceDone => "maintenance_done",
     }
 }
 
@@ -456,6 +463,57 @@ pub struct Node {
     /// reports no physical host (a MIG without a workload policy).
     #[serde(default)]
     pub topology: Option<String>,
+    /// The maintenance GCE announced for its VM (`resourceStatus.upcomingMaintenance`), as the pass
+    /// that last saw it changed recorded it; `None` while none is announced.
+    #[serde(default)]
+    pub maintenance: Option<Maintenance>,
+}
+
+/// GCE's upcoming maintenance of a VM (`resourceStatus.upcomingMaintenance`; docs/gce-facts.md):
+/// decoded from GCE's own JSON, and kept in the store in the same shape.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Maintenance {
+    /// `SCHEDULED`, `UNSCHEDULED`, `MULTIPLE` or `UNKNOWN_TYPE`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// When the window starts (GCE may move it, up to `latest_window_start_time`).
+    pub window_start_time: Option<DateTime<Utc>>,
+    /// When the maintenance's disruption will be over; GCE may leave it out.
+    pub window_end_time: Option<DateTime<Utc>>,
+    /// The latest the window may be moved to.
+    pub latest_window_start_time: Option<DateTime<Utc>>,
+    /// Whether the maintenance can be started earlier by the customer (`instances.performMaintenance`).
+    pub can_reschedule: bool,
+    /// `PENDING` or `ONGOING`.
+    pub maintenance_status: String,
+    /// Why, such as `FAILURE_GPU_XID` or `PLANNED_UPDATE`.
+    pub maintenance_reasons: Vec<String>,
+}
+
+impl Maintenance {
+    /// One line for `explain` and the events: type, window and reasons.
+    pub fn describe(&self) -> String {
+        let t = |t: Option<DateTime<Utc>>| {
+            t.map_or_else(|| "?".to_string(), |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+        };
+        let end = match self.window_end_time {
+            Some(end) => t(Some(end)),
+            None => "an end GCE did not give".to_string(),
+        };
+        let kind = if self.kind.is_empty() { "maintenance" } else { self.kind.as_str() };
+        let mut s = format!("{kind} from {} to {end}", t(self.window_start_time));
+        if !self.maintenance_status.is_empty() {
+            s.push_str(&format!(", {}", self.maintenance_status));
+        }
+        if !self.maintenance_reasons.is_empty() {
+            s.push_str(&format!(", reasons {}", self.maintenance_reasons.join(",")));
+        }
+        if self.can_reschedule {
+            s.push_str(", can be started earlier (gcloud compute instances perform-maintenance)");
+        }
+        s
+    }
 }
 
 /// A resize-request group: the nodes of one (nodeset, job) chunk, one MIG and one resize request.
@@ -738,6 +796,8 @@ mod tests {
                 "host_reported_faulty",
                 "vm_replaced",
                 "repaired",
+                "maintenance_scheduled",
+                "maintenance_done",
             ]
         );
         for k in EventKind::ALL {

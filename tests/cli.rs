@@ -573,3 +573,53 @@ async fn repair_refuses_a_node_not_ours_or_an_unknown_behaviour_and_changes_noth
     assert!(db.unprocessed_repair_asks().await.unwrap().is_empty(), "nothing recorded");
     assert!(db.repairs().await.unwrap().is_empty());
 }
+
+/// `explain` says when and why GCE will maintain a node's VM and which reservation keeps jobs off
+/// it, and a failed request's error, which is also the node's, is said once.
+#[tokio::test]
+#[allow(clippy::disallowed_methods)] // the records' times are the wall clock's, as a daemon writes them
+async fn explain_says_when_and_why_a_node_is_maintained_and_an_error_once() {
+    use slurm_dws::model::{Maintenance, NodeState, RequestPhase, VmStatus};
+    let w = World::with_endpoint("http://127.0.0.1:9/compute/v1/", &[("gpu", 0, 4, "")], "");
+    let store = slurm_dws::store::Store::open(&w.state_dir()).await.unwrap();
+    let now = chrono::Utc::now();
+    let t = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&chrono::Utc);
+    let mut tx = store.begin().await.unwrap();
+    let names = vec!["hpc-gpu-1".to_string()];
+    let mut r =
+        tx.insert_request("gpu", Some(9), "0a1b2c3d", "hpc-gpu-j9", "rr-1", &names, 3600, now).await.unwrap();
+    let error = "ZONE_RESOURCE_POOL_EXHAUSTED: no capacity in us-central1-a";
+    r.phase = RequestPhase::Failed;
+    r.last_error = Some(error.into());
+    tx.update_request(&r).await.unwrap();
+    let mut up = slurm_dws::reconcile::plan::new_node("hpc-gpu-0", "gpu", 0, false, now);
+    up.state = NodeState::Up;
+    up.vm_status = Some(VmStatus::Running);
+    up.maintenance = Some(Maintenance {
+        kind: "UNSCHEDULED".into(),
+        window_start_time: Some(t("2099-01-01T10:00:00Z")),
+        window_end_time: None,
+        latest_window_start_time: None,
+        can_reschedule: false,
+        maintenance_status: "PENDING".into(),
+        maintenance_reasons: vec!["FAILURE_GPU_XID".into()],
+    });
+    let mut failed = slurm_dws::reconcile::plan::new_node("hpc-gpu-1", "gpu", 1, false, now);
+    failed.request_id = Some(r.id);
+    failed.last_error = Some(error.into());
+    tx.upsert_nodes(&[up, failed]).await.unwrap();
+    tx.commit().await.unwrap();
+    store.close().await;
+
+    let story = words(&ok_table(&w, &["explain", "hpc-gpu-0"]));
+    assert!(story.contains("GCE will maintain its VM from "), "{story}");
+    assert!(
+        story.contains(
+            ": UNSCHEDULED from 2099-01-01T10:00:00Z to an end GCE did not give, PENDING, reasons FAILURE_GPU_XID; Slurm reservation slurm-dws-maint-hpc-gpu-0 (maint,ignore_jobs) keeps jobs off it until 2099-01-01T13:00:00Z (GCE gave no end: 3 hours reserved)."
+        ),
+        "{story}"
+    );
+    let story = words(&ok_table(&w, &["explain", "hpc-gpu-1"]));
+    assert_eq!(story.matches(error).count(), 1, "the error is said once:\n{story}");
+    assert!(story.contains(&format!("Last error: {error}")), "{story}");
+}

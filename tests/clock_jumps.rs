@@ -54,6 +54,7 @@ fn cfg() -> PlanConfig {
         model: Default::default(),
         exclusive: false,
         fallback_after: 0,
+        maintenance_reservation: true,
     };
     PlanConfig {
         naming: Naming::with_nodesets("hpc", [("a", 1, 20), ("b", 1, 20)]),
@@ -122,6 +123,7 @@ fn mig(name: &str, nodeset: &str, empty_since: Option<DateTime<Utc>>) -> (Mig, O
 fn vm(name: &str, mig: &str, created: DateTime<Utc>) -> ObservedVm {
     ObservedVm {
         topology: None,
+        maintenance: None,
         name: name.into(),
         zone: "us-central1-a".into(),
         status: "RUNNING".into(),

@@ -124,6 +124,7 @@ fn example_parses_with_the_values_it_shows() {
     assert_eq!(h4d.partition, "cpu");
     assert_eq!((a3u.exclusive, a3u.fallback_after), (false, 0));
     assert_eq!((h4d.exclusive, h4d.fallback_after), (true, 600));
+    assert_eq!((a3u.maintenance_reservation, h4d.maintenance_reservation), (true, false));
     assert_eq!((h4d.dws_flex.max_run_duration, h4d.dws_flex.queue_timeout), (86400, 3600));
     assert!(h4d.dws_flex.enabled && h4d.dws_flex.use_job_duration);
     assert!(c.nodeset("nope").is_none());
@@ -167,6 +168,7 @@ node_count_dynamic_max = 1
     assert_eq!(n.partition, "a3u");
     assert_eq!(n.node_conf, "");
     assert_eq!((n.exclusive, n.fallback_after), (false, 0), "not exclusive; fallback only on a failure");
+    assert!(n.maintenance_reservation, "a maintenance window is reserved by default");
     let f = &n.dws_flex;
     assert!(f.enabled && f.use_job_duration);
     assert_eq!((f.max_run_duration, f.boot_allowance, f.queue_timeout, f.eol_grace), (604800, 600, 0, 600));

@@ -430,6 +430,15 @@ async fn nodes_upsert_read_back_and_bulk() {
         reservation: Some("slurm-dws-eol-c-gpu-10".into()),
         state_since: at(5),
         topology: Some("us-central1-cluster-a1/block-7/subblock-2/host-11".into()),
+        maintenance: Some(Maintenance {
+            kind: "UNSCHEDULED".into(),
+            window_start_time: Some(at(3600)),
+            window_end_time: Some(at(7200)),
+            latest_window_start_time: None,
+            can_reschedule: false,
+            maintenance_status: "PENDING".into(),
+            maintenance_reasons: vec!["FAILURE_GPU_XID".into()],
+        }),
     };
     let empty = node("gpu", 2);
     let other = node("cpu", 0);
@@ -1090,6 +1099,7 @@ async fn daemon_transaction(store: &Store, i: u32) -> Result<(), StoreError> {
             reservation: None,
             state_since: now,
             topology: None,
+            maintenance: None,
         })
         .collect();
     tx.upsert_nodes(&rows).await?;

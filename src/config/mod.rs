@@ -219,6 +219,9 @@ pub struct Nodeset {
     /// nodes are made unschedulable (jobs fall back to their other partitions); 0 = only when a
     /// request fails for capacity (then at once).
     pub fallback_after: u64,
+    /// A Slurm maintenance reservation `slurm-dws-maint-{node}` over the window of a node whose VM
+    /// GCE will maintain (`resourceStatus.upcomingMaintenance`), so no job runs across it.
+    pub maintenance_reservation: bool,
     pub dws_flex: DwsFlex,
     /// `[nodeset.placement]`: the workload policy of every MIG of the nodeset; `None` = none.
     pub placement: Option<Placement>,

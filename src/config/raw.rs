@@ -93,6 +93,7 @@ pub struct RawNodeset {
     pub provisioning_model: Val<String>,
     pub exclusive: Val<bool>,
     pub fallback_after: Val<u64>,
+    pub maintenance_reservation: Val<bool>,
     pub dws_flex: Option<RawDwsFlex>,
     pub placement: Option<RawPlacement>,
     pub reservation: Option<RawReservation>,
@@ -178,6 +179,7 @@ pub const KEYS: &[&str] = &[
     "nodeset.provisioning_model",
     "nodeset.exclusive",
     "nodeset.fallback_after",
+    "nodeset.maintenance_reservation",
     "nodeset.dws_flex.enabled",
     "nodeset.dws_flex.max_run_duration",
     "nodeset.dws_flex.use_job_duration",
@@ -263,6 +265,7 @@ impl From<&super::Config> for RawConfig {
                         provisioning_model: val(n.provisioning_model.as_str().to_string()),
                         exclusive: val(n.exclusive),
                         fallback_after: val(n.fallback_after),
+                        maintenance_reservation: val(n.maintenance_reservation),
                         dws_flex: Some(RawDwsFlex {
                             enabled: val(n.dws_flex.enabled),
                             max_run_duration: val(n.dws_flex.max_run_duration),

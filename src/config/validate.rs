@@ -592,6 +592,7 @@ fn resolve_nodeset(ck: &mut Checker, i: usize, n: RawNodeset, cluster: &str, reg
         provisioning_model,
         exclusive: get(&n.exclusive, false),
         fallback_after: get(&n.fallback_after, 0),
+        maintenance_reservation: get(&n.maintenance_reservation, true),
         dws_flex,
         placement: n.placement.and_then(|p| resolve_placement(ck, i, p, region)),
         reservation,

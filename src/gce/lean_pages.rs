@@ -28,7 +28,7 @@ pub(crate) struct LeanPage {
 }
 
 /// The VMs of one list as its last read found them (see the module's docs): 20 bytes of length and
-/// hash and [`NOTE`] numbers each, ~70 bytes a VM. Errors of a read leave it to be forgotten
+/// hash and [`NOTE`] numbers each, ~74 bytes a VM. Errors of a read leave it to be forgotten
 /// ([`VmRecall::forget`]).
 #[derive(Debug)]
 pub struct VmRecall {

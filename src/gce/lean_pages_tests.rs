@@ -302,6 +302,9 @@ fn list_vm(i: usize, status: &str) -> Value {
         vm["resourceStatus"]["physicalHostTopology"] =
             json!({"cluster": "c1", "block": format!("b{i}"), "host": "h"});
     }
+    if i == 4 {
+        vm["resourceStatus"]["upcomingMaintenance"] = maintenance("2030-01-01T10:00:00Z");
+    }
     if i == 7 {
         vm["metadata"]["items"][1]["value"] = json!("a/b/\"m\"");
     }
@@ -309,6 +312,12 @@ fn list_vm(i: usize, status: &str) -> Value {
         vm["metadata"]["items"][0]["value"] = json!("x".repeat(70_000));
     }
     vm
+}
+
+/// An `upcomingMaintenance` starting at `start`.
+fn maintenance(start: &str) -> Value {
+    json!({"type": "SCHEDULED", "windowStartTime": start, "windowEndTime": "2030-01-01T11:00:00Z",
+           "canReschedule": true, "maintenanceStatus": "PENDING", "maintenanceReasons": ["FAILURE_GPU_XID"]})
 }
 
 /// The list of `vms` as pages of `per_page` VMs.
@@ -355,11 +364,21 @@ fn read_list(pages: &[Vec<u8>], mut recall: Option<&mut VmRecall>) -> Vec<Seen> 
 fn a_list_read_with_its_recall_reads_as_a_fresh_read() {
     let list = |n: usize| (0..n).map(|i| list_vm(i, "RUNNING")).collect::<Vec<_>>();
     type Change = fn(&mut Vec<Value>);
-    let steps: [(&str, Change, usize); 9] = [
+    let steps: [(&str, Change, usize); 11] = [
         ("unchanged", |_| {}, 10),
         ("one VM changed in place at the same length", |l| l[5]["status"] = json!("STOPPED"), 9),
         ("one VM longer: the VMs after it are at their places", |l| l[5]["status"] = json!("TERMINATED"), 9),
         ("the IP of a VM", |l| l[2]["networkInterfaces"][0]["networkIP"] = json!("10.0.0.99"), 9),
+        (
+            "a maintenance announced",
+            |l| l[1]["resourceStatus"]["upcomingMaintenance"] = maintenance("2030-01-02T00:00:00Z"),
+            9,
+        ),
+        (
+            "a maintenance moved",
+            |l| l[1]["resourceStatus"]["upcomingMaintenance"] = maintenance("2030-01-03T00:00:00Z"),
+            9,
+        ),
         ("one VM gone: every VM after it moves", |l| drop(l.remove(3)), 3),
         ("one VM more, at the end", |l| l.push(list_vm(12, "RUNNING")), 9),
         ("fewer pages", |l| l.truncate(5), 5),
@@ -407,7 +426,14 @@ fn a_vm_from_its_parts_reads_as_the_vm() {
     odd["networkInterfaces"] = json!([{"networkIP": ""}]);
     odd["resourceStatus"]["physicalHostTopology"] = json!({});
     let bare = json!({"name": "hpc-a3u-9"});
-    for vm in [list_vm(0, "RUNNING"), list_vm(1, "STAGING"), list_vm(3, "RUNNING"), odd, bare] {
+    for vm in [
+        list_vm(0, "RUNNING"),
+        list_vm(1, "STAGING"),
+        list_vm(3, "RUNNING"),
+        list_vm(4, "RUNNING"),
+        odd,
+        bare,
+    ] {
         let bytes = serde_json::to_vec(&vm).unwrap();
         let decoded: LeanVm<'_> = serde_json::from_slice(&bytes).unwrap();
         let parts = decoded.parts();
@@ -418,5 +444,25 @@ fn a_vm_from_its_parts_reads_as_the_vm() {
             (made.topology(), made.termination_timestamp()),
             (decoded.topology(), decoded.termination_timestamp())
         );
+        assert_eq!(made.upcoming_maintenance(), decoded.upcoming_maintenance());
     }
+}
+
+/// A VM's `upcomingMaintenance` is kept as GCE's text, borrowed from the page, and reads as the
+/// model's `Maintenance`; a VM without one has none.
+#[test]
+fn an_upcoming_maintenance_is_kept_as_its_text() {
+    let bytes = serde_json::to_vec(&list_vm(4, "RUNNING")).unwrap();
+    let vm: LeanVm<'_> = serde_json::from_slice(&bytes).unwrap();
+    let text = vm.upcoming_maintenance().expect("VM 4 has one");
+    let at = text.as_ptr() as usize - bytes.as_ptr() as usize;
+    assert!(at + text.len() <= bytes.len(), "borrowed from the page, not copied");
+    let m: crate::model::Maintenance = serde_json::from_str(text).unwrap();
+    assert_eq!(m.kind, "SCHEDULED");
+    assert_eq!(m.window_start_time.map(|t| t.to_rfc3339()), Some("2030-01-01T10:00:00+00:00".into()));
+    assert_eq!(m.maintenance_reasons, vec!["FAILURE_GPU_XID".to_string()]);
+    assert!(m.can_reschedule);
+    let bytes = serde_json::to_vec(&list_vm(0, "RUNNING")).unwrap();
+    let vm: LeanVm<'_> = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(vm.upcoming_maintenance(), None);
 }

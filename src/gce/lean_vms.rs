@@ -4,8 +4,10 @@
 //! dozen allocations (its strings, its metadata items, its network interfaces) that the pass drops
 //! at once. Here a page is decoded into fields borrowed from the page's bytes ([`LeanVm`]): only
 //! what a pass reads is kept (name, zone, status, creation and termination times, the `created-by`
-//! metadata value, the first interface's IP); every other metadata item, interface and field is
-//! skipped without being built. A string is copied only when it has JSON escapes in it.
+//! metadata value, the first interface's IP, the physical host topology, and the upcoming
+//! maintenance as its raw JSON text, decoded only for the few VMs that have one); every other
+//! metadata item, interface and field is skipped without being built. A string is copied only when
+//! it has JSON escapes in it.
 
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -82,6 +84,12 @@ impl<'a> LeanVm<'a> {
         self.scheduling.as_ref()?.provisioning_model.as_ref().map(|t| t.0.as_ref())
     }
 
+    /// `resourceStatus.upcomingMaintenance` as the JSON text GCE wrote (borrowed from the page, not
+    /// decoded: most VMs have none, and the pass decodes the few that do).
+    pub fn upcoming_maintenance(&self) -> Option<&str> {
+        self.resource_status.as_ref()?.upcoming_maintenance.as_ref().map(|m| m.0)
+    }
+
     /// The strings a pass reads, in [`Parts`]' order; [`LeanVm::from_parts`] makes a VM that reads
     /// the same.
     pub(crate) fn parts(&self) -> Parts<'_> {
@@ -100,13 +108,15 @@ impl<'a> LeanVm<'a> {
             topology.map(|t| t.subblock.as_ref()),
             topology.map(|t| t.host.as_ref()),
             self.provisioning_model(),
+            self.upcoming_maintenance(),
         ]
     }
 
     /// A VM whose [`LeanVm::parts`] are `parts` (and whose accessors read as those of the VM they
     /// were taken from).
     pub(crate) fn from_parts(parts: Parts<'a>) -> LeanVm<'a> {
-        let [name, zone, status, created, created_by, ip, termination, cluster, block, subblock, host, model] =
+        let maintenance = parts[PARTS - 1].map(RawJson);
+        let [name, zone, status, created, created_by, ip, termination, cluster, block, subblock, host, model, _] =
             parts.map(|p| p.map(Cow::Borrowed));
         let topology =
             [&cluster, &block, &subblock, &host].iter().any(|p| p.is_some()).then(|| LeanTopology {
@@ -124,8 +134,13 @@ impl<'a> LeanVm<'a> {
             creation_timestamp: created.unwrap_or_default(),
             metadata: created_by.map(|v| LeanMetadata { items: CreatedBy(Some(v)) }),
             network_interfaces: FirstIp(ip),
-            resource_status: (scheduling.is_some() || topology.is_some())
-                .then_some(LeanResourceStatus { scheduling, physical_host_topology: topology }),
+            resource_status: (scheduling.is_some() || topology.is_some() || maintenance.is_some()).then_some(
+                LeanResourceStatus {
+                    scheduling,
+                    physical_host_topology: topology,
+                    upcoming_maintenance: maintenance,
+                },
+            ),
             scheduling: model
                 .map(|m| LeanScheduling { termination_timestamp: None, provisioning_model: Some(Text(m)) }),
         }
@@ -133,13 +148,14 @@ impl<'a> LeanVm<'a> {
 }
 
 /// What a pass reads of a VM, as strings: name, zone, status, creation time, the `created-by` value,
-/// the first interface's IP, the termination time, and the physical host topology's cluster, block,
-/// subblock and host, and the provisioning model. `None` where the VM has none (name, zone, status and creation time are
+/// the first interface's IP, the termination time, the physical host topology's cluster, block,
+/// subblock and host, the provisioning model, and the upcoming maintenance's JSON text. `None`
+/// where the VM has none (name, zone, status and creation time are
 /// always there, empty when GCE left them out).
 pub(crate) type Parts<'a> = [Option<&'a str>; PARTS];
 
 /// How many [`Parts`] a VM has.
-pub(crate) const PARTS: usize = 12;
+pub(crate) const PARTS: usize = 13;
 
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(default)]
@@ -284,6 +300,18 @@ struct LeanResourceStatus<'a> {
     scheduling: Option<LeanScheduling<'a>>,
     #[serde(borrow)]
     physical_host_topology: Option<LeanTopology<'a>>,
+    #[serde(borrow)]
+    upcoming_maintenance: Option<RawJson<'a>>,
+}
+
+/// A JSON value's text as it is in the page (`upcomingMaintenance`): kept whole, decoded later.
+#[derive(Debug, PartialEq, Eq)]
+struct RawJson<'a>(&'a str);
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawJson<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <&'a serde_json::value::RawValue>::deserialize(d).map(|raw| RawJson(raw.get()))
+    }
 }
 
 /// `resourceStatus.physicalHostTopology`.

@@ -402,6 +402,7 @@ fn learning_never_undoes_a_final_state() {
     );
     let vm = |name: &str, mig: &str| ObservedVm {
         topology: None,
+        maintenance: None,
         name: name.into(),
         zone: "us-central1-a".into(),
         status: VmStatus::Running,

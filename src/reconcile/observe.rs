@@ -10,7 +10,7 @@
 use super::gce_edge;
 use super::gce_edge::inflight::STEP_WAIT;
 use super::gce_edge::poll::PollSchedule;
-use super::plan::EOL_PREFIX;
+use super::plan::{EOL_PREFIX, MAINT_PREFIX, WINDOW_PREFIX};
 use super::report::PassPhases;
 use super::types::*;
 use crate::config::Config;
@@ -195,7 +195,12 @@ pub(super) async fn gce_and_slurm(
         Err(e) => errors.push(format!("reading Slurm's nodes: {e}")),
     }
     match reservations {
-        Ok(r) => o.reservations = Some(r.into_iter().filter(|n| n.starts_with(EOL_PREFIX)).collect()),
+        Ok(r) => {
+            let ours = |n: &String| {
+                n.starts_with(EOL_PREFIX) || n.starts_with(MAINT_PREFIX) || n.starts_with(WINDOW_PREFIX)
+            };
+            o.reservations = Some(r.into_iter().filter(ours).collect())
+        }
         Err(e) => errors.push(format!("reading Slurm's reservations: {e}")),
     }
     let wanted = requests_to_poll(desired, o.migs.as_ref());

@@ -48,6 +48,9 @@ pub struct NodesetPlan {
     pub owned_policy: Option<String>,
     /// A `reservation` nodeset's reservation (or future reservation) URL, as configured.
     pub reservation: Option<String>,
+    /// `maintenance_reservation`: a Slurm reservation over a maintenance window GCE announces for
+    /// one of its nodes' VMs (`plan/maintenance.rs`).
+    pub maintenance_reservation: bool,
 }
 
 /// A job's time limit as Slurm reports it.
@@ -89,6 +92,9 @@ pub struct ObservedVm {
     /// `scheduling.provisioningModel` is RESERVATION_BOUND: a repair reports its host faulty
     /// instead of replacing it (`plan/repair.rs`).
     pub reservation_bound: bool,
+    /// `resourceStatus.upcomingMaintenance`: the maintenance GCE announced for it (boxed: most VMs
+    /// have none, and this keeps every other VM as small as before).
+    pub maintenance: Option<Box<Maintenance>>,
 }
 
 /// A MIG as GCE lists it, already proven ours (name prefix and description).
@@ -276,7 +282,8 @@ pub struct Observed {
     pub slurm: Option<BTreeMap<String, SlurmNode>>,
     /// Time limits of the jobs that resume nodes, from `squeue --json`.
     pub job_limits: BTreeMap<u32, JobLimit>,
-    /// Names of Slurm reservations slurm-dws made (prefix `slurm-dws-eol-`) that exist now.
+    /// Names of Slurm reservations slurm-dws made (prefixes `slurm-dws-eol-` and `slurm-dws-maint-`)
+    /// that exist now.
     pub reservations: Option<BTreeSet<String>>,
     /// The jobs the up nodes of `exclusive` nodesets were resumed for, as `squeue` shows them (a
     /// job that has ended and left Slurm's memory is absent); `None` when squeue was not asked or
@@ -721,6 +728,7 @@ impl PlanConfig {
                         owned_policy: matches!(n.placement, Some(crate::config::Placement::Owned { .. }))
                             .then(|| crate::naming::policy_name(&cfg.cluster_name, &n.name)),
                         reservation: n.reservation.as_ref().map(|r| r.source.url()),
+                        maintenance_reservation: n.maintenance_reservation,
                     };
                     (n.name.clone(), plan)
                 })

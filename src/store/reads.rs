@@ -38,7 +38,7 @@ impl Store {
     pub async fn nodes(&self) -> Result<Vec<Node>> {
         let json: Option<String> = sqlx::query(
             "SELECT json_group_array(json_array(name, nodeset, idx, is_static, state, job_id, request_id, \
-             mig, vm_status, termination_time, last_error, reservation, state_since, topology)) \
+             mig, vm_status, termination_time, last_error, reservation, state_since, topology, maintenance)) \
              FROM (SELECT * FROM nodes ORDER BY nodeset, idx)",
         )
         .fetch_one(&self.pool)
@@ -227,6 +227,15 @@ mod tests {
             reservation: full.then(|| "slurm-dws-eol-hpc-a-1".into()),
             state_since: t,
             topology: full.then(|| "us-central1-cluster-1/b1/s1/h1".into()),
+            maintenance: full.then(|| Maintenance {
+                kind: "SCHEDULED".into(),
+                window_start_time: Some(t),
+                window_end_time: None,
+                latest_window_start_time: Some(t + chrono::Duration::days(2)),
+                can_reschedule: true,
+                maintenance_status: "PENDING".into(),
+                maintenance_reasons: vec!["FAILURE_GPU_XID".into(), "FAILURE_NVLINK".into()],
+            }),
         }
     }
 

@@ -7,7 +7,7 @@ use sqlx::Row;
 
 pub(super) const NODE_COLUMNS: &str =
     "name, nodeset, idx, is_static, state, job_id, request_id, mig, vm_status, \
-                            termination_time, last_error, reservation, state_since, topology";
+                            termination_time, last_error, reservation, state_since, topology, maintenance";
 pub(super) const REQUEST_COLUMNS: &str =
     "id, nodeset, job_id, tag, mig, name, nodes, run_duration, phase, gce_state, \
                                created_at, updated_at, last_error, zone_choice, zone";
@@ -31,6 +31,7 @@ pub(super) fn node_from_row(r: &SqliteRow) -> Result<Node> {
         reservation: r.try_get("reservation")?,
         state_since: from_ms(r.try_get("state_since")?),
         topology: r.try_get("topology")?,
+        maintenance: maintenance_from_text(r.try_get("maintenance")?)?,
     })
 }
 
@@ -50,6 +51,7 @@ pub(super) type NodeJsonRow = (
     Option<String>,
     i64,
     Option<String>,
+    Option<String>,
 );
 
 pub(super) fn node_from_json(r: NodeJsonRow) -> Result<Node> {
@@ -68,6 +70,7 @@ pub(super) fn node_from_json(r: NodeJsonRow) -> Result<Node> {
         res,
         since,
         topology,
+        maintenance,
     ) = r;
     Ok(Node {
         name,
@@ -84,7 +87,21 @@ pub(super) fn node_from_json(r: NodeJsonRow) -> Result<Node> {
         reservation: res,
         state_since: from_ms(since),
         topology,
+        maintenance: maintenance_from_text(maintenance)?,
     })
+}
+
+/// The `maintenance` column: GCE's `upcomingMaintenance` JSON, or NULL (most nodes: nothing parsed).
+fn maintenance_from_text(text: Option<String>) -> Result<Option<Maintenance>> {
+    Ok(match text {
+        Some(t) => Some(serde_json::from_str(&t)?),
+        None => None,
+    })
+}
+
+/// The `maintenance` column of a node: NULL (most nodes: nothing allocated), or its JSON.
+pub(super) fn maintenance_text(m: Option<&Maintenance>) -> Option<String> {
+    m.and_then(|m| serde_json::to_string(m).ok())
 }
 
 pub(super) fn request_from_row(r: &SqliteRow) -> Result<Request> {

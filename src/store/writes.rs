@@ -218,6 +218,7 @@ impl StoreTx {
                         &n.reservation,
                         to_ms(n.state_since),
                         &n.topology,
+                        super::rows::maintenance_text(n.maintenance.as_ref()),
                     )
                 }))
             }
@@ -225,9 +226,9 @@ impl StoreTx {
         for chunk in nodes.chunks(1000) {
             sqlx::query(
                 "INSERT OR REPLACE INTO nodes (name, nodeset, idx, is_static, state, job_id, request_id, mig, \
-                 vm_status, termination_time, last_error, reservation, state_since, topology) \
+                 vm_status, termination_time, last_error, reservation, state_since, topology, maintenance) \
                  SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6, value->>7, \
-                 value->>8, value->>9, value->>10, value->>11, value->>12, value->>13 FROM json_each(?)",
+                 value->>8, value->>9, value->>10, value->>11, value->>12, value->>13, value->>14 FROM json_each(?)",
             )
             .bind(serde_json::to_string(&Rows(chunk))?)
             .execute(&mut *self.tx)

@@ -21,6 +21,8 @@
 //! | `POST /_sim/instances/{name}/expire` | | GCE deletes the VM now, as at the end of its run duration |
 //! | `POST /_sim/instances/{name}/preempt` | | GCE preempts the SPOT VM: the stop command runs; with `instanceTerminationAction: DELETE` it is deleted and leaves its MIG, with STOP it stays TERMINATED (409 if the VM is not SPOT) |
 //! | `POST /_sim/instances/{name}/fail` | | the VM's host fails: it goes TERMINATED (stop command runs); a MIG with `defaultActionOnFailure: DO_NOTHING` leaves it so, any other recreates it |
+//! | `POST /_sim/instances/{name}/maintenance` | an `UpcomingMaintenance` (`{"type": "SCHEDULED", "windowStartTime", "windowEndTime"?, "latestWindowStartTime"?, "canReschedule"?, "maintenanceStatus"?: "PENDING", "maintenanceReasons"?: ["FAILURE_GPU_XID"]}`, checked against the discovery document) | GCE plans maintenance of the VM: `resourceStatus.upcomingMaintenance` is this object (posting again moves the window) |
+//! | `DELETE /_sim/instances/{name}/maintenance` | | the maintenance is over or cancelled: the VM has no `upcomingMaintenance` |
 //! | `GET`/`POST /_sim/lifecycle` | `{"provisioning_ms": 50, "staging_ms": 50, "host_repair_ms": 1000}` | how long new VMs stay PROVISIONING and STAGING before RUNNING (the boot command runs at RUNNING), and how long a VM whose host was reported faulty stays REPAIRING (`host_repair_ms` optional) |
 //! | `POST /_sim/templates` | an InstanceTemplate (`name` required) | `instanceTemplates.get` / `regionInstanceTemplates.get` of that name (any project, scope) returns it; MIGs using it give their VMs its `machineType`, `labels` and `scheduling` |
 //! | `POST /_sim/templates/defaults` | `{"serve": true}` | `instanceTemplates.get` of a template never loaded returns a FLEX_START template instead of 404 (MIGs always treat an unloaded template as one) |
@@ -64,6 +66,7 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/_sim/instances/{name}/expire", post(expire))
         .route("/_sim/instances/{name}/fail", post(fail))
         .route("/_sim/instances/{name}/preempt", post(preempt))
+        .route("/_sim/instances/{name}/maintenance", post(set_maintenance).delete(clear_maintenance))
         .route("/_sim/lifecycle", get(lifecycle).post(set_lifecycle))
         .route("/_sim/templates", post(load_template))
         .route("/_sim/templates/defaults", post(template_defaults))
@@ -172,6 +175,40 @@ async fn preempt(State(sim): State<Arc<Shared>>, Path(name): Path<String>) -> Re
         Some(Ok(effects)) => effects,
     };
     sim.run_effects(effects);
+    Json(json!({})).into_response()
+}
+
+/// The body: an `UpcomingMaintenance` as GCE shows it, held to the discovery document's schema.
+async fn set_maintenance(State(sim): State<Arc<Shared>>, Path(name): Path<String>, body: Bytes) -> Response {
+    let m: Value = match parse(&body) {
+        Ok(m) => m,
+        Err(e) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    if !m.is_object() {
+        return bad(StatusCode::BAD_REQUEST, "an UpcomingMaintenance object is expected");
+    }
+    if let Err(errors) =
+        crate::schema::validate_value("UpcomingMaintenance", &m, crate::schema::Direction::Response)
+    {
+        return bad(StatusCode::BAD_REQUEST, errors.join("; "));
+    }
+    for field in ["windowStartTime", "windowEndTime", "latestWindowStartTime"] {
+        if let Some(t) = m.get(field).and_then(Value::as_str) {
+            if chrono::DateTime::parse_from_rfc3339(t).is_err() {
+                return bad(StatusCode::BAD_REQUEST, format!("{field} {t:?} is not an RFC 3339 time"));
+            }
+        }
+    }
+    if !sim.lock().set_upcoming_maintenance(&name, Some(m)) {
+        return bad(StatusCode::NOT_FOUND, format!("no instance named {name}"));
+    }
+    Json(json!({})).into_response()
+}
+
+async fn clear_maintenance(State(sim): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
+    if !sim.lock().set_upcoming_maintenance(&name, None) {
+        return bad(StatusCode::NOT_FOUND, format!("no instance named {name}"));
+    }
     Json(json!({})).into_response()
 }
 

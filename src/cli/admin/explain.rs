@@ -60,7 +60,8 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
             r.gce_state.as_ref().map_or("not seen yet", GceRequestState::as_str),
             r.phase
         ));
-        if let Some(e) = &r.last_error {
+        // The node's own last error is said below; the request's only when it says something else.
+        if let Some(e) = r.last_error.as_deref().filter(|e| Some(*e) != n.last_error.as_deref()) {
             lines.push(format!("The request's last error: {e}"));
         }
         if let Some(c) = &r.zone_choice {
@@ -82,6 +83,9 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
     }
     if let Some(r) = &n.reservation {
         lines.push(format!("Slurm reservation {r} keeps new jobs from outliving the VM."));
+    }
+    if let Some(m) = &n.maintenance {
+        lines.push(maintenance_sentence(cfg, n, m, now));
     }
     if let Some(e) = live.last_error {
         lines.push(format!("Last error: {e}"));
@@ -126,6 +130,33 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
     let backoff = backoffs.iter().find(|b| b.nodeset == n.nodeset && b.until > now);
     lines.push(format!("Next: {}", next_step(cfg, n, request.as_ref(), backoff, now)));
     Ok(render_story(name, &lines, &events, &slurm, json_out, now, width))
+}
+
+/// When and why GCE will maintain the node's VM, and the Slurm reservation over the window.
+fn maintenance_sentence(cfg: &Config, n: &Node, m: &Maintenance, now: DateTime<Utc>) -> String {
+    let reserve =
+        cfg.nodesets.iter().find(|ns| ns.name == n.nodeset).is_some_and(|ns| ns.maintenance_reservation);
+    let reservation = crate::reconcile::plan::maint_reservation(&n.name);
+    let starts =
+        m.window_start_time.map_or_else(|| "at a time GCE did not give".to_string(), |t| when(Some(t), now));
+    let then = match (reserve, crate::reconcile::plan::reservation_span(m, now)) {
+        (false, _) => "no reservation is made (maintenance_reservation = false)".to_string(),
+        (true, None) => "no reservation: the window has no start or is over".to_string(),
+        (true, Some((s, e))) => format!(
+            "Slurm reservation {reservation} ({}) keeps jobs off it until {}{}",
+            crate::reconcile::slurm_edge::reservations::FLAGS,
+            e.format("%Y-%m-%dT%H:%M:%SZ"),
+            if m.window_end_time.is_none() && s < e {
+                format!(
+                    " (GCE gave no end: {} hours reserved)",
+                    crate::reconcile::plan::DEFAULT_WINDOW_SECS / 3600
+                )
+            } else {
+                String::new()
+            }
+        ),
+    };
+    format!("GCE will maintain its VM from {starts}: {}; {then}.", m.describe())
 }
 
 /// Where the node's VM runs (GCE's physical host topology) and so which Slurm block / switch the

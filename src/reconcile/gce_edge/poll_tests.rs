@@ -153,6 +153,7 @@ fn the_lists_bring_a_queued_request_back_at_once() {
     // A VM of the first MIG appears; the second's target size moves; the third's MIG is gone.
     let vm = ObservedVm {
         topology: None,
+        maintenance: None,
         name: "hpc-a-1".into(),
         zone: "us-central1-a".into(),
         status: VmStatus::Running,

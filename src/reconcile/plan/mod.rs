@@ -25,6 +25,8 @@
 //! 6. VMs in owned MIGs that back no node are deleted after `orphan_grace` (`orphans.rs`).
 //! 7. End-of-life reservations that no longer belong to an up node are removed, and ones Slurm lost
 //!    are made again (`reservations.rs`).
+//!    7b. A node whose VM GCE will maintain gets a Slurm reservation over the window, which follows
+//!    the window and goes when the maintenance is over or cancelled (`maintenance.rs`).
 //! 8. Up nodes of `exclusive` nodesets whose job ended are powered down at once (`release.rs`).
 //! 9. Nodesets that cannot get capacity now have their powered-down nodes drained, so jobs fall
 //!    back to their other partitions; drains whose cause ended are lifted (`fallback.rs`).
@@ -53,6 +55,7 @@
 
 mod fallback;
 mod groups;
+mod maintenance;
 mod migs;
 mod nodes;
 mod orphans;
@@ -69,9 +72,11 @@ mod tests;
 
 pub use fallback::{unschedulable, FALLBACK_REASON};
 pub use groups::{run_duration, RunDuration};
+pub use maintenance::{maint_reservation, reservation_span, DEFAULT_WINDOW_SECS, MAINT_PREFIX};
 pub use release::RELEASE_REASON;
 pub use repair::{repair_drain_reason, repair_reason, HOST_REPORTED};
 pub use requests::next_backoff;
+pub use reserved::{window_hold, WINDOW_PREFIX};
 
 use super::types::*;
 use crate::model::*;
@@ -141,6 +146,7 @@ pub fn plan(cfg: &PlanConfig, d: &Desired, o: &Observed, now: DateTime<Utc>) -> 
     p.unused_policies();
     p.reservations();
     p.make_reservations();
+    p.maintenance();
     p.window_holds();
     p.release_exclusive();
     p.fallback();
@@ -429,5 +435,6 @@ pub fn new_node(name: &str, nodeset: &str, index: u32, is_static: bool, now: Dat
         reservation: None,
         state_since: now,
         topology: None,
+        maintenance: None,
     }
 }

@@ -37,6 +37,7 @@ fn cfg() -> PlanConfig {
         model: Default::default(),
         exclusive: name == "gpu2",
         fallback_after: 0,
+        maintenance_reservation: name != "b",
     };
     PlanConfig {
         naming: naming(false),
@@ -95,6 +96,7 @@ fn mig(name: &str, state: MigState) -> Mig {
 fn vm(name: &str, mig: &str) -> ObservedVm {
     ObservedVm {
         topology: None,
+        maintenance: None,
         name: name.into(),
         zone: "us-central1-a".into(),
         status: "RUNNING".into(),
@@ -1550,11 +1552,13 @@ fn a_node_past_resume_timeout_ends_powered_down_and_usable() {
 
 #[path = "tests_capacity.rs"]
 mod capacity;
-#[path = "reserved_tests.rs"]
-mod reserved_capacity;
 #[path = "repair_tests.rs"]
 mod repair_tests;
+#[path = "reserved_tests.rs"]
+mod reserved_capacity;
 
+#[path = "maintenance_tests.rs"]
+mod maintenance;
 #[path = "standard_tests.rs"]
 mod standard;
 

@@ -62,6 +62,9 @@ pub struct Instance {
     pub(super) consumed: Option<super::Consumed>,
     /// The Operation of a `reportHostAsFaulty` under way: DONE when the VM runs again.
     pub(super) host_report: Option<String>,
+    /// `resourceStatus.upcomingMaintenance` as the control API set it (an `UpcomingMaintenance`,
+    /// checked against the discovery document); `None`: GCE plans no maintenance for the VM.
+    pub(super) upcoming_maintenance: Option<Value>,
 }
 
 impl Instance {
@@ -203,6 +206,9 @@ impl State {
                 }
             }
         }
+        if let Some(m) = &vm.upcoming_maintenance {
+            o["resourceStatus"]["upcomingMaintenance"] = m.clone();
+        }
         if let Some(t) = vm.last_start {
             o["lastStartTimestamp"] = json!(ts(t));
         }
@@ -286,6 +292,7 @@ impl State {
             host: None,
             consumed: None,
             host_report: None,
+            upcoming_maintenance: None,
         };
         let mut vm = vm;
         vm.host = self.take_slot(&(vm.project.clone(), zone.clone(), name.to_string()));
@@ -339,6 +346,18 @@ impl State {
                 o.done_at = Some(now);
             }
         }
+    }
+
+    /// Control API: GCE announces (or moves) a maintenance window of the VM named `name`
+    /// (`Some`, an `UpcomingMaintenance`), or no longer plans one (`None`: cancelled or done).
+    /// `false` if there is no such VM.
+    pub fn set_upcoming_maintenance(&mut self, name: &str, maintenance: Option<Value>) -> bool {
+        let mut found = false;
+        for vm in self.instances.values_mut().filter(|vm| vm.name == name) {
+            vm.upcoming_maintenance = maintenance.clone();
+            found = true;
+        }
+        found
     }
 
     /// Control API: the host of this VM fails. The VM goes TERMINATED (the stop command runs if it

@@ -16,8 +16,8 @@
 mod advice;
 mod consume;
 mod create;
-mod future_reservation;
 mod faulty_host;
+mod future_reservation;
 mod instance;
 mod machine_type;
 mod mig;

@@ -625,3 +625,107 @@ async fn online_check_refuses_placements_gce_refuses() {
     );
     sim.shutdown().await;
 }
+
+/// `check-config --online` of reservation nodesets against the simulator: the template consumes
+/// exactly the configured reservation, which exists, is READY, is for the template's machine type
+/// and holds as many VMs as the nodeset has nodes; a calendar booking exists. Each problem names
+/// the nodeset, the key and the value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_check_of_reservation_nodesets() {
+    let sim = gce_sim::start(gce_sim::SimOptions::default()).await.unwrap();
+    let http = reqwest::Client::new();
+    let base = format!("http://{}/_sim", sim.addr());
+    let mut bound = devcluster::stack::flex_template("bound");
+    let machine_type = bound["properties"]["machineType"].as_str().unwrap().to_string();
+    bound["properties"]["scheduling"]["provisioningModel"] = serde_json::json!("RESERVATION_BOUND");
+    bound["properties"]["reservationAffinity"] = serde_json::json!({
+        "consumeReservationType": "SPECIFIC_RESERVATION",
+        "key": "compute.googleapis.com/reservation-name",
+        "values": ["res4"]
+    });
+    let r = http.post(format!("{base}/templates")).json(&bound).send().await.unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    for (name, mt) in [("res4", machine_type.as_str()), ("other-mt", "a3-highgpu-8g")] {
+        let body = serde_json::json!({"project": "p", "zone": "us-central1-a", "name": name, "count": 4,
+                                      "machine_type": mt, "in_use_elsewhere": 2});
+        let r = http.post(format!("{base}/reservations")).json(&body).send().await.unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
+    let booking = serde_json::json!({"project": "p", "zone": "us-central1-a", "name": "cal", "total_count": 2,
+        "machine_type": machine_type, "starts_in_seconds": 3600, "duration_seconds": 86400});
+    let r = http.post(format!("{base}/future-reservations")).json(&booking).send().await.unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = sim.base_url();
+    let config = |nodesets: &[(&str, &str, u32)]| {
+        let mut text = format!(
+            "cluster_name = \"hpc\"\nstate_dir = \"{}\"\n[gcp]\nproject = \"p\"\nregion = \"us-central1\"\n\
+             endpoint = \"{url}\"\ncredentials = \"none\"\nrequest_timeout = 2\nretry_deadline = 3\n",
+            dir.path().join("state").display()
+        );
+        for (ns, reservation, nodes) in nodesets {
+            text.push_str(&format!(
+                "[[nodeset]]\nname = \"{ns}\"\ninstance_template = \"projects/p/global/instanceTemplates/bound\"\n\
+                 zones = [\"us-central1-a\"]\nnode_count_dynamic_max = {nodes}\nprovisioning_model = \"reservation\"\n\
+                 [nodeset.reservation]\n{reservation}\n"
+            ));
+        }
+        let path = dir.path().join(format!("r{}.toml", text.len()));
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let run = |path: String| {
+        tokio::task::spawn_blocking(move || slurm_dws(&["check-config", "--config-only", "--online", &path]))
+    };
+    let res4 = "name = \"projects/p/zones/us-central1-a/reservations/res4\"";
+    let o = run(config(&[("a", res4, 4)])).await.unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+
+    let o = run(config(&[
+        ("a", res4, 6),
+        ("b", "name = \"projects/p/zones/us-central1-a/reservations/missing\"", 2),
+        ("c", "name = \"projects/p/zones/us-central1-a/reservations/other-mt\"", 2),
+    ]))
+    .await
+    .unwrap();
+    assert_rejected(&o, "nodeset a");
+    let out = stdout(&o);
+    assert!(
+        out.contains("nodeset a: reservation.name projects/p/zones/us-central1-a/reservations/res4: the reservation holds 4 VMs, the nodeset has 6 nodes"),
+        "{out}"
+    );
+    assert!(
+        out.contains("nodeset b: reservation.name projects/p/zones/us-central1-a/reservations/missing: GCE has no such reservation (404)"),
+        "{out}"
+    );
+    // c's template names res4, not other-mt; and other-mt is for another machine type.
+    assert!(out.contains("nodeset c: instance template projects/p/global/instanceTemplates/bound: properties.reservationAffinity.values is [\"res4\"]"), "{out}");
+    assert!(out.contains("nodeset c: reservation.name projects/p/zones/us-central1-a/reservations/other-mt: the reservation is for machine type a3-highgpu-8g"), "{out}");
+
+    // A calendar booking: it exists (its delivery is checked once delivered); one that does not.
+    let o = run(config(&[(
+        "a",
+        "future_reservation = \"projects/p/zones/us-central1-a/futureReservations/cal\"",
+        2,
+    )]))
+    .await
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let o = run(config(&[(
+        "a",
+        "future_reservation = \"projects/p/zones/us-central1-a/futureReservations/nope\"",
+        2,
+    )]))
+    .await
+    .unwrap();
+    assert!(stdout(&o).contains("nodeset a: reservation.future_reservation projects/p/zones/us-central1-a/futureReservations/nope: GCE has no such future reservation (404)"), "{}", stdout(&o));
+    let o = run(config(&[(
+        "a",
+        "future_reservation = \"projects/p/zones/us-central1-a/futureReservations/cal\"",
+        3,
+    )]))
+    .await
+    .unwrap();
+    assert!(stdout(&o).contains("the booking holds 2 VMs, the nodeset has 3 nodes"), "{}", stdout(&o));
+}

@@ -6,7 +6,7 @@ use sqlx::Row;
 use std::path::Path;
 
 /// Tables that are not state: SQLite's own and the migrations' record (equal on both sides, checked).
-const NOT_STATE: &str = "name NOT LIKE 'sqlite_%' AND name <> '_sqlx_migrations'";
+const NOT_STATE: &str = "name NOT LIKE 'sqlite_%' AND name <> 'schema_migrations'";
 
 impl Store {
     /// Writes a consistent copy of the whole database to `path` (which must not exist): one
@@ -37,6 +37,7 @@ impl Store {
         if result.is_err() {
             let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
         }
+        let _ = sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await;
         let _ = sqlx::query("DETACH DATABASE shared").execute(&mut *conn).await;
         result.map_err(|e| match e {
             Adopt::Sql(source) => open(source),
@@ -59,7 +60,7 @@ impl From<sqlx::Error> for Adopt {
 }
 
 async fn adopt_attached(conn: &mut sqlx::SqliteConnection) -> std::result::Result<(), Adopt> {
-    let version = |schema: &str| format!("SELECT COALESCE(MAX(version), 0) FROM {schema}._sqlx_migrations");
+    let version = |schema: &str| format!("SELECT COALESCE(MAX(version), 0) FROM {schema}.schema_migrations");
     let found: i64 = sqlx::query(&version("shared")).fetch_one(&mut *conn).await?.try_get(0)?;
     let known: i64 = sqlx::query(&version("main")).fetch_one(&mut *conn).await?.try_get(0)?;
     if found != known {
@@ -72,8 +73,10 @@ async fn adopt_attached(conn: &mut sqlx::SqliteConnection) -> std::result::Resul
             .iter()
             .map(|r| r.try_get::<String, _>(0))
             .collect::<std::result::Result<_, _>>()?;
+    // The copy is consistent by itself: its rows replace ours whole, so no foreign key is checked
+    // (or acted on: ON DELETE actions would fire on rows about to be replaced anyway) meanwhile.
+    sqlx::query("PRAGMA foreign_keys = OFF").execute(&mut *conn).await?;
     sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await?;
-    sqlx::query("PRAGMA defer_foreign_keys = ON").execute(&mut *conn).await?;
     sqlx::query(
         "CREATE TEMP TABLE own_inbox AS SELECT received_at, kind, hostlist, jobs FROM main.inbox \
          WHERE processed_at IS NULL",

@@ -59,6 +59,8 @@ struct Inner {
     reloads: BTreeMap<&'static str, u64>,
     last_reload_ok: Option<bool>,
     started_at: DateTime<Utc>,
+    /// With several controllers: this daemon's controller and whether it is in charge.
+    role: Option<(String, bool)>,
 }
 
 impl Metrics {
@@ -80,6 +82,7 @@ impl Metrics {
                 reloads: BTreeMap::new(),
                 last_reload_ok: None,
                 started_at,
+                role: None,
             })),
         }
     }
@@ -123,6 +126,11 @@ impl Metrics {
         m.last_reload_ok = Some(true);
     }
 
+    /// With several controllers: whether this daemon's `controller` is the one in charge now.
+    pub fn role(&self, controller: &str, in_charge: bool) {
+        self.lock().role = Some((controller.to_string(), in_charge));
+    }
+
     /// A config reload was refused (the running config stays).
     pub fn reload_failed(&self) {
         let mut m = self.lock();
@@ -161,6 +169,17 @@ impl Metrics {
         w.sample("slurm_dws_build_info", &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
         w.family("slurm_dws_start_time_seconds", "gauge", "When the daemon started (Unix time).");
         w.sample("slurm_dws_start_time_seconds", &[], m.started_at.timestamp() as f64);
+        if let Some((controller, in_charge)) = &m.role {
+            w.family(
+                "slurm_dws_controller_role",
+                "gauge",
+                "With several SlurmctldHost entries: 1 for this daemon's role (in_charge acts, standby does not).",
+            );
+            for role in ["in_charge", "standby"] {
+                let value = f64::from(u8::from((role == "in_charge") == *in_charge));
+                w.sample("slurm_dws_controller_role", &[("controller", controller), ("role", role)], value);
+            }
+        }
 
         // Nodes: every (configured nodeset, state) pair, zeros included, so `sum by (state)` and alerts on
         // a state that is absent work; a nodeset removed from the config still shows while it has nodes.

@@ -127,6 +127,22 @@ pub struct Liveness {
     pub config: String,
     pub pass_running: bool,
     pub last_pass: Option<PassReport>,
+    /// With several controllers (`SlurmctldHost`), this daemon's role as last asked; `None` with one.
+    #[serde(default)]
+    pub controller: Option<ControllerRole>,
+}
+
+/// Whether this daemon acts: only the one beside the controller Slurm has in charge does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControllerRole {
+    /// `in_charge` or `standby` (also when no controller answers: then nobody acts).
+    pub role: String,
+    /// This daemon's controller (`daemon.controller`).
+    pub controller: String,
+    /// The controller in charge, as `scontrol ping` showed it; `None` when none answered.
+    pub in_charge: Option<String>,
+    /// RFC 3339: when the role was last asked.
+    pub asked_at: String,
 }
 
 /// Why a client call failed.

@@ -88,6 +88,9 @@ pub fn run(config: Option<&Path>, args: &Args, out: &mut impl Write) -> Result<(
     if !args.config_only {
         problems.check_machine(&hook_dir);
     }
+    if let (false, Some(config)) = (args.config_only, loaded.as_ref()) {
+        problems.check_controllers(config);
+    }
     if let (true, Some(config)) = (args.online, loaded.as_ref()) {
         // Template problems are listed with the others; a GCE that does not answer is exit 1.
         problems.lines.extend(super::check_online::template_problems(config)?);
@@ -196,6 +199,19 @@ impl ProblemList {
                 (Some(key), None) => format!("{file}: {key}: {}", f.message),
                 (None, _) => format!("{file}: {}", f.message),
             });
+        }
+    }
+}
+
+impl ProblemList {
+    /// `daemon.controller` among slurm.conf's SlurmctldHost entries (as `scontrol show config`
+    /// reports them, or the file when no controller answers), `daemon.shared_state_dir` readable
+    /// and writable.
+    fn check_controllers(&mut self, config: &Config) {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        let hosts = rt.block_on(crate::daemon::role::controller_hosts(config)).unwrap_or_default();
+        for (key, message) in crate::daemon::role::problems(config, &hosts) {
+            self.lines.push(format!("{}: {key}: {message}", self.file.display()));
         }
     }
 }

@@ -522,9 +522,10 @@ fn daemon(config: Option<&std::path::Path>, format: LogFormat) -> Result<(), Cli
                 let _ = tx.try_send(());
             }
         });
-        crate::daemon::run_with_reload(cfg, shutdown, Some(rx))
-            .await
-            .map_err(|e| CliError::runtime(e.to_string()))
+        crate::daemon::run_with_reload(cfg, shutdown, Some(rx)).await.map_err(|e| match e {
+            crate::daemon::DaemonError::Config(_) => CliError::usage(e.to_string()),
+            e => CliError::runtime(e.to_string()),
+        })
     })
 }
 

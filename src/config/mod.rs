@@ -188,6 +188,25 @@ pub struct Daemon {
     /// Members of this group may run the read-only commands (`status`, `nodes`, `requests`, `migs`,
     /// `events`, `explain`) over the socket. `None` = only root and the service user.
     pub readers: Option<String>,
+    /// This host's name among slurm.conf's `SlurmctldHost` entries; `None` (`controller = ""`) =
+    /// the short host name ([`Daemon::controller_name`]).
+    pub controller: Option<String>,
+    /// A directory every controller sees, where the daemon in charge keeps a copy of its state
+    /// (`crate::daemon::shared_state`); `None` = no copy.
+    pub shared_state_dir: Option<PathBuf>,
+}
+
+impl Daemon {
+    /// `controller`, or this host's short name (up to its first dot) when it is not set.
+    pub fn controller_name(&self) -> String {
+        match &self.controller {
+            Some(c) => c.clone(),
+            // The UTS host name, as gethostname(2) gives it.
+            None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().split('.').next().unwrap_or("").to_string())
+                .unwrap_or_default(),
+        }
+    }
 }
 
 /// One `[[nodeset]]`: a group of identical nodes backed by one instance template.

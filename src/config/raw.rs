@@ -76,6 +76,8 @@ pub struct RawDaemon {
     pub service_user: Val<String>,
     pub history_days: Val<u64>,
     pub readers: Val<String>,
+    pub controller: Val<String>,
+    pub shared_state_dir: Val<String>,
 }
 
 /// One `[[nodeset]]`.
@@ -168,6 +170,8 @@ pub const KEYS: &[&str] = &[
     "daemon.service_user",
     "daemon.history_days",
     "daemon.readers",
+    "daemon.controller",
+    "daemon.shared_state_dir",
     "nodeset.name",
     "nodeset.region",
     "nodeset.instance_template",
@@ -249,6 +253,13 @@ impl From<&super::Config> for RawConfig {
                 service_user: val(c.daemon.service_user.clone().unwrap_or_default()),
                 history_days: val(c.daemon.history_days),
                 readers: val(c.daemon.readers.clone().unwrap_or_default()),
+                controller: val(c.daemon.controller.clone().unwrap_or_default()),
+                shared_state_dir: val(c
+                    .daemon
+                    .shared_state_dir
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()),
             }),
             nodeset: Some(
                 c.nodesets

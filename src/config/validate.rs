@@ -442,11 +442,25 @@ fn resolve_daemon(ck: &mut Checker, d: super::raw::RawDaemon) -> Daemon {
     if !valid_group {
         ck.bad("daemon.readers", &d.readers, format!("{readers:?} is not a group name"));
     }
+    let controller = get(&d.controller, String::new());
+    if controller.chars().any(|c| c.is_whitespace() || matches!(c, '(' | ')' | ',' | '=')) {
+        ck.bad("daemon.controller", &d.controller, format!("{controller:?} is not a host name"));
+    }
+    let shared_state_dir = get(&d.shared_state_dir, String::new());
+    if !shared_state_dir.is_empty() && !Path::new(&shared_state_dir).is_absolute() {
+        ck.bad(
+            "daemon.shared_state_dir",
+            &d.shared_state_dir,
+            format!("{shared_state_dir:?} must be an absolute path"),
+        );
+    }
     Daemon {
         metrics_listen,
         service_user: (!user.is_empty()).then_some(user),
         history_days,
         readers: (!readers.is_empty()).then_some(readers),
+        controller: (!controller.is_empty()).then_some(controller),
+        shared_state_dir: (!shared_state_dir.is_empty()).then(|| PathBuf::from(shared_state_dir)),
     }
 }
 

@@ -26,7 +26,9 @@
 //!    store is closed last.
 
 pub mod reload;
+pub mod role;
 mod server;
+pub mod shared_state;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
@@ -74,6 +76,10 @@ pub enum DaemonError {
     /// The reconciler could not be built from the config (the message carries its whole chain).
     #[error("starting the reconciler: {0}")]
     Reconciler(String),
+    /// A key of the config does not fit this machine (`daemon.controller`, `shared_state_dir`):
+    /// the binary exits 2, as `check-config` does.
+    #[error("{0}")]
+    Config(String),
 }
 
 /// What the socket server asks of the pass loop.
@@ -98,6 +104,8 @@ pub async fn run_with_reload(
     shutdown: impl Future<Output = ()>,
     mut reload: Option<mpsc::Receiver<()>>,
 ) -> Result<(), DaemonError> {
+    // Several controllers: checked before anything is changed (a bad key exits 2).
+    let controllers = role::setup(&cfg).await.map_err(DaemonError::Config)?;
     let store = Store::open_for_daemon(&cfg.state_dir).await?;
     let _lock = lock_state_dir(&cfg.state_dir)?;
     save_last_accepted(&cfg);
@@ -132,6 +140,7 @@ pub async fn run_with_reload(
         config: cfg.source.display().to_string(),
         pass_running: false,
         last_pass: None,
+        controller: None,
     }));
     let (tx, mut rx) = mpsc::channel::<Command>(256);
     let allowed = server::allowed_uids(cfg.daemon.service_user.as_deref());
@@ -162,7 +171,56 @@ pub async fn run_with_reload(
     let mut trigger = Trigger::Startup;
     let mut waiting: Vec<oneshot::Sender<PassReport>> = Vec::new();
     let mut last_prune: Option<tokio::time::Instant> = None;
+    let role_slurm = crate::slurm::Slurm::new(
+        cfg.slurm.bin_dir.clone(),
+        cfg.slurm.conf.clone(),
+        Duration::from_secs(cfg.slurm.command_timeout),
+    );
+    let mut in_charge = false;
+    let mut copying: Option<tokio::task::JoinHandle<()>> = None;
+    let mut last_copy: Option<tokio::time::Instant> = None;
     'passes: loop {
+        // Several controllers: act only while ours is in charge (`role.rs`).
+        let acting = match &controllers {
+            None => true,
+            Some(c) => {
+                let (now_role, asked) = c.ask(&role_slurm).await;
+                let now_in_charge = now_role == role::Role::InCharge;
+                metrics.role(&c.this, now_in_charge);
+                if now_in_charge && !in_charge {
+                    take_charge(&cfg, &store, &mut reconciler, &metrics, &mut last_event).await;
+                } else if !now_in_charge && (in_charge || trigger == Trigger::Startup) {
+                    tracing::info!(
+                        controller = %c.this,
+                        in_charge = asked.in_charge.as_deref().unwrap_or("none"),
+                        "standby: another controller is in charge (or none answers); no GCE or Slurm change from here"
+                    );
+                }
+                liveness.lock().unwrap().controller = Some(asked);
+                in_charge = now_in_charge;
+                now_in_charge
+            }
+        };
+        if !acting {
+            // Clients asking for a pass get none: their channels close ("daemon is shutting down"
+            // would be wrong, so they are told here by the status they can read).
+            waiting.clear();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(cfg.reconcile.interval.max(1));
+            trigger = loop {
+                tokio::select! {
+                    _ = &mut shutdown => { begin_stopping(&stopping, &cfg); break 'passes }
+                    _ = tokio::time::sleep_until(deadline) => break Trigger::Interval,
+                    _ = watchdog_tick(watchdog) => watchdog_ping(watchdog),
+                    cmd = rx.recv() => match cmd {
+                        None => { begin_stopping(&stopping, &cfg); break 'passes }
+                        Some(Command::Wake) => break Trigger::Hook,
+                        Some(Command::Reconcile(_)) | Some(Command::Gc { .. }) => break Trigger::Cli,
+                    },
+                }
+            };
+            watchdog_ping(watchdog);
+            continue 'passes;
+        }
         liveness.lock().unwrap().pass_running = true;
         let (report, stop) = {
             let pass = reconciler.pass(trigger);
@@ -199,6 +257,22 @@ pub async fn run_with_reload(
         }
         for w in waiting.drain(..) {
             let _ = w.send(report.clone());
+        }
+        // The daemon in charge keeps its state where another controller's daemon can take it.
+        if let (true, Some(dir)) = (controllers.is_some(), cfg.daemon.shared_state_dir.clone()) {
+            let due = last_copy.is_none_or(|t| t.elapsed() >= shared_state::COPY_EVERY);
+            if due && copying.as_ref().is_none_or(|h| h.is_finished()) {
+                last_copy = Some(tokio::time::Instant::now());
+                let (store, state_dir) = (store.clone(), cfg.state_dir.clone());
+                copying = Some(tokio::spawn(async move {
+                    match shared_state::write(&store, &dir, &state_dir).await {
+                        Ok(took) => {
+                            tracing::debug!(ms = took.as_millis() as u64, "state copied to shared_state_dir")
+                        }
+                        Err(error) => tracing::warn!(%error, "cannot copy the state to shared_state_dir"),
+                    }
+                }));
+            }
         }
         if stop {
             break 'passes;
@@ -280,6 +354,44 @@ pub async fn run_with_reload(
     store.close().await;
     tracing::info!("slurm-dws daemon stopped");
     Ok(())
+}
+
+/// This daemon's controller has just been put in charge by Slurm: take the newest shared state
+/// (when `shared_state_dir` holds one newer than ours; the reconciler is then rebuilt on it) and let
+/// the passes provision what Slurm was powering up with no request on record.
+async fn take_charge(
+    cfg: &Config,
+    store: &Store,
+    reconciler: &mut Reconciler,
+    metrics: &Metrics,
+    last_event: &mut (i64, chrono::DateTime<chrono::Utc>),
+) {
+    #[allow(clippy::disallowed_methods)] // an edge: when this daemon took charge
+    let now = chrono::Utc::now();
+    if let Some(dir) = &cfg.daemon.shared_state_dir {
+        match shared_state::adopt_if_newer(store, dir, &cfg.state_dir).await {
+            Ok(false) => tracing::info!("in charge: our own state is the newest"),
+            Ok(true) => match Reconciler::new(cfg.clone(), store.clone()).await {
+                Ok(r) => {
+                    *reconciler = r;
+                    metrics.reloaded(nodeset_names(cfg), reconciler.gce().clone());
+                    if let Ok(e) = store.events(None, None, 1).await {
+                        *last_event = e.last().map_or(*last_event, |e| (e.id, e.time));
+                    }
+                    tracing::info!(shared_state_dir = %dir.display(), "in charge: took the state the controller in charge before us left");
+                }
+                Err(e) => {
+                    tracing::error!(error = %format!("{e:#}"), "cannot rebuild the reconciler on the shared state")
+                }
+            },
+            Err(error) => tracing::warn!(
+                shared_state_dir = %dir.display(), %error,
+                "in charge: cannot take the shared state; reconciling from our own"
+            ),
+        }
+    }
+    reconciler.took_charge(now);
+    tracing::info!("in charge: this daemon acts from now on");
 }
 
 /// The first step of stopping: systemd hears `STOPPING=1` (sd_notify(3): "beginning its shutdown"), the

@@ -280,6 +280,10 @@ pub struct Observed {
     pub requests: BTreeMap<String, PolledRequest>,
     /// Slurm's nodes by name; `None` when Slurm did not answer.
     pub slurm: Option<BTreeMap<String, SlurmNode>>,
+    /// When this daemon took charge from another controller's (`daemon::role`), if it did: a node
+    /// Slurm shows powering up that slurm-dws has had no request for since before then lost its
+    /// hook record with the old controller's host, and is provisioned without the drift grace.
+    pub took_charge_at: Option<DateTime<Utc>>,
     /// Time limits of the jobs that resume nodes, from `squeue --json`.
     pub job_limits: BTreeMap<u32, JobLimit>,
     /// Names of Slurm reservations slurm-dws made (prefixes `slurm-dws-eol-` and `slurm-dws-maint-`)

@@ -38,6 +38,7 @@
 mod admin_comment;
 pub mod already;
 mod command;
+pub mod controllers;
 mod node;
 pub mod reservation;
 pub mod resume_file;
@@ -188,6 +189,25 @@ impl Slurm {
     /// `scontrol ping`: whether the controller answers.
     pub async fn ping(&self) -> Result<(), SlurmError> {
         self.run_ok("scontrol", vec!["ping".into()]).await.map(drop)
+    }
+
+    /// `scontrol ping`, line by line (see [`controllers`]). Its exit status is not judged: it is 1
+    /// when no controller answers, which is an answer too.
+    pub async fn ping_controllers(&self) -> Result<Vec<controllers::ControllerPing>, SlurmError> {
+        let args = vec!["ping".to_string()];
+        let out = command::run(&self.bin_dir, self.conf.as_deref(), self.timeout, "scontrol", &args).await?;
+        let pings = controllers::parse_ping(&String::from_utf8_lossy(&out.stdout));
+        if pings.is_empty() {
+            return Err(command::failed("scontrol", &args, &out));
+        }
+        Ok(pings)
+    }
+
+    /// The names of slurm.conf's `SlurmctldHost` entries as `scontrol show config` reports them
+    /// (answered by the controller in charge only).
+    pub async fn controller_hosts(&self) -> Result<Vec<String>, SlurmError> {
+        let out = self.run_ok("scontrol", vec!["show".into(), "config".into()]).await?;
+        Ok(controllers::parse_show_config(&String::from_utf8_lossy(&out)))
     }
 
     /// The jobs among `job_ids` that slurmctld still knows, in one `squeue --json` call. A job it

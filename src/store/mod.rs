@@ -19,7 +19,9 @@
 //! | `repairs.rs` | the repair asks and each node's last repair                            |
 //! | `rows.rs`    | column lists and row decoding into the model's types                    |
 //! | `counts.rs`  | [`Counts`]: one `GROUP BY` per table for the metrics endpoint           |
+//! | `copy.rs`    | a consistent copy of the whole state out, and a copy taken in           |
 
+mod copy;
 mod counts;
 mod migrate;
 mod reads;

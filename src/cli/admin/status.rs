@@ -83,6 +83,7 @@ pub async fn status(
             "started_at": live.as_ref().map(|l| l.started_at.as_str()),
             "pass_running": live.as_ref().map(|l| l.pass_running),
         },
+        "controller": live.as_ref().and_then(|l| l.controller.as_ref()),
         "version": env!("CARGO_PKG_VERSION"),
         "config": cfg.source.display().to_string(),
         "state_dir": cfg.state_dir.display().to_string(),
@@ -132,6 +133,23 @@ pub async fn status(
             ),
         }],
     ));
+    if let Some(c) = live.as_ref().and_then(|l| l.controller.as_ref()) {
+        let in_charge = c.in_charge.as_deref();
+        rows.push((
+            "role:",
+            vec![match (c.role.as_str(), in_charge) {
+                ("in_charge", _) => format!("in charge (controller {})", c.controller),
+                (_, Some(other)) => format!(
+                    "standby: controller {other} is in charge, not ours ({}); this daemon changes nothing",
+                    c.controller
+                ),
+                (_, None) => format!(
+                    "standby: no controller answers `scontrol ping`, so nobody acts (ours is {})",
+                    c.controller
+                ),
+            }],
+        ));
+    }
     rows.push(("version:", vec![env!("CARGO_PKG_VERSION").to_string()]));
     rows.push(("config:", vec![cfg.source.display().to_string()]));
     rows.push((

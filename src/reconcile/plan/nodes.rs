@@ -462,7 +462,8 @@ impl Planner<'_> {
             );
         } else if s.powering_up()
             && !node.is_static
-            && secs_since(self.now, node.state_since) > DRIFT_GRACE_SECS
+            && (secs_since(self.now, node.state_since) > DRIFT_GRACE_SECS
+                || self.o.took_charge_at.is_some_and(|t| node.state_since <= t))
         {
             self.set_state(name, NodeState::ResumePending);
             self.plan.event(

@@ -1876,3 +1876,20 @@ fn end_of_life_reservations_are_made_at_most_a_thousand_a_round_soonest_first() 
     second.sort();
     assert_eq!(second, waiting);
 }
+
+#[test]
+fn drift_powering_up_without_record_after_a_takeover_is_requested_at_once() {
+    // The old controller's host died with the hook's record: Slurm powers the node up, the state
+    // (adopted from the shared copy) has it powered down since before this daemon took charge.
+    let mut n = node("hpc-a-6", NodeState::PoweredDown);
+    n.state_since = t0() - Duration::seconds(5);
+    let mut w =
+        World::new().node(n.clone()).slurm("hpc-a-6", slurm("allocated", &["CLOUD", "POWERING_UP"], ""));
+    w.o.took_charge_at = Some(t0() - Duration::seconds(2));
+    assert_eq!(w.plan().new_groups.len(), 1, "no drift grace: the hook record died with the old host");
+    // A node whose state changed after the takeover keeps the grace (a hook here may be committing).
+    n.state_since = t0() - Duration::seconds(1);
+    let mut w = World::new().node(n).slurm("hpc-a-6", slurm("allocated", &["CLOUD", "POWERING_UP"], ""));
+    w.o.took_charge_at = Some(t0() - Duration::seconds(2));
+    assert!(w.plan().new_groups.is_empty());
+}

@@ -47,6 +47,8 @@ const RELOAD_EVERY_PASSES: u64 = 30;
 pub struct Reconciler {
     /// The config, the store and the clients.
     clients: Clients,
+    /// When this daemon took charge from another controller's (see [`Reconciler::took_charge`]).
+    took_charge_at: Option<DateTime<Utc>>,
     iteration: u64,
     /// The desired state as this process last committed it. The daemon is the only writer of nodes,
     /// requests, MIGs and backoffs (hooks write only the inbox and events; the state directory's lock
@@ -189,6 +191,7 @@ impl Reconciler {
         }
         Ok(Reconciler {
             clients: Clients { plan_cfg: PlanConfig::new(&cfg), cfg: Arc::new(cfg), store, gce, slurm },
+            took_charge_at: None,
             iteration,
             desired: None,
             desired_loaded_at: 0,
@@ -220,6 +223,12 @@ impl Reconciler {
         };
         let now = report.started_at;
         self.admin_comments.refresh(&self.clients.cfg, &self.clients.slurm, waits, desired, now).await;
+    }
+
+    /// This daemon took charge from another controller's at `at` (`daemon::role`): the passes of the
+    /// next few minutes provision the nodes Slurm was already powering up with no request on record.
+    pub fn took_charge(&mut self, at: DateTime<Utc>) {
+        self.took_charge_at = Some(at);
     }
 
     /// The GCE client (its call statistics feed the metrics).
@@ -412,6 +421,7 @@ impl Reconciler {
             o.phases.gce_read_ms += PassPhases::ms(reading.elapsed());
         }
         o.observed.refused_nodesets = self.templates.refused();
+        o.observed.took_charge_at = self.took_charge_at;
         for (ns, why) in &o.observed.refused_nodesets {
             o.errors.push(format!("nodeset {ns} refused: {why}"));
         }

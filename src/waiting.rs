@@ -101,6 +101,18 @@ pub fn summary(waited: i64, region: &str, similar: Option<Similar>, score: Optio
     line
 }
 
+/// The AdminComment line of a job whose group waits whole for units of a reservation:
+/// `slurm-dws: waiting 3m for reservation R: 2 of 4 free, the group of 4 waits whole (GCE queues
+/// it)`. `count` 0: the reservation was not read.
+pub fn reserved_summary(waited: i64, reservation: &str, free: u32, count: u32, group: usize) -> String {
+    let state =
+        if count == 0 { "its counts not read yet".to_string() } else { format!("{free} of {count} free") };
+    format!(
+        "{ADMIN_COMMENT_PREFIX} waiting {} for reservation {reservation}: {state}, the group of {group} waits whole (GCE queues it until enough is free)",
+        words(waited)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +162,15 @@ mod tests {
             "slurm-dws: waiting 30s for flex capacity in us-central1; no similar request on record yet; obtainability 0.25"
         );
         assert_eq!((words(59), words(3600), words(90_000)), ("59s".into(), "1h00m".into(), "1d01h".into()));
+    }
+
+    #[test]
+    fn a_reserved_wait_names_the_reservation_and_what_is_free() {
+        assert_eq!(
+            reserved_summary(200, "projects/p/zones/z/reservations/r", 2, 4, 4),
+            "slurm-dws: waiting 3m for reservation projects/p/zones/z/reservations/r: 2 of 4 free, the group of 4 \
+             waits whole (GCE queues it until enough is free)"
+        );
+        assert!(reserved_summary(5, "r", 0, 0, 2).contains("r: its counts not read yet, the group of 2"));
     }
 }

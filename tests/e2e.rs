@@ -691,7 +691,8 @@ fn e2e_10_database_lost_while_a_job_runs_the_nodes_are_adopted_and_nothing_is_de
         assert_eq!(n["mig"], mig[0].as_str(), "{n}");
         assert_eq!(n["job_id"], job, "{n}");
         assert_eq!(n["vm_status"], "RUNNING", "{n}");
-        assert_eq!(n["reservation"], format!("slurm-dws-eol-{name}"), "{n}");
+        assert_eq!(n["slurm_reservation"], format!("slurm-dws-eol-{name}"), "{n}");
+        assert_eq!(n["reservation"], serde_json::Value::Null, "a flex node consumes no GCE reservation: {n}");
     }
     let why = s.cli(&["explain", "hpc-a-0"]);
     assert!(!why.contains("never been asked"), "{why}");

@@ -73,7 +73,7 @@ async fn measure(t: &mut Table) -> Result<(), String> {
     for _ in 0..20 {
         let t0 = Instant::now();
         let waits = cache.get(&store).await.map_err(|e| e.to_string())?;
-        lines = admin_comment::wanted(&cfg, &desired, waits, now);
+        lines = admin_comment::wanted(&cfg, &desired, waits, &BTreeMap::new(), now);
         s.push(t0.elapsed());
     }
     t.timed(

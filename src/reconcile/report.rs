@@ -114,6 +114,65 @@ pub struct PassReport {
     /// first, each with its age (`inflight.rs`); left out of the JSON when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub in_flight: Vec<crate::reconcile::gce_edge::inflight::InFlightCall>,
+    /// Each reservation nodeset's reserved capacity as this pass read it (`gce_edge/reserved.rs`),
+    /// by nodeset; left out of the JSON when none is configured.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub reserved: std::collections::BTreeMap<String, CapacityReport>,
+}
+
+/// A reservation nodeset's capacity and window, as a pass read it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CapacityReport {
+    /// The reservation (or block, sub-block) its VMs consume; `null` while a calendar booking has
+    /// delivered none.
+    pub reservation: Option<String>,
+    pub count: u32,
+    pub in_use: u32,
+    pub window_start: Option<DateTime<Utc>>,
+    pub window_end: Option<DateTime<Utc>>,
+    /// Why it cannot be consumed now, in GCE's words.
+    pub unusable: Option<String>,
+}
+
+impl CapacityReport {
+    pub fn of(c: &crate::reconcile::types::ObservedCapacity) -> CapacityReport {
+        CapacityReport {
+            reservation: c.reservation.clone(),
+            count: c.count,
+            in_use: c.in_use,
+            window_start: c.window_start,
+            window_end: c.window_end,
+            unusable: c.unusable.clone(),
+        }
+    }
+
+    /// One line for people: the reservation, its use, its window as seen at `now`.
+    pub fn line(&self, now: DateTime<Utc>) -> String {
+        let t = |x: DateTime<Utc>| x.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let what = self.reservation.as_deref().unwrap_or("(no reservation delivered yet)");
+        let window = match (self.window_start, self.window_end) {
+            (Some(s), _) if now < s => {
+                format!("window opens {} (in {})", t(s), crate::waiting::words((s - now).num_seconds()))
+            }
+            (_, Some(e)) if now >= e => format!("window ended {}", t(e)),
+            (_, Some(e)) => format!(
+                "window open until {} (ends in {})",
+                t(e),
+                crate::waiting::words((e - now).num_seconds())
+            ),
+            (_, None) => "no window end".to_string(),
+        };
+        let mut line = format!(
+            "{what}: {} of {} in use, {} free; {window}",
+            self.in_use,
+            self.count,
+            self.count.saturating_sub(self.in_use)
+        );
+        if let Some(why) = &self.unusable {
+            line.push_str(&format!("; unusable: {why}"));
+        }
+        line
+    }
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -178,6 +237,7 @@ impl PassReport {
             skipped_reads: Default::default(),
             reused_observation_ms: None,
             in_flight: Vec::new(),
+            reserved: Default::default(),
         }
     }
 

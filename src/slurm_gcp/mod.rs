@@ -149,6 +149,9 @@ struct Nodeset {
     use_job_duration: bool,
     /// `[nodeset.placement]` from `enable_placement` / `placement_max_distance` / `accelerator_topology`.
     placement: Option<ImportedPlacement>,
+    /// `[nodeset.reservation]` from `reservation_name` / `future_reservation`: the key it is written
+    /// under (`name` or `future_reservation`) and the full relative URL.
+    reservation: Option<(&'static str, String)>,
     /// Comments above this nodeset.
     notes: Vec<String>,
 }

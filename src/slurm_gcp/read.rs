@@ -209,8 +209,9 @@ impl Reader {
         if let Some(region) = self.opt_string(doc, "region", "region") {
             regions.push((region, "region".into()));
         }
+        let project = c.project.clone();
         for (name, ns) in self.named(doc, "nodeset") {
-            if let Some(n) = self.read_nodeset(name, ns, &partitions, &mut regions, &mut c.notes) {
+            if let Some(n) = self.read_nodeset(name, ns, &project, &partitions, &mut regions, &mut c.notes) {
                 c.nodesets.push(n);
             }
         }
@@ -306,6 +307,7 @@ impl Reader {
         &mut self,
         key: &str,
         ns: &Yaml,
+        project: &str,
         partitions: &[(String, Vec<String>)],
         regions: &mut Vec<(String, String)>,
         top_notes: &mut Vec<String>,
@@ -318,7 +320,15 @@ impl Reader {
             Some(f) => self.boolean(f, "enabled", &path("dws_flex.enabled")).unwrap_or(false),
             None => false,
         };
-        if !enabled {
+        let zones_given = self.strings(ns, "zone_policy_allow", &path("zone_policy_allow"));
+        let reservation = self.reservation(ns, &path, project, &zones_given);
+        if enabled && reservation.is_some() {
+            top_notes.push(format!(
+                "nodeset {name}: dws_flex.enabled and a reservation: DWS Flex Start VMs cannot consume a \
+                 reservation, so it is imported as a reservation nodeset (provisioning_model = \"reservation\")."
+            ));
+        }
+        if !enabled && reservation.is_none() {
             top_notes.push(format!(
                 "nodeset {name}: not imported; dws_flex is not enabled, and this import maps flex nodesets \
                  only: write it by hand with provisioning_model = \"standard\" or \"spot\", or give it its own \
@@ -326,7 +336,8 @@ impl Reader {
             ));
             return None;
         }
-        let flex = flex.expect("enabled implies dws_flex");
+        // A reservation nodeset has no run duration: its VMs live until the reservation ends.
+        let flex = flex.filter(|_| reservation.is_none());
         if !crate::config::is_nodeset_name(&name) {
             self.bad(
                 Some(ns.line),
@@ -334,7 +345,7 @@ impl Reader {
                 format!("{name:?} must match [a-z0-9]{{1,14}} (it is the middle of every node name)"),
             );
         }
-        let mut n = Nodeset { name: name.clone(), ..Nodeset::default() };
+        let mut n = Nodeset { name: name.clone(), reservation, ..Nodeset::default() };
         n.instance_template =
             self.string(ns, "instance_template", &path("instance_template")).unwrap_or_default();
         n.zones = self.strings(ns, "zone_policy_allow", &path("zone_policy_allow"));
@@ -375,35 +386,40 @@ impl Reader {
         n.node_count_dynamic_max =
             self.count(ns, "node_count_dynamic_max", &path("node_count_dynamic_max"), 0);
 
-        let mrd_path = path("dws_flex.max_run_duration");
-        let mrd = self.count(flex, "max_run_duration", &mrd_path, MAX_RUN_DURATION);
-        n.max_run_duration = mrd.clamp(MIN_RUN_DURATION, MAX_RUN_DURATION);
-        if mrd != n.max_run_duration {
-            n.notes.push(format!(
-                "dws_flex.max_run_duration was {mrd}: GCE takes run durations of {MIN_RUN_DURATION}..{MAX_RUN_DURATION} \
-                 seconds (10 minutes to 7 days), so it is {}.",
-                n.max_run_duration
-            ));
-        }
-        n.use_job_duration = match self.boolean(flex, "use_job_duration", &path("dws_flex.use_job_duration"))
-        {
-            Some(b) => b,
-            None => {
+        if let Some(flex) = flex {
+            let mrd_path = path("dws_flex.max_run_duration");
+            let mrd = self.count(flex, "max_run_duration", &mrd_path, MAX_RUN_DURATION);
+            n.max_run_duration = mrd.clamp(MIN_RUN_DURATION, MAX_RUN_DURATION);
+            if mrd != n.max_run_duration {
+                n.notes.push(format!(
+                    "dws_flex.max_run_duration was {mrd}: GCE takes run durations of {MIN_RUN_DURATION}..{MAX_RUN_DURATION} \
+                     seconds (10 minutes to 7 days), so it is {}.",
+                    n.max_run_duration
+                ));
+            }
+            n.use_job_duration = match self.boolean(
+                flex,
+                "use_job_duration",
+                &path("dws_flex.use_job_duration"),
+            ) {
+                Some(b) => b,
+                None => {
+                    n.notes.push(
+                        "dws_flex.use_job_duration was not set: slurm-gcp's default, false, is kept (slurm-dws's \
+                         own default is true)."
+                            .into(),
+                    );
+                    false
+                }
+            };
+            if self.boolean(flex, "use_bulk_insert", &path("dws_flex.use_bulk_insert")) == Some(true) {
                 n.notes.push(
-                    "dws_flex.use_job_duration was not set: slurm-gcp's default, false, is kept (slurm-dws's \
-                     own default is true)."
+                    "dws_flex.use_bulk_insert = true: slurm-dws asks for flex VMs through MIG resize requests \
+                     instead, and slurm-gcp made this nodeset's instance template without FLEX_START in that \
+                     case: point instance_template at a template with scheduling.provisioningModel FLEX_START."
                         .into(),
                 );
-                false
             }
-        };
-        if self.boolean(flex, "use_bulk_insert", &path("dws_flex.use_bulk_insert")) == Some(true) {
-            n.notes.push(
-                "dws_flex.use_bulk_insert = true: slurm-dws asks for flex VMs through MIG resize requests \
-                 instead, and slurm-gcp made this nodeset's instance template without FLEX_START in that \
-                 case: point instance_template at a template with scheduling.provisioningModel FLEX_START."
-                    .into(),
-            );
         }
         if let Some(shape) = self.opt_string(ns, "zone_target_shape", &path("zone_target_shape")) {
             if shape != "ANY_SINGLE_ZONE" {
@@ -432,11 +448,7 @@ impl Reader {
                 .notes
                 .push(format!("in no partition: slurm-dws gives it a partition of its own name, {name}.")),
         }
-        for (k, what) in [
-            ("reservation_name", "a reservation (DWS Flex Start VMs cannot use one)"),
-            ("future_reservation", "a future reservation (DWS Flex Start VMs cannot use one)"),
-            ("maintenance_interval", "a maintenance interval"),
-        ] {
+        for (k, what) in [("maintenance_interval", "a maintenance interval")] {
             if let Some(v) = self.opt_string(ns, k, &path(k)) {
                 n.notes.push(format!("{k} = {v:?}: not carried over; slurm-dws does not set {what}."));
             }
@@ -451,6 +463,61 @@ impl Reader {
             }
         }
         Some(n)
+    }
+
+    /// `[nodeset.reservation]` from slurm-gcp's `reservation_name` (`R`, or
+    /// `projects/P/reservations/R`, optionally with `/reservationBlocks/B[/reservationSubBlocks/S]`:
+    /// GCE's affinity form, which has no zone) or `future_reservation` (`F`, or
+    /// `projects/P/zones/Z/futureReservations/F`): as the full URL slurm-dws takes, in the nodeset's
+    /// one zone (a reservation is zonal). A form it cannot place stops the import, naming the key.
+    fn reservation(
+        &mut self,
+        ns: &Yaml,
+        path: &dyn Fn(&str) -> String,
+        project: &str,
+        zones: &[String],
+    ) -> Option<(&'static str, String)> {
+        let name =
+            self.opt_string(ns, "reservation_name", &path("reservation_name")).filter(|s| !s.is_empty());
+        let future =
+            self.opt_string(ns, "future_reservation", &path("future_reservation")).filter(|s| !s.is_empty());
+        let (key, value) = match (name, future) {
+            (None, None) => return None,
+            (Some(n), _) => ("reservation_name", n),
+            (None, Some(f)) => ("future_reservation", f),
+        };
+        let line = ns.get(key).map(|v| v.line);
+        let [zone] = zones else {
+            self.bad(line, &path(key), format!(
+                "{value:?}: a reservation is zonal, so the nodeset needs exactly one zone in zone_policy_allow \
+                 (it has {})", zones.len()
+            ));
+            return None;
+        };
+        let url = if key == "reservation_name" {
+            let rest = value.strip_prefix("https://www.googleapis.com/compute/v1/").unwrap_or(&value);
+            match rest.strip_prefix("projects/").and_then(|r| r.split_once("/reservations/")) {
+                Some((p, r)) => format!("projects/{p}/zones/{zone}/reservations/{r}"),
+                None if !rest.contains('/') => format!("projects/{project}/zones/{zone}/reservations/{rest}"),
+                None => rest.to_string(),
+            }
+        } else if value.contains('/') {
+            value.clone()
+        } else {
+            format!("projects/{project}/zones/{zone}/futureReservations/{value}")
+        };
+        let parsed = if key == "reservation_name" {
+            crate::config::parse_reservation_url(&url).map(|_| ())
+        } else {
+            crate::config::parse_future_reservation_url(&url).map(|_| ())
+        };
+        match parsed {
+            Ok(()) => Some((if key == "reservation_name" { "name" } else { "future_reservation" }, url)),
+            Err(why) => {
+                self.bad(line, &path(key), format!("{value:?}: {why}"));
+                None
+            }
+        }
     }
 
     /// `[nodeset.placement]` from slurm-gcp's placement keys. slurm-gcp (since May 2026) gives a flex

@@ -86,6 +86,12 @@ pub(super) fn render(c: &Cluster, origin: &Path) -> String {
         if !n.node_conf.is_empty() {
             let _ = writeln!(out, "node_conf = {}", quoted(&n.node_conf));
         }
+        if let Some((key, url)) = &n.reservation {
+            out.push_str("provisioning_model = \"reservation\"\n");
+            out.push_str("\n# reservation_name / future_reservation\n[nodeset.reservation]\n");
+            let _ = writeln!(out, "{key} = {}", quoted(url));
+            continue;
+        }
         out.push_str("\n[nodeset.dws_flex]\n");
         out.push_str("enabled = true\n");
         let _ = writeln!(out, "max_run_duration = {}", n.max_run_duration);

@@ -26,7 +26,14 @@ fn the_real_shape_imports_and_loads() {
     assert_eq!(cfg.slurm.bin_dir, Path::new("/usr/local/bin"));
     assert_eq!(cfg.slurm.conf.as_deref(), Some(Path::new("/usr/local/etc/slurm/slurm.conf")));
     let names: Vec<&str> = cfg.nodesets.iter().map(|n| n.name.as_str()).collect();
-    assert_eq!(names, ["a3u", "h4d"], "n2 is not flex, v5p is TPU:\n{toml}");
+    assert_eq!(names, ["a3u", "h4d", "n2"], "n2 is on a reservation, v5p is TPU:\n{toml}");
+    // n2 is not flex but consumes a reservation: a reservation nodeset, in its one zone.
+    let n2 = cfg.nodeset("n2").unwrap();
+    assert_eq!(n2.provisioning_model, crate::config::ProvisioningModel::Reservation);
+    assert_eq!(
+        n2.reservation.as_ref().map(|r| r.source.url()).as_deref(),
+        Some("projects/hpc-research-4411/zones/us-central1-b/reservations/n2-res")
+    );
 
     let a3u = cfg.nodeset("a3u").unwrap();
     assert_eq!(
@@ -55,7 +62,6 @@ fn what_is_not_kept_is_said() {
     let (toml, _) = imported();
     let comments = comments_of(&toml);
     for words in [
-        "nodeset n2: not imported; dws_flex is not enabled",
         "nodeset_tpu v5p (v5p-8): not imported",
         "partition a3u: enable_job_exclusive = true is not carried over",
         "add `MaxTime=2-00:00:00 OverSubscribe=EXCLUSIVE` to its PartitionName line",
@@ -67,8 +73,54 @@ fn what_is_not_kept_is_said() {
     ] {
         assert!(comments.contains(words), "missing {words:?} in\n{toml}");
     }
-    // Reservations and placement of the non-flex nodeset are not mentioned: it is not imported at all.
-    assert!(!comments.contains("n2-res"), "{toml}");
+    // A nodeset neither flex nor on a reservation is not imported, and says so.
+    let plain = FIXTURE.replace("    reservation_name: projects/hpc-research-4411/reservations/n2-res\n", "");
+    let toml = import(&plain, fixture_path()).unwrap();
+    assert!(comments_of(&toml).contains("nodeset n2: not imported; dws_flex is not enabled"), "{toml}");
+    assert!(!toml.contains("name = \"n2\""), "{toml}");
+}
+
+#[test]
+fn reservations_and_calendar_bookings_are_carried_in_the_nodesets_one_zone() {
+    let with = |from: &str, to: &str| {
+        let text = FIXTURE.replace(from, to);
+        import(&text, fixture_path())
+    };
+    let n2_res = "    reservation_name: projects/hpc-research-4411/reservations/n2-res\n";
+    for (value, url) in [
+        ("n2-res", "projects/hpc-research-4411/zones/us-central1-b/reservations/n2-res"),
+        (
+            "projects/other/reservations/big/reservationBlocks/b1",
+            "projects/other/zones/us-central1-b/reservations/big/reservationBlocks/b1",
+        ),
+    ] {
+        let toml = with(n2_res, &format!("    reservation_name: {value}\n")).unwrap();
+        assert!(toml.contains(&format!("[nodeset.reservation]\nname = \"{url}\"")), "{toml}");
+    }
+    let toml = with(n2_res, "    reservation_name: ''\n").unwrap();
+    assert!(!toml.contains("name = \"n2\""), "no reservation, not flex: not imported\n{toml}");
+    // A calendar booking (the n2 nodeset's own future_reservation key).
+    let fixture = FIXTURE.replace(n2_res, "    reservation_name: ''\n");
+    let i = fixture.find("  n2:").unwrap();
+    let booked = format!(
+        "{}{}",
+        &fixture[..i],
+        fixture[i..].replacen("    future_reservation: ''\n", "    future_reservation: cal-a\n", 1)
+    );
+    let toml = import(&booked, fixture_path()).unwrap();
+    assert!(
+        toml.contains("future_reservation = \"projects/hpc-research-4411/zones/us-central1-b/futureReservations/cal-a\""),
+        "{toml}"
+    );
+    let cfg = Config::from_toml_str(&toml, Path::new("/etc/slurm-dws/slurm-dws.toml")).unwrap();
+    assert!(cfg.nodeset("n2").unwrap().reservation.is_some());
+    // A reservation on a nodeset of two zones cannot be placed: the import stops, naming the key.
+    let two = FIXTURE.replace(
+        "    zone_policy_allow:\n    - us-central1-b\n",
+        "    zone_policy_allow:\n    - us-central1-b\n    - us-central1-c\n",
+    );
+    let err = import(&two, fixture_path()).unwrap_err().to_string();
+    assert!(err.contains("nodeset.n2.reservation_name") && err.contains("exactly one zone"), "{err}");
 }
 
 #[test]

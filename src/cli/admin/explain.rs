@@ -41,6 +41,9 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
         when(Some(n.state_since), now)
     ));
     lines.push(slurm.sentence());
+    if let Some(line) = reserved_sentence(cfg, &store, &n.nodeset, now).await? {
+        lines.push(line);
+    }
     let live = crate::cli::live::live(n, backoffs.iter().find(|b| b.nodeset == n.nodeset), now);
     let (old_job, old_error) = crate::cli::live::history(n, &live);
     if let Some(j) = live.job_id {
@@ -130,6 +133,46 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
     let backoff = backoffs.iter().find(|b| b.nodeset == n.nodeset && b.until > now);
     lines.push(format!("Next: {}", next_step(cfg, n, request.as_ref(), backoff, now)));
     Ok(render_story(name, &lines, &events, &slurm, json_out, now, width))
+}
+
+/// For a node of a reservation nodeset: what it consumes, how much of it is in use and its window,
+/// as the last pass read them, and what that means for a job (`plan/reserved.rs`).
+async fn reserved_sentence(
+    cfg: &Config,
+    store: &crate::cli::source::Source,
+    nodeset: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<String>, CliError> {
+    let Some(r) = cfg.nodeset(nodeset).and_then(|ns| ns.reservation.as_ref()) else { return Ok(None) };
+    let last: Option<crate::reconcile::PassReport> =
+        store.meta("last_pass").await?.and_then(|s| serde_json::from_str(&s).ok());
+    let Some(c) = last.as_ref().and_then(|p| p.reserved.get(nodeset)) else {
+        return Ok(Some(format!("Its nodeset consumes {} (no pass has read it yet).", r.source.url())));
+    };
+    let means = match (c.window_start, c.window_end, &c.unusable) {
+        (Some(s), _, _) if now < s => format!(
+            "its jobs wait until the window opens (Slurm reservation {} holds the nodeset's nodes until then)",
+            crate::reconcile::plan::window_hold(nodeset, s)
+        ),
+        (_, Some(e), _) if now >= e => "the window is over: its nodes take no job until the next one".to_string(),
+        (_, _, Some(_)) => "its resumes are answered at once until GCE can give the reservation".to_string(),
+        (_, end, None) => {
+            let free = c.count.saturating_sub(c.in_use);
+            let ending = end.map_or(String::new(), |e| {
+                format!(
+                    "; no job starts on it that would run past {} (end − eol_grace {} s)",
+                    (e - chrono::Duration::seconds(r.eol_grace as i64)).format("%Y-%m-%dT%H:%M:%SZ"),
+                    r.eol_grace
+                )
+            });
+            format!(
+                "a job group of up to {free} nodes is made at once; a larger one (up to {}) waits whole in GCE until \
+                 enough of it is free{ending}",
+                c.count
+            )
+        }
+    };
+    Ok(Some(format!("Its nodeset consumes {}: {}.", c.line(now), means)))
 }
 
 /// When and why GCE will maintain the node's VM, and the Slurm reservation over the window.

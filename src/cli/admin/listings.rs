@@ -22,6 +22,7 @@ pub const NODE_FIELDS: &[Field] = &[
     Field::long("vm_status", "VM", Kind::Text),
     Field::both("termination_time", "TERMINATION", Kind::Time),
     Field::long("reservation", "RESERVATION", Kind::Text),
+    Field::long("slurm_reservation", "SLURM_RESERVATION", Kind::Text),
     Field::long("topology", "TOPOLOGY", Kind::Text),
     Field::both("last_error", "LAST_ERROR", Kind::Text).elastic(),
 ];
@@ -133,7 +134,8 @@ pub async fn nodes(
                 "name": n.name, "nodeset": n.nodeset, "static": n.is_static, "state": n.state,
                 "job_id": live.job_id, "mig": n.mig, "resize_request": rr_name(n),
                 "termination_time": ts(n.termination_time), "last_error": live.last_error,
-                "vm_status": n.vm_status, "reservation": n.reservation, "state_since": ts(Some(n.state_since)),
+                "vm_status": n.vm_status, "slurm_reservation": n.reservation, "state_since": ts(Some(n.state_since)),
+                "reservation": cfg.nodeset(&n.nodeset).and_then(|ns| ns.reservation.as_ref()).map(|r| r.source.url()),
                 "topology": n.topology,
             })
         })

@@ -89,6 +89,7 @@ pub async fn status(
         "state_dir": cfg.state_dir.display().to_string(),
         "unreachable_zones": last_pass.as_ref().map(|p| p.unreachable_zones.clone()).unwrap_or_default(),
         "refused_nodesets": last_pass.as_ref().map(|p| p.refused_nodesets.clone()).unwrap_or_default(),
+        "reserved": last_pass.as_ref().map(|p| p.reserved.clone()).unwrap_or_default(),
         "gce_calls_in_flight": in_flight.iter().map(|(c, age)| json!({"step": c.step.as_str(), "target": c.target, "request_id": c.request_id, "age_seconds": age})).collect::<Vec<_>>(),
         "last_pass": last_pass,
         "nodes": counts,
@@ -189,6 +190,9 @@ pub async fn status(
     }
     for (ns, why) in last_pass.iter().flat_map(|p| &p.refused_nodesets) {
         rows.push(("refused:", vec![format!("nodeset {ns}: {why}; its nodes get no VM")]));
+    }
+    for (ns, c) in last_pass.iter().flat_map(|p| &p.reserved) {
+        rows.push(("reserved:", vec![format!("nodeset {ns}: {}", c.line(now))]));
     }
     for (c, secs) in &in_flight {
         rows.push((

@@ -212,7 +212,12 @@ impl Reconciler {
 
     /// Refreshes the waiting jobs' AdminComment (`admin_comment.rs`); the wait history is read only
     /// when a job waits or carries a line.
-    async fn waiting_jobs_comments(&mut self, desired: &Desired, report: &mut PassReport) {
+    async fn waiting_jobs_comments(
+        &mut self,
+        desired: &Desired,
+        capacity: &std::collections::BTreeMap<String, ObservedCapacity>,
+        report: &mut PassReport,
+    ) {
         let queued = desired.requests.values().any(|r| r.job_id.is_some() && crate::waiting::is_queued(r));
         if !queued && !self.admin_comments.any_written() {
             return;
@@ -222,7 +227,9 @@ impl Reconciler {
             Err(e) => return report.errors.push(format!("reading the wait history: {e}")),
         };
         let now = report.started_at;
-        self.admin_comments.refresh(&self.clients.cfg, &self.clients.slurm, waits, desired, now).await;
+        self.admin_comments
+            .refresh(&self.clients.cfg, &self.clients.slurm, waits, desired, capacity, now)
+            .await;
     }
 
     /// This daemon took charge from another controller's at `at` (`daemon::role`): the passes of the
@@ -443,6 +450,7 @@ impl Reconciler {
             (observation.started, observation.migs_read_at, observation.mig_reuses);
         match self.plan_commit_execute(observation, &mut report).await {
             Ok((desired, observed, failures_waiting)) => {
+                let capacity = observed.capacity.clone();
                 if report.reused_observation_ms.is_none() {
                     if let Some(vms) = observed.vms.as_ref() {
                         let (cfg, naming) = (&self.clients.cfg, &self.clients.plan_cfg.naming);
@@ -484,7 +492,7 @@ impl Reconciler {
                     observed.reservations = None;
                     self.kept = Some(Kept { at, observed, migs_read_at, mig_reuses, migs_unchanged });
                 }
-                self.waiting_jobs_comments(&desired, &mut report).await;
+                self.waiting_jobs_comments(&desired, &capacity, &mut report).await;
                 self.desired = Some(desired);
             }
             Err(e) => {

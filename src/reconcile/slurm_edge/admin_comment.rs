@@ -5,7 +5,7 @@
 //! failed over to another partition).
 
 use crate::config::Config;
-use crate::reconcile::types::Desired;
+use crate::reconcile::types::{Desired, ObservedCapacity};
 use crate::slurm::Slurm;
 use crate::store::RequestWait;
 use crate::waiting;
@@ -57,6 +57,7 @@ pub fn wanted(
     cfg: &Config,
     desired: &Desired,
     waits: &BTreeMap<String, Vec<RequestWait>>,
+    capacity: &BTreeMap<String, ObservedCapacity>,
     now: DateTime<Utc>,
 ) -> BTreeMap<u32, String> {
     let mut out: BTreeMap<u32, (i64, String)> = BTreeMap::new();
@@ -68,6 +69,23 @@ pub fn wanted(
             continue;
         }
         let waited = waiting::waited(r, now);
+        if ns.provisioning_model.is_reservation() {
+            // Reserved capacity: the wait is for units of the reservation, not for GCE's capacity.
+            let line = match capacity.get(&r.nodeset) {
+                Some(c) => waiting::reserved_summary(
+                    waited,
+                    c.reservation.as_deref().unwrap_or("the reservation"),
+                    c.free(),
+                    c.count,
+                    r.nodes.len(),
+                ),
+                None => waiting::reserved_summary(waited, "the reservation", 0, 0, r.nodes.len()),
+            };
+            if out.get(&job).is_none_or(|(w, _)| waited > *w) {
+                out.insert(job, (waited, line));
+            }
+            continue;
+        }
         let similar = memo.get(waits, &r.nodeset, r.nodes.len() as u32, r.run_duration);
         let score = r.zone_choice.as_ref().and_then(|c| c.obtainability);
         let line = waiting::summary(waited, &ns.region, similar, score);
@@ -88,9 +106,10 @@ impl AdminComments {
         slurm: &Slurm,
         waits: &BTreeMap<String, Vec<RequestWait>>,
         desired: &Desired,
+        capacity: &BTreeMap<String, ObservedCapacity>,
         now: DateTime<Utc>,
     ) {
-        let wanted = wanted(cfg, desired, waits, now);
+        let wanted = wanted(cfg, desired, waits, capacity, now);
         let (todo, refreshed) = due(
             &self.written,
             &self.failed,

@@ -454,13 +454,23 @@ impl Reader {
             }
         }
         n.placement = self.placement(ns, &path, &mut n.notes);
-        for (k, what) in [
-            ("enable_maintenance_reservation", "Slurm reservations for scheduled maintenance (it reserves each node before its run duration ends: eol_grace)"),
-            ("enable_opportunistic_maintenance", "opportunistic maintenance"),
-        ] {
-            if self.boolean(ns, k, &path(k)) == Some(true) {
-                n.notes.push(format!("{k} = true: not carried over; slurm-dws does not do {what}."));
-            }
+        if self.boolean(ns, "enable_maintenance_reservation", &path("enable_maintenance_reservation"))
+            != Some(true)
+        {
+            n.notes.push(
+                "enable_maintenance_reservation is not true: slurm-dws reserves a node over a maintenance window \
+                 GCE announces for its VM by default (maintenance_reservation = true; set it false to opt out)."
+                    .into(),
+            );
+        }
+        if self.boolean(ns, "enable_opportunistic_maintenance", &path("enable_opportunistic_maintenance"))
+            == Some(true)
+        {
+            n.notes.push(
+                "enable_opportunistic_maintenance = true: not carried over; slurm-dws does not do opportunistic \
+                 maintenance."
+                    .into(),
+            );
         }
         Some(n)
     }

@@ -69,7 +69,7 @@ fn what_is_not_kept_is_said() {
         "cloud_parameters (resume_rate=0, resume_timeout=300",
         "dws_flex.max_run_duration was 1209600",
         "also in partition debug",
-        "enable_maintenance_reservation = true: not carried over",
+        "enable_maintenance_reservation is not true: slurm-dws reserves a node over a maintenance window",
     ] {
         assert!(comments.contains(words), "missing {words:?} in\n{toml}");
     }

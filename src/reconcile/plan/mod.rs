@@ -17,7 +17,9 @@
 //!    and the store.
 //! 4. Nodes waiting for a VM are grouped by (nodeset, job) into new request groups of at most 1000
 //!    (`groups.rs`, with the run duration of each group). A standard or spot nodeset's group creates
-//!    its VMs by name instead of a resize request (`standard.rs`).
+//!    its VMs by name instead of a resize request (`standard.rs`). A reservation nodeset's node whose
+//!    window is closed gets none, and a group larger than its reservation fails at once
+//!    (`reserved.rs`).
 //! 5. Owned MIGs (`migs.rs`): seen, gone, empty (a `targetSize` of 0, or no VM left whatever the
 //!    size: a preempted spot VM's member stays in its MIG) long enough to delete; owned MIGs the store does not
 //!    know are adopted, with their resize request when it is still in flight (so that it is
@@ -27,6 +29,8 @@
 //!    are made again (`reservations.rs`).
 //!    7b. A node whose VM GCE will maintain gets a Slurm reservation over the window, which follows
 //!    the window and goes when the maintenance is over or cancelled (`maintenance.rs`).
+//!    7c. A reservation nodeset whose window has not opened has its nodes held by a Slurm
+//!    reservation until it opens (`reserved.rs`).
 //! 8. Up nodes of `exclusive` nodesets whose job ended are powered down at once (`release.rs`).
 //! 9. Nodesets that cannot get capacity now have their powered-down nodes drained, so jobs fall
 //!    back to their other partitions; drains whose cause ended are lifted (`fallback.rs`).

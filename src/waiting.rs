@@ -101,6 +101,16 @@ pub fn summary(waited: i64, region: &str, similar: Option<Similar>, score: Optio
     line
 }
 
+/// The AdminComment line of a job waiting for a reservation's window to open:
+/// `slurm-dws: waiting for the window of R, which opens at 2026-12-01T00:00:00Z (in 2h05m)`.
+pub fn window_summary(reservation: &str, start: DateTime<Utc>, in_secs: i64) -> String {
+    format!(
+        "{ADMIN_COMMENT_PREFIX} waiting for the window of {reservation}, which opens at {} (in {})",
+        start.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        words(in_secs)
+    )
+}
+
 /// The AdminComment line of a job whose group waits whole for units of a reservation:
 /// `slurm-dws: waiting 3m for reservation R: 2 of 4 free, the group of 4 waits whole (GCE queues
 /// it)`. `count` 0: the reservation was not read.

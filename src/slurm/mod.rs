@@ -231,6 +231,32 @@ impl Slurm {
         Ok(squeue::parse_jobs(&out.stdout, Some(job_ids))?)
     }
 
+    /// The pending jobs of `partitions` (a job of several partitions counts when one of them is
+    /// named), in one `squeue --json` call. 22.05 ignores `--states` and `--partition` with
+    /// `--json`: the answer is filtered here.
+    pub async fn pending_jobs_in(&self, partitions: &[String]) -> Result<Vec<JobInfo>, SlurmError> {
+        if partitions.is_empty() {
+            return Ok(Vec::new());
+        }
+        for p in partitions {
+            check_word("partition", p)?;
+        }
+        let args = vec![
+            "--json".to_string(),
+            "--states=PENDING".to_string(),
+            format!("--partition={}", partitions.join(",")),
+        ];
+        let out = command::run(&self.bin_dir, self.conf.as_deref(), self.timeout, "squeue", &args).await?;
+        if !out.success {
+            return Err(command::failed("squeue", &args, &out));
+        }
+        let jobs = squeue::parse_jobs(&out.stdout, None)?;
+        let wanted = |j: &JobInfo| {
+            j.state == "PENDING" && j.partition.split(',').any(|p| partitions.iter().any(|w| w == p))
+        };
+        Ok(jobs.into_iter().filter(wanted).collect())
+    }
+
     /// The jobs slurmctld has on `node` (any state but pending), in one `squeue --json` call.
     /// 22.05 ignores `--nodelist` with `--json`: the answer is filtered by each job's node list.
     pub async fn jobs_on_node(&self, node: &str) -> Result<Vec<JobInfo>, SlurmError> {

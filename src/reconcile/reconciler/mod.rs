@@ -219,7 +219,8 @@ impl Reconciler {
         report: &mut PassReport,
     ) {
         let queued = desired.requests.values().any(|r| r.job_id.is_some() && crate::waiting::is_queued(r));
-        if !queued && !self.admin_comments.any_written() {
+        let window_closed = capacity.values().any(|c| c.window_start.is_some_and(|s| report.started_at < s));
+        if !queued && !window_closed && !self.admin_comments.any_written() {
             return;
         }
         let waits = match self.waits.get(&self.clients.store).await {

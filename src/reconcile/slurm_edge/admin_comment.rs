@@ -96,6 +96,27 @@ pub fn wanted(
     out.into_iter().map(|(j, (_, l))| (j, l)).collect()
 }
 
+/// The line of a job waiting for a reservation nodeset's window to open, by the nodeset's
+/// partition (only the nodesets whose window has not opened at `now`). A partition shared by
+/// several such nodesets gets the soonest window.
+pub fn window_lines(
+    cfg: &Config,
+    capacity: &BTreeMap<String, ObservedCapacity>,
+    now: DateTime<Utc>,
+) -> BTreeMap<String, String> {
+    let mut soonest: BTreeMap<String, (DateTime<Utc>, String)> = BTreeMap::new();
+    for ns in &cfg.nodesets {
+        let Some(c) = capacity.get(&ns.name) else { continue };
+        let Some(start) = c.window_start.filter(|s| now < *s) else { continue };
+        let what = ns.reservation.as_ref().map(|r| r.source.url()).unwrap_or_default();
+        let line = waiting::window_summary(&what, start, (start - now).num_seconds());
+        if soonest.get(&ns.partition).is_none_or(|(s, _)| start < *s) {
+            soonest.insert(ns.partition.clone(), (start, line));
+        }
+    }
+    soonest.into_iter().map(|(p, (_, l))| (p, l)).collect()
+}
+
 impl AdminComments {
     /// Sets and clears what is due. Best effort: a failure is logged, not a degraded pass (the line
     /// is a courtesy to users); a line that failed is tried at the next refresh, a clear is not
@@ -109,7 +130,24 @@ impl AdminComments {
         capacity: &BTreeMap<String, ObservedCapacity>,
         now: DateTime<Utc>,
     ) {
-        let wanted = wanted(cfg, desired, waits, capacity, now);
+        let mut wanted = wanted(cfg, desired, waits, capacity, now);
+        // Jobs held by a reservation nodeset's window: they never resumed a node, so only Slurm
+        // knows them (one squeue, only while a window is closed).
+        let held = window_lines(cfg, capacity, now);
+        if !held.is_empty() {
+            let partitions: Vec<String> = held.keys().cloned().collect();
+            match slurm.pending_jobs_in(&partitions).await {
+                Ok(jobs) => {
+                    for j in jobs {
+                        let Some(line) = j.partition.split(',').find_map(|p| held.get(p)) else { continue };
+                        wanted.entry(j.job_id).or_insert_with(|| line.clone());
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not list the jobs waiting for a reservation's window")
+                }
+            }
+        }
         let (todo, refreshed) = due(
             &self.written,
             &self.failed,
@@ -220,5 +258,34 @@ mod tests {
             t0 + Duration::seconds(300),
         );
         assert_eq!((todo, r), (vec![(2, "b".to_string())], true));
+    }
+
+    #[test]
+    fn a_job_held_for_a_window_is_told_when_it_opens() {
+        let text = "cluster_name = \"hpc\"\n[gcp]\nproject = \"p\"\nregion = \"us-central1\"\n\
+            [[nodeset]]\nname = \"a\"\ninstance_template = \"projects/p/global/instanceTemplates/t\"\n\
+            zones = [\"us-central1-a\"]\nnode_count_dynamic_max = 4\nprovisioning_model = \"reservation\"\n\
+            partition = \"gpu\"\n[nodeset.reservation]\n\
+            future_reservation = \"projects/p/zones/us-central1-a/futureReservations/f\"\n";
+        let cfg = Config::from_toml_str(text, "t.toml".as_ref()).unwrap();
+        let now = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap();
+        let start = now + Duration::minutes(125);
+        let capacity = |start| {
+            BTreeMap::from([(
+                "a".to_string(),
+                ObservedCapacity { window_start: Some(start), count: 4, ..Default::default() },
+            )])
+        };
+        let lines = window_lines(&cfg, &capacity(start), now);
+        assert_eq!(
+            lines.get("gpu").map(String::as_str),
+            Some(
+                "slurm-dws: waiting for the window of projects/p/zones/us-central1-a/futureReservations/f, \
+                 which opens at 2027-01-15T10:05:00Z (in 2h05m)"
+            )
+        );
+        // Open: nothing to tell (the job resumes nodes, and its group's line takes over).
+        assert!(window_lines(&cfg, &capacity(now - Duration::minutes(1)), now).is_empty());
+        assert!(window_lines(&cfg, &BTreeMap::new(), now).is_empty());
     }
 }

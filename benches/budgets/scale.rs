@@ -47,6 +47,10 @@ fn scale(ctx: &Ctx, t: &mut Table) -> Result<()> {
     if with_topology() {
         sim.control_post("zones/us-central1-a/topology", ZONE_SHAPE)?;
     }
+    // Nodeset r consumes a reservation (issue 38's budget: its reads every pass, beside the 10,000
+    // flex nodes): the reservation and its reservation-bound template.
+    sim.control_post("reservations", RESERVATION)?;
+    sim.control_post("templates", RESERVED_TEMPLATE)?;
     let http = reqwest::Client::new();
     let control = |path: &str| format!("http://{}/_sim/{path}", sim.addr);
     let get = |path: &str| -> Result<Value> {
@@ -383,6 +387,24 @@ async fn load_desired(store: &Store) -> Result<(Desired, Duration)> {
     Ok((desired, process_cpu() - l0))
 }
 
+/// The reservation nodeset r consumes, booked in the simulator.
+const RESERVATION: &str = r#"{"project": "bench-project", "zone": "us-central1-a", "name": "bench-res", "count": 16,
+    "machine_type": "n2-standard-4"}"#;
+
+/// Nodeset r's reservation-bound template.
+const RESERVED_TEMPLATE: &str = r#"{"name": "r-bound", "properties": {"machineType": "n2-standard-4",
+    "scheduling": {"provisioningModel": "RESERVATION_BOUND", "instanceTerminationAction": "DELETE",
+                   "onHostMaintenance": "TERMINATE"},
+    "reservationAffinity": {"consumeReservationType": "SPECIFIC_RESERVATION",
+                            "key": "compute.googleapis.com/reservation-name", "values": ["bench-res"]}}}"#;
+
+/// Nodeset r: 16 dynamic nodes on reservation bench-res (never resumed by the bench: its reads are
+/// what is measured).
+const RESERVED_NODESET: &str = "\n[[nodeset]]\nname = \"r\"\n\
+    instance_template = \"projects/bench-project/global/instanceTemplates/r-bound\"\n\
+    zones = [\"us-central1-a\"]\nnode_count_dynamic_max = 16\nprovisioning_model = \"reservation\"\n\
+    [nodeset.reservation]\nname = \"projects/bench-project/zones/us-central1-a/reservations/bench-res\"\n";
+
 /// The scale bench's config: the simulator at `endpoint`, the fake Slurm in `slurm_bin`; a Slurm
 /// topology file (`tree`, as 22.05 takes) kept in `d`, and nodeset a's MIGs with an owned
 /// HIGH_THROUGHPUT workload policy (BLOCK), so that every VM reports its physical host.
@@ -393,7 +415,11 @@ fn write_config(d: &Path, endpoint: &str, slurm_bin: &Path) -> Result<PathBuf> {
              [reconcile]\ninterval = 30\n",
             slurm_bin.display()
         );
-        return Ok(crate::write_config(d, endpoint, NODES + SPARES, &extra));
+        let path = crate::write_config(d, endpoint, NODES + SPARES, &extra);
+        let mut text = std::fs::read_to_string(&path)?;
+        text.push_str(RESERVED_NODESET);
+        std::fs::write(&path, text)?;
+        return Ok(path);
     }
     let extra = format!(
         "# The bench counts calls; it does not wait out the default client-side rate limit.\n\
@@ -406,6 +432,7 @@ fn write_config(d: &Path, endpoint: &str, slurm_bin: &Path) -> Result<PathBuf> {
     let path = crate::write_config(d, endpoint, NODES + SPARES, &extra);
     let mut text = std::fs::read_to_string(&path)?;
     text.push_str("\n[nodeset.placement]\nmax_topology_distance = \"BLOCK\"\n");
+    text.push_str(RESERVED_NODESET);
     std::fs::write(&path, text)?;
     Ok(path)
 }

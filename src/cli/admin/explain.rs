@@ -208,7 +208,9 @@ fn placement_sentence(cfg: &Config, n: &Node) -> Option<String> {
     n.vm_status.as_ref()?;
     let slurm_topology = cfg.slurm.topology.kind != crate::config::TopologyKind::None;
     let Some(t) = n.topology.as_deref() else {
-        let policy = cfg.nodeset(&n.nodeset).is_some_and(|ns| ns.placement.is_some());
+        // Placed VMs (a workload policy) and reserved ones (dense reservations) report a host.
+        let policy =
+            cfg.nodeset(&n.nodeset).is_some_and(|ns| ns.placement.is_some() || ns.reservation.is_some());
         return Some(
             if policy {
                 "GCE reports no physical host for its VM yet (it is given once the VM has a host)".to_string()

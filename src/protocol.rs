@@ -81,6 +81,10 @@ pub enum Query {
     InboxDepth,
     /// How long succeeded request groups waited, by nodeset (`Store::request_waits`).
     RequestWaits,
+    /// A node's last repair; `null` when it was never repaired (`Store::repair`).
+    Repair {
+        node: String,
+    },
 }
 
 impl Request {

@@ -623,3 +623,81 @@ async fn explain_says_when_and_why_a_node_is_maintained_and_an_error_once() {
     assert_eq!(story.matches(error).count(), 1, "the error is said once:\n{story}");
     assert!(story.contains(&format!("Last error: {error}")), "{story}");
 }
+
+/// `explain` shows a node's repair: one under way (behaviour, text, since when, how far, the last
+/// word) and a finished one's outcome, a failure in GCE's words.
+#[tokio::test]
+#[allow(clippy::disallowed_methods)] // the records' times are the wall clock's, as a daemon writes them
+async fn explain_shows_a_repair_under_way_and_its_outcome() {
+    use slurm_dws::model::{FaultBehavior, NodeState, Repair, RepairPhase, VmStatus};
+    let w = World::with_endpoint("http://127.0.0.1:9/compute/v1/", &[("gpu", 0, 4, "")], "");
+    let store = slurm_dws::store::Store::open(&w.state_dir()).await.unwrap();
+    let now = chrono::Utc::now();
+    let mut tx = store.begin().await.unwrap();
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let mut n = slurm_dws::reconcile::plan::new_node(&format!("hpc-gpu-{i}"), "gpu", i, false, now);
+        n.state = NodeState::Up;
+        n.vm_status = Some(VmStatus::Running);
+        nodes.push(n);
+    }
+    tx.upsert_nodes(&nodes).await.unwrap();
+    let repair = |node: &str, phase: RepairPhase, source: &str, outcome: &str| Repair {
+        node: node.into(),
+        behavior: FaultBehavior::UnrecoverableGpuError,
+        description: "xid 79".into(),
+        source: source.into(),
+        phase,
+        requested_at: now - chrono::Duration::seconds(90),
+        updated_at: now - chrono::Duration::seconds(30),
+        outcome: Some(outcome.into()),
+    };
+    let refused = "GCE refused the host report: 400 BAD_REQUEST: the instance is not reservation-bound";
+    tx.upsert_repair(&repair(
+        "hpc-gpu-0",
+        RepairPhase::Replacing,
+        "cli",
+        "repair UNRECOVERABLE_GPU_ERROR: VM hpc-gpu-0 is replaced: a new VM is requested",
+    ))
+    .await
+    .unwrap();
+    tx.upsert_repair(&repair("hpc-gpu-1", RepairPhase::Failed, "drain", refused)).await.unwrap();
+    tx.upsert_repair(&repair(
+        "hpc-gpu-2",
+        RepairPhase::Repaired,
+        "cli",
+        "its VM runs again on another host: back in service",
+    ))
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    store.close().await;
+
+    let story = words(&ok_table(&w, &["explain", "hpc-gpu-0"]));
+    assert!(
+        story.contains("A repair UNRECOVERABLE_GPU_ERROR: xid 79, asked by slurm-dws repair ")
+            && story.contains(" is under way (replacing, since ")
+            && story.contains(
+                "its VM was deleted and a new one requested for the node; the drain is lifted once it runs. \
+                 Last: repair UNRECOVERABLE_GPU_ERROR: VM hpc-gpu-0 is replaced: a new VM is requested."
+            ),
+        "{story}"
+    );
+    let story = words(&ok_table(&w, &["explain", "hpc-gpu-1"]));
+    assert!(
+        story.contains("Its last repair UNRECOVERABLE_GPU_ERROR: xid 79, asked by a drain reason ")
+            && story.contains(": FAILED ")
+            && story.contains(&format!("the node stays drained until the drain is lifted or a repair is asked again. Last: {refused}.")),
+        "{story}"
+    );
+    let story = words(&ok_table(&w, &["explain", "hpc-gpu-2"]));
+    assert!(
+        story.contains(": repaired ")
+            && story.contains("Last: its VM runs again on another host: back in service."),
+        "{story}"
+    );
+    let story = words(&ok_table(&w, &["explain", "hpc-gpu-3"]));
+    assert!(!story.contains("repair"), "a node never repaired says nothing of it: {story}");
+    let ex = w.cli_json(&["explain", "hpc-gpu-1"]);
+    assert!(ex["story"].as_array().unwrap().iter().any(|l| l.as_str().unwrap().contains(refused)), "{ex}");
+}

@@ -162,4 +162,12 @@ impl Source {
             _ => self.ask(Query::InboxDepth).await,
         }
     }
+
+    /// A node's last repair; `None` when it was never repaired.
+    pub async fn repair(&self, node: &str) -> Result<Option<Repair>, CliError> {
+        match self {
+            Source::Store(s) => s.repair(node).await.map_err(rt),
+            _ => self.ask(Query::Repair { node: node.to_string() }).await,
+        }
+    }
 }

@@ -219,6 +219,7 @@ async fn read_state(store: &Store, query: Query) -> Response {
         Query::InboxDepth => rows(store.inbox_depth().await),
         Query::StepFailures => rows(store.step_failures().await),
         Query::RequestWaits => rows(store.request_waits().await),
+        Query::Repair { node } => rows(store.repair(&node).await),
     };
     match result {
         Ok(rows) => Response::Rows { rows },

@@ -68,27 +68,35 @@ impl Store {
 
     /// Every node's last repair, by node.
     pub async fn repairs(&self) -> Result<Vec<Repair>> {
-        let rows = sqlx::query(
-            "SELECT node, behavior, description, source, phase, requested_at, updated_at, outcome \
-             FROM repairs ORDER BY node",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Repair {
-                    node: r.try_get("node")?,
-                    behavior: r.try_get::<String, _>("behavior")?.parse()?,
-                    description: r.try_get("description")?,
-                    source: r.try_get("source")?,
-                    phase: r.try_get::<String, _>("phase")?.parse()?,
-                    requested_at: from_ms(r.try_get("requested_at")?),
-                    updated_at: from_ms(r.try_get("updated_at")?),
-                    outcome: r.try_get("outcome")?,
-                })
-            })
-            .collect()
+        let rows = sqlx::query(&format!("SELECT {REPAIR_COLUMNS} FROM repairs ORDER BY node"))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(repair_of).collect()
     }
+
+    /// A node's last repair; `None` when it was never repaired.
+    pub async fn repair(&self, node: &str) -> Result<Option<Repair>> {
+        let row = sqlx::query(&format!("SELECT {REPAIR_COLUMNS} FROM repairs WHERE node = ?"))
+            .bind(node)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(repair_of).transpose()
+    }
+}
+
+const REPAIR_COLUMNS: &str = "node, behavior, description, source, phase, requested_at, updated_at, outcome";
+
+fn repair_of(r: &sqlx::sqlite::SqliteRow) -> Result<Repair> {
+    Ok(Repair {
+        node: r.try_get("node")?,
+        behavior: r.try_get::<String, _>("behavior")?.parse()?,
+        description: r.try_get("description")?,
+        source: r.try_get("source")?,
+        phase: r.try_get::<String, _>("phase")?.parse()?,
+        requested_at: from_ms(r.try_get("requested_at")?),
+        updated_at: from_ms(r.try_get("updated_at")?),
+        outcome: r.try_get("outcome")?,
+    })
 }
 
 impl StoreTx {

@@ -351,7 +351,7 @@ async fn vms_pass_provisioning_and_staging_before_running_and_booting() {
     let (sim, api) = start_with(commands(dir.path())).await;
     assert_eq!(
         api.control(Method::GET, "lifecycle", None).await,
-        json!({"provisioning_ms": 50, "staging_ms": 50})
+        json!({"provisioning_ms": 50, "staging_ms": 50, "host_repair_ms": 1000})
     );
     api.control(Method::POST, "lifecycle", Some(json!({"provisioning_ms": 600, "staging_ms": 600}))).await;
     api.insert_mig("hpc-a3u-g1").await;

@@ -26,6 +26,7 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
     };
     let events = store.events(Some(name), None, 200).await?;
     let backoffs = store.backoffs().await?;
+    let repair = store.repair(name).await?;
     let slurm = SlurmView::ask(cfg, name).await;
     let mut lines: Vec<String> = Vec::new();
     let Some(n) = &node else {
@@ -89,6 +90,9 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
     }
     if let Some(m) = &n.maintenance {
         lines.push(maintenance_sentence(cfg, n, m, now));
+    }
+    if let Some(r) = &repair {
+        lines.push(repair_sentence(r, now));
     }
     if let Some(e) = live.last_error {
         lines.push(format!("Last error: {e}"));
@@ -173,6 +177,30 @@ async fn reserved_sentence(
         }
     };
     Ok(Some(format!("Its nodeset consumes {}: {}.", c.line(now), means)))
+}
+
+/// The node's repair: under way (behaviour, text, since when, how far) or its outcome (reported,
+/// replaced, repaired, or failed in GCE's words).
+fn repair_sentence(r: &Repair, now: DateTime<Utc>) -> String {
+    let by = if r.source == "cli" { "slurm-dws repair" } else { "a drain reason" };
+    let text = if r.description.is_empty() { String::new() } else { format!(": {}", r.description) };
+    let outcome = r.outcome.as_deref().map(|o| format!(" Last: {o}.")).unwrap_or_default();
+    let head = format!("repair {}{text}, asked by {by} {}", r.behavior, when(Some(r.requested_at), now));
+    let doing = match r.phase {
+        RepairPhase::Requested => "the node is being drained and its jobs requeued; its VM is reported or replaced next",
+        RepairPhase::Reporting => "GCE is asked to report the host of its reservation-bound VM as faulty and restart the VM on another host; the drain is lifted once it runs again",
+        RepairPhase::Replacing => "its VM was deleted and a new one requested for the node; the drain is lifted once it runs",
+        RepairPhase::Repaired => {
+            return format!("Its last {head}: repaired {}.{outcome}", when(Some(r.updated_at), now))
+        }
+        RepairPhase::Failed => {
+            return format!(
+                "Its last {head}: FAILED {}; the node stays drained until the drain is lifted or a repair is asked again.{outcome}",
+                when(Some(r.updated_at), now)
+            )
+        }
+    };
+    format!("A {head} is under way ({}, since {}): {doing}.{outcome}", r.phase, when(Some(r.updated_at), now))
 }
 
 /// When and why GCE will maintain the node's VM, and the Slurm reservation over the window.

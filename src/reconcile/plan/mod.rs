@@ -11,7 +11,8 @@
 //!    zone(s) its VMs are in from the first pass that lists one (`Request::zone`).
 //! 3. Repairs first (`repair.rs`): asks and `repair ...` drain reasons become repairs; a repaired
 //!    node is drained, its jobs requeued, its reservation-bound VM's host reported faulty or its VM
-//!    replaced, and its drain lifted when its VM runs again. Then every node is compared with its VM
+//!    replaced, and its drain lifted when its VM runs again (a dynamic node Slurm set DOWN for the
+//!    VM's unexpected reboot is resumed). Then every node is compared with its VM
 //!    and with Slurm (`nodes.rs`): expiry, vanished VMs, suspends
 //!    to carry out, VMs that must not exist, static nodes to keep provisioned, drift between Slurm
 //!    and the store.

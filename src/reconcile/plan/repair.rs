@@ -215,18 +215,31 @@ impl Planner<'_> {
     }
 
     /// The repair ends once the node's VM runs and Slurm has the node responding: the drain it set
-    /// (or the health check's) is lifted.
+    /// (or the health check's) is lifted. The VM started again under a node Slurm kept in service,
+    /// so its slurmd's registration is an unexpected reboot to Slurm, which sets the node DOWN
+    /// (`ReturnToService` 0 or 1, docs/slurm-facts.md): a DOWN dynamic node is resumed (which lifts
+    /// the drain too). A static node's DOWN is slurm-dws's own, lifted by the node rule first.
     fn return_when_running(&mut self, name: &str, how: &str) {
         let running = matches!(self.sight(name), Sight::Seen(vm) if vm.status == VmStatus::Running);
         let Some(s) = self.slurm_node(name) else { return };
         let responding = !s.powering_up() && !s.powered_down() && !s.has_flag("NOT_RESPONDING");
-        if !(running && responding) || (s.is_down() && !s.reason.starts_with(REASON_PREFIX)) {
+        if !(running && responding) {
             return;
         }
         if s.is_down() {
-            return; // a static node's DOWN is lifted by the node rule (`nodes.rs`) first
+            if self.nodes.current(name).is_none_or(|n| n.is_static) {
+                return;
+            }
+            self.slurm_update(name, NodeStateChange::Resume, None);
+            return self.set_repair_ended(name, format!("{how}: back in service"));
         }
         self.end_repair(name, RepairPhase::Repaired, format!("{how}: back in service"));
+    }
+
+    /// A repair whose node was resumed (DOWN and drain lifted at once): repaired.
+    fn set_repair_ended(&mut self, name: &str, outcome: String) {
+        self.plan.event(EventKind::Repaired, vec![name.to_string()], format!("repaired: {outcome}"));
+        self.set_repair(name, RepairPhase::Repaired, Some(outcome));
     }
 
     /// Ends a repair: a repaired node's drain is lifted; a failed repair keeps it drained (the

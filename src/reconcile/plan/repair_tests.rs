@@ -164,6 +164,36 @@ fn the_drain_is_lifted_once_the_vm_runs_and_slurmd_responds() {
     assert!(p.repairs.is_empty() && p.gce.is_empty() && !has_update(&p, "hpc-a-1", "undrain"));
 }
 
+/// The VM started again under a node Slurm kept in service: its slurmd's registration is an
+/// unexpected reboot, and Slurm sets the node DOWN (keeping the drain's reason). A dynamic node is
+/// resumed (DOWN and drain lifted at once) and the repair ends; a static node's DOWN waits for the
+/// node rule; a DOWN node not responding yet waits.
+#[test]
+fn a_node_slurm_set_down_for_the_restart_is_resumed() {
+    let reported = format!("{HOST_REPORTED} (UNRECOVERABLE_GPU_ERROR)");
+    for (phase, outcome, is_static, flags, resumed) in [
+        (RepairPhase::Reporting, Some(reported.as_str()), false, vec!["DRAIN"], true),
+        (RepairPhase::Replacing, None, false, vec!["DRAIN"], true),
+        (RepairPhase::Replacing, None, false, vec!["DRAIN", "NOT_RESPONDING"], false),
+        (RepairPhase::Reporting, Some(reported.as_str()), true, vec!["DRAIN"], false),
+    ] {
+        let mut w = world(true, slurm("down", &flags, "repair UNRECOVERABLE_GPU_ERROR xid 79"));
+        w.d.nodes.get_mut("hpc-a-1").unwrap().is_static = is_static;
+        w.d.repairs.insert("hpc-a-1".into(), repair("hpc-a-1", phase, outcome));
+        let p = w.plan();
+        let case = format!("{phase} static={is_static} {flags:?}");
+        assert_eq!(has_update(&p, "hpc-a-1", "resume"), resumed, "{case}");
+        assert!(!has_update(&p, "hpc-a-1", "undrain"), "{case}: resume lifts the drain too");
+        let done = repair_after(&p, "hpc-a-1").is_some_and(|r| r.phase == RepairPhase::Repaired);
+        assert_eq!(done, resumed, "{case}");
+        assert_eq!(p.events.iter().any(|e| e.kind == EventKind::Repaired), resumed, "{case}");
+        assert!(
+            !p.gce.iter().any(|g| matches!(g, GceStep::ReportHostAsFaulty { .. })),
+            "{case}: no report again"
+        );
+    }
+}
+
 /// A VM whose host is being reported may show a stopped status meanwhile: it is not failed.
 #[test]
 fn a_vm_whose_host_is_reported_is_not_replaced_as_failed() {

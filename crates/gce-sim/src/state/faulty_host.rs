@@ -76,6 +76,7 @@ impl State {
         let vm = self.instances.get_mut(&key).expect("found above");
         let old_host = vm.host;
         vm.host = new_host.or(old_host);
+        vm.host_moves += 1;
         vm.status = VmStatus::Repairing;
         vm.next_at = Some(now + ms(repair_ms));
         vm.host_report = Some(op.clone());

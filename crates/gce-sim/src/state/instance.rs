@@ -62,6 +62,8 @@ pub struct Instance {
     pub(super) consumed: Option<super::Consumed>,
     /// The Operation of a `reportHostAsFaulty` under way: DONE when the VM runs again.
     pub(super) host_report: Option<String>,
+    /// How many times a host report moved it to another host (its reserved host changes with it).
+    pub(super) host_moves: u32,
     /// `resourceStatus.upcomingMaintenance` as the control API set it (an `UpcomingMaintenance`,
     /// checked against the discovery document); `None`: GCE plans no maintenance for the VM.
     pub(super) upcoming_maintenance: Option<Value>,
@@ -194,7 +196,7 @@ impl State {
             if let Some(r) = self.reservations.get(&c.res) {
                 o["resourceStatus"]["reservationConsumptionInfo"] = r.consumption_info(c.bucket);
                 if let (Some(t), false) =
-                    (r.vm_topology(c.bucket, &vm.name), vm.status == VmStatus::Provisioning)
+                    (r.vm_topology(c.bucket, &vm.name, vm.host_moves), vm.status == VmStatus::Provisioning)
                 {
                     o["resourceStatus"]["physicalHost"] = json!(format!(
                         "/{}/{}/{}",
@@ -292,6 +294,7 @@ impl State {
             host: None,
             consumed: None,
             host_report: None,
+            host_moves: 0,
             upcoming_maintenance: None,
         };
         let mut vm = vm;

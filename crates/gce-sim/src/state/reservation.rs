@@ -225,8 +225,9 @@ impl Reservation {
                "block": hash(&format!("{}/{}", res_path(&self.key), self.blocks[bi].name))})
     }
 
-    /// `resourceStatus.physicalHostTopology` of a VM in this bucket (host: its name's hash).
-    pub(super) fn vm_topology(&self, bucket: Bucket, vm: &str) -> Option<Value> {
+    /// `resourceStatus.physicalHostTopology` of a VM in this bucket (host: its name's hash, and
+    /// another host each time a host report moved it).
+    pub(super) fn vm_topology(&self, bucket: Bucket, vm: &str, moves: u32) -> Option<Value> {
         let (bi, si) = bucket?;
         let mut t = self.block_topology(bi);
         t["subblock"] = json!(hash(&format!(
@@ -235,7 +236,10 @@ impl Reservation {
             self.blocks[bi].name,
             self.blocks[bi].sub_blocks[si].name
         )));
-        t["host"] = json!(hash(&format!("{}/{vm}", res_path(&self.key))));
+        t["host"] = json!(match moves {
+            0 => hash(&format!("{}/{vm}", res_path(&self.key))),
+            n => hash(&format!("{}/{vm}/{n}", res_path(&self.key))),
+        });
         Some(t)
     }
 

@@ -498,7 +498,10 @@ async fn drop_stops_every_process(generation: SlurmGeneration) {
     assert_no_host_mounts(&dir);
 
     // A job on each node: its processes (the batch shell, its sleep, their slurmstepd) are "on the VM".
-    let naptime = 4000 + std::process::id() % 1000;
+    // Two lengths no other test process picks (the processes are found by their command line, and
+    // the three Slurms' tests run at once, in processes with neighbouring pids: `% 1000` gave one's
+    // second job the other's first job's length, and each took the other's sleep for its own).
+    let naptime = 4000 + (std::process::id() % 50_000) * 2;
     let [(sleeper, shell, stepd), on_d0] = [(1, naptime), (0, naptime + 1)].map(|(node, secs)| {
         let job = cluster
             .sbatch(&["-N1", "-w", &format!("dws-d-{node}"), "--wrap", &format!("sleep {secs}")])

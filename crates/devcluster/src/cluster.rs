@@ -403,10 +403,18 @@ impl Drop for LocalCluster {
         self.continue_slurmctld();
         self.kill_slurmds();
         let dir = self.layout.dir.display().to_string();
-        let mut killed = process::kill_marked(&[
-            format!("{MARKER_ENV}={dir}"),
-            format!("SLURM_CONF={}", self.layout.conf().display()),
-        ]);
+        let marks = [format!("{MARKER_ENV}={dir}"), format!("SLURM_CONF={}", self.layout.conf().display())];
+        let mut killed = process::kill_marked(&marks);
+        // A process forked while /proc was read (a job step's task, a hook's child) escapes one
+        // scan: scan again until one finds nothing (at most three more).
+        for _ in 0..3 {
+            process::wait_gone(&killed);
+            let more = process::kill_marked(&marks);
+            if more.is_empty() {
+                break;
+            }
+            killed.extend(more);
+        }
         if self.root.is_some() {
             // slurmctld and munged are stopped below, by PID and with TERM first.
             let spare: Vec<_> = self.slurmctld.iter().chain(&self.munged).map(Daemon::pid).collect();

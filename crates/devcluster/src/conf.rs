@@ -354,7 +354,9 @@ pub(crate) const CGROUP_CONF_DISABLED: &str =
 /// environment with its process title, so neither slurmd's session nor an environment marker
 /// finds it). Idempotent; only touches a slurmd of this cluster's slurm.conf, slurmstepds holding
 /// this cluster's log of that node, and sessions whose leader has exited (daemons double-fork)
-/// and that are not the caller's. Reads /proc with shell builtins: no fork per process.
+/// and that are not the caller's. Reads /proc with shell builtins: no fork per process. Returns once
+/// everything it killed is gone (at most 5 s more): a KILL is delivered, not done, when `kill`
+/// returns.
 pub(crate) fn slurmd_stop_script(layout: &Layout) -> String {
     format!(
         r#"#!/bin/sh
@@ -377,6 +379,7 @@ alive() {{
 }}
 stat_field $$ 4
 own_session=$field
+killed=
 # Sessions to kill: a daemon's own session (its leader, the intermediate child of the double
 # fork, is gone), never the caller's.
 sessions=
@@ -407,6 +410,7 @@ for d in /proc/[0-9]*; do
                 p=${{d#/proc/}}
                 add_session "$p"
                 kill -KILL "$p" 2>/dev/null
+                killed="$killed $p"
                 break
                 ;;
         esac
@@ -416,9 +420,19 @@ if [ -n "$sessions" ]; then
     for d in /proc/[0-9]*; do
         p=${{d#/proc/}}
         stat_field "$p" 4 || continue
-        case " $sessions " in *" $field "*) kill -KILL "$p" 2>/dev/null ;; esac
+        case " $sessions " in *" $field "*) kill -KILL "$p" 2>/dev/null; killed="$killed $p" ;; esac
     done
 fi
+# A KILL is delivered, not yet done, when kill returns: wait (at most 5 s) until everything killed
+# is gone or a zombie, so that the node is down when this returns, as a deleted VM is.
+i=0
+while [ "$i" -lt 50 ]; do
+    left=
+    for p in $killed; do alive "$p" && left=1 && break; done
+    [ -n "$left" ] || break
+    sleep 0.1
+    i=$((i + 1))
+done
 rm -f "$f"
 exit 0
 "#,

@@ -14,48 +14,6 @@ use serde_json::json;
 
 const RES: &str = "slurm-dws-maint-hpc-a-1";
 
-/// Replaces the fake `scontrol` of [`World::recording_slurm`] with one that also keeps the
-/// reservations it creates and deletes (one name a line), and shows them as `scontrol -o show
-/// reservation` does.
-fn keep_reservations(w: &World) {
-    use std::os::unix::fs::PermissionsExt;
-    let bin = w.path().join("slurm-bin");
-    let (log, res) = (bin.join("scontrol.log"), bin.join("reservations"));
-    let script = format!(
-        r#"#!/bin/sh
-echo "$*" >> {log}
-touch {res}
-case "$*" in
-  --version) echo 'slurm 22.05.8' ;;
-  create\ reservation*)
-    name=$(echo "$*" | sed -n 's/.*reservationname=\([^ ]*\).*/\1/p')
-    if grep -qx "$name" {res}; then echo 'Error creating the reservation: Duplicate reservation name' >&2; exit 1; fi
-    echo "$name" >> {res}
-    echo "Reservation created: $name" ;;
-  delete\ reservation=*)
-    name=${{2#reservation=}}
-    if ! grep -qx "$name" {res}; then echo 'Error deleting reservation: Requested reservation is invalid' >&2; exit 1; fi
-    grep -vx "$name" {res} > {res}.tmp; mv {res}.tmp {res} ;;
-  *show\ reservation*)
-    if [ -s {res} ]; then sed 's/.*/ReservationName=& Nodes=x Flags=MAINT,IGNORE_JOBS/' {res}; else echo 'No reservations in the system'; fi ;;
-esac
-exit 0
-"#,
-        log = log.display(),
-        res = res.display()
-    );
-    let p = bin.join("scontrol");
-    let tmp = p.with_extension("tmp");
-    std::fs::write(&tmp, script).unwrap();
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::rename(&tmp, &p).unwrap();
-}
-
-fn reservations(w: &World) -> Vec<String> {
-    let text = std::fs::read_to_string(w.path().join("slurm-bin").join("reservations")).unwrap_or_default();
-    text.lines().map(String::from).collect()
-}
-
 /// The `scontrol` reservation calls about the node's maintenance reservation, in order.
 fn maint_calls(w: &World) -> Vec<String> {
     w.scontrol_log().lines().filter(|l| l.contains(RES) && !l.contains("show")).map(String::from).collect()
@@ -86,7 +44,7 @@ async fn a_maintenance_window_is_reserved_followed_and_released() {
         ("hpc-a-0", "idle", &["CLOUD", "POWERED_DOWN"]),
         ("hpc-a-1", "allocated", &["CLOUD"]),
     ]);
-    keep_reservations(&w);
+    w.keep_reservations();
     w.start_daemon();
     w.resume_for_job(5, "hpc-a-1");
     wait_converged(&w, &["hpc-a-1".to_string()].into(), 60).await;
@@ -96,7 +54,7 @@ async fn a_maintenance_window_is_reserved_followed_and_released() {
     w.sim_post("instances/hpc-a-1/maintenance", window(start, Some(end))).await;
     let before = w.iteration();
     w.wait_for("the maintenance reservation", 30, || {
-        reservations(&w).contains(&RES.to_string()).then_some(())
+        w.slurm_reservations().contains(&RES.to_string()).then_some(())
     });
     assert!(w.iteration() <= before + 2, "within two passes ({before} → {})", w.iteration());
     assert_eq!(
@@ -142,7 +100,9 @@ async fn a_maintenance_window_is_reserved_followed_and_released() {
     // GCE clears it (cancelled: the window had not begun).
     w.sim_delete("instances/hpc-a-1/maintenance").await;
     let before = w.iteration();
-    w.wait_for("the reservation gone", 30, || (!reservations(&w).contains(&RES.to_string())).then_some(()));
+    w.wait_for("the reservation gone", 30, || {
+        (!w.slurm_reservations().contains(&RES.to_string())).then_some(())
+    });
     assert!(w.iteration() <= before + 2, "within two passes ({before} → {})", w.iteration());
     let done = w.events_of("maintenance_done");
     assert_eq!(done.len(), 1, "{done:?}");

@@ -314,10 +314,18 @@ pub(super) fn round_changes(
         events.push(NewEvent {
             kind: EventKind::RequestPlanned,
             nodes: g.nodes.clone(),
-            // A group with no run duration is a standard or spot one: its VMs are created by name.
-            message: if g.run_duration == 0 {
+            // Standard and spot VMs are created by name; Flex and reserved ones come from a resize
+            // request (reserved ones with no run duration: they live until the window ends).
+            message: if !cfg.nodesets.get(&g.nodeset).is_none_or(|n| n.model.uses_resize_requests()) {
                 format!(
                     "VMs to create by name in new MIG {}{job}: {}, no run duration",
+                    r.mig,
+                    count_of(g.nodes.len(), "node")
+                )
+            } else if g.run_duration == 0 {
+                format!(
+                    "resize request {} in new MIG {}{job}: {}, no run duration (the VMs end with the reservation's window)",
+                    r.name,
                     r.mig,
                     count_of(g.nodes.len(), "node")
                 )

@@ -255,6 +255,50 @@ node_count_dynamic_max = {dy}
         }
     }
 
+    /// Replaces the fake `scontrol` of [`World::recording_slurm`] with one that also keeps the
+    /// reservations it creates and deletes (one name a line), and shows them as `scontrol -o show
+    /// reservation` does.
+    pub fn keep_reservations(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        let bin = self.path().join("slurm-bin");
+        let (log, res) = (bin.join("scontrol.log"), bin.join("reservations"));
+        let script = format!(
+            r#"#!/bin/sh
+echo "$*" >> {log}
+touch {res}
+case "$*" in
+  --version) echo 'slurm 22.05.8' ;;
+  create\ reservation*)
+    name=$(echo "$*" | sed -n 's/.*reservationname=\([^ ]*\).*/\1/p')
+    if grep -qx "$name" {res}; then echo 'Error creating the reservation: Duplicate reservation name' >&2; exit 1; fi
+    echo "$name" >> {res}
+    echo "Reservation created: $name" ;;
+  delete\ reservation=*)
+    name=${{2#reservation=}}
+    if ! grep -qx "$name" {res}; then echo 'Error deleting reservation: Requested reservation is invalid' >&2; exit 1; fi
+    grep -vx "$name" {res} > {res}.tmp; mv {res}.tmp {res} ;;
+  *show\ reservation*)
+    if [ -s {res} ]; then sed 's/.*/ReservationName=& Nodes=x Flags=MAINT,IGNORE_JOBS/' {res}; else echo 'No reservations in the system'; fi ;;
+esac
+exit 0
+"#,
+            log = log.display(),
+            res = res.display()
+        );
+        let p = bin.join("scontrol");
+        let tmp = p.with_extension("tmp");
+        std::fs::write(&tmp, script).unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&tmp, &p).unwrap();
+    }
+
+    /// The reservations the fake Slurm of [`World::keep_reservations`] holds now.
+    pub fn slurm_reservations(&self) -> Vec<String> {
+        let text =
+            std::fs::read_to_string(self.path().join("slurm-bin").join("reservations")).unwrap_or_default();
+        text.lines().map(String::from).collect()
+    }
+
     /// What the fake Slurm of [`World::recording_slurm`] shows from now on (a node "down" has a
     /// `slurm-dws:` reason).
     pub fn set_slurm_nodes(&self, nodes: &[(&str, &str, &[&str])]) {
@@ -360,6 +404,11 @@ node_count_dynamic_max = {dy}
 
     pub async fn sim_state(&self) -> Value {
         self.http.get(self.control("state")).send().await.unwrap().json().await.unwrap()
+    }
+
+    /// GET a control path (`reservations`, `future-reservations`, ...), parsed.
+    pub async fn sim_get(&self, path: &str) -> Value {
+        self.http.get(self.control(path)).send().await.unwrap().json().await.unwrap()
     }
 
     pub async fn sim_calls(&self) -> Value {

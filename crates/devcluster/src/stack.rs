@@ -32,6 +32,10 @@ pub struct StackNodeset {
     pub region: Option<String>,
     /// Its zones; `None`: the one zone of its region above.
     pub zones: Option<Vec<String>>,
+    /// Reserved capacity: the lines of its `[nodeset.reservation]` table and the value its
+    /// template's `reservationAffinity` names (`projects/P/reservations/R`); see
+    /// [`StackNodeset::reserved`].
+    pub reservation: Option<(String, String)>,
 }
 
 impl StackNodeset {
@@ -46,7 +50,17 @@ impl StackNodeset {
             nodeset_lines: String::new(),
             region: None,
             zones: None,
+            reservation: None,
         }
+    }
+
+    /// The same nodeset on reserved capacity: `provisioning_model = "reservation"`, `table` the
+    /// lines of its `[nodeset.reservation]`, and a RESERVATION_BOUND template consuming `affinity`
+    /// (`projects/P/reservations/R`, the reservation itself or the one a booking delivers).
+    pub fn reserved(mut self, table: &str, affinity: &str) -> Self {
+        self.provisioning_model = Some("reservation".into());
+        self.reservation = Some((table.to_string(), affinity.to_string()));
+        self
     }
 
     /// The same nodeset over `zones` (of its region).
@@ -255,9 +269,10 @@ impl Stack {
         for ns in &spec.nodesets {
             let url = format!("http://{addr}/_sim/templates");
             let name = ns.template();
-            let template = match ns.provisioning_model.as_deref() {
-                Some(model) => model_template(&name, model),
-                None => flex_template(&name),
+            let template = match (ns.provisioning_model.as_deref(), &ns.reservation) {
+                (_, Some((_, affinity))) => reservation_template(&name, "n2-standard-4", affinity),
+                (Some(model), _) => model_template(&name, model),
+                (None, _) => flex_template(&name),
             };
             if !http(&url, "POST", Some(&template)).is_object() {
                 let _ = sim.kill();
@@ -416,6 +431,22 @@ pub fn model_template(name: &str, model: &str) -> Value {
     })
 }
 
+/// A reservation-bound template of `machine` whose VMs consume `affinity` (GCE's
+/// `reservationAffinity` value: `projects/P/reservations/R[/reservationBlocks/B...]`).
+pub fn reservation_template(name: &str, machine: &str, affinity: &str) -> Value {
+    serde_json::json!({
+        "name": name,
+        "description": "reservation-bound template of a test nodeset",
+        "properties": {
+            "machineType": machine,
+            "scheduling": {"provisioningModel": "RESERVATION_BOUND", "instanceTerminationAction": "DELETE",
+                           "onHostMaintenance": "TERMINATE", "automaticRestart": false},
+            "reservationAffinity": {"consumeReservationType": "SPECIFIC_RESERVATION",
+                "key": "compute.googleapis.com/reservation-name", "values": [affinity]}
+        }
+    })
+}
+
 pub fn flex_template(name: &str) -> Value {
     serde_json::json!({
         "name": name,
@@ -525,6 +556,7 @@ node_conf = "CPUs=1 RealMemory=500"
 {lines}
 [nodeset.dws_flex]
 {flex}
+{reservation}
 "#,
             lines = ns.nodeset_lines,
             name = ns.name,
@@ -549,6 +581,11 @@ node_conf = "CPUs=1 RealMemory=500"
             st = ns.node_count_static,
             dy = ns.node_count_dynamic_max,
             flex = ns.dws_flex,
+            reservation = ns
+                .reservation
+                .as_ref()
+                .map(|(table, _)| format!("[nodeset.reservation]\n{table}"))
+                .unwrap_or_default(),
         ));
     }
     t

@@ -122,7 +122,11 @@ impl Planner<'_> {
                     }
                 }
                 if let Some(s) = self.slurm_node(name) {
-                    let ours_down = s.is_down() && s.reason.starts_with(REASON_PREFIX);
+                    // DOWN by slurm-dws, or by Slurm's ResumeTimeout while the node waited for
+                    // its VM (a static node resumed before its reservation's window, or queued for
+                    // capacity): either way the node is ours to return once its VM runs.
+                    let ours_down = s.is_down()
+                        && (s.reason.starts_with(REASON_PREFIX) || s.reason.contains("ResumeTimeout"));
                     // A VM restarting on another host re-registers its slurmd: not stuck meanwhile.
                     let stuck = stuck(s, vm, secs_since(self.now, node.state_since))
                         .filter(|_| !self.host_being_reported(name));

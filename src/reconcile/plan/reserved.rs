@@ -11,7 +11,9 @@
 //!   group the reservation can hold but not now). A group larger than the reservation's count can
 //!   never fit: it fails at once and its job is requeued (`reservation_too_small`). Each up node's
 //!   VM ends with the window, so the end-of-life reservation of `nodes.rs` keeps jobs that would
-//!   outlive it off the node from `end − eol_grace`.
+//!   outlive it off the node from `end − eol_grace`; a powered-down node has no VM to end, so a
+//!   second hold, `slurm-dws-window-{nodeset}-end-{end}`, covers every node of the nodeset from
+//!   `end − eol_grace` to the end: Slurm starts no job there (up or not) that would outlive it.
 //! - At the window's end GCE deletes the reservation and its VMs: the nodes leave service as for
 //!   an expired run duration (`window_ended`), static ones wait for the next window, and a node
 //!   resumed meanwhile is answered at once.
@@ -44,6 +46,22 @@ pub(super) enum Window {
 /// The hold of `nodeset`'s nodes until its window opens at `start`.
 pub fn window_hold(nodeset: &str, start: DateTime<Utc>) -> String {
     format!("{WINDOW_PREFIX}{nodeset}-{}", start.timestamp())
+}
+
+/// The hold of `nodeset`'s nodes over the last `eol_grace` of its window, which ends at `end`.
+pub fn window_end_hold(nodeset: &str, end: DateTime<Utc>) -> String {
+    format!("{WINDOW_PREFIX}{nodeset}-end-{}", end.timestamp())
+}
+
+/// A hold a reservation nodeset wants: over `nodes`, from `start` to `end`, and why (its event);
+/// `worth_making` is false for one too short to be made now (kept if Slurm has it).
+struct Hold {
+    nodeset: String,
+    nodes: String,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    why: String,
+    worth_making: bool,
 }
 
 impl Planner<'_> {
@@ -127,20 +145,44 @@ impl Planner<'_> {
     }
 
     /// The window holds: each reservation nodeset whose window has not opened has its nodes held
-    /// by a Slurm reservation until the start; any other hold of ours goes (the window opened or
-    /// moved, or the nodeset is gone). Only when Slurm's reservations were read.
+    /// by a Slurm reservation until the start, and one whose open window ends has them held over
+    /// its last `eol_grace` (no job starts there that would outlive the window); any other hold of
+    /// ours goes (the window opened, moved or ended, or the nodeset is gone). Only when Slurm's
+    /// reservations were read.
     pub(super) fn window_holds(&mut self) {
         let Some(existing) = self.o.reservations.as_ref() else { return };
-        let mut wanted = BTreeMap::new();
+        let mut wanted: BTreeMap<String, Hold> = BTreeMap::new();
         for (name, ns) in &self.cfg.nodesets {
-            if let Window::NotYet { start } = self.window(name) {
-                let all = self.cfg.naming.all_nodes(name);
-                if all.is_empty() {
-                    continue;
+            let url = ns.reservation.clone().unwrap_or_default();
+            let (hold, start, end, why, worth_making) = match self.window(name) {
+                // Not worth a reservation (and Slurm's clock may be a little behind ours) when the
+                // window opens within a minute.
+                Window::NotYet { start } => (
+                    window_hold(name, start),
+                    self.now,
+                    start,
+                    format!("until the window of {url} opens at {}", rfc3339(start)),
+                    start > self.now + Duration::seconds(60),
+                ),
+                Window::Open { end: Some(end) } => {
+                    // As an end-of-life reservation: never one that starts in the past.
+                    let from =
+                        (end - Duration::seconds(ns.eol_grace as i64)).max(self.now + Duration::seconds(60));
+                    let why = format!(
+                        "from {} s before the window of {url} ends at {}: no job starts that would outlive it",
+                        ns.eol_grace,
+                        rfc3339(end)
+                    );
+                    (window_end_hold(name, end), from, end, why, from < end)
                 }
-                let nodes = crate::hostlist::compress(&all);
-                wanted.insert(window_hold(name, start), (name.clone(), nodes, start, ns.reservation.clone()));
+                _ => continue,
+            };
+            let all = self.cfg.naming.all_nodes(name);
+            if all.is_empty() {
+                continue;
             }
+            let nodes = crate::hostlist::compress(&all);
+            wanted.insert(hold, Hold { nodeset: name.clone(), nodes, start, end, why, worth_making });
         }
         let stale: Vec<String> = existing
             .iter()
@@ -153,28 +195,24 @@ impl Planner<'_> {
                 EventKind::WindowHold,
                 vec![],
                 format!(
-                    "Slurm reservation {name} removed: its window opened, moved or is no longer configured"
+                    "Slurm reservation {name} removed: its window opened, moved or ended, or is no longer configured"
                 ),
             );
         }
-        for (hold, (nodeset, nodes, start, url)) in wanted {
-            if existing.contains(&hold) || start <= self.now + Duration::seconds(60) {
+        for (hold, h) in wanted {
+            if existing.contains(&hold) || !h.worth_making {
                 continue;
             }
             self.plan.slurm.push(SlurmStep::CreateReservation {
                 name: hold.clone(),
-                node: nodes,
-                start: self.now,
-                end: start,
+                node: h.nodes,
+                start: h.start,
+                end: h.end,
             });
             self.plan.event(
                 EventKind::WindowHold,
                 vec![],
-                format!(
-                    "nodeset {nodeset}: Slurm reservation {hold} holds its nodes until the window of {} opens at {}",
-                    url.unwrap_or_default(),
-                    rfc3339(start)
-                ),
+                format!("nodeset {}: Slurm reservation {hold} holds its nodes {}", h.nodeset, h.why),
             );
         }
     }

@@ -168,3 +168,41 @@ fn a_static_reserved_node_waits_for_the_window_quietly() {
         .and_then(|n| n.last_error.clone())
         .is_some_and(|e| e.contains("opens at")));
 }
+
+#[test]
+fn an_open_window_with_an_end_holds_every_node_over_its_last_eol_grace() {
+    // Up or powered down, no node of the nodeset takes a job that would outlive the window: a
+    // powered-down node has no VM (no end-of-life reservation of its own) until Slurm resumes it.
+    let end = t0() + Duration::hours(2);
+    let p = reserved(4, 0, Some(t0() - Duration::hours(1)), Some(end)).plan();
+    let hold = reserved::window_end_hold("gpu", end);
+    let made: Vec<_> = p
+        .slurm
+        .iter()
+        .filter_map(|s| match s {
+            SlurmStep::CreateReservation { name, node, start, end } if *name == hold => {
+                Some((node.clone(), *start, *end))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(made.len(), 1, "{:?}", p.slurm);
+    assert!(made[0].0.starts_with("hpc-gpu-["), "every node: {}", made[0].0);
+    assert_eq!((made[0].1, made[0].2), (end - Duration::seconds(600), end));
+    assert!(p.events.iter().any(|e| e.kind == EventKind::WindowHold && e.message.contains(&hold)));
+    // Made already: kept, not made again. Within eol_grace of the end: from a minute from now.
+    let mut w = reserved(4, 0, None, Some(end));
+    w.o.reservations.as_mut().unwrap().insert(hold.clone());
+    let p = w.plan();
+    assert!(!p.slurm.iter().any(|s| matches!(s, SlurmStep::CreateReservation { name, .. } if *name == hold)));
+    assert!(!p.slurm.contains(&SlurmStep::DeleteReservation { name: hold.clone() }));
+    let soon = t0() + Duration::minutes(5);
+    let p = reserved(4, 0, None, Some(soon)).plan();
+    assert!(p.slurm.iter().any(|s| matches!(s, SlurmStep::CreateReservation { name, start, .. }
+        if *name == reserved::window_end_hold("gpu", soon) && *start == t0() + Duration::seconds(60))));
+    // No end (an ordinary long reservation): no hold. Ended: the hold goes.
+    assert!(holds(&reserved(4, 0, None, None).plan()).is_empty());
+    let mut w = reserved(4, 0, None, Some(t0() - Duration::minutes(1)));
+    w.o.reservations.as_mut().unwrap().insert(hold.clone());
+    assert!(w.plan().slurm.contains(&SlurmStep::DeleteReservation { name: hold }));
+}

@@ -845,6 +845,21 @@ fn a_static_node_back_up_returns_to_service() {
         .vm(vm("hpc-b-0", "hpc-b-t1"))
         .slurm("hpc-b-0", slurm("down", &["CLOUD"], "slurm-dws: run duration ended; re-provisioning"));
     assert!(has_update(&w.plan(), "hpc-b-0", "resume"));
+    // Slurm's ResumeTimeout set it DOWN while it waited for its VM (a reservation's window not yet
+    // open, a long queue): once the VM runs and slurmd registers, it is back in service too. An
+    // admin's DOWN is left alone.
+    for (reason, resumed) in [("ResumeTimeout reached", true), ("bad GPU, ticket 123", false)] {
+        let mut n = node("hpc-b-0", NodeState::Up);
+        n.is_static = true;
+        n.vm_status = Some("RUNNING".into());
+        n.mig = Some("hpc-b-t1".into());
+        let w = World::new()
+            .node(n)
+            .mig(mig("hpc-b-t1", MigState::Active), Some(1))
+            .vm(vm("hpc-b-0", "hpc-b-t1"))
+            .slurm("hpc-b-0", slurm("down", &["CLOUD"], reason));
+        assert_eq!(has_update(&w.plan(), "hpc-b-0", "resume"), resumed, "{reason}");
+    }
 }
 
 #[test]

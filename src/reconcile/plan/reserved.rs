@@ -109,6 +109,17 @@ impl Planner<'_> {
             Window::Ended { end } => (format!("the window of {url} ended at {}", rfc3339(end)), None),
         };
         if n.is_static {
+            // Out of service in Slurm until its VM runs (as a refused nodeset's static node): Slurm
+            // does not wait ResumeTimeout on it, and the node rules resume it, DOWN with our reason,
+            // once its VM runs in the window.
+            if self.slurm_node(&n.name).is_some_and(|s| !s.is_down()) {
+                self.slurm_update(&n.name, NodeStateChange::Down, Some(format!("{REASON_PREFIX} {why}")));
+                self.plan.event(
+                    EventKind::WindowClosed,
+                    vec![n.name.clone()],
+                    format!("static node set DOWN: {why}"),
+                );
+            }
             if n.last_error.as_deref() != Some(why.as_str()) {
                 if let Some(x) = self.nodes.get_mut(&n.name) {
                     x.last_error = Some(why);

@@ -160,9 +160,24 @@ fn a_static_reserved_node_waits_for_the_window_quietly() {
     w.c.naming = Naming::with_nodesets("hpc", [("a", 0, 4), ("b", 0, 4), ("gpu", 2, 2), ("gpu2", 0, 4)]);
     let mut n = node("hpc-gpu-0", NodeState::ResumePending);
     n.is_static = true;
-    let p = w.node(n).plan();
+    let p = w.node(n.clone()).plan();
     assert!(p.new_groups.is_empty() && p.gce.is_empty());
     assert!(!has_update(&p, "hpc-gpu-0", "power_down_force"));
+    assert!(p.events.iter().all(|e| e.kind != EventKind::WindowClosed), "{:?}", p.events);
+    // Slurm has it in service (it resumes static nodes at start): DOWN with our reason, once, so
+    // Slurm does not wait ResumeTimeout on it and the node rules resume it when its VM runs.
+    let mut w = reserved(4, 0, Some(start), None);
+    w.c.naming = Naming::with_nodesets("hpc", [("a", 0, 4), ("b", 0, 4), ("gpu", 2, 2), ("gpu2", 0, 4)]);
+    let p = w.node(n.clone()).slurm("hpc-gpu-0", slurm("idle", &["CLOUD", "POWERING_UP"], "")).plan();
+    assert!(has_update(&p, "hpc-gpu-0", "down"), "{:?}", p.slurm);
+    assert!(p
+        .events
+        .iter()
+        .any(|e| e.kind == EventKind::WindowClosed && e.message.starts_with("static node set DOWN")));
+    let mut w = reserved(4, 0, Some(start), None);
+    w.c.naming = Naming::with_nodesets("hpc", [("a", 0, 4), ("b", 0, 4), ("gpu", 2, 2), ("gpu2", 0, 4)]);
+    let p = w.node(n).slurm("hpc-gpu-0", slurm("down", &["CLOUD"], "slurm-dws: the window ...")).plan();
+    assert!(!has_update(&p, "hpc-gpu-0", "down"));
     assert!(p.events.iter().all(|e| e.kind != EventKind::WindowClosed), "{:?}", p.events);
     assert!(node_after(&p, "hpc-gpu-0")
         .and_then(|n| n.last_error.clone())

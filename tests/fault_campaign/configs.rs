@@ -105,6 +105,8 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
     ("daemon.service_user", "\"slurm\"", Class::Str, &["\"a b\"", "\"-root\"", "\"root;id\""]),
     ("daemon.history_days", "30", Class::U64, &["0"]),
     ("daemon.readers", "\"slurm-admins\"", Class::Str, &["\"a b\"", "\"-wheel\"", "\"adm;id\""]),
+    ("daemon.controller", "\"\"", Class::Str, &["\"ctl 1\"", "\"a,b\"", "\"x=y\""]),
+    ("daemon.shared_state_dir", "\"\"", Class::Str, &["\"relative/dir\""]),
     ("nodeset.name", "\"a3u\"", Class::Str, &["\"\"", "\"A3U\"", "\"a-3\"", "\"abcdefghijklmno\""]),
     (
         "nodeset.instance_template",
@@ -141,6 +143,7 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
     ),
     ("nodeset.provisioning_model", "\"flex\"", Class::Str, &["\"preemptible\"", "\"SPOT\"", "\"\""]),
     ("nodeset.exclusive", "true", Class::Bool, &[]),
+    ("nodeset.maintenance_reservation", "true", Class::Bool, &[]),
     ("nodeset.fallback_after", "600", Class::U64, &[]),
     ("nodeset.dws_flex.enabled", "true", Class::Bool, &[]),
     ("nodeset.dws_flex.max_run_duration", "3600", Class::U64, &["599", "604801", "0"]),
@@ -162,7 +165,44 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
         Class::Str,
         &["\"72\"", "\"1x\"", "\"0x72\"", "\"\""],
     ),
+    (
+        "nodeset.reservation.name",
+        "\"projects/p/zones/us-central1-a/reservations/r\"",
+        Class::Str,
+        &[
+            "\"\"",
+            "\"r\"",
+            "\"projects/p/reservations/r\"",
+            "\"projects/p/zones/us-central1-b/reservations/r\"",
+            "\"projects/p/zones/us-central1-a/reservations/R\"",
+        ],
+    ),
+    (
+        "nodeset.reservation.future_reservation",
+        "\"projects/p/zones/us-central1-a/futureReservations/f\"",
+        Class::Str,
+        &["\"f\"", "\"projects/p/zones/us-central1-a/reservations/f\""],
+    ),
+    ("nodeset.reservation.eol_grace", "600", Class::U64, &["86401"]),
 ];
+
+/// Keys of a reservation nodeset (`provisioning_model = "reservation"`): a case of one makes the
+/// base nodeset a reservation one, without the Flex-only keys it cannot have; `name` and
+/// `future_reservation` exclude each other.
+const RESERVATION_KEYS: &[&str] =
+    &["nodeset.reservation.name", "nodeset.reservation.future_reservation", "nodeset.reservation.eol_grace"];
+
+/// What a reservation key's case leaves out of the base: the Flex-only keys and the other way to
+/// name the reservation.
+fn reservation_excluded(key: &str) -> Vec<&'static str> {
+    let mut out = vec!["nodeset.dws_flex.enabled", "nodeset.dws_flex.capacity_advice"];
+    if key == "nodeset.reservation.future_reservation" {
+        out.push("nodeset.reservation.name");
+    } else {
+        out.push("nodeset.reservation.future_reservation");
+    }
+    out
+}
 
 /// Keys the base config leaves out: `workload_policy` (an existing policy) excludes the keys of a
 /// policy slurm-dws owns, which the base carries. A case of such a key takes those out.
@@ -209,29 +249,43 @@ fn named(key: &str, nodeset: usize) -> String {
 /// Renders the full config with `values` (key → value text, None = leave the key out) and extra
 /// lines per section.
 fn render(dir: &Path, values: &[(&str, Option<String>)], extra: &[(&str, String)]) -> String {
-    let sections =
-        ["", "gcp", "slurm", "reconcile", "daemon", "nodeset", "nodeset.dws_flex", "nodeset.placement"];
+    let sections = [
+        "",
+        "gcp",
+        "slurm",
+        "reconcile",
+        "daemon",
+        "nodeset",
+        "nodeset.dws_flex",
+        "nodeset.placement",
+        "nodeset.reservation",
+    ];
     let mut out = String::new();
     for s in sections {
-        match s {
-            "" => {}
-            "nodeset" => out.push_str("[[nodeset]]\n"),
-            s => out.push_str(&format!("[{s}]\n")),
-        }
+        let mut body = String::new();
         for (key, v) in values {
             let (sec, k) = section_of(key);
             if sec == s {
                 if let Some(v) = v {
-                    out.push_str(&format!("{k} = {v}\n"));
+                    body.push_str(&format!("{k} = {v}\n"));
                 }
             }
         }
         for (sec, line) in extra {
             if *sec == s {
-                out.push_str(line);
-                out.push('\n');
+                body.push_str(line);
+                body.push('\n');
             }
         }
+        // A table with nothing in it is left out ([nodeset.reservation] is only for a reservation
+        // nodeset); the nodeset itself always is there.
+        match s {
+            "" => {}
+            "nodeset" => out.push_str("[[nodeset]]\n"),
+            _ if body.is_empty() => continue,
+            s => out.push_str(&format!("[{s}]\n")),
+        }
+        out.push_str(&body);
     }
     out.replace("@STATE@", &dir.join("state").display().to_string())
         .replace("@DIR@", &dir.display().to_string())
@@ -240,12 +294,21 @@ fn render(dir: &Path, values: &[(&str, Option<String>)], extra: &[(&str, String)
 fn base_values() -> Vec<(&'static str, Option<String>)> {
     KEY_TABLE
         .iter()
-        .map(|(k, v, _, _)| (*k, (!NOT_IN_BASE.iter().any(|(n, _)| n == k)).then(|| v.to_string())))
+        .map(|(k, v, _, _)| {
+            let out = NOT_IN_BASE.iter().any(|(n, _)| n == k) || RESERVATION_KEYS.contains(k);
+            (*k, (!out).then(|| v.to_string()))
+        })
         .collect()
 }
 
 fn with(key: &str, value: Option<String>) -> Vec<(&'static str, Option<String>)> {
-    let excluded: &[&str] = NOT_IN_BASE.iter().find(|(n, _)| *n == key).map_or(&[], |(_, e)| e);
+    let mut excluded: Vec<&str> =
+        NOT_IN_BASE.iter().find(|(n, _)| *n == key).map_or(vec![], |(_, e)| e.to_vec());
+    let reserved = RESERVATION_KEYS.contains(&key);
+    if reserved {
+        excluded.extend(reservation_excluded(key));
+    }
+    let value_of = |k: &str| KEY_TABLE.iter().find(|r| r.0 == k).map(|r| r.1.to_string());
     base_values()
         .into_iter()
         .map(|(k, v)| {
@@ -253,6 +316,11 @@ fn with(key: &str, value: Option<String>) -> Vec<(&'static str, Option<String>)>
                 (k, value.clone())
             } else if excluded.contains(&k) {
                 (k, None)
+            } else if reserved && k == "nodeset.provisioning_model" {
+                (k, Some("\"reservation\"".to_string()))
+            } else if reserved && RESERVATION_KEYS.contains(&k) {
+                // The reservation itself, so that the table is whole.
+                (k, value_of(k))
             } else {
                 (k, v)
             }

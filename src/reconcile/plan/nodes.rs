@@ -134,8 +134,11 @@ impl Planner<'_> {
                         self.replace_stuck(name, vm, how);
                         return;
                     }
-                    if node.is_static && vm.status == VmStatus::Running && ours_down && !s.powered_down() {
+                    if node.is_static && vm.status == VmStatus::Running && ours_down {
                         // A static node slurm-dws took out of service while re-provisioning is back.
+                        // One Slurm also powered down (ResumeTimeout marks a node "down and
+                        // power_save") becomes idle~ and is powered up by the drift rule below in
+                        // a later pass: while DOWN it would not be.
                         self.slurm_update(name, NodeStateChange::Resume, None);
                         self.plan.event(
                             EventKind::Returned,

@@ -221,3 +221,31 @@ fn an_open_window_with_an_end_holds_every_node_over_its_last_eol_grace() {
     w.o.reservations.as_mut().unwrap().insert(hold.clone());
     assert!(w.plan().slurm.contains(&SlurmStep::DeleteReservation { name: hold }));
 }
+
+/// A static node Slurm set "down and power_save" at ResumeTimeout before its window (its reason is
+/// ours, or Slurm's) is resumed once its VM runs in the window, and powered up after that.
+#[test]
+fn a_static_node_down_and_powered_down_before_its_window_returns_once_its_vm_runs() {
+    let mut up = node("hpc-gpu-0", NodeState::Up);
+    up.is_static = true;
+    up.vm_status = Some(VmStatus::Running);
+    up.mig = Some("m1".into());
+    up.state_since = t0() - Duration::minutes(5);
+    let running = ObservedVm { termination: None, ..vm("hpc-gpu-0", "m1") };
+    for reason in ["slurm-dws: the window of x opens at y", "ResumeTimeout reached"] {
+        let p = reserved(4, 1, None, None)
+            .node(up.clone())
+            .vm(running.clone())
+            .slurm("hpc-gpu-0", slurm("down", &["CLOUD", "POWERED_DOWN"], reason))
+            .plan();
+        assert!(has_update(&p, "hpc-gpu-0", "resume"), "{reason}: {:?}", p.slurm);
+        assert!(p.events.iter().any(|e| e.kind == EventKind::Returned), "{reason}");
+        // Resumed (idle~): the drift rule powers it up.
+        let p = reserved(4, 1, None, None)
+            .node(up.clone())
+            .vm(running.clone())
+            .slurm("hpc-gpu-0", slurm("idle", &["CLOUD", "POWERED_DOWN"], ""))
+            .plan();
+        assert!(has_update(&p, "hpc-gpu-0", "power_up"), "{:?}", p.slurm);
+    }
+}

@@ -232,13 +232,23 @@ fn a_static_node_down_and_powered_down_before_its_window_returns_once_its_vm_run
     up.mig = Some("m1".into());
     up.state_since = t0() - Duration::minutes(5);
     let running = ObservedVm { termination: None, ..vm("hpc-gpu-0", "m1") };
-    for reason in ["slurm-dws: the window of x opens at y", "ResumeTimeout reached"] {
-        let p = reserved(4, 1, None, None)
+    for (reason, flags) in [
+        ("slurm-dws: the window of x opens at y", &["CLOUD", "POWERED_DOWN"][..]),
+        ("ResumeTimeout reached", &["CLOUD", "POWERED_DOWN"]),
+        ("slurm-dws: the window of x opens at y", &["CLOUD"]),
+    ] {
+        let p = reserved(4, 1, Some(t0() - Duration::minutes(1)), Some(t0() + Duration::hours(1)))
             .node(up.clone())
             .vm(running.clone())
-            .slurm("hpc-gpu-0", slurm("down", &["CLOUD", "POWERED_DOWN"], reason))
+            .slurm("hpc-gpu-0", slurm("down", flags, reason))
             .plan();
-        assert!(has_update(&p, "hpc-gpu-0", "resume"), "{reason}: {:?}", p.slurm);
+        assert!(
+            has_update(&p, "hpc-gpu-0", "resume"),
+            "{reason}: {:?} {:?} {:?}",
+            p.slurm,
+            p.events,
+            p.nodes
+        );
         assert!(p.events.iter().any(|e| e.kind == EventKind::Returned), "{reason}");
         // Resumed (idle~): the drift rule powers it up.
         let p = reserved(4, 1, None, None)

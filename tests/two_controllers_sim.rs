@@ -124,6 +124,7 @@ async fn only_the_daemon_in_charge_acts_and_a_takeover_continues_from_the_shared
     });
     let events = b.cli_json(&["events"]).to_string();
     assert!(events.contains("hpc-a-[0-1]") || events.contains("hpc-a-0"), "history kept: {events}");
+    assert!(events.contains("\"took_charge\"") && events.contains("controller ctlb in charge"), "{events}");
     // A new job on the backup; nothing of the first is asked again.
     b.resume_for_job(8, "hpc-a-[2-3]");
     b.wait_for("2 more nodes up on ctlb", 60, || {
@@ -133,7 +134,14 @@ async fn only_the_daemon_in_charge_acts_and_a_takeover_continues_from_the_shared
     assert_eq!(writes(&sim).await, 4, "one MIG and one request per job, none duplicated");
     assert_eq!(sim.sim_vms().await, vec!["hpc-a-0", "hpc-a-1", "hpc-a-2", "hpc-a-3"]);
 
-    // The primary back: roles follow Slurm's.
+    // The primary back (later than the next copy: a takeover loses at most the passes since the
+    // last copy): roles follow Slurm's.
+    let copy = shared.path().join("slurm-dws-state.db");
+    let up_at = std::time::SystemTime::now();
+    b.wait_for("a shared copy with job 8", 20, || {
+        let m = std::fs::metadata(&copy).and_then(|m| m.modified()).ok()?;
+        (m > up_at).then_some(())
+    });
     set_ping(&ping, true, true);
     a.start_daemon();
     a.wait_for("ctla in charge again", 20, || (role(&a).0 == "in_charge").then_some(()));
@@ -142,6 +150,18 @@ async fn only_the_daemon_in_charge_acts_and_a_takeover_continues_from_the_shared
         let s = a.node_states();
         (s.values().filter(|v| *v == "up").count() == 4).then_some(())
     });
+    // The role changes are in the events: ctla's (whose state holds ctlb's takeover too) and ctlb's.
+    let kinds = |w: &World| -> Vec<String> {
+        w.cli_json(&["events"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["kind"].as_str().map(String::from))
+            .collect()
+    };
+    let a_kinds = kinds(&a);
+    assert!(a_kinds.iter().filter(|k| *k == "took_charge").count() >= 2, "{a_kinds:?}");
+    b.wait_for("ctlb's standby event", 20, || kinds(&b).contains(&"standby".to_string()).then_some(()));
     assert_eq!(writes(&sim).await, 4);
 }
 

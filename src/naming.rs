@@ -7,8 +7,9 @@
 //! never `x-gpu-10`, and nodeset `gpu` never matches a node of nodeset `gpu2`.
 //!
 //! MIGs are `{cluster}-{nodeset}-j{job}-{tag}` (or `{cluster}-{nodeset}-{tag}` for a group
-//! without a job), where `tag` is 8 random hex characters chosen and persisted with the group
-//! before the MIG is created, so a retry or a restart reuses the same name. slurm-dws only ever
+//! without a job), where `tag` is 8 hex characters hashed from the group (`tag_for`: two daemons
+//! planning the same group name it alike) and persisted with the group before the MIG is created,
+//! so a retry or a restart reuses the same name. slurm-dws only ever
 //! touches a MIG whose name AND `description` both say it belongs to this cluster: a name
 //! prefix alone could be a colleague's hand-made MIG.
 

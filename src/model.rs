@@ -343,6 +343,12 @@ string_enum! {
         /// A node's maintenance is over, was cancelled, or its VM is gone: its maintenance
         /// reservation was removed.
         MaintenanceDone => "maintenance_done",
+        /// Two controllers: Slurm put this daemon's controller in charge (at start, after a
+        /// takeover, or the primary back): it acts from now on, from the newest shared state.
+        TookCharge => "took_charge",
+        /// Two controllers: another controller is in charge (or none answers): this daemon stands
+        /// by, making no GCE or Slurm change.
+        Standby => "standby",
     }
 }
 
@@ -798,6 +804,8 @@ mod tests {
                 "repaired",
                 "maintenance_scheduled",
                 "maintenance_done",
+                "took_charge",
+                "standby",
             ]
         );
         for k in EventKind::ALL {

@@ -7,8 +7,9 @@
 //! never `x-gpu-10`, and nodeset `gpu` never matches a node of nodeset `gpu2`.
 //!
 //! MIGs are `{cluster}-{nodeset}-j{job}-{tag}` (or `{cluster}-{nodeset}-{tag}` for a group
-//! without a job), where `tag` is 8 random hex characters chosen and persisted with the group
-//! before the MIG is created, so a retry or a restart reuses the same name. slurm-dws only ever
+//! without a job), where `tag` is 8 hex characters hashed from the group (`tag_for`: two daemons
+//! planning the same group name it alike) and persisted with the group before the MIG is created,
+//! so a retry or a restart reuses the same name. slurm-dws only ever
 //! touches a MIG whose name AND `description` both say it belongs to this cluster: a name
 //! prefix alone could be a colleague's hand-made MIG.
 
@@ -255,7 +256,16 @@ pub fn new_tag(rng: &mut impl rand::Rng) -> String {
     format!("{:08x}", rng.gen::<u32>())
 }
 
-/// Whether `s` has the shape of a tag made by [`new_tag`].
+/// The tag of a new request group, from what makes the group (`key`: its nodeset, job, nodes and
+/// when Slurm asked for them) and `attempt` (0, then 1, 2, ... while the tag is taken): the same
+/// group planned by two daemons (two controllers acting at once on one shared state) gets the same
+/// MIG and resize request names, so GCE answers the second "already exists" instead of making two.
+pub fn tag_for(key: &str, attempt: u32) -> String {
+    let h = xxhash_rust::xxh3::xxh3_64(format!("{key}#{attempt}").as_bytes());
+    format!("{:08x}", h as u32)
+}
+
+/// Whether `s` has the shape of a tag made by [`new_tag`] or [`tag_for`].
 pub fn is_tag(s: &str) -> bool {
     s.len() == 8 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }

@@ -4,9 +4,13 @@
 //! `daemon.controller` / `daemon.shared_state_dir` values exit 2 by name. (Real slurmctlds in
 //! tests/two_controllers.rs.)
 
+// Real daemons in real time: the test reads the clock.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::*;
+use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
@@ -120,6 +124,7 @@ async fn only_the_daemon_in_charge_acts_and_a_takeover_continues_from_the_shared
     });
     let events = b.cli_json(&["events"]).to_string();
     assert!(events.contains("hpc-a-[0-1]") || events.contains("hpc-a-0"), "history kept: {events}");
+    assert!(events.contains("\"took_charge\"") && events.contains("controller ctlb in charge"), "{events}");
     // A new job on the backup; nothing of the first is asked again.
     b.resume_for_job(8, "hpc-a-[2-3]");
     b.wait_for("2 more nodes up on ctlb", 60, || {
@@ -129,7 +134,14 @@ async fn only_the_daemon_in_charge_acts_and_a_takeover_continues_from_the_shared
     assert_eq!(writes(&sim).await, 4, "one MIG and one request per job, none duplicated");
     assert_eq!(sim.sim_vms().await, vec!["hpc-a-0", "hpc-a-1", "hpc-a-2", "hpc-a-3"]);
 
-    // The primary back: roles follow Slurm's.
+    // The primary back (later than the next copy: a takeover loses at most the passes since the
+    // last copy): roles follow Slurm's.
+    let copy = shared.path().join("slurm-dws-state.db");
+    let up_at = std::time::SystemTime::now();
+    b.wait_for("a shared copy with job 8", 20, || {
+        let m = std::fs::metadata(&copy).and_then(|m| m.modified()).ok()?;
+        (m > up_at).then_some(())
+    });
     set_ping(&ping, true, true);
     a.start_daemon();
     a.wait_for("ctla in charge again", 20, || (role(&a).0 == "in_charge").then_some(()));
@@ -138,6 +150,18 @@ async fn only_the_daemon_in_charge_acts_and_a_takeover_continues_from_the_shared
         let s = a.node_states();
         (s.values().filter(|v| *v == "up").count() == 4).then_some(())
     });
+    // The role changes are in the events: ctla's (whose state holds ctlb's takeover too) and ctlb's.
+    let kinds = |w: &World| -> Vec<String> {
+        w.cli_json(&["events"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["kind"].as_str().map(String::from))
+            .collect()
+    };
+    let a_kinds = kinds(&a);
+    assert!(a_kinds.iter().filter(|k| *k == "took_charge").count() >= 2, "{a_kinds:?}");
+    b.wait_for("ctlb's standby event", 20, || kinds(&b).contains(&"standby".to_string()).then_some(()));
     assert_eq!(writes(&sim).await, 4);
 }
 
@@ -146,7 +170,6 @@ async fn only_the_daemon_in_charge_acts_and_a_takeover_continues_from_the_shared
 /// MIG name and requestIds; GCE's answers (already exists, the same operation for the same
 /// requestId) keep one MIG, one request, one VM per node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "not passing yet: the two daemons do not converge to 3 nodes up within 90 s (under investigation)"]
 async fn two_daemons_acting_at_once_leave_one_mig_one_request_and_no_duplicate_vm() {
     let sim = World::new(&[("a", 0, 16, "")], "").await;
     let shared = tempfile::tempdir().unwrap();
@@ -158,7 +181,7 @@ async fn two_daemons_acting_at_once_leave_one_mig_one_request_and_no_duplicate_v
     let insert = "regionInstanceGroupManagers.insert";
     sim.sim_post(
         "faults",
-        serde_json::json!({"method": insert, "status": 200, "delay_ms": 6000, "count": 1}),
+        serde_json::json!({"method": insert, "status": 200, "delay_ms": 15000, "count": 1}),
     )
     .await;
     a.start_daemon();
@@ -166,19 +189,95 @@ async fn two_daemons_acting_at_once_leave_one_mig_one_request_and_no_duplicate_v
     a.wait_for("the MIG insert sent", 30, || {
         (count(&futures_block(sim.sim_calls()), insert) > 0).then_some(())
     });
-    a.wait_for("a shared copy", 20, || shared.path().join("slurm-dws-state.db").exists().then_some(()));
+    // A copy written after the insert was sent: it carries the request and its requestIds.
+    let copy = shared.path().join("slurm-dws-state.db");
+    let sent_at = std::time::SystemTime::now();
+    a.wait_for("a shared copy after the insert", 20, || {
+        let m = std::fs::metadata(&copy).and_then(|m| m.modified()).ok()?;
+        (m > sent_at).then_some(())
+    });
     b.start_daemon();
     b.wait_for("ctlb in charge", 20, || (role(&b).0 == "in_charge").then_some(()));
     assert_eq!(role(&a).0, "in_charge", "both act");
-    for w in [&a, &b] {
-        w.wait_for("3 nodes up", 90, || {
-            let s = w.node_states();
-            (s.values().filter(|v| *v == "up").count() == 3).then_some(())
-        });
+    both_converge(&sim, &a, &b).await;
+}
+
+/// Split brain before any request: both daemons in charge start from one shared state holding the
+/// hook's resume (its nodes wanted, no request planned yet: GCE's VM list did not answer) and plan
+/// it at the same moment. The group's names come from the group itself (nodeset, job, nodes, the
+/// hook's time), so both send the same MIG and resize request names: one MIG, one request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_planning_the_same_resume_at_once_name_it_alike() {
+    let sim = World::new(&[("a", 0, 16, "")], "").await;
+    let shared = tempfile::tempdir().unwrap();
+    let (ping_a, ping_b) = (shared.path().join("ping-a.txt"), shared.path().join("ping-b.txt"));
+    set_ping(&ping_a, true, false);
+    set_ping(&ping_b, false, true);
+    let mut a = controller(&sim.sim_url, "ctla", shared.path(), &ping_a);
+    let mut b = controller(&sim.sim_url, "ctlb", shared.path(), &ping_b);
+    // No VM list: a pass ingests the hook but plans no request (it cannot tell which VMs exist).
+    sim.sim_post(
+        "faults",
+        serde_json::json!({"method": "instances.aggregatedList", "status": 503, "count": 100000}),
+    )
+    .await;
+    a.start_daemon();
+    a.resume_for_job(9, "hpc-a-[0-2]");
+    a.wait_for("the resume ingested", 30, || {
+        (a.node_states().values().filter(|s| *s == "resume_pending").count() == 3).then_some(())
+    });
+    let copy = shared.path().join("slurm-dws-state.db");
+    let ingested_at = std::time::SystemTime::now();
+    a.wait_for("a shared copy after the ingest", 20, || {
+        let m = std::fs::metadata(&copy).and_then(|m| m.modified()).ok()?;
+        (m > ingested_at).then_some(())
+    });
+    b.start_daemon();
+    b.wait_for("ctlb in charge, the resume taken", 20, || {
+        (role(&b).0 == "in_charge"
+            && b.node_states().values().filter(|s| *s == "resume_pending").count() == 3)
+            .then_some(())
+    });
+    assert_eq!(role(&a).0, "in_charge", "both act");
+    assert_eq!(count(&sim.sim_calls().await, "regionInstanceGroupManagers.insert"), 0);
+    // The MIG inserts hang long enough that both daemons plan and send before either sees a MIG.
+    sim.sim_delete("faults").await;
+    sim.sim_post(
+        "faults",
+        serde_json::json!({"method": "regionInstanceGroupManagers.insert", "status": 200, "delay_ms": 5000, "count": 2}),
+    )
+    .await;
+    a.wait_for("both MIG inserts sent", 30, || {
+        (count(&futures_block(sim.sim_calls()), "regionInstanceGroupManagers.insert") == 2).then_some(())
+    });
+    both_converge(&sim, &a, &b).await;
+    let names = |w: &World| -> Vec<Value> { w.nodes().iter().map(|n| n["mig"].clone()).collect() };
+    assert_eq!(names(&a), names(&b), "both daemons named the group alike");
+}
+
+/// Both daemons see the 3 nodes up, and GCE holds one MIG, one resize request, one VM per node.
+async fn both_converge(sim: &World, a: &World, b: &World) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let up = |w: &World| w.node_states().values().filter(|v| *v == "up").count();
+        if up(a) == 3 && up(b) == 3 {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            panic!(
+                "not 3 nodes up on both\nA: {:?}\nB: {:?}\nGCE: {}\n--- A's log ---\n{}\n--- B's log ---\n{}",
+                a.nodes(),
+                b.nodes(),
+                sim.sim_state().await,
+                tail(&a.daemon_log(), 60),
+                tail(&b.daemon_log(), 60)
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
     let migs = sim.sim_migs().await;
     assert_eq!(migs.len(), 1, "{migs:?}");
-    let requests = sim_requests(&sim).await;
+    let requests = sim_requests(sim).await;
     assert_eq!(requests.len(), 1, "{requests:?}");
     assert_eq!(sim.sim_vms().await, vec!["hpc-a-0", "hpc-a-1", "hpc-a-2"]);
 }

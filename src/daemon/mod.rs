@@ -32,6 +32,7 @@ pub mod shared_state;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::model::EventKind;
 use crate::reconcile::{GcReport, PassReport, Reconciler, Trigger};
 use crate::store::{Store, StoreError};
 use std::collections::HashMap;
@@ -188,13 +189,26 @@ pub async fn run_with_reload(
                 let now_in_charge = now_role == role::Role::InCharge;
                 metrics.role(&c.this, now_in_charge);
                 if now_in_charge && !in_charge {
-                    take_charge(&cfg, &store, &mut reconciler, &metrics, &mut last_event).await;
+                    let state = take_charge(&cfg, &store, &mut reconciler, &metrics, &mut last_event).await;
+                    let message = format!(
+                        "controller {} in charge (Slurm's controllers: {}): {state}",
+                        c.this,
+                        c.hosts.join(", ")
+                    );
+                    role_event(&store, EventKind::TookCharge, &message).await;
                 } else if !now_in_charge && (in_charge || trigger == Trigger::Startup) {
                     tracing::info!(
                         controller = %c.this,
                         in_charge = asked.in_charge.as_deref().unwrap_or("none"),
                         "standby: another controller is in charge (or none answers); no GCE or Slurm change from here"
                     );
+                    let message = match &asked.in_charge {
+                        Some(other) => format!("controller {} stands by: {other} is in charge", c.this),
+                        None => {
+                            format!("controller {} stands by: no controller answers scontrol ping", c.this)
+                        }
+                    };
+                    role_event(&store, EventKind::Standby, &message).await;
                 }
                 liveness.lock().unwrap().controller = Some(asked);
                 in_charge = now_in_charge;
@@ -358,17 +372,20 @@ pub async fn run_with_reload(
 
 /// This daemon's controller has just been put in charge by Slurm: take the newest shared state
 /// (when `shared_state_dir` holds one newer than ours; the reconciler is then rebuilt on it) and let
-/// the passes provision what Slurm was powering up with no request on record.
+/// the passes provision what Slurm was powering up with no request on record. Returns which state
+/// it acts from, in words (for the `took_charge` event).
 async fn take_charge(
     cfg: &Config,
     store: &Store,
     reconciler: &mut Reconciler,
     metrics: &Metrics,
     last_event: &mut (i64, chrono::DateTime<chrono::Utc>),
-) {
+) -> String {
     #[allow(clippy::disallowed_methods)] // an edge: when this daemon took charge
     let now = chrono::Utc::now();
+    let mut state = "no shared_state_dir: acting from our own state".to_string();
     if let Some(dir) = &cfg.daemon.shared_state_dir {
+        state = "our own state is the newest".to_string();
         match shared_state::adopt_if_newer(store, dir, &cfg.state_dir).await {
             Ok(false) => tracing::info!("in charge: our own state is the newest"),
             Ok(true) => match Reconciler::new(cfg.clone(), store.clone()).await {
@@ -379,19 +396,38 @@ async fn take_charge(
                         *last_event = e.last().map_or(*last_event, |e| (e.id, e.time));
                     }
                     tracing::info!(shared_state_dir = %dir.display(), "in charge: took the state the controller in charge before us left");
+                    state = format!("took the shared state of {}", dir.display());
                 }
                 Err(e) => {
                     tracing::error!(error = %format!("{e:#}"), "cannot rebuild the reconciler on the shared state")
                 }
             },
-            Err(error) => tracing::warn!(
-                shared_state_dir = %dir.display(), %error,
-                "in charge: cannot take the shared state; reconciling from our own"
-            ),
+            Err(error) => {
+                tracing::warn!(
+                    shared_state_dir = %dir.display(), %error,
+                    "in charge: cannot take the shared state; reconciling from our own"
+                );
+                state = format!("cannot take the shared state ({error}): acting from our own");
+            }
         }
     }
     reconciler.took_charge(now);
     tracing::info!("in charge: this daemon acts from now on");
+    state
+}
+
+/// Records a role change (`took_charge`, `standby`) in this daemon's event log.
+async fn role_event(store: &Store, kind: EventKind, message: &str) {
+    #[allow(clippy::disallowed_methods)] // an edge: when the role changed
+    let now = chrono::Utc::now();
+    let written = async {
+        let mut tx = store.begin().await?;
+        tx.add_event(now, kind.as_str(), &[], message).await?;
+        tx.commit().await
+    };
+    if let Err(error) = written.await {
+        tracing::warn!(%error, kind = kind.as_str(), "cannot record the role change");
+    }
 }
 
 /// The first step of stopping: systemd hears `STOPPING=1` (sd_notify(3): "beginning its shutdown"), the

@@ -247,7 +247,7 @@ pub(super) async fn commit_round(
     let mut created = Vec::with_capacity(plan.new_groups.len());
     let mut taken = HashSet::new();
     for g in &plan.new_groups {
-        let tag = unused_tag(desired, &taken);
+        let tag = unused_tag(desired, &taken, g);
         taken.insert(tag.clone());
         let mig = ctx.plan_cfg.naming.mig_name(&g.nodeset, g.job_id, &tag);
         let name = naming::resize_request_name(&tag);
@@ -471,17 +471,31 @@ pub(super) async fn abandon_unused_outbox(
     Ok(stale.len())
 }
 
-/// A fresh tag no request group or MIG on record (or chosen this round) uses.
-fn unused_tag(desired: &Desired, taken: &HashSet<String>) -> String {
-    loop {
+/// The tag of new group `g`, which no request group or MIG on record (or chosen this round) uses:
+/// [`naming::tag_for`] its nodeset, job, nodes and the earliest time one of them was asked for
+/// (the hook's time), so that the same group gets the same name wherever it is planned.
+fn unused_tag(desired: &Desired, taken: &HashSet<String>, g: &NewGroup) -> String {
+    let since = g
+        .nodes
+        .iter()
+        .filter_map(|n| desired.nodes.get(n).map(|n| n.state_since))
+        .min()
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
+        .unwrap_or_default();
+    let mut nodes = g.nodes.clone();
+    nodes.sort();
+    let key = format!("{}/{:?}/{}/{since}", g.nodeset, g.job_id, nodes.join(","));
+    let free = |tag: &String| {
+        !taken.contains(tag)
+            && !desired.requests.values().any(|r| &r.tag == tag)
+            && !desired.migs.keys().any(|m| m.ends_with(tag.as_str()))
+    };
+    (0..1000).map(|attempt| naming::tag_for(&key, attempt)).find(free).unwrap_or_else(|| loop {
         let tag = naming::new_tag(&mut rand::thread_rng());
-        if !taken.contains(&tag)
-            && !desired.requests.values().any(|r| r.tag == tag)
-            && !desired.migs.keys().any(|m| m.ends_with(&tag))
-        {
-            return tag;
+        if free(&tag) {
+            break tag;
         }
-    }
+    })
 }
 
 #[cfg(test)]

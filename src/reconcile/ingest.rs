@@ -71,7 +71,10 @@ pub fn ingest(
                     .unwrap_or_else(|| new_node(&name, &at.nodeset, at.index, at.is_static, now))
             });
             let before = node.state;
-            apply(node, entry.kind, job_of.get(&name).copied(), now);
+            // A resume dates from the hook (when slurmctld ran it), not from the pass that reads it:
+            // two daemons reading the same inbox entry (two controllers) name its MIG alike.
+            let at = if entry.kind == HookKind::Resume { entry.received_at.min(now) } else { now };
+            apply(node, entry.kind, job_of.get(&name).copied(), at);
             if node.state != before {
                 changed.push(name);
             }

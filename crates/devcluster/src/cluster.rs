@@ -35,6 +35,8 @@ pub struct LocalCluster {
     root: Option<PathBuf>,
     munged: Option<Daemon>,
     slurmctld: Option<Daemon>,
+    /// With several controllers ([`ClusterSpec::controllers`]): each one's slurmctld, by index.
+    controllers: Vec<Option<Daemon>>,
 }
 
 impl LocalCluster {
@@ -50,6 +52,9 @@ impl LocalCluster {
             )));
         }
         let root = generation::ensure_root(spec.slurm)?;
+        if root.is_some() && !spec.controllers.is_empty() {
+            return Err(DevclusterError::Spec("several controllers run on the host's 22.05 only".into()));
+        }
         if spec.cluster_name.is_empty() || spec.node_lines.is_empty() {
             return Err(DevclusterError::Spec(
                 "a cluster needs a ClusterName and at least one node line".into(),
@@ -65,6 +70,7 @@ impl LocalCluster {
             root,
             munged: None,
             slurmctld: None,
+            controllers: Vec::new(),
         };
         // From here on, a failure drops `cluster`, which stops whatever was started.
         cluster.write_files()?;
@@ -77,8 +83,11 @@ impl LocalCluster {
 
     fn write_files(&mut self) -> Result<(), DevclusterError> {
         let l = self.layout.clone();
-        for dir in [l.state(), l.spool(), l.run(), l.log(), l.bin(), l.jobs()] {
+        for dir in [l.state(), l.spool(), l.run(), l.log(), l.bin(), l.jobs(), l.host()] {
             mkdir(&dir, 0o755)?;
+        }
+        for c in &self.spec.controllers {
+            mkdir(&crate::controllers::own_dir(&l.host(), &c.name), 0o755)?;
         }
         // munged refuses a socket whose path is not searchable by all.
         set_mode(&l.dir, 0o755)?;
@@ -228,6 +237,22 @@ impl LocalCluster {
     }
 
     fn start_slurmctld(&mut self) -> Result<(), DevclusterError> {
+        if !self.spec.controllers.is_empty() {
+            self.controllers = (0..self.spec.controllers.len()).map(|_| None).collect();
+            for c in self.spec.controllers.clone() {
+                self.start_controller(&c.name)?;
+            }
+            let ok = wait_for(START_TIMEOUT, || self.ping());
+            return if ok {
+                Ok(())
+            } else {
+                Err(DevclusterError::Timeout {
+                    what: "scontrol ping".into(),
+                    timeout: START_TIMEOUT,
+                    detail: format!(": {}", self.slurmctld_log_tail(20)),
+                })
+            };
+        }
         let out = log_file(&self.layout.log().join("slurmctld.stdout"))?;
         let err = out.try_clone().map_err(|e| DevclusterError::io(&self.layout.log(), e))?;
         let mut cmd = match &self.root {
@@ -268,6 +293,50 @@ impl LocalCluster {
             timeout: START_TIMEOUT,
             detail: format!(": {}", self.slurmctld_log_tail(20)),
         })
+    }
+
+    fn controller_index(&self, name: &str) -> Result<usize, DevclusterError> {
+        self.spec
+            .controllers
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or_else(|| DevclusterError::Spec(format!("no controller {name}")))
+    }
+
+    /// Starts controller `name`'s slurmctld on its host (several controllers only); returns at
+    /// once (its role is Slurm's to settle: `scontrol ping`).
+    pub fn start_controller(&mut self, name: &str) -> Result<(), DevclusterError> {
+        let i = self.controller_index(name)?;
+        let host = self.spec.controllers[i].clone();
+        let out = log_file(&self.layout.log().join(format!("slurmctld-{name}.stdout")))?;
+        let err = out.try_clone().map_err(|e| DevclusterError::io(&self.layout.log(), e))?;
+        let child = crate::controllers::host_command(&host, &self.layout.host(), Path::new(SLURMCTLD))
+            .current_dir(&self.layout.dir)
+            .args(["-D", "-i", "-f"])
+            .arg(self.layout.conf())
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| DevclusterError::io(Path::new(SLURMCTLD), e))?;
+        self.controllers[i] = Some(Daemon::new("slurmctld", child));
+        Ok(())
+    }
+
+    /// SIGKILLs controller `name`'s slurmctld (by its PID), as its host dying would.
+    pub fn kill_controller(&mut self, name: &str) -> Result<(), DevclusterError> {
+        let i = self.controller_index(name)?;
+        if let Some(mut d) = self.controllers[i].take() {
+            d.signal(Signal::SIGKILL);
+            d.stop(); // reaps it
+        }
+        Ok(())
+    }
+
+    /// A command that runs `program` on controller `name`'s host (see `controllers.rs`).
+    pub fn on_host(&self, name: &str, program: &Path) -> Result<Command, DevclusterError> {
+        let i = self.controller_index(name)?;
+        Ok(crate::controllers::host_command(&self.spec.controllers[i], &self.layout.host(), program))
     }
 
     /// Whether `scontrol ping` says the controller is up.
@@ -391,8 +460,15 @@ impl LocalCluster {
 
     /// The last `lines` lines of slurmctld's log, for error messages.
     pub fn slurmctld_log_tail(&self, lines: usize) -> String {
-        tail(&self.layout.log().join("slurmctld.log"), lines)
-            + &tail(&self.layout.log().join("slurmctld.stdout"), lines)
+        let mut out = tail(&self.layout.log().join("slurmctld.log"), lines)
+            + &tail(&self.layout.log().join("slurmctld.stdout"), lines);
+        for c in &self.spec.controllers {
+            let own = crate::controllers::own_dir(&self.layout.host(), &c.name);
+            out += &format!("--- {} ---\n", c.name);
+            out += &tail(&own.join("slurmctld.log"), lines);
+            out += &tail(&self.layout.log().join(format!("slurmctld-{}.stdout", c.name)), lines);
+        }
+        out
     }
 }
 
@@ -422,6 +498,9 @@ impl Drop for LocalCluster {
         }
         process::wait_gone(&killed);
         if let Some(mut d) = self.slurmctld.take() {
+            d.stop();
+        }
+        for mut d in self.controllers.drain(..).flatten() {
             d.stop();
         }
         // A hook that raced the shutdown may have started another slurmd.

@@ -36,6 +36,10 @@ pub struct ClusterSpec {
     /// own directory always is). Give the directories of hook scripts and binaries, and of the
     /// files they read or write. Unused on 22.05, where everything runs on the host.
     pub bind_dirs: Vec<PathBuf>,
+    /// Several controllers, each on its own host ([`crate::HostNet`]), in `SlurmctldHost` order;
+    /// empty: one slurmctld on this machine (`SlurmctldHost=localhost`). Node lines then need a
+    /// `NodeAddr=` every host reaches (the machine's address). 22.05 only.
+    pub controllers: Vec<crate::ControllerHost>,
 }
 
 impl ClusterSpec {
@@ -51,6 +55,7 @@ impl ClusterSpec {
             auth: Auth::default(),
             slurm: SlurmGeneration::default(),
             bind_dirs: Vec::new(),
+            controllers: Vec::new(),
         }
     }
 

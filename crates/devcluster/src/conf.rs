@@ -63,6 +63,10 @@ impl Layout {
         self.dir.join("cgroup.conf")
     }
     /// A two-line slurm.conf that lets `scontrol show hostnames` run before the real one exists.
+    /// The directory that is each controller host's own (its `host-NAME/` there).
+    pub fn host(&self) -> PathBuf {
+        self.dir.join("host")
+    }
     pub fn hostnames_conf(&self) -> PathBuf {
         self.dir.join("hostnames.conf")
     }
@@ -140,6 +144,23 @@ pub(crate) fn render(spec: &ClusterSpec, layout: &Layout, ctld_port: u16, node_l
         settings.insert(at, ("PrivateData".into(), "cloud".into()));
         settings.insert(at + 1, ("CommunicationParameters".into(), "NoAddrCache".into()));
     }
+    if let Some((first, _)) = spec.controllers.split_first() {
+        // Each on its own host: its pid and log files in the host's own directory.
+        let set = |settings: &mut Vec<(String, String)>, key: &str, value: String| {
+            if let Some(slot) = settings.iter_mut().find(|(k, _)| k == key) {
+                slot.1 = value;
+            }
+        };
+        set(&mut settings, "SlurmctldHost", format!("{}({})", first.name, first.addr));
+        set(&mut settings, "SlurmctldPidFile", p(layout.host().join("slurmctld.pid")));
+        set(&mut settings, "SlurmctldLogFile", p(layout.host().join("slurmctld.log")));
+        let at = settings.iter().position(|(k, _)| k == "SlurmctldHost").map_or(0, |i| i + 1);
+        for (i, c) in spec.controllers.iter().enumerate().skip(1) {
+            // Kept apart from the one-per-key settings: every entry is a line.
+            settings.insert(at + i - 1, (format!("SlurmctldHost#{i}"), format!("{}({})", c.name, c.addr)));
+        }
+        settings.push(("SlurmctldTimeout".into(), "6".into()));
+    }
     match spec.auth {
         Auth::Munge => {
             settings.push(("AuthType".into(), "auth/munge".into()));
@@ -169,6 +190,7 @@ pub(crate) fn render(spec: &ClusterSpec, layout: &Layout, ctld_port: u16, node_l
 
     let mut out = String::from("# slurm.conf of a slurm-dws devcluster (generated)\n");
     for (k, v) in &settings {
+        let k = k.split('#').next().unwrap_or(k);
         out.push_str(&format!("{k}={v}\n"));
     }
     for line in free_lines.iter().chain(node_lines).chain(&spec.partition_lines) {
@@ -455,6 +477,7 @@ mod tests {
             auth: Auth::Munge,
             slurm: SlurmGeneration::Bookworm,
             bind_dirs: vec![],
+            controllers: vec![],
         }
     }
 

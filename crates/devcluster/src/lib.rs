@@ -42,6 +42,7 @@
 //! | `cluster.rs`     | [`LocalCluster`]: its files, its daemons, all stopped on drop           |
 //! | `client.rs`      | Slurm's client commands against a running cluster                       |
 //! | `conf.rs`        | slurm.conf and the cluster's helper scripts                             |
+//! | `controllers.rs` | several controllers, each on its own host (network/UTS namespaces)       |
 //! | `generation.rs`  | which Slurm runs the cluster, and its root                              |
 //! | `install.rs`     | installing Debian's Slurm and munge; a generation ready for tests       |
 //! | `process.rs`     | daemons stopped by PID, slurmds by pid file, strays by marker           |
@@ -60,6 +61,7 @@ mod client;
 mod cluster;
 mod cluster_spec;
 mod conf;
+mod controllers;
 mod empty_slurm;
 pub mod generation;
 mod host;
@@ -75,6 +77,7 @@ use std::time::Duration;
 pub use binaries::{sim_bin, SIM_BIN_NAME};
 pub use cluster::{kill_stray_slurmds, LocalCluster};
 pub use cluster_spec::{Auth, ClusterSpec};
+pub use controllers::{forward_loopback, host_command, own_dir, ControllerHost, HostNet, LoopbackForward};
 pub use empty_slurm::write_empty_slurm;
 pub use generation::{ensure_root, ensure_trixie_root, trixie_root, SlurmGeneration, ROOT_STAMP};
 pub use install::{available_for_tests, ensure_installed, missing as missing_files, PACKAGES};

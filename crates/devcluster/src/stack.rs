@@ -464,7 +464,9 @@ pub fn flex_template(name: &str) -> Value {
     })
 }
 
-fn http(url: &str, method: &str, body: Option<&Value>) -> Value {
+/// A blocking HTTP call to the simulator (its control API or GCE paths): the JSON answer, Null on
+/// any failure.
+pub fn http(url: &str, method: &str, body: Option<&Value>) -> Value {
     use std::io::{Read, Write};
     let Some(rest) = url.strip_prefix("http://") else { return Value::Null };
     let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));

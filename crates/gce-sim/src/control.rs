@@ -5,7 +5,7 @@
 //! | call | body | effect |
 //! |---|---|---|
 //! | `GET /_sim/state` | | everything: `migs` (each with `resizeRequests` and `managedInstances`), `instances`, `operations`, `capacity`, `faults`, `operation_faults`, `templates`, `serve_default_templates`, `unreachable`, `lifecycle`, `quotas`, `request_id_retention_seconds`, `calls`, `rate_limited`, `advice` (`[{zone, machine_type?, obtainability}]`), `time`, `time_scale` |
-//! | `GET /_sim/calls` | | `{"total": N, "by_method": {"regionInstanceGroupManagers.insert": 3, ...}, "rate_limited": {"total": N, "by_method": {...}}}`: GCE API calls (faulted and rate-limited ones included) by discovery method id, and those refused by a rate quota |
+//! | `GET /_sim/calls` | | `{"total": N, "by_method": {"regionInstanceGroupManagers.insert": 3, ...}, "by_peer": {"10.0.0.2": {METHOD: N}}, "rate_limited": {"total": N, "by_method": {...}}}`: GCE API calls (faulted and rate-limited ones included) by discovery method id, and those refused by a rate quota |
 //! | `POST /_sim/calls/reset` | | zero the counts |
 //! | `POST /_sim/capacity` | `{"match": "hpc-a3u-", "delay_seconds": 5.0, "fail": {"code", "message", "errorDetails"?} \| null, "hold": false}` | a rule for MIGs whose name starts with `match` ("" = all; the latest matching rule wins, and applies to requests already queued); no rule = capacity at once |
 //! | `DELETE /_sim/capacity` | | clear the rules (held requests then get capacity) |
@@ -92,13 +92,14 @@ async fn state(State(sim): State<Arc<Shared>>) -> Json<Value> {
 
 async fn calls(State(sim): State<Arc<Shared>>) -> Json<Value> {
     let st = sim.lock();
-    Json(json!({"total": st.calls.values().sum::<u64>(), "by_method": st.calls,
+    Json(json!({"total": st.calls.values().sum::<u64>(), "by_method": st.calls, "by_peer": st.calls_by_peer,
                 "rate_limited": {"total": st.rate_limited.values().sum::<u64>(), "by_method": st.rate_limited}}))
 }
 
 async fn reset_calls(State(sim): State<Arc<Shared>>) -> Json<Value> {
     let mut st = sim.lock();
     st.calls.clear();
+    st.calls_by_peer.clear();
     st.rate_limited.clear();
     Json(json!({}))
 }

@@ -282,7 +282,9 @@ pub async fn start(opts: SimOptions) -> std::io::Result<SimHandle> {
     let server = tokio::spawn({
         let cancel = cancel.clone();
         async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(cancel.cancelled_owned());
+            let serve =
+                axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
+                    .with_graceful_shutdown(cancel.cancelled_owned());
             if let Err(e) = serve.await {
                 tracing::error!(error = %e, "simulator server failed");
             }

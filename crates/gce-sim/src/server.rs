@@ -9,7 +9,7 @@ use super::server_reservations::{self as reservations, Reply};
 use super::state::{machine_type_json, MigKey, Mutation, QuotaGroup, Scope, Unreachable, GCE_BASE};
 use super::Shared;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -202,7 +202,13 @@ fn route(method: &Method, path: &str) -> Option<Call> {
 ///
 /// In order: route (404 for a path GCE does not have here), count the call, rate quotas (403
 /// `rateLimitExceeded`), injected HTTP faults, then `handle`.
-pub async fn api(State(sim): State<Arc<Shared>>, method: Method, uri: Uri, body: Bytes) -> Response {
+pub async fn api(
+    State(sim): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    method: Method,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
     let path = uri.path().strip_prefix(PREFIX).unwrap_or_default();
     let Some(call) = route(&method, path) else {
         return ApiError::new(
@@ -216,6 +222,11 @@ pub async fn api(State(sim): State<Arc<Shared>>, method: Method, uri: Uri, body:
     let (fault, limited) = {
         let mut st = sim.lock();
         *st.calls.entry(call.method_id.to_string()).or_default() += 1;
+        *st.calls_by_peer
+            .entry(peer.ip().to_string())
+            .or_default()
+            .entry(call.method_id.to_string())
+            .or_default() += 1;
         match st.quotas.admit(&call.project, group, Utc::now()) {
             Err(limit) => {
                 *st.rate_limited.entry(call.method_id.to_string()).or_default() += 1;

@@ -203,6 +203,9 @@ pub struct State {
     pub serve_default_templates: bool,
     /// API calls by method id (refused ones included).
     pub calls: BTreeMap<String, u64>,
+    /// API calls by the caller's IP address, then by method id: which client made them (two
+    /// daemons on two hosts tell apart by their addresses).
+    pub calls_by_peer: BTreeMap<String, BTreeMap<String, u64>>,
     /// API calls refused by a rate quota (403 `rateLimitExceeded`), by method id.
     pub rate_limited: BTreeMap<String, u64>,
     pub quotas: Quotas,
@@ -295,6 +298,7 @@ impl State {
             templates: BTreeMap::new(),
             serve_default_templates: false,
             calls: BTreeMap::new(),
+            calls_by_peer: BTreeMap::new(),
             rate_limited: BTreeMap::new(),
             quotas: Quotas::default(),
             unreachable: BTreeMap::new(),

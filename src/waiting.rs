@@ -117,10 +117,12 @@ pub fn window_summary(reservation: &str, start: DateTime<Utc>, in_secs: i64) -> 
 pub fn reserved_summary(waited: i64, reservation: &str, free: u32, count: u32, group: usize) -> String {
     let state =
         if count == 0 { "its counts not read yet".to_string() } else { format!("{free} of {count} free") };
-    format!(
-        "{ADMIN_COMMENT_PREFIX} waiting {} for reservation {reservation}: {state}, the group of {group} waits whole (GCE queues it until enough is free)",
-        words(waited)
-    )
+    let then = if count > 0 && free as usize >= group {
+        format!("the group of {group} is being made")
+    } else {
+        format!("the group of {group} waits whole (GCE queues it until enough is free)")
+    };
+    format!("{ADMIN_COMMENT_PREFIX} waiting {} for reservation {reservation}: {state}, {then}", words(waited))
 }
 
 #[cfg(test)]
@@ -181,6 +183,8 @@ mod tests {
             "slurm-dws: waiting 3m for reservation projects/p/zones/z/reservations/r: 2 of 4 free, the group of 4 \
              waits whole (GCE queues it until enough is free)"
         );
-        assert!(reserved_summary(5, "r", 0, 0, 2).contains("r: its counts not read yet, the group of 2"));
+        assert!(reserved_summary(5, "r", 0, 0, 2)
+            .contains("r: its counts not read yet, the group of 2 waits whole"));
+        assert!(reserved_summary(5, "r", 2, 2, 1).ends_with("r: 2 of 2 free, the group of 1 is being made"));
     }
 }

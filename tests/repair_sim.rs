@@ -117,11 +117,10 @@ async fn a_flex_node_is_repaired_by_a_new_vm_under_its_name() {
     // The new VM runs and slurmd registered (the node responds): the drain is lifted.
     let repaired = w.wait_for("repaired", 30, || w.events_of("repaired").into_iter().next());
     assert!(repaired["message"].as_str().unwrap().starts_with("repaired: its new VM runs"), "{repaired}");
-    assert!(
-        w.updates_of("hpc-a-1").iter().any(|l| l.contains("state=undrain")),
-        "{:?}",
-        w.updates_of("hpc-a-1")
-    );
+    // The event is committed before the round's Slurm steps run: the undrain follows it.
+    w.wait_for("the undrain", 10, || {
+        w.updates_of("hpc-a-1").iter().any(|l| l.contains("state=undrain")).then_some(())
+    });
     show(&w, &[("hpc-a-0", "idle", &["CLOUD", "POWERED_DOWN"], ""), ("hpc-a-1", "idle", &["CLOUD"], "")]);
     wait_converged(&w, &set(&["hpc-a-1"]), 60).await;
 
@@ -235,11 +234,10 @@ async fn a_reservation_bound_node_is_repaired_by_reporting_its_host() {
         repaired["message"].as_str().unwrap().contains("its VM runs again on another host"),
         "{repaired}"
     );
-    assert!(
-        w.updates_of("hpc-r-0").iter().any(|l| l.contains("state=undrain")),
-        "{:?}",
-        w.updates_of("hpc-r-0")
-    );
+    // The event is committed before the round's Slurm steps run: the undrain follows it.
+    w.wait_for("the undrain", 10, || {
+        w.updates_of("hpc-r-0").iter().any(|l| l.contains("state=undrain")).then_some(())
+    });
     show(&w, &[("hpc-r-0", "mixed", &["CLOUD"], ""), ("hpc-r-1", "idle", &["CLOUD", "POWERED_DOWN"], "")]);
     w.wait_passes(2, 30);
     assert_eq!(w.events_of("repair_requested").len(), 1, "{:?}", w.events_of("repair_requested"));

@@ -65,8 +65,8 @@ pub use gce_edge::{judge, StepResult};
 pub use observe::{Observation, PollCounts};
 pub use reconciler::{Reconciler, MAX_ROUNDS};
 pub use report::{
-    gc_items, next_pass_in, GcItem, GcItemKind, GcReport, PassOutcome, PassPhases, PassReport, StepReport,
-    Trigger,
+    capacity_line, gc_items, next_pass_in, GcItem, GcItemKind, GcReport, PassOutcome, PassPhases, PassReport,
+    StepReport, Trigger,
 };
 pub use types::*;
 

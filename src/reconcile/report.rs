@@ -117,62 +117,34 @@ pub struct PassReport {
     /// Each reservation nodeset's reserved capacity as this pass read it (`gce_edge/reserved.rs`),
     /// by nodeset; left out of the JSON when none is configured.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub reserved: std::collections::BTreeMap<String, CapacityReport>,
+    pub reserved: std::collections::BTreeMap<String, ObservedCapacity>,
 }
 
-/// A reservation nodeset's capacity and window, as a pass read it.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct CapacityReport {
-    /// The reservation (or block, sub-block) its VMs consume; `null` while a calendar booking has
-    /// delivered none.
-    pub reservation: Option<String>,
-    pub count: u32,
-    pub in_use: u32,
-    pub window_start: Option<DateTime<Utc>>,
-    pub window_end: Option<DateTime<Utc>>,
-    /// Why it cannot be consumed now, in GCE's words.
-    pub unusable: Option<String>,
-}
-
-impl CapacityReport {
-    pub fn of(c: &crate::reconcile::types::ObservedCapacity) -> CapacityReport {
-        CapacityReport {
-            reservation: c.reservation.clone(),
-            count: c.count,
-            in_use: c.in_use,
-            window_start: c.window_start,
-            window_end: c.window_end,
-            unusable: c.unusable.clone(),
+/// One line for people of a reservation nodeset's capacity: the reservation, its use, its window as
+/// seen at `now`.
+pub fn capacity_line(c: &ObservedCapacity, now: DateTime<Utc>) -> String {
+    let t = |x: DateTime<Utc>| x.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let what = c.reservation.as_deref().unwrap_or("(no reservation delivered yet)");
+    let window = match (c.window_start, c.window_end) {
+        (Some(s), _) if now < s => {
+            format!("window opens {} (in {})", t(s), crate::waiting::words((s - now).num_seconds()))
         }
-    }
-
-    /// One line for people: the reservation, its use, its window as seen at `now`.
-    pub fn line(&self, now: DateTime<Utc>) -> String {
-        let t = |x: DateTime<Utc>| x.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let what = self.reservation.as_deref().unwrap_or("(no reservation delivered yet)");
-        let window = match (self.window_start, self.window_end) {
-            (Some(s), _) if now < s => {
-                format!("window opens {} (in {})", t(s), crate::waiting::words((s - now).num_seconds()))
-            }
-            (_, Some(e)) if now >= e => format!("window ended {}", t(e)),
-            (_, Some(e)) => format!(
-                "window open until {} (ends in {})",
-                t(e),
-                crate::waiting::words((e - now).num_seconds())
-            ),
-            (_, None) => "no window end".to_string(),
-        };
-        let mut line = format!(
-            "{what}: {} of {} in use, {} free; {window}",
-            self.in_use,
-            self.count,
-            self.count.saturating_sub(self.in_use)
-        );
-        if let Some(why) = &self.unusable {
-            line.push_str(&format!("; unusable: {why}"));
+        (_, Some(e)) if now >= e => format!("window ended {}", t(e)),
+        (_, Some(e)) => {
+            format!("window open until {} (ends in {})", t(e), crate::waiting::words((e - now).num_seconds()))
         }
-        line
+        (_, None) => "no window end".to_string(),
+    };
+    let mut line = format!(
+        "{what}: {} of {} in use, {} free; {window}",
+        c.in_use,
+        c.count,
+        c.count.saturating_sub(c.in_use)
+    );
+    if let Some(why) = &c.unusable {
+        line.push_str(&format!("; unusable: {why}"));
     }
+    line
 }
 
 fn is_zero(n: &usize) -> bool {

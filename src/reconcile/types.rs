@@ -312,8 +312,9 @@ pub struct Observed {
     pub capacity: BTreeMap<String, ObservedCapacity>,
 }
 
-/// A reservation nodeset's capacity and window as GCE shows it (`gce_edge/reserved.rs`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// A reservation nodeset's capacity and window as GCE shows it (`gce_edge/reserved.rs`); the pass
+/// report carries it as is (`PassReport::reserved`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObservedCapacity {
     /// The reservation (or block, or sub-block) the VMs consume, as configured or as the future
     /// reservation delivered it; `None` while a calendar-mode booking has delivered none.

@@ -176,7 +176,7 @@ async fn reserved_sentence(
             )
         }
     };
-    Ok(Some(format!("Its nodeset consumes {}: {}.", c.line(now), means)))
+    Ok(Some(format!("Its nodeset consumes {}: {}.", crate::reconcile::capacity_line(c, now), means)))
 }
 
 /// The node's repair: under way (behaviour, text, since when, how far) or its outcome (reported,

@@ -192,7 +192,7 @@ pub async fn status(
         rows.push(("refused:", vec![format!("nodeset {ns}: {why}; its nodes get no VM")]));
     }
     for (ns, c) in last_pass.iter().flat_map(|p| &p.reserved) {
-        rows.push(("reserved:", vec![format!("nodeset {ns}: {}", c.line(now))]));
+        rows.push(("reserved:", vec![format!("nodeset {ns}: {}", crate::reconcile::capacity_line(c, now))]));
     }
     for (c, secs) in &in_flight {
         rows.push((

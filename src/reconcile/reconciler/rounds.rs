@@ -12,7 +12,7 @@ use crate::reconcile::gce_edge::{self, step_retry};
 use crate::reconcile::ingest::ingest;
 use crate::reconcile::observe::Observation;
 use crate::reconcile::plan::plan;
-use crate::reconcile::report::{next_pass_in, CapacityReport, PassPhases, PassReport};
+use crate::reconcile::report::{next_pass_in, PassPhases, PassReport};
 use crate::reconcile::slurm_edge;
 use crate::reconcile::types::*;
 use serde::Serialize;
@@ -30,8 +30,7 @@ impl Reconciler {
         report.errors.extend(errors);
         report.unreachable_zones = observed.unreachable_zones.iter().cloned().collect();
         report.refused_nodesets = observed.refused_nodesets.clone();
-        report.reserved =
-            observed.capacity.iter().map(|(ns, c)| (ns.clone(), CapacityReport::of(c))).collect();
+        report.reserved = observed.capacity.clone();
         report.requests_polled = polls.polled;
         report.requests_carried = polls.carried;
         let mut desired = self.take_desired().await?;

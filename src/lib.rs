@@ -24,6 +24,7 @@
 //! | [`slurm_gcp`] | `import-slurm-gcp`: slurm-gcp v6's config.yaml as a slurm-dws config     |
 //! | [`syslog`]    | one line to `/dev/log` when a hook fails or runs on the fallback config   |
 //! | [`topology`]  | the Slurm topology file from GCE's physical host topology (`[slurm] topology`) |
+//! | [`usage`]     | usage and cost: VM and job spans, the report by job, user, account, nodeset, model |
 //!
 //! The layout is kept by `tests/architecture.rs`, which reads the source: no import loop between
 //! files, `reconcile/plan/` pure, the edges never importing a phase of the pass, no production file
@@ -66,4 +67,5 @@ pub mod slurm_gcp;
 pub mod store;
 pub mod syslog;
 pub mod topology;
+pub mod usage;
 pub mod waiting;

@@ -27,6 +27,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (20261126260000, include_str!("../../migrations/20261126260000_request_zone.sql")),
     (20261127390000, include_str!("../../migrations/20261127390000_repairs.sql")),
     (20261127390001, include_str!("../../migrations/20261127390001_node_maintenance.sql")),
+    (20261128410000, include_str!("../../migrations/20261128410000_usage.sql")),
 ];
 
 /// The newest schema version this build knows.

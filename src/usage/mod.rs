@@ -47,3 +47,17 @@ pub struct JobSpan {
     /// `None` while the job runs.
     pub ended_at: Option<DateTime<Utc>>,
 }
+
+/// List prices read from Cloud Billing's Catalog API (`[pricing] catalog = true`), as the daemon
+/// caches them in `state_dir` ([`CATALOG_CACHE`]): the price of one VM-hour by machine type and
+/// provisioning model, in `currency`, with the date they were fetched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CatalogPrices {
+    pub fetched_at: DateTime<Utc>,
+    pub currency: String,
+    /// Machine type (bare name) → provisioning model as the config spells it → price of one VM-hour.
+    pub per_hour: std::collections::BTreeMap<String, std::collections::BTreeMap<String, f64>>,
+}
+
+/// The file in `state_dir` that holds the [`CatalogPrices`] last fetched (JSON).
+pub const CATALOG_CACHE: &str = "catalog-prices.json";

@@ -18,7 +18,6 @@ use serde_json::{json, Value};
 
 mod slurm_22_05 {
     #[test]
-    #[ignore = "static reservation nodes resumed by Slurm before the window stay DOWN in Slurm after their VMs run (issue 38, open)"]
     fn a_calendar_booking_runs_its_jobs_in_the_window_and_ends_with_it() {
         super::calendar_booking(devcluster::SlurmGeneration::Bookworm)
     }
@@ -26,7 +25,6 @@ mod slurm_22_05 {
 
 mod slurm_26_05 {
     #[test]
-    #[ignore = "static reservation nodes resumed by Slurm before the window stay DOWN in Slurm after their VMs run (issue 38, open)"]
     fn a_calendar_booking_runs_its_jobs_in_the_window_and_ends_with_it() {
         super::calendar_booking(devcluster::SlurmGeneration::Forky)
     }
@@ -86,6 +84,13 @@ fn expected_start(s: &Stack, job: u32) -> String {
     let out =
         s.cluster.client("squeue").args(["--start", "-h", "-j", &job.to_string(), "-o", "%S %r"]).output();
     out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
+}
+
+/// The job's whole AdminComment (`scontrol show job` prints it on a line of its own; the one-line
+/// form cuts it at its first space).
+fn admin_comment(s: &Stack, job: u32) -> String {
+    let text = s.cluster.scontrol(&["show", "job", &job.to_string()]).unwrap_or_default();
+    text.lines().find_map(|l| l.trim().strip_prefix("AdminComment=")).unwrap_or_default().trim().to_string()
 }
 
 fn job_field(s: &Stack, job: u32, key: &str) -> String {
@@ -159,7 +164,11 @@ fn calendar_booking(slurm: SlurmGeneration) {
         (at - start).num_seconds().abs() <= 60,
         "expected start {at}, the window opens at {start}: {shown}"
     );
-    eprintln!("AdminComment of job {a}: {:?}", job_field(&s, a, "AdminComment"));
+    let comment = s.wait("the job's AdminComment naming the booking", 30, || {
+        Some(admin_comment(&s, a)).filter(|c| c.contains("futureReservations/book,"))
+    });
+    eprintln!("AdminComment of job {a}: {comment:?}");
+    assert!(comment.starts_with("slurm-dws: waiting for the window of"), "{comment}");
     assert!(s.vms().is_empty(), "no VM before the window: {:?}", s.vms());
 
     // The window opens: the job runs on a VM of the delivered reservation; the static nodes fill.

@@ -50,10 +50,11 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
     if let Some(j) = live.job_id {
         lines.push(format!("Job {j} asked for it."));
     }
+    let model = cfg.nodeset(&n.nodeset).map_or_else(Default::default, |x| x.provisioning_model);
     if let Some(r) = &request {
         lines.push(format!(
             "It belongs to {} in MIG {} ({}, {}), created {}.",
-            crate::reconcile::gce_edge::vm_create::group_words(&r.name, r.run_duration),
+            crate::reconcile::gce_edge::vm_create::group_words(&r.name, model),
             r.mig,
             crate::model::count_of(r.nodes.len(), "node"),
             crate::reconcile::gce_edge::vm_create::run_duration_words(r.run_duration, age),
@@ -80,7 +81,12 @@ pub async fn explain(cfg: &Config, name: &str, json_out: bool, width: usize) -> 
         lines.push(format!("Its VM is {s}."));
     }
     if let Some(t) = n.termination_time {
-        lines.push(format!("GCE will delete its VM at {} (end of the run duration).", when(Some(t), now)));
+        let why = if model.is_reservation() {
+            "end of its reservation's window"
+        } else {
+            "end of the run duration"
+        };
+        lines.push(format!("GCE will delete its VM at {} ({why}).", when(Some(t), now)));
     }
     if let Some(line) = placement_sentence(cfg, n) {
         lines.push(line);
@@ -366,6 +372,7 @@ fn next_step(
     now: DateTime<Utc>,
 ) -> String {
     let interval = cfg.reconcile.interval;
+    let reserved = cfg.nodeset(&n.nodeset).is_some_and(|ns| ns.provisioning_model.is_reservation());
     match n.state {
         NodeState::PoweredDown if n.is_static => match backoff {
             Some(b) => format!("a static node: re-provisioned when the backoff of nodeset {} ends, {}.", b.nodeset, when(Some(b.until), now)),
@@ -385,6 +392,7 @@ fn next_step(
             format!("slurm-dws polls the request every pass until it ends; {cancel}.")
         }
         NodeState::Up => match n.termination_time {
+            Some(t) if n.is_static && reserved => format!("when the reservation's window ends at {}, GCE deletes the VM and the node waits for the next window.", when(Some(t), now)),
             Some(t) if n.is_static => format!("when the VM is deleted at {}, slurm-dws re-provisions the node in the same pass.", when(Some(t), now)),
             Some(t) => format!("when the VM is deleted at {}, the node leaves service (its job requeued if still running).", when(Some(t), now)),
             None => "nothing: the node is in service.".into(),

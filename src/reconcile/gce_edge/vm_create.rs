@@ -26,13 +26,13 @@ pub fn mig_model(cfg: &Config, mig: &str) -> ProvisioningModel {
         .map_or(ProvisioningModel::Flex, |n| n.provisioning_model)
 }
 
-/// What a group is, in words for `explain`: a Flex group's resize request, or a standard or spot
-/// group's VMs created by name (the groups with no run duration).
-pub fn group_words(name: &str, run_duration: u64) -> String {
-    if run_duration == 0 {
-        "a group of VMs created by name".to_string()
-    } else {
+/// What a group is, in words for `explain`: a Flex or reserved group's resize request, or a
+/// standard or spot group's VMs created by name.
+pub fn group_words(name: &str, model: ProvisioningModel) -> String {
+    if model.uses_resize_requests() {
         format!("resize request {name}")
+    } else {
+        "a group of VMs created by name".to_string()
     }
 }
 

@@ -125,8 +125,7 @@ impl Planner<'_> {
                     // DOWN by slurm-dws, or by Slurm's ResumeTimeout while the node waited for
                     // its VM (a static node resumed before its reservation's window, or queued for
                     // capacity): either way the node is ours to return once its VM runs.
-                    let ours_down = s.is_down()
-                        && (s.reason.starts_with(REASON_PREFIX) || s.reason.contains("ResumeTimeout"));
+                    let ours_down = down_for_us(s);
                     // A VM restarting on another host re-registers its slurmd: not stuck meanwhile.
                     let stuck = stuck(s, vm, secs_since(self.now, node.state_since))
                         .filter(|_| !self.host_being_reported(name));
@@ -456,10 +455,7 @@ impl Planner<'_> {
             }
         }
         let Some(s) = slurm else { return };
-        if s.is_down()
-            && s.has(SlurmFlag::PoweredDown)
-            && (s.reason.starts_with(REASON_PREFIX) || s.reason.contains("ResumeTimeout"))
-        {
+        if s.has(SlurmFlag::PoweredDown) && down_for_us(s) {
             // down~ after a failed resume that slurm-dws has cleaned up: usable again.
             self.slurm_update(name, NodeStateChange::Resume, None);
             self.plan.event(
@@ -525,4 +521,16 @@ fn stuck(s: &SlurmNode, vm: &ObservedVm, up_for: i64) -> Option<&'static str> {
     } else {
         None
     }
+}
+
+/// Slurm has the node DOWN for a reason slurm-dws may undo: its own, Slurm's ResumeTimeout, or none
+/// at all. 22.05 clears the reason of a node its ResumeTimeout marked down when the node's slurmd
+/// registers later (a static node resumed before its reservation's window, whose VM came at the
+/// start: `DOWN+CLOUD`, no reason); an admin's DOWN always has one, as scontrol refuses DOWN without
+/// a reason (docs/slurm-facts.md, "When a resume fails").
+fn down_for_us(s: &SlurmNode) -> bool {
+    s.is_down()
+        && (s.reason.trim().is_empty()
+            || s.reason.starts_with(REASON_PREFIX)
+            || s.reason.contains("ResumeTimeout"))
 }

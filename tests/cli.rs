@@ -595,7 +595,7 @@ async fn explain_says_when_and_why_a_node_is_maintained_and_an_error_once() {
     let mut up = slurm_dws::reconcile::plan::new_node("hpc-gpu-0", "gpu", 0, false, now);
     up.state = NodeState::Up;
     up.vm_status = Some(VmStatus::Running);
-    up.maintenance = Some(Maintenance {
+    up.maintenance = Some(Box::new(Maintenance {
         kind: "UNSCHEDULED".into(),
         window_start_time: Some(t("2099-01-01T10:00:00Z")),
         window_end_time: None,
@@ -603,7 +603,7 @@ async fn explain_says_when_and_why_a_node_is_maintained_and_an_error_once() {
         can_reschedule: false,
         maintenance_status: "PENDING".into(),
         maintenance_reasons: vec!["FAILURE_GPU_XID".into()],
-    });
+    }));
     let mut failed = slurm_dws::reconcile::plan::new_node("hpc-gpu-1", "gpu", 1, false, now);
     failed.request_id = Some(r.id);
     failed.last_error = Some(error.into());

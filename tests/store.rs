@@ -124,6 +124,8 @@ async fn open_creates_schema_private_files_and_reopen_is_a_noop() {
         "request_waits",
         "repair_asks",
         "repairs",
+        "vm_spans",
+        "job_spans",
         "schema_migrations",
     ]
     .iter()
@@ -430,7 +432,7 @@ async fn nodes_upsert_read_back_and_bulk() {
         reservation: Some("slurm-dws-eol-c-gpu-10".into()),
         state_since: at(5),
         topology: Some("us-central1-cluster-a1/block-7/subblock-2/host-11".into()),
-        maintenance: Some(Maintenance {
+        maintenance: Some(Box::new(Maintenance {
             kind: "UNSCHEDULED".into(),
             window_start_time: Some(at(3600)),
             window_end_time: Some(at(7200)),
@@ -438,7 +440,7 @@ async fn nodes_upsert_read_back_and_bulk() {
             can_reschedule: false,
             maintenance_status: "PENDING".into(),
             maintenance_reasons: vec!["FAILURE_GPU_XID".into()],
-        }),
+        })),
     };
     let empty = node("gpu", 2);
     let other = node("cpu", 0);

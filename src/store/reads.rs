@@ -227,14 +227,16 @@ mod tests {
             reservation: full.then(|| "slurm-dws-eol-hpc-a-1".into()),
             state_since: t,
             topology: full.then(|| "us-central1-cluster-1/b1/s1/h1".into()),
-            maintenance: full.then(|| Maintenance {
-                kind: "SCHEDULED".into(),
-                window_start_time: Some(t),
-                window_end_time: None,
-                latest_window_start_time: Some(t + chrono::Duration::days(2)),
-                can_reschedule: true,
-                maintenance_status: "PENDING".into(),
-                maintenance_reasons: vec!["FAILURE_GPU_XID".into(), "FAILURE_NVLINK".into()],
+            maintenance: full.then(|| {
+                Box::new(Maintenance {
+                    kind: "SCHEDULED".into(),
+                    window_start_time: Some(t),
+                    window_end_time: None,
+                    latest_window_start_time: Some(t + chrono::Duration::days(2)),
+                    can_reschedule: true,
+                    maintenance_status: "PENDING".into(),
+                    maintenance_reasons: vec!["FAILURE_GPU_XID".into(), "FAILURE_NVLINK".into()],
+                })
             }),
         }
     }

@@ -92,7 +92,7 @@ pub(super) fn node_from_json(r: NodeJsonRow) -> Result<Node> {
 }
 
 /// The `maintenance` column: GCE's `upcomingMaintenance` JSON, or NULL (most nodes: nothing parsed).
-fn maintenance_from_text(text: Option<String>) -> Result<Option<Maintenance>> {
+fn maintenance_from_text(text: Option<String>) -> Result<Option<Box<Maintenance>>> {
     Ok(match text {
         Some(t) => Some(serde_json::from_str(&t)?),
         None => None,

@@ -218,7 +218,7 @@ impl StoreTx {
                         &n.reservation,
                         to_ms(n.state_since),
                         &n.topology,
-                        super::rows::maintenance_text(n.maintenance.as_ref()),
+                        super::rows::maintenance_text(n.maintenance.as_deref()),
                     )
                 }))
             }

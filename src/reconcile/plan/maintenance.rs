@@ -78,9 +78,9 @@ impl Planner<'_> {
         let reserve = self.cfg.nodesets.get(&node.nodeset).is_some_and(|ns| ns.maintenance_reservation);
         let reservation = maint_reservation(name);
         let span = reservation_span(m, self.now);
-        if before.as_ref() != Some(m) {
+        if before.as_deref() != Some(m) {
             if let Some(n) = self.nodes.get_mut(name) {
-                n.maintenance = Some(m.clone());
+                n.maintenance = Some(Box::new(m.clone()));
             }
             if before.as_ref().is_none_or(|b| !same_window(b, m)) {
                 let what = match &before {

@@ -45,7 +45,7 @@ struct Case {
 fn run(c: &Case) -> Plan {
     let mut w = World::new().node(node(c.node, NodeState::Up));
     if let Some(n) = w.d.nodes.get_mut(c.node) {
-        n.maintenance = c.recorded.clone();
+        n.maintenance = c.recorded.clone().map(Box::new);
     }
     match &c.gce {
         Gce::NoVm => {}
@@ -286,7 +286,8 @@ fn a_maintenance_window_gets_a_reservation_that_follows_it_and_goes_with_it() {
             }
         }
         // (Other rules may change the node too: only its maintenance is compared.)
-        let after = node_after(&p, c.node).map_or_else(|| c.recorded.clone(), |n| n.maintenance.clone());
+        let after =
+            node_after(&p, c.node).map_or_else(|| c.recorded.clone(), |n| n.maintenance.as_deref().cloned());
         assert_eq!(after, c.recorded_after.clone().unwrap_or_else(|| c.recorded.clone()), "{}", c.what);
     }
 }
@@ -294,8 +295,8 @@ fn a_maintenance_window_gets_a_reservation_that_follows_it_and_goes_with_it() {
 /// A window whose zone did not answer is unknown: the record and the reservation stay.
 #[test]
 fn a_node_whose_zone_did_not_answer_keeps_its_maintenance() {
-    let mut w =
-        World::new().node(Node { maintenance: Some(window(2, Some(3))), ..node("hpc-a-1", NodeState::Up) });
+    let mut w = World::new()
+        .node(Node { maintenance: Some(Box::new(window(2, Some(3)))), ..node("hpc-a-1", NodeState::Up) });
     w.o.reservations.as_mut().unwrap().insert(maint_reservation("hpc-a-1"));
     w.o.unreachable_zones.insert("us-central1-a".into());
     let p = w.plan();

@@ -158,7 +158,8 @@ pub fn apply_usage(
         busy.entry(j.node.as_str()).or_default().push((j.started_at, now));
     }
     let closed_vms: BTreeMap<_, _> = change.vms_closed.iter().copied().collect();
-    let mut out: BTreeMap<UsageKey, UsageSeconds> = BTreeMap::new();
+    // Keyed by the nodeset's name borrowed: no copy a VM a pass.
+    let mut sums: BTreeMap<(&str, &'static str, &'static str), UsageSeconds> = BTreeMap::new();
     for v in open.vms.values().chain(&change.vms_opened) {
         let end = closed_vms.get(&v.id).copied().unwrap_or(now);
         let from = match (v.counted_to, v.restored) {
@@ -172,11 +173,13 @@ pub fn apply_usage(
         let total = secs(end - from);
         let busy_secs = busy.get(v.node.as_str()).map_or(0.0, |spans| covered(spans, from, end));
         for (use_, s) in [("busy", busy_secs), ("idle", total - busy_secs)] {
-            let e = out.entry((v.nodeset.clone(), v.model, use_)).or_default();
+            let e = sums.entry((v.nodeset.as_str(), v.model, use_)).or_default();
             e.vm += s;
             e.gpu += s * f64::from(v.gpus);
         }
     }
+    let out: BTreeMap<UsageKey, UsageSeconds> =
+        sums.into_iter().map(|((ns, model, use_), s)| ((ns.to_string(), model, use_), s)).collect();
     // The spans as the pass leaves them.
     for (id, _) in &change.vms_closed {
         open.vms.remove(id);

@@ -107,7 +107,11 @@ impl Store {
 
     /// The job spans that overlap `[since, until)`: started before `until` and not ended before
     /// `since` (running ones included), oldest first.
-    pub async fn job_spans_between(&self, since: DateTime<Utc>, until: DateTime<Utc>) -> Result<Vec<JobSpan>> {
+    pub async fn job_spans_between(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<JobSpan>> {
         let json: Option<String> = sqlx::query(&format!(
             "SELECT json_group_array({JOB_SPAN_JSON}) FROM (SELECT * FROM job_spans \
              WHERE started_at < ? AND (ended_at IS NULL OR ended_at > ?) ORDER BY started_at, job_id, node)"

@@ -43,13 +43,16 @@ build:
 ## test: install Slurm/munge if missing, build the Slurm 24.11 and 26.05 roots if missing (cached outside the
 ##       clone in /var/cache/slurm-dws, docs/slurm-root.md), then fmt, clippy and every test (real Slurm
 ##       22.05, 24.11 and 26.05 included), then the package once (deb-test of a quicker release build,
-##       DEB_TEST_PROFILE); ends with the fault campaign's summary line
+##       DEB_TEST_PROFILE), the alert rules' tests (promtool, from Debian's prometheus package); ends
+##       with the fault campaign's summary line
 test:
 	./scripts/install-deps.sh
 	./scripts/slurm-root.sh --suite trixie
 	./scripts/slurm-root.sh --suite forky
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	promtool check rules conf/prometheus/slurm-dws.rules.yml
+	promtool test rules conf/prometheus/slurm-dws.rules.test.yml
 	@rm -f $(FAULT_SUMMARY)
 	@status=0; \
 	if $(CARGO) nextest --version >/dev/null 2>&1; then \

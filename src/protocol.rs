@@ -85,6 +85,20 @@ pub enum Query {
     Repair {
         node: String,
     },
+    /// The usage spans overlapping `[since, until)` and when the kept data starts
+    /// (`Store::vm_spans_between`, `job_spans_between`, `usage_data_since`), for `slurm-dws usage`.
+    UsageSpans {
+        since: chrono::DateTime<chrono::Utc>,
+        until: chrono::DateTime<chrono::Utc>,
+    },
+}
+
+/// The answer to [`Query::UsageSpans`].
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct UsageSpans {
+    pub vms: Vec<crate::usage::VmSpan>,
+    pub jobs: Vec<crate::usage::JobSpan>,
+    pub data_since: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Request {

@@ -220,6 +220,7 @@ async fn read_state(store: &Store, query: Query) -> Response {
         Query::StepFailures => rows(store.step_failures().await),
         Query::RequestWaits => rows(store.request_waits().await),
         Query::Repair { node } => rows(store.repair(&node).await),
+        Query::UsageSpans { since, until } => rows(store.usage_spans(since, until).await),
     };
     match result {
         Ok(rows) => Response::Rows { rows },

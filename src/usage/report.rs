@@ -59,6 +59,18 @@ impl By {
         }
     }
 
+    /// The column header of the key.
+    pub fn header(self) -> &'static str {
+        match self {
+            By::Job => "JOB",
+            By::User => "USER",
+            By::Account => "ACCOUNT",
+            By::Partition => "PARTITION",
+            By::Nodeset => "NODESET",
+            By::Model => "MODEL",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<By> {
         By::ALL.into_iter().find(|b| b.as_str() == s)
     }
@@ -290,6 +302,44 @@ pub fn report(
         vms: counted,
         prices_used,
     }
+}
+
+/// How long the resize requests of one nodeset that got their capacity in the period waited for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueTime {
+    pub nodeset: String,
+    pub requests: usize,
+    /// Nodes of those requests.
+    pub nodes: u64,
+    /// Seconds.
+    pub mean_wait: i64,
+    pub max_wait: i64,
+    pub total_wait: i64,
+}
+
+/// The queue time of the requests (groups) that succeeded in `period`, by nodeset.
+pub fn queue_times(
+    waits: &BTreeMap<String, Vec<crate::store::RequestWait>>,
+    period: Period,
+) -> Vec<QueueTime> {
+    waits
+        .iter()
+        .filter_map(|(nodeset, ws)| {
+            let ws: Vec<_> = ws
+                .iter()
+                .filter(|w| w.succeeded_at >= period.since && w.succeeded_at < period.until)
+                .collect();
+            let total: i64 = ws.iter().map(|w| w.waited).sum();
+            (!ws.is_empty()).then(|| QueueTime {
+                nodeset: nodeset.clone(),
+                requests: ws.len(),
+                nodes: ws.iter().map(|w| u64::from(w.size)).sum(),
+                mean_wait: total / ws.len() as i64,
+                max_wait: ws.iter().map(|w| w.waited).max().unwrap_or(0),
+                total_wait: total,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -215,3 +215,24 @@ fn by_parses_its_names() {
     }
     assert_eq!(By::parse("users"), None);
 }
+
+#[test]
+fn queue_time_of_the_requests_that_got_capacity_in_the_period() {
+    use crate::store::RequestWait;
+    let w = |waited, h| RequestWait { size: 2, run_duration: 3600, waited, succeeded_at: at(h) };
+    let mut waits = BTreeMap::new();
+    waits.insert("a3".to_string(), vec![w(60, 1.0), w(300, 2.0), w(9999, 30.0)]);
+    waits.insert("old".to_string(), vec![w(60, -1.0)]);
+    let q = queue_times(&waits, period(0.0, 24.0));
+    assert_eq!(
+        q,
+        [QueueTime {
+            nodeset: "a3".into(),
+            requests: 2,
+            nodes: 4,
+            mean_wait: 180,
+            max_wait: 300,
+            total_wait: 360
+        }]
+    );
+}

@@ -113,6 +113,7 @@ install:
 	install -m 0755 $(OUT)/slurm-dws-sim $(DESTDIR)$(PREFIX)/bin/slurm-dws-sim
 	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/slurm-dws
 	@for f in conf/*; do \
+		[ -f "$$f" ] || continue; \
 		dest=$(DESTDIR)$(SYSCONFDIR)/slurm-dws/$$(basename "$$f"); \
 		if [ -e "$$dest" ]; then echo "keeping existing $$dest"; \
 		else echo "install $$f -> $$dest"; install -m 0644 "$$f" "$$dest"; fi; \
@@ -125,7 +126,10 @@ install:
 	install -m 0644 systemd/slurm-dws.sysusers $(DESTDIR)$(SYSUSERSDIR)/slurm-dws.conf
 	install -d $(DESTDIR)$(DOCDIR)/examples
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
-	install -m 0644 conf/* $(DESTDIR)$(DOCDIR)/examples/
+	install -m 0644 $$(find conf -maxdepth 1 -type f) $(DESTDIR)$(DOCDIR)/examples/
+	install -d $(DESTDIR)$(DOCDIR)/examples/grafana $(DESTDIR)$(DOCDIR)/examples/prometheus
+	install -m 0644 conf/grafana/* $(DESTDIR)$(DOCDIR)/examples/grafana/
+	install -m 0644 conf/prometheus/* $(DESTDIR)$(DOCDIR)/examples/prometheus/
 	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
 	$(OUT)/slurm-dws manpages $(DESTDIR)$(MANDIR)/man1 >/dev/null
 	$(OUT)/slurm-dws completion bash > $(DESTDIR)$(BASHCOMPDIR)/slurm-dws

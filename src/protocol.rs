@@ -99,6 +99,10 @@ pub struct UsageSpans {
     pub vms: Vec<crate::usage::VmSpan>,
     pub jobs: Vec<crate::usage::JobSpan>,
     pub data_since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Through the daemon only (a reader cannot read `state_dir`): the cached catalog prices as the
+    /// daemon read them, `Err` with why when it could not, `None` when there is no cache.
+    #[serde(default)]
+    pub catalog: Option<Result<crate::usage::CatalogPrices, String>>,
 }
 
 impl Request {

@@ -33,13 +33,13 @@ fn names(text: &str) -> BTreeSet<String> {
     out
 }
 
-/// Every query of the dashboard (panels, rows' panels, template variables).
+/// Every query of the dashboard (its panels' targets, wherever they are nested).
 fn dashboard_exprs(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
             for (k, x) in m {
                 match (k.as_str(), x) {
-                    ("expr" | "query" | "definition", Value::String(s)) => out.push(s.clone()),
+                    ("expr", Value::String(s)) => out.push(s.clone()),
                     _ => dashboard_exprs(x, out),
                 }
             }

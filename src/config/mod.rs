@@ -190,7 +190,7 @@ pub struct Daemon {
     /// Finished requests, gone MIGs and events older than this many days are pruned by the daemon.
     pub history_days: u64,
     /// Members of this group may run the read-only commands (`status`, `nodes`, `requests`, `migs`,
-    /// `events`, `explain`) over the socket. `None` = only root and the service user.
+    /// `events`, `explain`, `usage`) over the socket. `None` = only root and the service user.
     pub readers: Option<String>,
     /// This host's name among slurm.conf's `SlurmctldHost` entries; `None` (`controller = ""`) =
     /// the short host name ([`Daemon::controller_name`]).

@@ -160,6 +160,7 @@ impl Store {
             vms: self.vm_spans_between(since, until).await?,
             jobs: self.job_spans_between(since, until).await?,
             data_since: self.usage_data_since().await?,
+            catalog: None,
         })
     }
 

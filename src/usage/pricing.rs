@@ -134,6 +134,30 @@ impl PriceBook {
     }
 }
 
+/// The catalog cache in `state_dir` as the daemon sends it to a reader: `None` when there is none,
+/// `Err` with why when it cannot be read.
+pub fn read_catalog_for_reader(state_dir: &Path) -> Option<Result<CatalogPrices, String>> {
+    match read_catalog(&state_dir.join(super::CATALOG_CACHE)) {
+        Ok(c) => Some(Ok(c)),
+        Err(CatalogState::Missing { .. }) => None,
+        Err(CatalogState::Unreadable { why, .. }) => Some(Err(why)),
+        Err(other) => Some(Err(format!("{other:?}"))),
+    }
+}
+
+/// What a reader was sent ([`read_catalog_for_reader`]), as [`read_catalog`] says it.
+pub fn catalog_from_reader(
+    state_dir: &Path,
+    sent: Option<Result<CatalogPrices, String>>,
+) -> Result<CatalogPrices, CatalogState> {
+    let path = state_dir.join(super::CATALOG_CACHE);
+    match sent {
+        None => Err(CatalogState::Missing { path }),
+        Some(Err(why)) => Err(CatalogState::Unreadable { path, why }),
+        Some(Ok(c)) => Ok(c),
+    }
+}
+
 /// Reads the cached catalog prices; why there are none otherwise.
 pub fn read_catalog(path: &Path) -> Result<CatalogPrices, CatalogState> {
     let text = match std::fs::read_to_string(path) {

@@ -2,8 +2,10 @@
 //! of VM hours (busy and idle), GPU hours and estimated cost. Pure: the present is a parameter.
 //!
 //! - A VM counts from GCE's creation to its deletion (`deleted_at`, the first pass that no longer
-//!   saw it); a VM still open counts to `until`, or to `now` when `until` is later (the future is
-//!   not known). Every span is clipped to the period.
+//!   saw it). A VM still open counts to the last pass that saw it (`last_seen`), within a pass of
+//!   now while the daemon runs: a VM that went while the daemon was down (a Flex VM at the end of
+//!   its run duration) is not counted past what is known. A job still running counts to `now`.
+//!   Every span is clipped to the period.
 //! - Busy is the time a job ran on the VM's node while the VM lived: the union of the node's job
 //!   spans, so two jobs sharing a node at once count that time once. Idle is the rest of the VM's
 //!   time (booting, waiting for a job, waiting for SuspendTime). busy + idle = total, in whole
@@ -119,6 +121,8 @@ pub struct Report {
     pub total: UsageRow,
     /// VMs that ran in the period.
     pub vms: usize,
+    /// The latest pass that saw a VM still running (they are counted to it), if any ran.
+    pub last_seen: Option<DateTime<Utc>>,
     /// The prices used, by (machine type, model).
     pub prices_used: BTreeMap<(String, String), Price>,
 }
@@ -194,8 +198,9 @@ pub fn report(
 ) -> Report {
     let since = period.since.timestamp_millis();
     let until = period.until.timestamp_millis();
-    // Where an open span ends: the period's end, or the present when that is earlier.
+    // Where a running job's span ends: the period's end, or the present when that is earlier.
     let open_end = until.min(now.timestamp_millis());
+    let mut last_seen: Option<DateTime<Utc>> = None;
     let mut by_node: HashMap<&str, Vec<(i64, i64, &JobSpan)>> = HashMap::new();
     let mut job_seen: HashMap<u64, &JobSpan> = HashMap::new();
     for j in jobs {
@@ -217,7 +222,14 @@ pub fn report(
     let mut points: Vec<(i64, bool, usize)> = Vec::new();
     for vm in vms {
         let start = vm.created_at.timestamp_millis().max(since);
-        let end = vm.deleted_at.map_or(open_end, |t| t.timestamp_millis()).min(until);
+        let end = match vm.deleted_at {
+            Some(t) => t.timestamp_millis(),
+            None => {
+                last_seen = last_seen.max(Some(vm.last_seen));
+                vm.last_seen.timestamp_millis()
+            }
+        }
+        .min(until);
         if end <= start {
             continue;
         }
@@ -300,6 +312,7 @@ pub fn report(
         rows: out.into_iter().map(|(k, acc)| acc.row(k)).collect(),
         total: total.row("total".into()),
         vms: counted,
+        last_seen,
         prices_used,
     }
 }

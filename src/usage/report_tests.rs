@@ -6,6 +6,8 @@ use crate::config::{HourPrice, MachinePrices, Pricing};
 use crate::usage::pricing::CatalogState;
 
 const T0: &str = "2026-11-01T00:00:00Z";
+/// The last pass that saw the VMs still open (hours after T0).
+const LAST_PASS: f64 = 12.0;
 
 /// `T0 + h` hours.
 fn at(h: f64) -> DateTime<Utc> {
@@ -31,7 +33,8 @@ fn vm(
         gpus: if nodeset == "cpu" { 0 } else { 8 },
         job_id: job,
         created_at: at(from),
-        last_seen: at(to.unwrap_or(from)),
+        // An open VM was last seen by the pass at LAST_PASS.
+        last_seen: at(to.unwrap_or(LAST_PASS)),
         deleted_at: to.map(at),
     }
 }
@@ -91,7 +94,7 @@ fn busy_is_the_union_of_the_jobs_and_idle_the_rest_clipped_to_the_period() {
     ];
     let now = at(12.0);
     let r = report(&vms, &jobs, period(0.0, 24.0), now, By::Nodeset, &book());
-    // n2 counts to now (12h): 10h, 8h of them busy.
+    // n2 counts to the last pass that saw it (12h): 10h, 8h of them busy.
     check(&r, &[("a3", 10.0, 5.0, 5.0, 80.0, Some(400.0)), ("a3s", 10.0, 8.0, 2.0, 80.0, Some(300.0))]);
     assert_eq!((r.total.vm_hours, r.total.busy_vm_hours, r.total.cost), (20.0, 13.0, Some(700.0)));
     assert_eq!(r.vms, 2);

@@ -55,9 +55,19 @@ pub async fn usage(
         )));
     }
     let period = Period { since, until };
-    let prices = PriceBook::load(&cfg.pricing, &cfg.state_dir);
     let source = open(cfg).await?;
-    let spans = source.usage_spans(since, until).await?;
+    let mut spans = source.usage_spans(since, until).await?;
+    let prices = match (&source, cfg.pricing.catalog) {
+        // Read through the daemon: the catalog cache in state_dir is what the daemon sent.
+        (crate::cli::source::Source::Daemon { .. }, true) => {
+            let sent = spans.catalog.take();
+            match crate::usage::pricing::catalog_from_reader(&cfg.state_dir, sent) {
+                Ok(c) => PriceBook::new(&cfg.pricing, Ok(&c)),
+                Err(state) => PriceBook::new(&cfg.pricing, Err(state)),
+            }
+        }
+        _ => PriceBook::load(&cfg.pricing, &cfg.state_dir),
+    };
     let waits = source.request_waits().await?;
     let r = report(&spans.vms, &spans.jobs, period, now, by, &prices);
     let queue = queue_times(&waits, period);
@@ -110,6 +120,7 @@ fn json_of(
         "data_since": ts(data_since),
         "currency": prices.currency,
         "rows": r.rows,
+        "last_seen": ts(r.last_seen),
         "total": r.total,
         "prices": prices_used,
         "catalog": prices.catalog_line(),
@@ -171,8 +182,12 @@ fn text_of(
         ),
         Some(t) => format!("Data kept since {}.\n", rfc3339(t)),
     });
-    if r.period.until > now {
-        out.push_str(&format!("VMs still running are counted to now ({}).\n", rfc3339(now)));
+    if let Some(seen) = r.last_seen.filter(|t| *t < r.period.until) {
+        out.push_str(&format!(
+            "VMs still running are counted to the last pass that saw them, {} ({}).\n",
+            rfc3339(seen),
+            crate::cli::table::relative(seen, now)
+        ));
     }
     out.push('\n');
     let mut t = Table::new(&[

@@ -93,17 +93,7 @@ pub enum Query {
     },
 }
 
-/// The answer to [`Query::UsageSpans`].
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-pub struct UsageSpans {
-    pub vms: Vec<crate::usage::VmSpan>,
-    pub jobs: Vec<crate::usage::JobSpan>,
-    pub data_since: Option<chrono::DateTime<chrono::Utc>>,
-    /// Through the daemon only (a reader cannot read `state_dir`): the cached catalog prices as the
-    /// daemon read them, `Err` with why when it could not, `None` when there is no cache.
-    #[serde(default)]
-    pub catalog: Option<Result<crate::usage::CatalogPrices, String>>,
-}
+pub use crate::usage::read::UsageSpans;
 
 impl Request {
     /// Whether the request changes anything (and so needs a privileged peer).

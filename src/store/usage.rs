@@ -155,8 +155,8 @@ impl Store {
         &self,
         since: DateTime<Utc>,
         until: DateTime<Utc>,
-    ) -> Result<crate::protocol::UsageSpans> {
-        Ok(crate::protocol::UsageSpans {
+    ) -> Result<crate::usage::read::UsageSpans> {
+        Ok(crate::usage::read::UsageSpans {
             vms: self.vm_spans_between(since, until).await?,
             jobs: self.job_spans_between(since, until).await?,
             data_since: self.usage_data_since().await?,

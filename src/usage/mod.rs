@@ -63,6 +63,7 @@ pub struct CatalogPrices {
 pub const CATALOG_CACHE: &str = "catalog-prices.json";
 
 pub mod pricing;
+pub mod read;
 pub mod report;
 
 pub use pricing::{Price, PriceBook, PriceSource};

@@ -149,6 +149,21 @@ impl Store {
         Ok(rows::<JobRow>(json)?.into_iter().map(job_span).collect())
     }
 
+    /// What `slurm-dws usage` reads for `[since, until)`: the spans that overlap it and when the
+    /// kept data starts.
+    pub async fn usage_spans(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<crate::usage::read::UsageSpans> {
+        Ok(crate::usage::read::UsageSpans {
+            vms: self.vm_spans_between(since, until).await?,
+            jobs: self.job_spans_between(since, until).await?,
+            data_since: self.usage_data_since().await?,
+            catalog: None,
+        })
+    }
+
     /// The oldest time the kept spans cover completely: when recording began, or the cut-off of the
     /// last pruning if later (spans that ended before it are gone). `None` before any recording.
     pub async fn usage_data_since(&self) -> Result<Option<DateTime<Utc>>> {

@@ -163,7 +163,8 @@ pub fn usage_change(
             machine_type: shape.machine_type,
             gpus: shape.gpus,
             job_id: nodes.get(&vm.name).and_then(|n| n.job_id).map(u64::from),
-            created_at: vm.created.unwrap_or(now).min(now),
+            // As GCE wrote it, even a little after `now` (a VM made while this pass listed).
+            created_at: vm.created.unwrap_or(now),
             last_seen: now,
             deleted_at: None,
             restored: false,
@@ -203,7 +204,7 @@ fn jobs_change(
             if open.jobs.contains_key(&(job.job_id, name.clone())) {
                 continue;
             }
-            let start = job.start.unwrap_or(now).max(*made).min(now);
+            let start = job.start.unwrap_or(now).min(now).max(*made);
             opened.push(UsageJob {
                 job_id: job.job_id,
                 node: name,
@@ -253,7 +254,7 @@ pub fn apply_usage(
     for v in open.vms.values().chain(&change.vms_opened) {
         let end = closed_vms.get(&v.id).copied().unwrap_or(now);
         let from = match (v.counted_to, v.restored) {
-            (Some(t), _) => t,
+            (Some(t), _) => t.max(v.created_at),
             (None, true) => continue,
             (None, false) => v.created_at,
         };

@@ -298,6 +298,11 @@ fn secs(d: chrono::Duration) -> f64 {
 
 /// Seconds of `[from, to)` that the union of `spans` covers.
 fn covered(spans: &[Interval], from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+    if let [(a, b)] = spans {
+        // One job on the node, the usual case: no sorting, no allocation.
+        let (a, b) = ((*a).max(from), (*b).min(to));
+        return if a < b { secs(b - a) } else { 0.0 };
+    }
     let mut clipped: Vec<_> =
         spans.iter().map(|(a, b)| ((*a).max(from), (*b).min(to))).filter(|(a, b)| a < b).collect();
     clipped.sort();

@@ -43,13 +43,16 @@ build:
 ## test: install Slurm/munge if missing, build the Slurm 24.11 and 26.05 roots if missing (cached outside the
 ##       clone in /var/cache/slurm-dws, docs/slurm-root.md), then fmt, clippy and every test (real Slurm
 ##       22.05, 24.11 and 26.05 included), then the package once (deb-test of a quicker release build,
-##       DEB_TEST_PROFILE); ends with the fault campaign's summary line
+##       DEB_TEST_PROFILE), the alert rules' tests (promtool, from Debian's prometheus package); ends
+##       with the fault campaign's summary line
 test:
 	./scripts/install-deps.sh
 	./scripts/slurm-root.sh --suite trixie
 	./scripts/slurm-root.sh --suite forky
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	promtool check rules conf/prometheus/slurm-dws.rules.yml
+	promtool test rules conf/prometheus/slurm-dws.rules.test.yml
 	@rm -f $(FAULT_SUMMARY)
 	@status=0; \
 	if $(CARGO) nextest --version >/dev/null 2>&1; then \
@@ -110,6 +113,7 @@ install:
 	install -m 0755 $(OUT)/slurm-dws-sim $(DESTDIR)$(PREFIX)/bin/slurm-dws-sim
 	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/slurm-dws
 	@for f in conf/*; do \
+		[ -f "$$f" ] || continue; \
 		dest=$(DESTDIR)$(SYSCONFDIR)/slurm-dws/$$(basename "$$f"); \
 		if [ -e "$$dest" ]; then echo "keeping existing $$dest"; \
 		else echo "install $$f -> $$dest"; install -m 0644 "$$f" "$$dest"; fi; \
@@ -122,7 +126,10 @@ install:
 	install -m 0644 systemd/slurm-dws.sysusers $(DESTDIR)$(SYSUSERSDIR)/slurm-dws.conf
 	install -d $(DESTDIR)$(DOCDIR)/examples
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
-	install -m 0644 conf/* $(DESTDIR)$(DOCDIR)/examples/
+	install -m 0644 $$(find conf -maxdepth 1 -type f) $(DESTDIR)$(DOCDIR)/examples/
+	install -d $(DESTDIR)$(DOCDIR)/examples/grafana $(DESTDIR)$(DOCDIR)/examples/prometheus
+	install -m 0644 conf/grafana/* $(DESTDIR)$(DOCDIR)/examples/grafana/
+	install -m 0644 conf/prometheus/* $(DESTDIR)$(DOCDIR)/examples/prometheus/
 	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
 	$(OUT)/slurm-dws manpages $(DESTDIR)$(MANDIR)/man1 >/dev/null
 	$(OUT)/slurm-dws completion bash > $(DESTDIR)$(BASHCOMPDIR)/slurm-dws

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs beyond the Rust toolchain, on Debian 12: Slurm 22.05
 # (slurmctld, slurmd, the client commands) and munge, for the tests that run a real cluster, and
-# systemd (systemd-analyze verifies the unit).
+# systemd (systemd-analyze verifies the unit), and promtool (Debian's prometheus package: `make test`
+# runs `promtool test rules` on conf/prometheus).
 # Idempotent: installs only what is missing, and does nothing when everything is there.
 #
 # Not root and something missing: with CI=true that is an error (the Slurm tests must not be
 # skipped in CI); otherwise a warning, and the Slurm tests skip themselves with a message.
 set -euo pipefail
 
-packages=(slurmctld slurmd slurm-client munge systemd)
+packages=(slurmctld slurmd slurm-client munge systemd prometheus)
 # file that must exist -> package that provides it (perl-base is essential; its perl clears the
 # signal mask before a test cluster starts slurmd).
 required=(
@@ -22,6 +23,7 @@ required=(
     /etc/munge/munge.key:munge
     /usr/bin/perl:perl-base
     /usr/bin/systemd-analyze:systemd
+    /usr/bin/promtool:prometheus
 )
 
 missing=()

@@ -85,7 +85,15 @@ pub enum Query {
     Repair {
         node: String,
     },
+    /// The usage spans overlapping `[since, until)` and when the kept data starts
+    /// (`Store::vm_spans_between`, `job_spans_between`, `usage_data_since`), for `slurm-dws usage`.
+    UsageSpans {
+        since: chrono::DateTime<chrono::Utc>,
+        until: chrono::DateTime<chrono::Utc>,
+    },
 }
+
+pub use crate::usage::read::UsageSpans;
 
 impl Request {
     /// Whether the request changes anything (and so needs a privileged peer).

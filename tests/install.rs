@@ -116,8 +116,16 @@ fn make_install_into_destdir_then_uninstall() {
         assert!(at(&format!("/opt/slurm-dws/share/doc/slurm-dws/{doc}")).is_file(), "{doc}");
     }
     assert!(at("/opt/slurm-dws/share/doc/slurm-dws/examples/slurm-dws.toml").is_file());
+    // The dashboard and the alert rules, with the docs (not in the config directory).
+    for f in
+        ["grafana/slurm-dws.json", "prometheus/slurm-dws.rules.yml", "prometheus/slurm-dws.rules.test.yml"]
+    {
+        assert!(at(&format!("/opt/slurm-dws/share/doc/slurm-dws/examples/{f}")).is_file(), "{f}");
+    }
     // Man pages and completions, made by the installed binary itself.
-    for page in ["slurm-dws.1", "slurm-dws-check-config.1", "slurm-dws-import-slurm-gcp.1"] {
+    for page in
+        ["slurm-dws.1", "slurm-dws-check-config.1", "slurm-dws-import-slurm-gcp.1", "slurm-dws-usage.1"]
+    {
         let text = std::fs::read_to_string(at(&format!("/opt/slurm-dws/share/man/man1/{page}"))).unwrap();
         assert!(text.contains(".TH SLURM-DWS"), "{page}: {text}");
     }

@@ -578,7 +578,8 @@ async fn members_of_readers_read_through_the_daemon_and_change_nothing() {
         eprintln!("SKIP members_of_readers_read_through_the_daemon_and_change_nothing: needs root");
         return;
     }
-    let mut w = World::new(&[("a", 0, 4, "")], "[daemon]\nreaders = \"nogroup\"\n").await;
+    let mut w =
+        World::new(&[("a", 0, 4, "")], "[daemon]\nreaders = \"nogroup\"\n[pricing]\ncatalog = true\n").await;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(w.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     w.start_daemon();
@@ -620,6 +621,23 @@ async fn members_of_readers_read_through_the_daemon_and_change_nothing() {
         assert_eq!(read_by_nobody, w.cli_json(&args[..args.len() - 1]), "{args:?}");
         assert!(!read_by_nobody.as_array().unwrap().is_empty(), "{args:?}");
     }
+    // `usage`: the spans, and the catalog cache in state_dir (which nobody cannot read), through the daemon.
+    std::fs::write(
+        w.state_dir().join(slurm_dws::usage::CATALOG_CACHE),
+        r#"{"fetched_at":"2026-03-01T00:00:00Z","currency":"USD","per_hour":{"e2-standard-4":{"flex":0.2}}}"#,
+    )
+    .unwrap();
+    #[allow(clippy::disallowed_methods)] // a test's period around the wall clock
+    let now = chrono::Utc::now();
+    let (since, until) =
+        ((now - chrono::Duration::hours(1)).to_rfc3339(), (now + chrono::Duration::hours(1)).to_rfc3339());
+    let usage = ["usage", "--since", since.as_str(), "--until", until.as_str(), "--json"];
+    let read_by_nobody = json(&usage);
+    assert_eq!(read_by_nobody, w.cli_json(&usage[..usage.len() - 1]));
+    assert!(
+        read_by_nobody["catalog"].as_str().unwrap().contains("1 list prices fetched 2026-03-01"),
+        "{read_by_nobody}"
+    );
     let status = json(&["status", "--json"]);
     assert_eq!(
         (status["daemon"]["running"].clone(), status["nodes"]["up"].clone()),

@@ -2,7 +2,7 @@
 //! prints one table — median with min/max, the budget, a baseline measured in the same run, and their
 //! ratio.
 //!
-//! Sections (run all, or name some: `cargo bench --bench budgets -- hook scale queue stuck spot e2e`):
+//! Sections (run all, or name some: `cargo bench --bench budgets -- hook scale queue stuck spot usage e2e`):
 //! - `hook`:  whole-process hook latency (spawn to exit, as slurmctld sees it) against `/bin/true` and a
 //!   minimal program that opens the same SQLite database and commits one row (`examples/sqlite_commit.rs`).
 //! - `scale`: 10,000 nodes in 1,000 jobs against the simulator (its own process) and the real daemon (its
@@ -14,6 +14,8 @@
 //! - `stuck`: one nodeset's resize-request insert hangs: pass wall time and another nodeset's resume latency, with and without it.
 //! - `spot`:  API calls of one 2-node job's life (resume → up → suspend → MIG collected) per provisioning
 //!   model, flex and spot, against the simulator and the real daemon.
+//! - `usage`: `slurm-dws usage` over 30 days of history at 10,000 nodes (VMs coming and going, jobs of
+//!   20 users): the store's reads and the report in this process, and the whole command.
 //! - `e2e`:   real slurmctld + simulator + daemon (devcluster `Stack`): sbatch of a 2-node job → RUNNING.
 //!
 //! Not part of `make test`: timings on a shared machine are measurements, not assertions.
@@ -29,6 +31,7 @@ mod queue;
 mod scale;
 mod spot;
 mod table;
+mod usage;
 mod waiting;
 mod whole_pass;
 
@@ -79,6 +82,9 @@ fn main() {
     }
     if run("waiting") {
         waiting::run(&ctx, &mut t);
+    }
+    if run("usage") {
+        usage::run(&ctx, &mut t);
     }
     if run("e2e") {
         e2e::run(&ctx, &mut t);

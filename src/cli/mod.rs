@@ -80,6 +80,9 @@ pub enum Command {
     Migs(ListArgs),
     /// The event log.
     Events(EventsArgs),
+    /// VM and GPU hours (busy and idle) and their estimated cost over a period, by job, user,
+    /// account, partition, nodeset or provisioning model; with the queue time of the requests.
+    Usage(UsageArgs),
     /// A node's story: what asked for it, what backs it, when it dies, what happens next.
     Explain(ExplainArgs),
     /// Garbage collection: what a pass would delete and why (--dry-run), or delete it now.
@@ -199,6 +202,27 @@ pub struct EventsArgs {
     /// At most this many (the newest).
     #[arg(long, default_value_t = 1000)]
     pub limit: i64,
+}
+
+/// Options of `usage`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UsageArgs {
+    /// Start of the period: RFC 3339, or a duration back from now such as 7d, 12h, 30m [default:
+    /// 7 days before --until].
+    #[arg(long, value_name = "T")]
+    pub since: Option<String>,
+    /// End of the period (not included): RFC 3339, or a duration back from now [default: now].
+    #[arg(long, value_name = "T")]
+    pub until: Option<String>,
+    /// Group the rows by job, user, account, partition, nodeset or model (provisioning model).
+    #[arg(long, default_value = "nodeset", value_name = "KEY", value_parser = ["job", "user", "account", "partition", "nodeset", "model"])]
+    pub by: String,
+    /// Print JSON for scripts.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print the rows as CSV with a header line.
+    #[arg(long)]
+    pub csv: bool,
 }
 
 /// Options of `explain`.
@@ -410,6 +434,14 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             Command::Migs(a) => admin::migs(&cfg, &a.listing()).await,
             Command::Events(a) => {
                 admin::events(&cfg, a.node.as_deref(), a.since.as_deref(), a.limit, &a.list.listing()).await
+            }
+            Command::Usage(a) => {
+                let format = match (a.json, a.csv) {
+                    (true, _) => admin::UsageFormat::Json,
+                    (_, true) => admin::UsageFormat::Csv,
+                    _ => admin::UsageFormat::Text,
+                };
+                admin::usage(&cfg, a.since.as_deref(), a.until.as_deref(), &a.by, format).await
             }
             Command::Explain(a) => admin::explain(&cfg, &a.node, a.json, table::terminal_width()).await,
             Command::Gc(a) => admin::ask_daemon(&cfg, Request::Gc { dry_run: a.dry_run }, a.json).await,

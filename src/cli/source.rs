@@ -163,6 +163,18 @@ impl Source {
         }
     }
 
+    /// The usage spans overlapping `[since, until)` and when the kept data starts.
+    pub async fn usage_spans(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<protocol::UsageSpans, CliError> {
+        match self {
+            Source::Store(s) => s.usage_spans(since, until).await.map_err(rt),
+            _ => self.ask(Query::UsageSpans { since, until }).await,
+        }
+    }
+
     /// A node's last repair; `None` when it was never repaired.
     pub async fn repair(&self, node: &str) -> Result<Option<Repair>, CliError> {
         match self {

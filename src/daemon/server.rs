@@ -220,6 +220,12 @@ async fn read_state(store: &Store, query: Query) -> Response {
         Query::StepFailures => rows(store.step_failures().await),
         Query::RequestWaits => rows(store.request_waits().await),
         Query::Repair { node } => rows(store.repair(&node).await),
+        Query::UsageSpans { since, until } => rows(store.usage_spans(since, until).await.map(|mut u| {
+            // The reader cannot read state_dir: the daemon reads the catalog cache for it.
+            let dir = store.path().parent().unwrap_or(std::path::Path::new("/"));
+            u.catalog = crate::usage::pricing::read_catalog_for_reader(dir);
+            u
+        })),
     };
     match result {
         Ok(rows) => Response::Rows { rows },

@@ -61,3 +61,10 @@ pub struct CatalogPrices {
 
 /// The file in `state_dir` that holds the [`CatalogPrices`] last fetched (JSON).
 pub const CATALOG_CACHE: &str = "catalog-prices.json";
+
+pub mod pricing;
+pub mod read;
+pub mod report;
+
+pub use pricing::{Price, PriceBook, PriceSource};
+pub use report::{By, Period, Report, UsageRow};

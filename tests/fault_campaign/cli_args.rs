@@ -1,5 +1,5 @@
 //! CLI arguments: unknown flags on every subcommand, missing and extra arguments, bad values for
-//! every option (`--since`, `--limit`, `--state`, `--nodeset`, `--sort`, `-o/--format`, node names). Each must exit 2
+//! every option (`--since`, `--until`, `--by`, `--limit`, `--state`, `--nodeset`, `--sort`, `-o/--format`, node names). Each must exit 2
 //! with one line on stderr that names what is wrong, and leave the store as it was.
 
 use super::common::{World, BIN};
@@ -21,6 +21,7 @@ const SUBCOMMANDS: &[&str] = &[
     "migs",
     "events",
     "explain",
+    "usage",
     "gc",
     "reconcile",
 ];
@@ -59,7 +60,18 @@ fn cases() -> Vec<(Vec<OsString>, Vec<&'static str>)> {
     ];
     for v in since_bad {
         cs.push((s(&["events", &format!("--since={v}")]), vec!["--since"]));
+        cs.push((s(&["usage", &format!("--since={v}")]), vec!["--since"]));
+        cs.push((s(&["usage", &format!("--until={v}")]), vec!["--until"]));
     }
+    for v in ["users", "JOB", "", "node"] {
+        cs.push((s(&["usage", &format!("--by={v}")]), vec!["--by"]));
+    }
+    cs.push((s(&["usage", "--json", "--csv"]), vec!["--csv"]));
+    cs.push((s(&["usage", "--since", "1d", "--until", "2d"]), vec!["not before --until"]));
+    cs.push((
+        s(&["usage", "--since", "2026-11-02T00:00:00Z", "--until", "2026-11-02T00:00:00Z"]),
+        vec!["not before --until"],
+    ));
     for v in ["x", "1.5", "99999999999999999999", ""] {
         cs.push((s(&["events", &format!("--limit={v}")]), vec!["--limit"]));
     }

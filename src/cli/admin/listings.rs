@@ -204,11 +204,17 @@ pub async fn migs(cfg: &Config, l: &Listing) -> Result<String, CliError> {
 /// Parses `--since`: RFC3339, or an age like `90s`, `15m`, `2h`, `1d`. An age reaching back
 /// before what a timestamp can hold is an error, not a crash.
 pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, CliError> {
+    parse_time("--since", s, now)
+}
+
+/// Parses a time option (`flag`, for the error): RFC3339, or an age back from `now` like `90s`,
+/// `15m`, `2h`, `7d`.
+pub fn parse_time(flag: &str, s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, CliError> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Ok(t.with_timezone(&Utc));
     }
     let bad =
-        |why: &str| CliError::usage(format!("bad --since '{}': {why}", crate::hostlist::escape_control(s)));
+        |why: &str| CliError::usage(format!("bad {flag} '{}': {why}", crate::hostlist::escape_control(s)));
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
     let n: i64 = num.parse().map_err(|_| bad("use RFC3339 or an age like 15m, 2h, 1d"))?;
     let scale = match unit {

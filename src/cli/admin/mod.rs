@@ -1,4 +1,4 @@
-//! The admin commands: `status`, `nodes`, `requests`, `migs`, `events`, `explain`, `gc`, `reconcile`.
+//! The admin commands: `status`, `nodes`, `requests`, `migs`, `events`, `explain`, `usage`, `gc`, `reconcile`.
 //!
 //! Read-only commands read the store directly when the caller may open it, so they work whether or not
 //! the daemon runs (and say so), else through the daemon ([`Source`]: members of `daemon.readers`);
@@ -14,15 +14,17 @@ mod explain;
 mod listings;
 mod repair;
 mod status;
+mod usage;
 
 pub use ask_daemon::ask_daemon;
 pub use explain::explain;
 pub use listings::{
-    events, migs, nodes, parse_since, requests, EVENT_FIELDS, MIG_FIELDS, NODE_FIELDS, REQUEST_FIELDS,
-    SUMMARY_FIELDS,
+    events, migs, nodes, parse_since, parse_time, requests, EVENT_FIELDS, MIG_FIELDS, NODE_FIELDS,
+    REQUEST_FIELDS, SUMMARY_FIELDS,
 };
 pub use repair::repair;
 pub use status::status;
+pub use usage::{usage, Format as UsageFormat, ESTIMATE};
 
 use super::source::Source;
 use super::table::{self, rfc3339, Field, Listing};

@@ -1,0 +1,318 @@
+//! Usage (`slurm-dws usage`, the VM and GPU seconds metrics): which VM spans and job spans a full
+//! pass opens and closes ([`usage_change`]), and the seconds each (nodeset, model, busy or idle) gained
+//! since the last pass ([`apply_usage`]).
+//!
+//! - A VM span opens at the first full pass that lists a VM of one of our nodes under an instance
+//!   id not open, from GCE's `creationTimestamp` (GCE bills from there), with its nodeset's machine
+//!   type and GPUs and the job its node was resumed for. It closes at the first full pass whose
+//!   list no longer shows that id under its name: at that pass's start, so a VM's recorded life is
+//!   longer than GCE's by less than a pass interval. A VM listed in a zone the list left out is not
+//!   judged gone; an inbox-first pass (an earlier pass's list) never runs this rule.
+//! - After a restart, an open span whose VM is gone at the first pass closes at its `last_seen`
+//!   (the last full pass before the stop): its VM went some time while the daemon was down, and the
+//!   span is shorter than GCE's life by at most that downtime.
+//! - A job span opens when Slurm shows a job running (not `CONFIGURING`: its nodes still boot, which
+//!   is idle time) on one of our nodes, from the job's start, or from the node's VM's creation when
+//!   that is later; it closes when Slurm no longer shows it running there: at its end time when
+//!   Slurm still remembers the job, else at the pass's start. Jobs not read this pass
+//!   (`Observed::jobs` `None`) change nothing.
+//! - Busy seconds are a VM's seconds while a job span on its node is open; idle the rest:
+//!   busy + idle = the VM's seconds.
+//!
+//! Not part of [`plan`](super::plan): it runs once a full pass, on that pass's observation, not
+//! once a round.
+
+use crate::model::Node;
+use crate::reconcile::types::*;
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroU64;
+
+// ---- the rule's words ---------------------------------------------------------------------------
+
+/// A nodeset's machine type and GPUs, read from its instance template once a run
+/// (`gce::read_node_shape`); `unknown` / 0 when that read failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodesetShape {
+    pub machine_type: String,
+    pub gpus: u32,
+}
+
+impl NodesetShape {
+    /// What a nodeset whose template could not be read is recorded with.
+    pub fn unknown() -> NodesetShape {
+        NodesetShape { machine_type: "unknown".into(), gpus: 0 }
+    }
+}
+
+/// A VM's life as the usage rule keeps it: the store's `vm_spans` row, with the instance id as
+/// GCE's number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageVm {
+    pub id: NonZeroU64,
+    pub vm: String,
+    pub node: String,
+    pub nodeset: String,
+    /// The provisioning model as the config spells it.
+    pub model: &'static str,
+    pub machine_type: String,
+    pub gpus: u32,
+    pub job_id: Option<u64>,
+    pub created_at: DateTime<Utc>,
+    pub last_seen: DateTime<Utc>,
+    pub deleted_at: Option<DateTime<Utc>>,
+    /// Read back from the store at start, not seen by this run yet: if it is gone, it went some
+    /// time after `last_seen` (while the daemon was down) and is closed there.
+    pub restored: bool,
+    /// Its seconds are counted in the metrics up to here (`None`: not counted yet this run).
+    pub counted_to: Option<DateTime<Utc>>,
+}
+
+/// The time one job ran on one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageJob {
+    pub job_id: u64,
+    pub node: String,
+    pub user: String,
+    pub account: String,
+    pub partition: String,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+}
+
+/// The open spans, as the last pass left them (kept by the reconciler, read from the store at
+/// start): VMs by instance id, jobs by (job, node).
+#[derive(Debug, Clone, Default)]
+pub struct OpenUsage {
+    pub vms: BTreeMap<NonZeroU64, UsageVm>,
+    pub jobs: BTreeMap<(u64, String), UsageJob>,
+}
+
+/// What one pass changes in the usage spans.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageChange {
+    pub vms_opened: Vec<UsageVm>,
+    /// Instance ids and their end.
+    pub vms_closed: Vec<(NonZeroU64, DateTime<Utc>)>,
+    pub jobs_opened: Vec<UsageJob>,
+    /// (job, node) and the end.
+    pub jobs_closed: Vec<((u64, String), DateTime<Utc>)>,
+}
+
+impl UsageChange {
+    pub fn is_empty(&self) -> bool {
+        self.vms_opened.is_empty()
+            && self.vms_closed.is_empty()
+            && self.jobs_opened.is_empty()
+            && self.jobs_closed.is_empty()
+    }
+}
+
+/// VM and GPU seconds of one (nodeset, model, busy or idle), counted by one pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UsageSeconds {
+    pub vm: f64,
+    pub gpu: f64,
+}
+
+// ---- the rule --------------------------------------------------------------------------------------
+
+/// (nodeset, model, `busy` or `idle`).
+pub type UsageKey = (String, &'static str, &'static str);
+
+/// A time interval, start to end.
+type Interval = (DateTime<Utc>, DateTime<Utc>);
+
+/// What a full pass changes in the open spans (module docs). `nodes` are the desired nodes (for a
+/// new VM's job); `shapes` each nodeset's machine type and GPUs.
+pub fn usage_change(
+    cfg: &PlanConfig,
+    shapes: &BTreeMap<String, NodesetShape>,
+    nodes: &BTreeMap<String, Node>,
+    open: &OpenUsage,
+    o: &Observed,
+    now: DateTime<Utc>,
+) -> UsageChange {
+    let mut change = UsageChange::default();
+    let Some(vms) = o.vms.as_ref().filter(|_| !o.reused) else { return change };
+    for span in open.vms.values() {
+        if vms.get(&span.vm).is_some_and(|v| v.id == Some(span.id)) {
+            continue;
+        }
+        let zones = cfg.nodesets.get(&span.nodeset).map(|n| n.zones.as_slice());
+        if o.vm_zone_unknown(zones, &cfg.nodesets) {
+            continue; // its zone did not answer: unknown, not gone
+        }
+        let at = if span.restored { span.last_seen } else { now };
+        change.vms_closed.push((span.id, at.max(span.created_at)));
+    }
+    for vm in vms.values() {
+        let Some(id) = vm.id else { continue };
+        if open.vms.contains_key(&id) {
+            continue;
+        }
+        let Ok(node) = cfg.naming.parse(&vm.name) else { continue };
+        let Some(ns) = cfg.nodesets.get(&node.nodeset) else { continue };
+        let shape = shapes.get(&ns.name).cloned().unwrap_or_else(NodesetShape::unknown);
+        change.vms_opened.push(UsageVm {
+            id,
+            vm: vm.name.clone(),
+            node: vm.name.clone(),
+            nodeset: ns.name.clone(),
+            model: ns.model.as_str(),
+            machine_type: shape.machine_type,
+            gpus: shape.gpus,
+            job_id: nodes.get(&vm.name).and_then(|n| n.job_id).map(u64::from),
+            // As GCE wrote it, even a little after `now` (a VM made while this pass listed).
+            created_at: vm.created.unwrap_or(now),
+            last_seen: now,
+            deleted_at: None,
+            restored: false,
+            counted_to: None,
+        });
+    }
+    if let Some(jobs) = o.jobs.as_ref() {
+        let (opened, closed) = jobs_change(open, jobs, &change, now);
+        change.jobs_opened = opened;
+        change.jobs_closed = closed;
+    }
+    change
+}
+
+/// The job spans `jobs` open and close, given the VM spans as `vms` leaves them.
+#[allow(clippy::type_complexity)]
+fn jobs_change(
+    open: &OpenUsage,
+    jobs: &[SlurmJob],
+    vms: &UsageChange,
+    now: DateTime<Utc>,
+) -> (Vec<UsageJob>, Vec<((u64, String), DateTime<Utc>)>) {
+    let (mut opened, mut closed_jobs) = (Vec::new(), Vec::new());
+    // Each node's VM as this pass leaves it: when it was made.
+    let mut created: BTreeMap<&str, DateTime<Utc>> = BTreeMap::new();
+    let closed: BTreeSet<_> = vms.vms_closed.iter().map(|(id, _)| *id).collect();
+    for v in open.vms.values().filter(|v| !closed.contains(&v.id)).chain(&vms.vms_opened) {
+        created.insert(&v.node, v.created_at);
+    }
+    let mut running: BTreeSet<(u64, &str)> = BTreeSet::new();
+    for job in jobs.iter().filter(|j| j.runs()) {
+        let Ok(names) = crate::hostlist::expand(&job.nodes) else { continue };
+        for name in names {
+            // Busy time is a VM's: a node with no VM on record has none to count.
+            let Some((node, made)) = created.get_key_value(name.as_str()) else { continue };
+            running.insert((job.job_id, node));
+            if open.jobs.contains_key(&(job.job_id, name.clone())) {
+                continue;
+            }
+            let start = job.start.unwrap_or(now).min(now).max(*made);
+            opened.push(UsageJob {
+                job_id: job.job_id,
+                node: name,
+                user: job.user.clone(),
+                account: job.account.clone(),
+                partition: job.partition.clone(),
+                started_at: start,
+                ended_at: None,
+            });
+        }
+    }
+    let by_id: BTreeMap<u64, &SlurmJob> = jobs.iter().map(|j| (j.job_id, j)).collect();
+    for (key, span) in &open.jobs {
+        if running.contains(&(key.0, key.1.as_str())) {
+            continue;
+        }
+        let end = by_id.get(&key.0).filter(|j| !j.runs()).and_then(|j| j.end).filter(|e| *e <= now);
+        closed_jobs.push((key.clone(), end.unwrap_or(now).max(span.started_at)));
+    }
+    (opened, closed_jobs)
+}
+
+/// Applies `change` to `open` (the spans as this pass leaves them: the open ones seen now, none of
+/// those closed) and returns the seconds gained since the last pass by (nodeset, model, use):
+/// each VM from where it was last counted (its creation for a new one) to its end or `now`, busy
+/// while a job span on its node is open. A span restored from the store is not counted before
+/// this run's first pass (the metrics restart at zero).
+pub fn apply_usage(
+    open: &mut OpenUsage,
+    change: &UsageChange,
+    now: DateTime<Utc>,
+) -> BTreeMap<UsageKey, UsageSeconds> {
+    // Each node's job intervals, as this pass leaves them.
+    let mut busy: BTreeMap<&str, Vec<Interval>> = BTreeMap::new();
+    let closed_jobs: BTreeMap<&(u64, String), DateTime<Utc>> =
+        change.jobs_closed.iter().map(|(k, at)| (k, *at)).collect();
+    for (key, j) in &open.jobs {
+        let end = closed_jobs.get(key).copied().unwrap_or(now);
+        busy.entry(j.node.as_str()).or_default().push((j.started_at, end));
+    }
+    for j in &change.jobs_opened {
+        busy.entry(j.node.as_str()).or_default().push((j.started_at, now));
+    }
+    let closed_vms: BTreeMap<_, _> = change.vms_closed.iter().copied().collect();
+    // Keyed by the nodeset's name borrowed: no copy a VM a pass.
+    let mut sums: BTreeMap<(&str, &'static str, &'static str), UsageSeconds> = BTreeMap::new();
+    for v in open.vms.values().chain(&change.vms_opened) {
+        let end = closed_vms.get(&v.id).copied().unwrap_or(now);
+        let from = match (v.counted_to, v.restored) {
+            (Some(t), _) => t.max(v.created_at),
+            (None, true) => continue,
+            (None, false) => v.created_at,
+        };
+        if end <= from {
+            continue;
+        }
+        let total = secs(end - from);
+        let busy_secs = busy.get(v.node.as_str()).map_or(0.0, |spans| covered(spans, from, end));
+        for (use_, s) in [("busy", busy_secs), ("idle", total - busy_secs)] {
+            let e = sums.entry((v.nodeset.as_str(), v.model, use_)).or_default();
+            e.vm += s;
+            e.gpu += s * f64::from(v.gpus);
+        }
+    }
+    let out: BTreeMap<UsageKey, UsageSeconds> =
+        sums.into_iter().map(|((ns, model, use_), s)| ((ns.to_string(), model, use_), s)).collect();
+    // The spans as the pass leaves them.
+    for (id, _) in &change.vms_closed {
+        open.vms.remove(id);
+    }
+    for v in open.vms.values_mut() {
+        v.last_seen = now;
+        v.counted_to = Some(now);
+        v.restored = false;
+    }
+    for v in &change.vms_opened {
+        open.vms.insert(v.id, UsageVm { counted_to: Some(now), ..v.clone() });
+    }
+    for (key, _) in &change.jobs_closed {
+        open.jobs.remove(key);
+    }
+    for j in &change.jobs_opened {
+        open.jobs.insert((j.job_id, j.node.clone()), j.clone());
+    }
+    out
+}
+
+fn secs(d: chrono::Duration) -> f64 {
+    d.num_milliseconds() as f64 / 1000.0
+}
+
+/// Seconds of `[from, to)` that the union of `spans` covers.
+fn covered(spans: &[Interval], from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+    if let [(a, b)] = spans {
+        // One job on the node, the usual case: no sorting, no allocation.
+        let (a, b) = ((*a).max(from), (*b).min(to));
+        return if a < b { secs(b - a) } else { 0.0 };
+    }
+    let mut clipped: Vec<_> =
+        spans.iter().map(|(a, b)| ((*a).max(from), (*b).min(to))).filter(|(a, b)| a < b).collect();
+    clipped.sort();
+    let (mut total, mut reach) = (0.0, from);
+    for (a, b) in clipped {
+        let a = a.max(reach);
+        if b > a {
+            total += secs(b - a);
+            reach = b;
+        }
+    }
+    total
+}

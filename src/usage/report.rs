@@ -1,0 +1,360 @@
+//! The usage report: VM and job spans, a period `[since, until)`, a grouping and the prices → rows
+//! of VM hours (busy and idle), GPU hours and estimated cost. Pure: the present is a parameter.
+//!
+//! - A VM counts from GCE's creation to its deletion (`deleted_at`, the first pass that no longer
+//!   saw it). A VM still open counts to the last pass that saw it (`last_seen`), within a pass of
+//!   now while the daemon runs: a VM that went while the daemon was down (a Flex VM at the end of
+//!   its run duration) is not counted past what is known. A job still running counts to `now`.
+//!   Every span is clipped to the period.
+//! - Busy is the time a job ran on the VM's node while the VM lived: the union of the node's job
+//!   spans, so two jobs sharing a node at once count that time once. Idle is the rest of the VM's
+//!   time (booting, waiting for a job, waiting for SuspendTime). busy + idle = total, in whole
+//!   milliseconds, per row and in total.
+//! - By job, user, account or partition: busy time goes to the job that ran (shared equally, to the
+//!   millisecond, among jobs that ran on the node at the same time). Idle time goes to the job the
+//!   VM was made for (`VmSpan::job_id`): the job's row, or its user's, account's or partition's
+//!   when a span of that job is known, else [`JOB_NOT_SEEN`]; a VM made for no job (a static node's)
+//!   charges its idle time to [`NO_JOB`].
+//! - By nodeset or model: the VM's own.
+//! - Cost: hours × the price of one VM-hour of the VM's machine type and provisioning model; a row
+//!   with hours of a machine type and model without a price has no cost (`None`), and says which.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::pricing::{Price, PriceBook};
+use super::{JobSpan, VmSpan};
+
+/// The row of idle time of VMs made for no job (static nodes).
+pub const NO_JOB: &str = "(no job)";
+/// The row of idle time of VMs made for a job of which no span is known (its user, account and
+/// partition are not known).
+pub const JOB_NOT_SEEN: &str = "(job not seen)";
+
+const MS_PER_HOUR: f64 = 3_600_000.0;
+
+/// What the rows are grouped by (`--by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum By {
+    Job,
+    User,
+    Account,
+    Partition,
+    Nodeset,
+    Model,
+}
+
+impl By {
+    pub const ALL: [By; 6] = [By::Job, By::User, By::Account, By::Partition, By::Nodeset, By::Model];
+
+    /// As `--by` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            By::Job => "job",
+            By::User => "user",
+            By::Account => "account",
+            By::Partition => "partition",
+            By::Nodeset => "nodeset",
+            By::Model => "model",
+        }
+    }
+
+    /// The column header of the key.
+    pub fn header(self) -> &'static str {
+        match self {
+            By::Job => "JOB",
+            By::User => "USER",
+            By::Account => "ACCOUNT",
+            By::Partition => "PARTITION",
+            By::Nodeset => "NODESET",
+            By::Model => "MODEL",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<By> {
+        By::ALL.into_iter().find(|b| b.as_str() == s)
+    }
+
+    fn of_job(self, j: &JobSpan) -> String {
+        match self {
+            By::Job => j.job_id.to_string(),
+            By::User => j.user.clone(),
+            By::Account => j.account.clone(),
+            By::Partition => j.partition.clone(),
+            By::Nodeset | By::Model => unreachable!("busy time by VM"),
+        }
+    }
+}
+
+/// The period of a report: `[since, until)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Period {
+    pub since: DateTime<Utc>,
+    pub until: DateTime<Utc>,
+}
+
+/// One row as `usage --json` prints it (the first six fields are the fixed ones).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UsageRow {
+    pub key: String,
+    pub vm_hours: f64,
+    pub busy_vm_hours: f64,
+    pub idle_vm_hours: f64,
+    pub gpu_hours: f64,
+    /// `None` when some of the row's hours have no price.
+    pub cost: Option<f64>,
+    /// The GPU hours of idle VMs.
+    pub idle_gpu_hours: f64,
+    /// `machine_type/model` of the hours without a price.
+    pub unpriced: Vec<String>,
+}
+
+/// The report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub period: Period,
+    pub by: By,
+    pub rows: Vec<UsageRow>,
+    /// Every row together.
+    pub total: UsageRow,
+    /// VMs that ran in the period.
+    pub vms: usize,
+    /// The latest pass that saw a VM still running (they are counted to it), if any ran.
+    pub last_seen: Option<DateTime<Utc>>,
+    /// The prices used, by (machine type, model).
+    pub prices_used: BTreeMap<(String, String), Price>,
+}
+
+/// Hours of one row as whole milliseconds, and their cost so far.
+#[derive(Debug, Default, Clone)]
+struct Acc {
+    busy_ms: i64,
+    idle_ms: i64,
+    busy_gpu_ms: i64,
+    idle_gpu_ms: i64,
+    /// Σ ms × price of one hour.
+    cost_ms: f64,
+    unpriced: BTreeSet<(String, String)>,
+}
+
+impl Acc {
+    fn add(&mut self, busy: bool, ms: i64, vm: &VmSpan, price: Option<Price>) {
+        if ms <= 0 {
+            return;
+        }
+        let gpu_ms = ms * i64::from(vm.gpus);
+        if busy {
+            self.busy_ms += ms;
+            self.busy_gpu_ms += gpu_ms;
+        } else {
+            self.idle_ms += ms;
+            self.idle_gpu_ms += gpu_ms;
+        }
+        match price {
+            Some(p) => self.cost_ms += ms as f64 * p.per_hour,
+            None => {
+                self.unpriced.insert((vm.machine_type.clone(), vm.model.clone()));
+            }
+        }
+    }
+
+    fn merge(&mut self, o: &Acc) {
+        self.busy_ms += o.busy_ms;
+        self.idle_ms += o.idle_ms;
+        self.busy_gpu_ms += o.busy_gpu_ms;
+        self.idle_gpu_ms += o.idle_gpu_ms;
+        self.cost_ms += o.cost_ms;
+        self.unpriced.extend(o.unpriced.iter().cloned());
+    }
+
+    fn row(&self, key: String) -> UsageRow {
+        let (busy, idle) = (self.busy_ms as f64 / MS_PER_HOUR, self.idle_ms as f64 / MS_PER_HOUR);
+        let (busy_gpu, idle_gpu) =
+            (self.busy_gpu_ms as f64 / MS_PER_HOUR, self.idle_gpu_ms as f64 / MS_PER_HOUR);
+        UsageRow {
+            key,
+            // The sum of the two printed figures, so that busy + idle = total holds in the output too.
+            vm_hours: busy + idle,
+            busy_vm_hours: busy,
+            idle_vm_hours: idle,
+            gpu_hours: busy_gpu + idle_gpu,
+            cost: self.unpriced.is_empty().then(|| self.cost_ms / MS_PER_HOUR),
+            idle_gpu_hours: idle_gpu,
+            unpriced: self.unpriced.iter().map(|(m, p)| format!("{m}/{p}")).collect(),
+        }
+    }
+}
+
+/// The report over `period` at `now`, by `by`, priced from `prices`.
+pub fn report(
+    vms: &[VmSpan],
+    jobs: &[JobSpan],
+    period: Period,
+    now: DateTime<Utc>,
+    by: By,
+    prices: &PriceBook,
+) -> Report {
+    let since = period.since.timestamp_millis();
+    let until = period.until.timestamp_millis();
+    // Where a running job's span ends: the period's end, or the present when that is earlier.
+    let open_end = until.min(now.timestamp_millis());
+    let mut last_seen: Option<DateTime<Utc>> = None;
+    let mut by_node: HashMap<&str, Vec<(i64, i64, &JobSpan)>> = HashMap::new();
+    let mut job_seen: HashMap<u64, &JobSpan> = HashMap::new();
+    for j in jobs {
+        job_seen.entry(j.job_id).or_insert(j);
+        let s = j.started_at.timestamp_millis().max(since);
+        let e = j.ended_at.map_or(open_end, |t| t.timestamp_millis()).min(until);
+        if e > s {
+            by_node.entry(j.node.as_str()).or_default().push((s, e, j));
+        }
+    }
+    for spans in by_node.values_mut() {
+        spans.sort_by_key(|&(s, e, j)| (s, e, j.job_id));
+    }
+    let mut rows: HashMap<String, Acc> = HashMap::new();
+    let mut prices_used = BTreeMap::new();
+    let mut price_cache: HashMap<(&str, &str), Option<Price>> = HashMap::new();
+    let mut counted = 0;
+    let mut active: Vec<&JobSpan> = Vec::new();
+    let mut points: Vec<(i64, bool, usize)> = Vec::new();
+    for vm in vms {
+        let start = vm.created_at.timestamp_millis().max(since);
+        let end = match vm.deleted_at {
+            Some(t) => t.timestamp_millis(),
+            None => {
+                last_seen = last_seen.max(Some(vm.last_seen));
+                vm.last_seen.timestamp_millis()
+            }
+        }
+        .min(until);
+        if end <= start {
+            continue;
+        }
+        counted += 1;
+        let price = *price_cache
+            .entry((vm.machine_type.as_str(), vm.model.as_str()))
+            .or_insert_with(|| prices.price(&vm.machine_type, &vm.model));
+        if let Some(p) = price {
+            prices_used.insert((vm.machine_type.clone(), vm.model.clone()), p);
+        }
+        // The node's jobs within the VM's life, as start (true) and end (false) points.
+        points.clear();
+        let node_jobs = by_node.get(vm.node.as_str()).map_or(&[][..], Vec::as_slice);
+        // Sorted by start: every span that starts before the VM ends may overlap it.
+        for (i, &(s, e, _)) in node_jobs.iter().enumerate() {
+            if s >= end {
+                break;
+            }
+            let (s, e) = (s.max(start), e.min(end));
+            if e > s {
+                points.push((s, true, i));
+                points.push((e, false, i));
+            }
+        }
+        // Ends before starts at the same instant: a job ending as another starts does not overlap it.
+        points.sort_by_key(|&(t, starts, i)| (t, starts, i));
+        let mut busy = 0i64;
+        let mut at = start;
+        active.clear();
+        for &(t, starts, i) in points.iter() {
+            if t > at && !active.is_empty() {
+                let len = t - at;
+                busy += len;
+                if matches!(by, By::Job | By::User | By::Account | By::Partition) {
+                    // Shared equally among the jobs running together, the odd milliseconds to the first.
+                    let n = active.len() as i64;
+                    for (k, j) in active.iter().enumerate() {
+                        let share = len / n + i64::from((k as i64) < len % n);
+                        rows.entry(by.of_job(j)).or_default().add(true, share, vm, price);
+                    }
+                }
+            }
+            at = at.max(t);
+            let j = node_jobs[i].2;
+            if starts {
+                let pos = active.partition_point(|a| a.job_id <= j.job_id);
+                active.insert(pos, j);
+            } else if let Some(pos) = active.iter().position(|a| std::ptr::eq(*a, j)) {
+                active.remove(pos);
+            }
+        }
+        let idle = (end - start) - busy;
+        let idle_key = match by {
+            By::Nodeset => vm.nodeset.clone(),
+            By::Model => vm.model.clone(),
+            By::Job => vm.job_id.map_or_else(|| NO_JOB.to_string(), |id| id.to_string()),
+            By::User | By::Account | By::Partition => match vm.job_id {
+                None => NO_JOB.to_string(),
+                Some(id) => job_seen.get(&id).map_or_else(|| JOB_NOT_SEEN.to_string(), |j| by.of_job(j)),
+            },
+        };
+        if matches!(by, By::Nodeset | By::Model) {
+            rows.entry(idle_key.clone()).or_default().add(true, busy, vm, price);
+        }
+        rows.entry(idle_key).or_default().add(false, idle, vm, price);
+    }
+    let mut total = Acc::default();
+    let mut out: Vec<(String, Acc)> = rows.into_iter().collect();
+    for (_, acc) in &out {
+        total.merge(acc);
+    }
+    // Named rows first, by key (jobs by number); the rows in parentheses last.
+    out.sort_by(|(a, _), (b, _)| {
+        let rank = |k: &str| (k.starts_with('('), k.parse::<u64>().unwrap_or(u64::MAX));
+        rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
+    });
+    Report {
+        period,
+        by,
+        rows: out.into_iter().map(|(k, acc)| acc.row(k)).collect(),
+        total: total.row("total".into()),
+        vms: counted,
+        last_seen,
+        prices_used,
+    }
+}
+
+/// How long the resize requests of one nodeset that got their capacity in the period waited for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueTime {
+    pub nodeset: String,
+    pub requests: usize,
+    /// Nodes of those requests.
+    pub nodes: u64,
+    /// Seconds.
+    pub mean_wait: i64,
+    pub max_wait: i64,
+    pub total_wait: i64,
+}
+
+/// The queue time of the requests (groups) that succeeded in `period`, by nodeset.
+pub fn queue_times(
+    waits: &BTreeMap<String, Vec<crate::store::RequestWait>>,
+    period: Period,
+) -> Vec<QueueTime> {
+    waits
+        .iter()
+        .filter_map(|(nodeset, ws)| {
+            let ws: Vec<_> = ws
+                .iter()
+                .filter(|w| w.succeeded_at >= period.since && w.succeeded_at < period.until)
+                .collect();
+            let total: i64 = ws.iter().map(|w| w.waited).sum();
+            (!ws.is_empty()).then(|| QueueTime {
+                nodeset: nodeset.clone(),
+                requests: ws.len(),
+                nodes: ws.iter().map(|w| u64::from(w.size)).sum(),
+                mean_wait: total / ws.len() as i64,
+                max_wait: ws.iter().map(|w| w.waited).max().unwrap_or(0),
+                total_wait: total,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "report_tests.rs"]
+mod tests;

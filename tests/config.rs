@@ -99,6 +99,18 @@ fn example_parses_with_the_values_it_shows() {
     assert_eq!(c.daemon.service_user.as_deref(), Some("slurm"));
     assert_eq!(c.daemon.history_days, 30);
     assert_eq!(c.daemon.readers.as_deref(), Some("slurmops"));
+    assert_eq!((c.pricing.currency.as_str(), c.pricing.catalog), ("USD", false));
+    let a3 = c.pricing.per_hour["a3-ultragpu-8g"];
+    let h = |p: Option<slurm_dws::config::HourPrice>| p.map(|p| p.get());
+    assert_eq!(
+        (h(a3.flex), h(a3.spot), h(a3.standard), h(a3.reservation)),
+        (Some(40.0), Some(30.0), Some(85.0), Some(60.0))
+    );
+    let h4d = c.pricing.per_hour["h4d-highmem-192"];
+    assert_eq!(
+        (h(h4d.flex), h(h4d.spot), h(h4d.standard), h(h4d.reservation)),
+        (Some(4.5), None, Some(9.0), None)
+    );
 
     assert_eq!(c.nodesets.len(), 2);
     let a3u = c.nodeset("a3u").unwrap();
@@ -527,7 +539,9 @@ fn keys_of(prefix: &str, v: &toml::Value, out: &mut BTreeSet<String>) {
     match v {
         toml::Value::Table(t) => {
             for (k, v) in t {
-                let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                // `[pricing.per_hour]` is keyed by machine type: KEYS names it by a placeholder.
+                let k = if prefix == "pricing.per_hour" { slurm_dws::config::raw::MACHINE_TYPE } else { k };
+                let path = if prefix.is_empty() { k.to_string() } else { format!("{prefix}.{k}") };
                 keys_of(&path, v, out);
             }
         }
@@ -813,4 +827,59 @@ fn reservation_keys() {
     // What the daemon writes back (last-accepted.toml) loads to the same reservation.
     let again = toml::to_string(&RawConfig::from(&c)).unwrap();
     assert_eq!(parse(&again).unwrap().nodesets[0].reservation, c.nodesets[0].reservation);
+}
+
+/// `[pricing]`: defaults (USD, no catalog, no prices); every bad price, currency or machine type
+/// names its key and line; integers are prices too; an unknown model is a parse error naming it.
+#[test]
+fn pricing_keys_and_their_rules() {
+    let c = parse(BASE).unwrap();
+    assert_eq!(c.pricing, slurm_dws::config::Pricing::default());
+    assert_eq!(c.pricing.currency, "USD");
+    let c = parse(&format!("{BASE}[pricing]\ncurrency = \"EUR\"\ncatalog = true\n[pricing.per_hour]\n\"a3-highgpu-8g\" = {{ flex = 30, spot = 0 }}\n")).unwrap();
+    assert_eq!((c.pricing.currency.as_str(), c.pricing.catalog), ("EUR", true));
+    let p = c.pricing.per_hour["a3-highgpu-8g"];
+    assert_eq!((p.flex.map(|x| x.get()), p.spot.map(|x| x.get()), p.standard), (Some(30.0), Some(0.0), None));
+    // It prints back and parses back to itself.
+    assert_eq!(parse(&c.to_toml()).unwrap().pricing, c.pricing);
+    let line = BASE.lines().count() + 4;
+    for (tail, key, words) in [
+        ("[pricing]\n\n\ncurrency = \"usd\"\n", "pricing.currency", "ISO 4217"),
+        (
+            "[pricing]\n\n[pricing.per_hour]\n\"a3-highgpu-8g\" = { flex = -1.0 }\n",
+            "pricing.per_hour.a3-highgpu-8g.flex",
+            "at least 0",
+        ),
+        (
+            "[pricing]\n\n[pricing.per_hour]\n\"a3-highgpu-8g\" = { spot = nan }\n",
+            "pricing.per_hour.a3-highgpu-8g.spot",
+            "finite",
+        ),
+        (
+            "[pricing]\n\n[pricing.per_hour]\n\"a3-highgpu-8g\" = { standard = inf }\n",
+            "pricing.per_hour.a3-highgpu-8g.standard",
+            "finite",
+        ),
+        (
+            "[pricing]\n\n[pricing.per_hour]\n\"A3 big\" = { reservation = 1.0 }\n",
+            "pricing.per_hour.A3 big",
+            "not a machine type",
+        ),
+    ] {
+        let err = parse(&format!("{BASE}{tail}")).unwrap_err();
+        let ConfigError::Invalid { problems, .. } = &err else { panic!("{tail}: {err}") };
+        assert_eq!(problems.len(), 1, "{err}");
+        assert_eq!(problems[0].key, key, "{err}");
+        assert_eq!(problems[0].line, Some(line), "{err}");
+        assert!(problems[0].message.contains(words), "{err}");
+    }
+    // Wrong types and unknown models are parse errors naming the key.
+    for (tail, key) in [
+        ("[pricing.per_hour]\n\"a3-highgpu-8g\" = { preemptible = 1.0 }\n", "pricing.per_hour"),
+        ("[pricing.per_hour]\n\"a3-highgpu-8g\" = { flex = \"40\" }\n", "pricing.per_hour"),
+        ("[pricing]\ncatalog = \"yes\"\n", "pricing.catalog"),
+    ] {
+        let err = parse(&format!("{BASE}{tail}")).unwrap_err();
+        assert!(err.keys().iter().any(|k| k.starts_with(key)), "{tail}: {err} ({:?})", err.keys());
+    }
 }

@@ -10,6 +10,7 @@
 mod forms;
 pub mod last_accepted;
 mod placement;
+pub mod pricing;
 mod provisioning;
 pub mod raw;
 mod reservation;
@@ -29,6 +30,7 @@ pub use forms::{is_cluster_name, is_nodeset_name, is_rfc1035};
 pub use placement::{
     is_accelerator_topology, parse_policy_url, Placement, Topology, TopologyDistance, TopologyKind,
 };
+pub use pricing::{HourPrice, MachinePrices, Pricing};
 pub use provisioning::ProvisioningModel;
 pub use reservation::{
     parse_future_reservation_url, parse_reservation_url, FutureReservationRef, ReservationRef,
@@ -83,6 +85,8 @@ pub struct Config {
     pub daemon: Daemon,
     /// In file order; at least one, names unique.
     pub nodesets: Vec<Nodeset>,
+    /// `[pricing]`: prices of a VM-hour for the usage report's estimated cost.
+    pub pricing: Pricing,
 }
 
 /// `[gcp]`: where and how to call Compute Engine.

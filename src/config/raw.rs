@@ -24,6 +24,27 @@ pub struct RawConfig {
     pub daemon: Option<RawDaemon>,
     /// `[[nodeset]]` in the file (singular, as each table is one nodeset).
     pub nodeset: Option<Vec<RawNodeset>>,
+    pub pricing: Option<RawPricing>,
+}
+
+/// `[pricing]`.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPricing {
+    pub currency: Val<String>,
+    pub catalog: Val<bool>,
+    /// `[pricing.per_hour]`: machine type → its prices.
+    pub per_hour: Option<std::collections::BTreeMap<String, RawMachinePrices>>,
+}
+
+/// One machine type's entry of `[pricing.per_hour]`.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMachinePrices {
+    pub flex: Val<f64>,
+    pub spot: Val<f64>,
+    pub standard: Val<f64>,
+    pub reservation: Val<f64>,
 }
 
 /// `[gcp]`.
@@ -197,7 +218,18 @@ pub const KEYS: &[&str] = &[
     "nodeset.reservation.name",
     "nodeset.reservation.future_reservation",
     "nodeset.reservation.eol_grace",
+    "pricing.currency",
+    "pricing.catalog",
+    // `[pricing.per_hour]` is keyed by machine type: its entries are listed with the placeholder
+    // [`MACHINE_TYPE`] in the machine type's place.
+    "pricing.per_hour.<machine_type>.flex",
+    "pricing.per_hour.<machine_type>.spot",
+    "pricing.per_hour.<machine_type>.standard",
+    "pricing.per_hour.<machine_type>.reservation",
 ];
+
+/// What stands for the machine type of a `[pricing.per_hour]` entry in [`KEYS`].
+pub const MACHINE_TYPE: &str = "<machine_type>";
 
 fn val<T>(v: T) -> Val<T> {
     Some(Spanned::new(0..0, v))
@@ -315,6 +347,28 @@ impl From<&super::Config> for RawConfig {
                     })
                     .collect(),
             ),
+            pricing: Some(RawPricing {
+                currency: val(c.pricing.currency.clone()),
+                catalog: val(c.pricing.catalog),
+                per_hour: Some(
+                    c.pricing
+                        .per_hour
+                        .iter()
+                        .map(|(m, p)| {
+                            let v = |x: Option<super::pricing::HourPrice>| x.and_then(|x| val(x.get()));
+                            (
+                                m.clone(),
+                                RawMachinePrices {
+                                    flex: v(p.flex),
+                                    spot: v(p.spot),
+                                    standard: v(p.standard),
+                                    reservation: v(p.reservation),
+                                },
+                            )
+                        })
+                        .collect(),
+                ),
+            }),
         }
     }
 }

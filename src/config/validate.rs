@@ -55,7 +55,7 @@ fn key_at(text: &str, line: usize, message: &str) -> Option<String> {
     let mut nodesets = 0usize;
     let mut section = String::new();
     let header = |h: &str, nodesets: usize| -> String {
-        let mut parts: Vec<String> = h.split('.').map(|p| p.trim().to_string()).collect();
+        let mut parts: Vec<String> = h.split('.').map(|p| p.trim().trim_matches('"').to_string()).collect();
         if parts[0] == "nodeset" && nodesets > 0 {
             parts[0] = format!("nodeset[{}]", nodesets - 1);
         }
@@ -84,6 +84,7 @@ fn key_at(text: &str, line: usize, message: &str) -> Option<String> {
     Some(if section.is_empty() { key } else { format!("{section}.{key}") })
 }
 
+mod pricing_keys;
 mod reservation_keys;
 /// Collects problems while resolving.
 struct Checker<'a> {
@@ -188,6 +189,7 @@ pub(super) fn resolve(raw: RawConfig, text: &str, origin: &Path) -> Result<Confi
     let slurm = resolve_slurm(&mut ck, raw.slurm.unwrap_or_default());
     let reconcile = resolve_reconcile(&mut ck, raw.reconcile.unwrap_or_default());
     let daemon = resolve_daemon(&mut ck, raw.daemon.unwrap_or_default());
+    let pricing = pricing_keys::resolve_pricing(&mut ck, raw.pricing.unwrap_or_default());
 
     let raw_nodesets = raw.nodeset.unwrap_or_default();
     if raw_nodesets.is_empty() {
@@ -232,6 +234,7 @@ pub(super) fn resolve(raw: RawConfig, text: &str, origin: &Path) -> Result<Confi
         reconcile,
         daemon,
         nodesets,
+        pricing,
     })
 }
 

@@ -20,6 +20,7 @@
 //! | `rows.rs`    | column lists and row decoding into the model's types                    |
 //! | `counts.rs`  | [`Counts`]: one `GROUP BY` per table for the metrics endpoint           |
 //! | `copy.rs`    | a consistent copy of the whole state out, and a copy taken in           |
+//! | `usage.rs`   | usage spans (VM lives, job runs): the pass's writes, the report's reads |
 
 mod copy;
 mod counts;
@@ -27,11 +28,13 @@ mod migrate;
 mod reads;
 mod repairs;
 mod rows;
+mod usage;
 mod waits;
 mod writes;
 
 pub use counts::Counts;
 pub use migrate::LATEST as SCHEMA_VERSION;
+pub use usage::{JobSpanEnd, VmSpanEnd, USAGE_SEEN_AT, USAGE_STARTED_AT};
 pub use waits::{RequestWait, WaitsCache};
 pub use writes::{HookNote, Pruned, StoreTx};
 

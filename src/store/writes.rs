@@ -13,12 +13,14 @@ pub struct Pruned {
     pub events: u64,
     pub requests: u64,
     pub migs: u64,
+    /// Usage spans (VM or job, the more of the two) that ended before the cut-off.
+    pub spans: u64,
 }
 
 impl Pruned {
     /// The most rows of one kind deleted.
     pub fn most(&self) -> u64 {
-        self.events.max(self.requests).max(self.migs)
+        self.events.max(self.requests).max(self.migs).max(self.spans)
     }
 }
 
@@ -34,6 +36,7 @@ impl Store {
             total.events += p.events;
             total.requests += p.requests;
             total.migs += p.migs;
+            total.spans += p.spans;
             if p.most() < batch as u64 {
                 return Ok(total);
             }
@@ -142,7 +145,7 @@ impl StoreTx {
     }
 
     /// Deletes up to `batch` rows each of the history older than `before`: events (with their
-    /// `event_nodes` rows), resize requests finished (`done`) and updated before it that no node
+    /// `event_nodes` rows), usage spans that ended before it, resize requests finished (`done`) and updated before it that no node
     /// points at any more, and MIGs deleted and empty since before it. Returns the rows deleted; a
     /// caller repeats while it is `batch` of any kind, so one call never holds the write lock long.
     pub async fn prune_history(&mut self, before: DateTime<Utc>, batch: i64) -> Result<Pruned> {
@@ -187,7 +190,9 @@ impl StoreTx {
         .bind(batch)
         .execute(&mut *self.tx)
         .await?;
-        Ok(Pruned { events, requests, migs })
+        // Usage spans that ended before the cut-off go with the rest (`usage.rs`).
+        let spans = self.prune_usage(super::from_ms(before), batch).await?;
+        Ok(Pruned { events, requests, migs, spans })
     }
 
     /// Inserts or replaces nodes, all in one statement.

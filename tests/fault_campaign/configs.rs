@@ -23,6 +23,8 @@ enum Class {
     U32,
     Bool,
     List,
+    /// A price (`[pricing.per_hour]`): any finite number ≥ 0, integers included.
+    Price,
 }
 
 /// Every key: its valid value in the base config, its type, and values of the right type that are
@@ -184,7 +186,16 @@ const KEY_TABLE: &[(&str, &str, Class, &[&str])] = &[
         &["\"f\"", "\"projects/p/zones/us-central1-a/reservations/f\""],
     ),
     ("nodeset.reservation.eol_grace", "600", Class::U64, &["86401"]),
+    ("pricing.currency", "\"USD\"", Class::Str, &["\"\"", "\"usd\"", "\"US\"", "\"DOLLARS\""]),
+    ("pricing.catalog", "false", Class::Bool, &[]),
+    ("pricing.per_hour.<machine_type>.flex", "40.0", Class::Price, &["-1.0", "nan", "-inf", "inf"]),
+    ("pricing.per_hour.<machine_type>.spot", "30", Class::Price, &["-0.01", "nan"]),
+    ("pricing.per_hour.<machine_type>.standard", "85.5", Class::Price, &["-85.5", "inf"]),
+    ("pricing.per_hour.<machine_type>.reservation", "0", Class::Price, &["-1", "-nan"]),
 ];
+
+/// The machine type the campaign's `[pricing.per_hour]` entries are for.
+const MACHINE_TYPE: &str = "a3-ultragpu-8g";
 
 /// Keys of a reservation nodeset (`provisioning_model = "reservation"`): a case of one makes the
 /// base nodeset a reservation one, without the Flex-only keys it cannot have; `name` and
@@ -223,13 +234,17 @@ const REQUIRED: &[&str] = &[
 
 /// Values of the wrong TOML type for a class.
 fn wrong_types(c: Class) -> Vec<&'static str> {
-    let mut v = vec!["{ a = 1 }", "1979-05-27T07:32:00Z", "1.5"];
+    let mut v = vec!["{ a = 1 }", "1979-05-27T07:32:00Z"];
+    if c != Class::Price {
+        v.push("1.5");
+    }
     match c {
         Class::Str | Class::Path => v.extend(["1", "true", "[\"x\"]"]),
         Class::U64 => v.extend(["\"30\"", "-1", "true", "[1]", "nan", "inf", "9223372036854775808"]),
         Class::U32 => v.extend(["\"30\"", "-1", "true", "[1]", "4294967296"]),
         Class::Bool => v.extend(["\"true\"", "1", "\"yes\""]),
         Class::List => v.extend(["\"us-central1-a\"", "[1]", "[[\"us-central1-a\"]]", "true"]),
+        Class::Price => v.extend(["\"40\"", "true", "[1.0]"]),
     }
     v
 }
@@ -241,8 +256,10 @@ fn section_of(key: &str) -> (&str, &str) {
     }
 }
 
-/// The key as an error names it: `nodeset.zones` → `nodeset[0].zones`.
+/// The key as an error names it: `nodeset.zones` → `nodeset[0].zones`,
+/// `pricing.per_hour.<machine_type>.flex` → `pricing.per_hour.a3-ultragpu-8g.flex`.
 fn named(key: &str, nodeset: usize) -> String {
+    let key = &key.replace(slurm_dws::config::raw::MACHINE_TYPE, MACHINE_TYPE);
     key.strip_prefix("nodeset.").map_or_else(|| key.to_string(), |rest| format!("nodeset[{nodeset}].{rest}"))
 }
 
@@ -259,6 +276,8 @@ fn render(dir: &Path, values: &[(&str, Option<String>)], extra: &[(&str, String)
         "nodeset.dws_flex",
         "nodeset.placement",
         "nodeset.reservation",
+        "pricing",
+        "pricing.per_hour.<machine_type>",
     ];
     let mut out = String::new();
     for s in sections {
@@ -283,7 +302,8 @@ fn render(dir: &Path, values: &[(&str, Option<String>)], extra: &[(&str, String)
             "" => {}
             "nodeset" => out.push_str("[[nodeset]]\n"),
             _ if body.is_empty() => continue,
-            s => out.push_str(&format!("[{s}]\n")),
+            s => out
+                .push_str(&format!("[{}]\n", s.replace(slurm_dws::config::raw::MACHINE_TYPE, MACHINE_TYPE))),
         }
         out.push_str(&body);
     }

@@ -247,7 +247,7 @@ pub fn catalog_prices(
     for m in machines {
         let here: Vec<Priced<'_>> = classified
             .iter()
-            .filter(|p| p.sku.service_regions.iter().any(|r| *r == m.region))
+            .filter(|p| p.sku.service_regions.contains(&m.region))
             .map(|p| Priced { model: p.model, part: p.part.clone(), sku: p.sku })
             .collect();
         for model in [SkuModel::Flex, SkuModel::Spot, SkuModel::Standard] {

@@ -346,7 +346,8 @@ mod tests {
         let c = CatalogPrices { fetched_at: at("2026-03-01T00:00:00Z"), currency: "USD".into(), per_hour };
         let a3 = ["a3-highgpu-8g".to_string()];
         let both = ["a3-highgpu-8g".to_string(), "n2-standard-4".to_string()];
-        let cases: &[(Option<&CatalogPrices>, &str, &[String], &str, bool)] = &[
+        type Case<'a> = (Option<&'a CatalogPrices>, &'a str, &'a [String], &'a str, bool);
+        let cases: &[Case<'_>] = &[
             (None, "USD", &a3, "2026-03-01T01:00:00Z", true),
             (Some(&c), "USD", &a3, "2026-03-01T23:59:00Z", false),
             (Some(&c), "USD", &a3, "2026-03-02T00:00:00Z", true),

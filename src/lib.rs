@@ -47,6 +47,7 @@
 //!    pass: a step not answered within [`reconcile::STEP_WAIT`] (2 s) goes on in the background,
 //!    no pass sends it again meanwhile, and the first pass after its answer records it.
 
+pub mod billing;
 pub mod capacity_advice;
 pub mod cli;
 pub mod config;

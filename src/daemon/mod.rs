@@ -155,6 +155,11 @@ pub async fn run_with_reload(
         stopping.clone(),
         handlers.clone(),
     ));
+    // `[pricing] catalog = true`: list prices fetched at start and once a day, beside the passes.
+    let catalog = cfg.pricing.catalog.then(|| {
+        let settings = crate::billing::refresh::CatalogSettings::from_config(&cfg, &cfg.pricing.currency);
+        tokio::spawn(crate::billing::refresh::run(settings, reconciler.gce().clone(), stopping.clone()))
+    });
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     let watchdog = watchdog_interval();
     tracing::info!(socket = %cfg.socket.display(), state_dir = %cfg.state_dir.display(), "slurm-dws daemon ready");
@@ -364,6 +369,9 @@ pub async fn run_with_reload(
         if tokio::time::timeout(HANDLER_GRACE, &mut m).await.is_err() {
             m.abort();
         }
+    }
+    if let Some(c) = catalog {
+        c.abort();
     }
     store.close().await;
     tracing::info!("slurm-dws daemon stopped");

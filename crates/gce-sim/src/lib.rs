@@ -129,6 +129,8 @@
 //!   a second report while one runs with `FAILED_WITH_UNEXPECTED_STATUS`. The VM shows REPAIRING for `host_repair_ms` (what ran on it stops), moves
 //!   to another free host of its zone (its `physicalHostTopology` changes), then STAGING and
 //!   RUNNING (it boots again); the Operation is DONE when it runs.
+//! * **Cloud Billing catalog** (`billing.rs`, `tests/billing.rs`): `/v1/services` and
+//!   `/v1/services/{id}/skus` with the Compute Engine SKUs of the machine types below.
 //! * **machineTypes.get** serves a3-ultragpu-8g, a3-highgpu-8g, a2-highgpu-1g, g2-standard-4 and
 //!   n2-standard-4 with their published vCPUs, memory and GPUs; others are 404.
 //! * **advice.capacity** (`tests/advice.rs`; `state/advice.rs`). The body is checked against
@@ -158,6 +160,7 @@
 // Test rig: the simulator's ticker and handlers play GCE's own clock, in real time.
 #![allow(clippy::disallowed_methods)]
 
+pub mod billing;
 pub mod control;
 pub mod control_reservations;
 pub mod error;
@@ -213,6 +216,8 @@ pub struct Shared {
     state: Mutex<state::State>,
     boot_cmd: Option<String>,
     stop_cmd: Option<String>,
+    /// The Cloud Billing catalog's switches and counters (`billing.rs`).
+    billing: billing::Billing,
 }
 
 impl Shared {
@@ -276,8 +281,10 @@ pub async fn start(opts: SimOptions) -> std::io::Result<SimHandle> {
         state: Mutex::new(state::State::new(opts.time_scale)),
         boot_cmd: opts.boot_cmd,
         stop_cmd: opts.stop_cmd,
+        billing: billing::Billing::default(),
     });
-    let app: Router = control::routes().fallback(server::api).with_state(shared.clone());
+    let app: Router =
+        control::routes().merge(billing::routes()).fallback(server::api).with_state(shared.clone());
     let cancel = CancellationToken::new();
     let server = tokio::spawn({
         let cancel = cancel.clone();

@@ -65,12 +65,12 @@ pub use error::{
 };
 pub use lean_pages::VmRecall;
 pub use lean_vms::LeanVm;
-pub use node_shape::{node_shape, read_node_shape, NodeShape, ShapeError};
+pub use node_shape::{node_shape, read_node_shape, shape_of_template, NodeShape, ShapeError};
 pub use policies::{ResourcePolicy, WorkloadPolicy};
 pub use policy_error::PolicyFailure;
 pub use ratelimit::CallKind;
 pub use retry::Backoff;
 pub use template_check::{check_flex_template, flex_template_problems, TemplateProblem};
-pub use template_models::{check_template, template_problems};
+pub use template_models::{check_template, read_and_check_template, template_problems};
 pub use template_region::template_region_problems;
 pub use types::*;

@@ -110,13 +110,22 @@ impl std::fmt::Display for ShapeError {
 /// Reads the template `reference` names and its machine type in `zone`, and derives the shape.
 pub async fn read_node_shape(client: &Client, reference: &str, zone: &str) -> Result<NodeShape, ShapeError> {
     let t = client.get_instance_template_ref(reference).await.map_err(ShapeError::Template)?;
-    let name = template_machine_type(&t).ok_or(ShapeError::NoMachineType)?;
+    shape_of_template(client, &t, zone).await
+}
+
+/// The shape of VMs made from template `t` (read already): one `machineTypes.get` in `zone`.
+pub async fn shape_of_template(
+    client: &Client,
+    t: &InstanceTemplate,
+    zone: &str,
+) -> Result<NodeShape, ShapeError> {
+    let name = template_machine_type(t).ok_or(ShapeError::NoMachineType)?;
     let m = client.get_machine_type(zone, name).await.map_err(|error| ShapeError::MachineType {
         name: name.to_string(),
         zone: zone.to_string(),
         error,
     })?;
-    Ok(node_shape(&t, &m))
+    Ok(node_shape(t, &m))
 }
 
 #[cfg(test)]

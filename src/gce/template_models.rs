@@ -9,7 +9,7 @@
 
 use super::client::Client;
 use super::error::GceError;
-use super::template_check::{check_flex_template, flex_template_problems, TemplateProblem};
+use super::template_check::{flex_template_problems, TemplateProblem, FLEX};
 use super::types::InstanceTemplate;
 use crate::config::{ProvisioningModel, ReservationRef};
 
@@ -126,28 +126,47 @@ fn reservation_problems(t: &InstanceTemplate, reservation: Consumes<'_>) -> Vec<
 pub const RESERVATION_NAME_KEY: &str = "compute.googleapis.com/reservation-name";
 
 /// Reads the template `reference` names and checks it against `model` (a 404 is one problem, any
-/// other failure to read it the error), as [`check_flex_template`] does for Flex.
+/// other failure to read it the error); a Flex template is judged by [`flex_template_problems`].
 pub async fn check_template(
     client: &Client,
     reference: &str,
     model: ProvisioningModel,
     reservation: Consumes<'_>,
 ) -> Result<Vec<TemplateProblem>, GceError> {
-    if model.is_flex() {
-        return check_flex_template(client, reference).await;
-    }
+    Ok(read_and_check_template(client, reference, model, reservation).await?.0)
+}
+
+/// [`check_template`] with the template it read (`None` when GCE does not have it), for a caller
+/// that needs more of it (the daemon's usage spans take the machine type): one read, not two.
+pub async fn read_and_check_template(
+    client: &Client,
+    reference: &str,
+    model: ProvisioningModel,
+    reservation: Consumes<'_>,
+) -> Result<(Vec<TemplateProblem>, Option<InstanceTemplate>), GceError> {
     match client.get_instance_template_ref(reference).await {
-        Ok(t) => Ok(template_problems(&t, model, reservation)),
-        Err(e) if e.is_not_found() => Ok(vec![TemplateProblem {
-            field: "instance_template",
-            found: Some(format!("{reference}, which GCE does not have (404)")),
-            needed: "an existing instance template".into(),
-            model: match model {
-                ProvisioningModel::Spot => SPOT,
-                ProvisioningModel::Reservation => RESERVED,
-                _ => STANDARD,
-            },
-        }]),
+        Ok(t) => {
+            let problems = if model.is_flex() {
+                flex_template_problems(&t)
+            } else {
+                template_problems(&t, model, reservation)
+            };
+            Ok((problems, Some(t)))
+        }
+        Err(e) if e.is_not_found() => Ok((
+            vec![TemplateProblem {
+                field: "instance_template",
+                found: Some(format!("{reference}, which GCE does not have (404)")),
+                needed: "an existing instance template".into(),
+                model: match model {
+                    ProvisioningModel::Flex => FLEX,
+                    ProvisioningModel::Spot => SPOT,
+                    ProvisioningModel::Reservation => RESERVED,
+                    ProvisioningModel::Standard => STANDARD,
+                },
+            }],
+            None,
+        )),
         Err(e) => Err(e),
     }
 }

@@ -50,13 +50,14 @@ impl Templates {
             let zone = n.zones.first().cloned().unwrap_or_default();
             let shape_wanted = !self.shapes.contains_key(&n.name);
             reads.spawn(async move {
-                let checked = gce::check_template(&gce, &template, model, consumes.as_ref()).await;
-                let shape = if shape_wanted {
-                    Some(gce::read_node_shape(&gce, &template, &zone).await)
-                } else {
-                    None
+                // One read of the template serves the check and the shape.
+                let read = gce::read_and_check_template(&gce, &template, model, consumes.as_ref()).await;
+                let shape = match &read {
+                    Ok((_, Some(t))) if shape_wanted => Some(gce::shape_of_template(&gce, t, &zone).await),
+                    Ok((_, None)) if shape_wanted => Some(Err(gce::ShapeError::NoMachineType)),
+                    _ => None,
                 };
-                (ns, template, checked, shape)
+                (ns, template, read.map(|(problems, _)| problems), shape)
             });
         }
         let mut checked = Vec::new();

@@ -61,6 +61,9 @@ struct Inner {
     started_at: DateTime<Utc>,
     /// With several controllers: this daemon's controller and whether it is in charge.
     role: Option<(String, bool)>,
+    /// VM and GPU seconds since start by (nodeset, model, use), from each pass's usage
+    /// (`PassReport::usage`): every configured nodeset's busy and idle from the first full pass.
+    usage: BTreeMap<(String, String, String), (f64, f64)>,
 }
 
 impl Metrics {
@@ -83,6 +86,7 @@ impl Metrics {
                 last_reload_ok: None,
                 started_at,
                 role: None,
+                usage: BTreeMap::new(),
             })),
         }
     }
@@ -103,6 +107,11 @@ impl Metrics {
         m.fallbacks += report.fallbacks as u64;
         m.released_nodes += report.released_nodes as u64;
         m.inbox_first += u64::from(report.reused_observation_ms.is_some());
+        for u in &report.usage {
+            let e = m.usage.entry((u.nodeset.clone(), u.model.clone(), u.use_.clone())).or_default();
+            e.0 += u.vm_seconds;
+            e.1 += u.gpu_seconds;
+        }
         for read in report.skipped_reads.keys() {
             *m.skipped_reads.entry(read.clone()).or_default() += 1;
         }
@@ -329,6 +338,24 @@ impl Metrics {
             "Spot nodes whose VM GCE preempted, since the daemon started (each has a preempted event).",
         );
         w.sample("slurm_dws_preemptions_total", &[], m.preempted as f64);
+        for (name, help, gpu) in [
+            (
+                "slurm_dws_vm_seconds_total",
+                "Seconds of VM life of the nodes' VMs (GCE bills from creation to deletion), by nodeset, provisioning model and use (busy: a job ran on the node; idle: booting, waiting for a job or for SuspendTime), since the daemon started.",
+                false,
+            ),
+            (
+                "slurm_dws_gpu_seconds_total",
+                "GPU seconds of the nodes' VMs (VM seconds times the machine type's GPUs), by nodeset, provisioning model and use, since the daemon started.",
+                true,
+            ),
+        ] {
+            w.family(name, "counter", help);
+            for ((nodeset, model, use_), (vm, gpus)) in &m.usage {
+                let labels = [("nodeset", nodeset.as_str()), ("model", model.as_str()), ("use", use_.as_str())];
+                w.sample(name, &labels, if gpu { *gpus } else { *vm });
+            }
+        }
         w.family(
             "slurm_dws_fallbacks_total",
             "counter",

@@ -129,6 +129,7 @@ fn vm(name: &str, mig: &str, created: DateTime<Utc>) -> ObservedVm {
         status: "RUNNING".into(),
         mig: Some(mig.into()),
         created: Some(created),
+        id: None,
         termination: Some(t0() + Duration::hours(2)),
         network_ip: Some("10.0.0.2".into()),
         reservation_bound: false,

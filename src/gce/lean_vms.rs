@@ -3,7 +3,7 @@
 //! At 10,000 VMs a pass reads 20 pages of 500 VMs. Decoded into [`super::Instance`] every VM costs a
 //! dozen allocations (its strings, its metadata items, its network interfaces) that the pass drops
 //! at once. Here a page is decoded into fields borrowed from the page's bytes ([`LeanVm`]): only
-//! what a pass reads is kept (name, zone, status, creation and termination times, the `created-by`
+//! what a pass reads is kept (name, zone, status, id, creation and termination times, the `created-by`
 //! metadata value, the first interface's IP, the physical host topology, and the upcoming
 //! maintenance as its raw JSON text, decoded only for the few VMs that have one); every other
 //! metadata item, interface and field is skipped without being built. A string is copied only when
@@ -27,6 +27,9 @@ pub struct LeanVm<'a> {
     pub status: Cow<'a, str>,
     #[serde(borrow)]
     pub creation_timestamp: Cow<'a, str>,
+    /// GCE's `id` (a uint64 as a decimal string): tells two VMs of one name apart (usage spans).
+    #[serde(borrow)]
+    pub id: Cow<'a, str>,
     #[serde(borrow)]
     metadata: Option<LeanMetadata<'a>>,
     #[serde(borrow)]
@@ -100,6 +103,7 @@ impl<'a> LeanVm<'a> {
             Some(self.zone.as_ref()),
             Some(self.status.as_ref()),
             Some(self.creation_timestamp.as_ref()),
+            Some(self.id.as_ref()),
             self.created_by(),
             self.network_interfaces.0.as_deref(),
             self.termination_timestamp(),
@@ -116,7 +120,7 @@ impl<'a> LeanVm<'a> {
     /// were taken from).
     pub(crate) fn from_parts(parts: Parts<'a>) -> LeanVm<'a> {
         let maintenance = parts[PARTS - 1].map(RawJson);
-        let [name, zone, status, created, created_by, ip, termination, cluster, block, subblock, host, model, _] =
+        let [name, zone, status, created, id, created_by, ip, termination, cluster, block, subblock, host, model, _] =
             parts.map(|p| p.map(Cow::Borrowed));
         let topology =
             [&cluster, &block, &subblock, &host].iter().any(|p| p.is_some()).then(|| LeanTopology {
@@ -132,6 +136,7 @@ impl<'a> LeanVm<'a> {
             zone: zone.unwrap_or_default(),
             status: status.unwrap_or_default(),
             creation_timestamp: created.unwrap_or_default(),
+            id: id.unwrap_or_default(),
             metadata: created_by.map(|v| LeanMetadata { items: CreatedBy(Some(v)) }),
             network_interfaces: FirstIp(ip),
             resource_status: (scheduling.is_some() || topology.is_some() || maintenance.is_some()).then_some(
@@ -147,15 +152,15 @@ impl<'a> LeanVm<'a> {
     }
 }
 
-/// What a pass reads of a VM, as strings: name, zone, status, creation time, the `created-by` value,
+/// What a pass reads of a VM, as strings: name, zone, status, creation time, id, the `created-by` value,
 /// the first interface's IP, the termination time, the physical host topology's cluster, block,
 /// subblock and host, the provisioning model, and the upcoming maintenance's JSON text. `None`
-/// where the VM has none (name, zone, status and creation time are
+/// where the VM has none (name, zone, status, creation time and id are
 /// always there, empty when GCE left them out).
 pub(crate) type Parts<'a> = [Option<&'a str>; PARTS];
 
 /// How many [`Parts`] a VM has.
-pub(crate) const PARTS: usize = 13;
+pub(crate) const PARTS: usize = 14;
 
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(default)]

@@ -498,6 +498,73 @@ fn unused_tag(desired: &Desired, taken: &HashSet<String>, g: &NewGroup) -> Strin
     })
 }
 
+/// Writes a pass's usage changes (`plan/usage.rs`) in one transaction with the mark that the pass
+/// saw every span left open (`StoreTx::usage_seen`): a steady pass writes that one row. `seen` is
+/// the last full pass before this one (a span closed now was last seen then).
+pub async fn commit_usage(
+    store: &Store,
+    change: &UsageChange,
+    seen: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    use crate::store::{JobSpanEnd, VmSpanEnd};
+    let mut tx = store.begin().await?;
+    if !change.vms_opened.is_empty() {
+        let spans: Vec<crate::usage::VmSpan> = change.vms_opened.iter().map(vm_span).collect();
+        tx.open_vm_spans(&spans).await?;
+    }
+    if !change.vms_closed.is_empty() {
+        let ends: Vec<VmSpanEnd> = change
+            .vms_closed
+            .iter()
+            .map(|(id, at)| VmSpanEnd { instance_id: id.to_string(), deleted_at: *at })
+            .collect();
+        tx.close_vm_spans(&ends, seen).await?;
+    }
+    if !change.jobs_opened.is_empty() {
+        let spans: Vec<crate::usage::JobSpan> = change
+            .jobs_opened
+            .iter()
+            .map(|j| crate::usage::JobSpan {
+                job_id: j.job_id,
+                node: j.node.clone(),
+                user: j.user.clone(),
+                account: j.account.clone(),
+                partition: j.partition.clone(),
+                started_at: j.started_at,
+                ended_at: j.ended_at,
+            })
+            .collect();
+        tx.open_job_spans(&spans).await?;
+    }
+    if !change.jobs_closed.is_empty() {
+        let ends: Vec<JobSpanEnd> = change
+            .jobs_closed
+            .iter()
+            .map(|((job, node), at)| JobSpanEnd { job_id: *job, node: node.clone(), ended_at: *at })
+            .collect();
+        tx.close_job_spans(&ends).await?;
+    }
+    tx.usage_seen(now).await?;
+    tx.commit().await
+}
+
+fn vm_span(v: &UsageVm) -> crate::usage::VmSpan {
+    crate::usage::VmSpan {
+        instance_id: v.id.to_string(),
+        vm: v.vm.clone(),
+        node: v.node.clone(),
+        nodeset: v.nodeset.clone(),
+        model: v.model.to_string(),
+        machine_type: v.machine_type.clone(),
+        gpus: v.gpus,
+        job_id: v.job_id,
+        created_at: v.created_at,
+        last_seen: v.last_seen,
+        deleted_at: v.deleted_at,
+    }
+}
+
 #[cfg(test)]
 #[path = "commit_tests.rs"]
 mod tests;

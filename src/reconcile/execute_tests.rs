@@ -408,6 +408,7 @@ fn learning_never_undoes_a_final_state() {
         status: VmStatus::Running,
         mig: Some(mig.into()),
         created: None,
+        id: None,
         termination: None,
         network_ip: None,
         reservation_bound: false,

@@ -66,7 +66,7 @@ pub use observe::{Observation, PollCounts};
 pub use reconciler::{Reconciler, MAX_ROUNDS};
 pub use report::{
     capacity_line, gc_items, next_pass_in, GcItem, GcItemKind, GcReport, PassOutcome, PassPhases, PassReport,
-    StepReport, Trigger,
+    StepReport, Trigger, UsageCount,
 };
 pub use types::*;
 

@@ -81,6 +81,9 @@ pub(super) struct Sources<'a> {
     pub policy_regions: &'a std::sync::Mutex<gce_edge::policies::PolicyRegions>,
     /// The calendar-mode bookings read lately, kept between passes.
     pub future_reads: &'a std::sync::Mutex<gce_edge::reserved::FutureReads>,
+    /// A job span is open (`plan/usage.rs`): Slurm's jobs are read even when no node shows one,
+    /// so that its end is seen.
+    pub usage_jobs_open: bool,
 }
 
 /// Resize-request `get`s in flight at once.
@@ -236,7 +239,17 @@ pub(super) async fn gce_and_slurm(
         }
     }
     let exclusive = exclusive_jobs(desired, src.cfg);
-    slurm_took += read_jobs(src, desired, inbox, exclusive, &mut o, errors).await;
+    // Who runs on our nodes (the usage spans): asked only when a node shows a job or a job span is
+    // open; otherwise known to be no one.
+    let all = match o.slurm.as_ref() {
+        Some(nodes) if src.usage_jobs_open || nodes.values().any(holds_a_job) => true,
+        Some(_) => {
+            o.jobs = Some(Vec::new());
+            false
+        }
+        None => false,
+    };
+    slurm_took += read_jobs(src, desired, inbox, exclusive, all, &mut o, errors).await;
     phases.gce_read_ms += PassPhases::ms(gce_took);
     phases.slurm_read_ms += PassPhases::ms(slurm_took);
     (o, counts)
@@ -244,21 +257,30 @@ pub(super) async fn gce_and_slurm(
 
 /// One `squeue` for the time limits of the jobs waiting for nodes (those of `desired`'s nodes
 /// waiting for a request and of `inbox`'s resume calls) and the state of the jobs in `exclusive`,
-/// into `o`; how long it took.
+/// into `o`; how long it took. With `all`, the one `squeue` lists every job, and `o.jobs` gets
+/// them (the usage spans) besides.
 pub(super) async fn read_jobs(
     src: &Sources<'_>,
     desired: &Desired,
     inbox: &[InboxEntry],
     exclusive: BTreeSet<u32>,
+    all: bool,
     o: &mut Observed,
     errors: &mut Vec<String>,
 ) -> std::time::Duration {
     let jobs = jobs_waiting(desired, inbox);
     let asking = Instant::now();
-    if !jobs.is_empty() || !exclusive.is_empty() {
-        let all: Vec<u32> =
+    if all || !jobs.is_empty() || !exclusive.is_empty() {
+        let wanted: Vec<u32> =
             jobs.iter().chain(&exclusive).copied().collect::<BTreeSet<u32>>().into_iter().collect();
-        let answer = src.slurm.jobs(&all).await;
+        let answer = if all {
+            src.slurm.all_jobs().await.map(|infos| {
+                o.jobs = Some(infos.iter().map(slurm_job).collect());
+                infos.into_iter().filter(|j| wanted.contains(&j.job_id)).collect()
+            })
+        } else {
+            src.slurm.jobs(&wanted).await
+        };
         match answer {
             Ok(infos) => {
                 if !exclusive.is_empty() {
@@ -381,6 +403,28 @@ pub(super) fn exclusive_jobs(desired: &Desired, cfg: &Config) -> BTreeSet<u32> {
         .filter(|n| n.state == NodeState::Up && !n.is_static && exclusive.contains(n.nodeset.as_str()))
         .filter_map(|n| n.job_id)
         .collect()
+}
+
+/// A node Slurm shows running (or finishing) a job.
+fn holds_a_job(n: &SlurmNode) -> bool {
+    matches!(n.state.as_str(), "allocated" | "mixed" | "completing") || n.has_flag("COMPLETING")
+}
+
+/// A job as the usage rule reads it.
+fn slurm_job(j: &slurm::JobInfo) -> SlurmJob {
+    let time = |s: Option<i64>| s.and_then(|s| DateTime::from_timestamp(s, 0));
+    let configuring = j.state == "CONFIGURING" || j.flags.iter().any(|f| f == "CONFIGURING");
+    SlurmJob {
+        job_id: u64::from(j.job_id),
+        state: j.state.to_uppercase(),
+        configuring,
+        nodes: j.nodes.clone(),
+        user: j.user.clone(),
+        account: j.account.clone(),
+        partition: j.partition.clone(),
+        start: time(j.start_time),
+        end: time(j.end_time),
+    }
 }
 
 fn observed_job(j: &slurm::JobInfo) -> ObservedJob {

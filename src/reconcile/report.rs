@@ -118,6 +118,24 @@ pub struct PassReport {
     /// by nodeset; left out of the JSON when none is configured.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub reserved: std::collections::BTreeMap<String, ObservedCapacity>,
+    /// VM and GPU seconds this pass counted (`plan/usage.rs`), by nodeset, model and use, every
+    /// configured nodeset's busy and idle included: what `slurm_dws_vm_seconds_total` and
+    /// `slurm_dws_gpu_seconds_total` add. Empty on a pass that recorded no usage (its VM list
+    /// failed, or an inbox-first pass): the next full pass counts the time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub usage: Vec<UsageCount>,
+}
+
+/// One (nodeset, model, use) of [`PassReport::usage`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageCount {
+    pub nodeset: String,
+    pub model: String,
+    /// `busy` (a job ran on the node) or `idle`.
+    #[serde(rename = "use")]
+    pub use_: String,
+    pub vm_seconds: f64,
+    pub gpu_seconds: f64,
 }
 
 /// One line for people of a reservation nodeset's capacity: the reservation, its use, its window as
@@ -210,6 +228,7 @@ impl PassReport {
             reused_observation_ms: None,
             in_flight: Vec::new(),
             reserved: Default::default(),
+            usage: Vec::new(),
         }
     }
 

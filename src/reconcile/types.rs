@@ -7,6 +7,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
+mod usage;
+pub use usage::*;
+
 /// The slice of the configuration the planner decides with, built once from `config::Config` (and
 /// again on a reload) and held by the [`Reconciler`](super::Reconciler).
 #[derive(Debug, Clone)]
@@ -85,6 +88,9 @@ pub struct ObservedVm {
     /// The MIG that created it (from the `created-by` metadata), by name.
     pub mig: Option<String>,
     pub created: Option<DateTime<Utc>>,
+    /// GCE's `id` (tells two VMs of one name apart: the usage spans); `None` when GCE gave none.
+    /// A number, not its decimal string: 8 bytes a VM, no allocation.
+    pub id: Option<std::num::NonZeroU64>,
     pub termination: Option<DateTime<Utc>>,
     pub network_ip: Option<String>,
     /// `resourceStatus.physicalHostTopology` as `CLUSTER/BLOCK/SUBBLOCK/HOST` (null parts empty).
@@ -310,6 +316,9 @@ pub struct Observed {
     /// The reserved capacity of each `reservation` nodeset, as GCE shows it this pass; a nodeset
     /// absent here was not read (its reads failed): nothing is concluded about its window.
     pub capacity: BTreeMap<String, ObservedCapacity>,
+    /// The jobs Slurm shows (for the usage spans: who runs on which node); `None` when not read
+    /// this pass (then no job span opens or closes).
+    pub jobs: Option<Vec<SlurmJob>>,
 }
 
 /// A reservation nodeset's capacity and window as GCE shows it (`gce_edge/reserved.rs`); the pass

@@ -231,6 +231,18 @@ impl Slurm {
         Ok(squeue::parse_jobs(&out.stdout, Some(job_ids))?)
     }
 
+    /// Every job slurmctld knows, running and pending and those that ended within its `MinJobAge`
+    /// (`squeue --json --states=all`, one call): the usage spans read who runs on which node from
+    /// it, and the waiting jobs' time limits come from the same answer.
+    pub async fn all_jobs(&self) -> Result<Vec<JobInfo>, SlurmError> {
+        let args = vec!["--json".to_string(), "--states=all".to_string()];
+        let out = command::run(&self.bin_dir, self.conf.as_deref(), self.timeout, "squeue", &args).await?;
+        if !out.success {
+            return Err(command::failed("squeue", &args, &out));
+        }
+        Ok(squeue::parse_jobs(&out.stdout, None)?)
+    }
+
     /// The pending jobs of `partitions` (a job of several partitions counts when one of them is
     /// named), in one `squeue --json` call. 22.05 ignores `--states` and `--partition` with
     /// `--json`: the answer is filtered here.

@@ -82,6 +82,13 @@ pub struct JobInfo {
     /// Why the job is pending (`state_reason`: `JobHeldUser`, `BeginTime`, `Resources`, ...);
     /// `None` when there is none to tell.
     pub reason: String,
+    /// Who runs it and on whose account (`user_name`, `account`; empty when Slurm said nothing).
+    pub user: String,
+    pub account: String,
+    /// `start_time` and `end_time` in seconds since the epoch (22.05: a number; 23.02+: `{set,
+    /// number}`); `None` when not set. A running job's end is its expected end (its limit).
+    pub start_time: Option<i64>,
+    pub end_time: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -103,6 +110,27 @@ struct RawJob {
     partition: Option<String>,
     #[serde(default)]
     state_reason: Option<String>,
+    #[serde(default)]
+    user_name: Option<String>,
+    #[serde(default)]
+    account: Option<String>,
+    #[serde(default)]
+    start_time: Value,
+    #[serde(default)]
+    end_time: Value,
+}
+
+/// A time in seconds as 22.05 (a number) or 23.02+ (`{"set":true,"number":N}`) prints it; 0 and
+/// unset are `None`.
+pub(super) fn epoch_secs(v: &Value) -> Option<i64> {
+    let n = match v {
+        Value::Number(n) => n.as_i64(),
+        Value::Object(o) if o.get("set").and_then(Value::as_bool) != Some(false) => {
+            o.get("number").and_then(Value::as_i64)
+        }
+        _ => None,
+    };
+    n.filter(|n| *n > 0)
 }
 
 /// Parses `squeue --json` output and keeps the jobs in `wanted` (all jobs when `wanted` is
@@ -127,6 +155,10 @@ pub fn parse_jobs(json: &[u8], wanted: Option<&[u32]>) -> Result<Vec<JobInfo>, P
                 nodes: j.nodes.unwrap_or_default(),
                 partition: j.partition.unwrap_or_default(),
                 reason: j.state_reason.unwrap_or_default(),
+                user: j.user_name.unwrap_or_default(),
+                account: j.account.unwrap_or_default(),
+                start_time: epoch_secs(&j.start_time),
+                end_time: epoch_secs(&j.end_time),
             }
         })
         .collect())
@@ -360,5 +392,20 @@ mod tests {
             let err = parse_jobs(doc, None).unwrap_err();
             assert!(err.to_string().contains("squeue --json"), "{err}");
         }
+    }
+
+    /// Who runs a job and when it started and ended, for the usage spans: 22.05's numbers and
+    /// 26.05's `{set, number}` read alike.
+    #[test]
+    fn user_account_and_times() {
+        let j = &parse_jobs(V22_05, Some(&[1])).unwrap()[0];
+        assert_eq!((j.user.as_str(), j.account.as_str()), ("root", ""));
+        assert_eq!((j.start_time, j.end_time), (Some(1795425844), Some(1795425847)));
+        let running = include_bytes!("testdata/squeue-26.05-running.json");
+        let j = &parse_jobs(running, Some(&[1])).unwrap()[0];
+        assert_eq!((j.user.as_str(), j.state.as_str()), ("root", "RUNNING"));
+        assert_eq!((j.start_time, j.end_time), (Some(1795626859), Some(1795627159)));
+        let held = &parse_jobs(V24_11_HELD, None).unwrap()[0];
+        assert_eq!(held.state, "PENDING");
     }
 }

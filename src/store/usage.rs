@@ -33,12 +33,12 @@ pub struct VmSpanEnd {
     pub deleted_at: DateTime<Utc>,
 }
 
-/// A job span's end: its key (job, node, start) and when the job was last seen running there.
+/// A job span's end: the open span of (job, node) (one at a time) and when the job stopped
+/// running there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobSpanEnd {
     pub job_id: u64,
     pub node: String,
-    pub started_at: DateTime<Utc>,
     pub ended_at: DateTime<Utc>,
 }
 
@@ -260,12 +260,10 @@ impl StoreTx {
     /// Closes job spans (one statement a 1,000).
     pub async fn close_job_spans(&mut self, ends: &[JobSpanEnd]) -> Result<()> {
         for chunk in ends.chunks(1000) {
-            let rows: Vec<_> =
-                chunk.iter().map(|e| (e.job_id, &e.node, to_ms(e.started_at), to_ms(e.ended_at))).collect();
+            let rows: Vec<_> = chunk.iter().map(|e| (e.job_id, &e.node, to_ms(e.ended_at))).collect();
             sqlx::query(
-                "UPDATE job_spans SET ended_at = j.value->>3 FROM json_each(?) AS j \
-                 WHERE job_spans.job_id = j.value->>0 AND job_spans.node = j.value->>1 \
-                 AND job_spans.started_at = j.value->>2 AND ended_at IS NULL",
+                "UPDATE job_spans SET ended_at = max(started_at, j.value->>2) FROM json_each(?) AS j \
+                 WHERE job_spans.job_id = j.value->>0 AND job_spans.node = j.value->>1 AND ended_at IS NULL",
             )
             .bind(serde_json::to_string(&rows)?)
             .execute(&mut *self.tx)

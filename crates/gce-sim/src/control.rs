@@ -5,6 +5,7 @@
 //! | call | body | effect |
 //! |---|---|---|
 //! | `GET /_sim/state` | | everything: `migs` (each with `resizeRequests` and `managedInstances`), `instances`, `operations`, `capacity`, `faults`, `operation_faults`, `templates`, `serve_default_templates`, `unreachable`, `lifecycle`, `quotas`, `request_id_retention_seconds`, `calls`, `rate_limited`, `advice` (`[{zone, machine_type?, obtainability}]`), `time`, `time_scale` |
+//! | `GET /_sim/lifetimes` | | `{"time", "vms": [{"name", "id", "zone", "created", "deleted"}]}`: every VM the simulator made, gone ones included, with its creation and deletion time (`null` while it lives) in the simulator's clock, oldest first: what GCE would bill |
 //! | `GET /_sim/calls` | | `{"total": N, "by_method": {"regionInstanceGroupManagers.insert": 3, ...}, "by_peer": {"10.0.0.2": {METHOD: N}}, "rate_limited": {"total": N, "by_method": {...}}}`: GCE API calls (faulted and rate-limited ones included) by discovery method id, and those refused by a rate quota |
 //! | `POST /_sim/calls/reset` | | zero the counts |
 //! | `POST /_sim/capacity` | `{"match": "hpc-a3u-", "delay_seconds": 5.0, "fail": {"code", "message", "errorDetails"?} \| null, "hold": false}` | a rule for MIGs whose name starts with `match` ("" = all; the latest matching rule wins, and applies to requests already queued); no rule = capacity at once |
@@ -51,6 +52,7 @@ use std::sync::Arc;
 pub fn routes() -> Router<Arc<Shared>> {
     Router::new()
         .route("/_sim/state", get(state))
+        .route("/_sim/lifetimes", get(lifetimes))
         .route("/_sim/calls", get(calls))
         .route("/_sim/calls/reset", post(reset_calls))
         .route("/_sim/capacity", post(add_capacity).delete(clear_capacity))
@@ -88,6 +90,11 @@ fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, String> {
 
 async fn state(State(sim): State<Arc<Shared>>) -> Json<Value> {
     Json(sim.lock().dump(Utc::now()))
+}
+
+async fn lifetimes(State(sim): State<Arc<Shared>>) -> Json<Value> {
+    let now = Utc::now();
+    Json(json!({"time": crate::state::ts(now), "vms": sim.lock().lifetimes()}))
 }
 
 async fn calls(State(sim): State<Arc<Shared>>) -> Json<Value> {

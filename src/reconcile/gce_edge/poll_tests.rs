@@ -159,6 +159,7 @@ fn the_lists_bring_a_queued_request_back_at_once() {
         status: VmStatus::Running,
         mig: Some(migs[0].clone()),
         created: None,
+        id: None,
         termination: None,
         network_ip: None,
         reservation_bound: false,

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 /// The fields of a VM a pass reads from `instances.aggregatedList`, with the scopes' `warning` and the
 /// list's `unreachables` (so a partial list can be told from a complete one) and the page token.
-pub const VM_LIST_FIELDS: &str = "items/*/instances(name,zone,status,creationTimestamp,metadata/items,\
+pub const VM_LIST_FIELDS: &str = "items/*/instances(name,id,zone,status,creationTimestamp,metadata/items,\
 networkInterfaces/networkIP,resourceStatus/scheduling/terminationTimestamp,\
 resourceStatus/physicalHostTopology,resourceStatus/upcomingMaintenance,scheduling/provisioningModel),items/*/warning,\
 nextPageToken,unreachables,warning";
@@ -80,6 +80,7 @@ pub async fn observe_vms(
                     let vm = ObservedVm {
                         mig: i.created_by().map(|u| gce::last_segment(u).to_string()),
                         created: gce::parse_timestamp(&i.creation_timestamp),
+                        id: i.id.parse().ok(),
                         termination: i.termination_timestamp().and_then(gce::parse_timestamp),
                         network_ip: i.internal_ip().map(str::to_string),
                         topology: i.topology(),
@@ -105,6 +106,7 @@ pub async fn observe_vms(
                 let vm = ObservedVm {
                     mig: i.created_by().map(|u| gce::last_segment(u).to_string()),
                     created: i.created_at(),
+                    id: i.id.parse().ok(),
                     termination: i.termination_time(),
                     network_ip: i.internal_ip().map(str::to_string),
                     topology: None,

@@ -1,11 +1,13 @@
 //! Each nodeset's instance template, read once a run and judged against the nodeset's provisioning
 //! model (`gce::check_template`): a template that cannot work refuses its nodeset, visibly, until
-//! the config names one that does.
+//! the config names one that does. With it, the nodeset's machine type and GPUs
+//! (`gce::read_node_shape`) for the usage spans: a read that fails leaves them `unknown` / 0, with
+//! a warning, and never holds the nodeset back.
 
 use crate::config::Config;
 use crate::gce;
 use crate::model::EventKind;
-use crate::reconcile::types::NewEvent;
+use crate::reconcile::types::{NewEvent, NodesetShape};
 use std::collections::BTreeMap;
 
 /// The judgement of each nodeset's template this run (start-up, and again after a reload, which
@@ -14,9 +16,16 @@ use std::collections::BTreeMap;
 #[derive(Debug, Default)]
 pub struct Templates {
     judged: BTreeMap<String, Option<String>>,
+    /// Each nodeset's machine type and GPUs, read with its template.
+    shapes: BTreeMap<String, NodesetShape>,
 }
 
 impl Templates {
+    /// Each nodeset's machine type and GPUs, as read this run (a nodeset missing: not read yet).
+    pub fn shapes(&self) -> &BTreeMap<String, NodesetShape> {
+        &self.shapes
+    }
+
     /// The refused nodesets and why.
     pub fn refused(&self) -> BTreeMap<String, String> {
         self.judged.iter().filter_map(|(ns, why)| Some((ns.clone(), why.clone()?))).collect()
@@ -37,9 +46,16 @@ impl Templates {
             let (gce, ns, template) = (client.clone(), n.name.clone(), n.instance_template.clone());
             let model = n.provisioning_model;
             let consumes = n.consumes().cloned();
+            let zone = n.zones.first().cloned().unwrap_or_default();
+            let shape_wanted = !self.shapes.contains_key(&n.name);
             reads.spawn(async move {
                 let checked = gce::check_template(&gce, &template, model, consumes.as_ref()).await;
-                (ns, template, checked)
+                let shape = if shape_wanted {
+                    Some(gce::read_node_shape(&gce, &template, &zone).await)
+                } else {
+                    None
+                };
+                (ns, template, checked, shape)
             });
         }
         let mut checked = Vec::new();
@@ -51,7 +67,18 @@ impl Templates {
         }
         checked.sort_by(|a, b| a.0.cmp(&b.0));
         let mut events = Vec::new();
-        for (ns, template, result) in checked {
+        for (ns, template, result, shape) in checked {
+            match shape {
+                Some(Ok(s)) => {
+                    self.shapes
+                        .insert(ns.clone(), NodesetShape { machine_type: s.machine_type, gpus: s.gpus });
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(nodeset = %ns, %template, error = %e, "could not read the nodeset's machine type and GPUs: its usage is recorded with machine type \"unknown\" and 0 GPUs this run");
+                    self.shapes.insert(ns.clone(), NodesetShape::unknown());
+                }
+                None => {}
+            }
             match result {
                 Ok(problems) if problems.is_empty() => {
                     tracing::info!(nodeset = %ns, %template, "instance template fits the nodeset's provisioning model");

@@ -74,6 +74,7 @@ mod reserved;
 mod standard;
 #[cfg(test)]
 mod tests;
+mod usage;
 
 pub use fallback::{unschedulable, FALLBACK_REASON};
 pub use groups::{run_duration, RunDuration};
@@ -82,6 +83,7 @@ pub use release::RELEASE_REASON;
 pub use repair::{repair_drain_reason, repair_reason, HOST_REPORTED};
 pub use requests::next_backoff;
 pub use reserved::{window_hold, WINDOW_PREFIX};
+pub use usage::{apply_usage, usage_change, UsageKey};
 
 use super::types::*;
 use crate::model::*;

@@ -102,6 +102,7 @@ fn vm(name: &str, mig: &str) -> ObservedVm {
         status: "RUNNING".into(),
         mig: Some(mig.into()),
         created: Some(t0() - Duration::minutes(30)),
+        id: None,
         termination: Some(t0() + Duration::hours(2)),
         network_ip: Some("10.0.0.2".into()),
         reservation_bound: false,
@@ -1576,6 +1577,8 @@ mod reserved_capacity;
 mod maintenance;
 #[path = "standard_tests.rs"]
 mod standard;
+#[path = "usage_tests.rs"]
+mod usage_rule;
 
 /// A MIG whose members have no VM (GCE deleted a preempted spot VM and the MIG, doing nothing on
 /// failure, kept the member and its targetSize) is empty whatever its size says: collected after

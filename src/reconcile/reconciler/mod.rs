@@ -15,6 +15,7 @@
 //! reused), and its report then says which (docs/architecture.md, "Reads a pass skips").
 
 mod rounds;
+mod usage;
 
 use crate::config::Config;
 use crate::gce;
@@ -87,6 +88,8 @@ pub struct Reconciler {
     topology: TopologyFile,
     /// What the reads remember between passes.
     read_memory: ReadMemory,
+    /// The usage spans open as the last full pass left them (`usage.rs`).
+    recording: usage::Recording,
 }
 
 /// What the GCE reads remember between passes.
@@ -126,7 +129,7 @@ impl Clients {
     }
 
     /// What observing needs, with the VM list's recall.
-    fn sources<'a>(&'a self, memory: &'a ReadMemory) -> Sources<'a> {
+    fn sources<'a>(&'a self, memory: &'a ReadMemory, usage_jobs_open: bool) -> Sources<'a> {
         Sources {
             cfg: &self.cfg,
             naming: &self.plan_cfg.naming,
@@ -135,6 +138,7 @@ impl Clients {
             vm_recall: &memory.vm_recall,
             policy_regions: &memory.policy_regions,
             future_reads: &memory.future_reads,
+            usage_jobs_open,
         }
     }
 }
@@ -207,6 +211,7 @@ impl Reconciler {
             admin_comments: Default::default(),
             advisor: Default::default(),
             waits: Default::default(),
+            recording: Default::default(),
         })
     }
 
@@ -339,10 +344,18 @@ impl Reconciler {
         observed.exclusive_jobs = None;
         observed.requests.clear();
         observed.job_limits.clear();
-        let sources = self.clients.sources(&self.read_memory);
-        let took =
-            observe::read_jobs(&sources, &desired, &inbox, Default::default(), &mut observed, &mut o.errors)
-                .await;
+        let sources = self.clients.sources(&self.read_memory, self.recording.jobs_open());
+        observed.jobs = None;
+        let took = observe::read_jobs(
+            &sources,
+            &desired,
+            &inbox,
+            Default::default(),
+            false,
+            &mut observed,
+            &mut o.errors,
+        )
+        .await;
         o.phases.slurm_read_ms += PassPhases::ms(took);
         let ms = age.as_millis();
         for (read, why) in [
@@ -400,7 +413,7 @@ impl Reconciler {
         let desired = self.take_desired().await?;
         // A failure here leaves `desired` dropped, as after any failed pass: the next reads the store.
         let inbox = self.clients.store.unprocessed_inbox().await?;
-        let sources = self.clients.sources(&self.read_memory);
+        let sources = self.clients.sources(&self.read_memory, self.recording.jobs_open());
         let (observed, polls) = observe::gce_and_slurm(
             &sources,
             &desired,
@@ -451,6 +464,7 @@ impl Reconciler {
             (observation.started, observation.migs_read_at, observation.mig_reuses);
         match self.plan_commit_execute(observation, &mut report).await {
             Ok((desired, observed, failures_waiting)) => {
+                self.record_usage(&desired, &observed, &mut report).await;
                 let capacity = observed.capacity.clone();
                 if report.reused_observation_ms.is_none() {
                     if let Some(vms) = observed.vms.as_ref() {
@@ -491,6 +505,7 @@ impl Reconciler {
                     let mut observed = observed;
                     observed.slurm = None; // never planned on again: freed now
                     observed.reservations = None;
+                    observed.jobs = None;
                     self.kept = Some(Kept { at, observed, migs_read_at, mig_reuses, migs_unchanged });
                 }
                 self.waiting_jobs_comments(&desired, &capacity, &mut report).await;

@@ -300,6 +300,7 @@ impl State {
         let mut vm = vm;
         vm.host = self.take_slot(&(vm.project.clone(), zone.clone(), name.to_string()));
         self.wake(vm.next_at.unwrap_or(now).min(vm.termination));
+        self.vm_made(&vm);
         self.instances.insert((vm.project.clone(), zone.clone(), name.to_string()), vm);
         if let Some(m) = self.migs.get_mut(mig) {
             m.vms.insert(name.to_string());
@@ -419,10 +420,10 @@ impl State {
             vm.next_at = None;
             vm.repairing = false;
             vm.termination = DateTime::<Utc>::MAX_UTC;
-            let _ = now;
             return std::mem::take(&mut vm.booted).then(|| Effect::Stop(vm.name.clone()));
         }
         let vm = self.instances.remove(key)?;
+        self.vm_gone(vm.id, now);
         self.free_slot(&vm.zone, vm.host);
         if let Some(mig) = self.migs.get_mut(&vm.mig) {
             mig.vms.remove(&vm.name);

@@ -235,6 +235,49 @@ pub struct State {
     /// (`future_reservation.rs`), by (project, zone, name).
     reservations: BTreeMap<ResKey, Reservation>,
     future_reservations: BTreeMap<ResKey, FutureReservation>,
+    /// Every VM's life (control API: `GET /_sim/lifetimes`), by instance id: kept after the VM is
+    /// gone, so that a test can compare what it billed with what the daemon recorded.
+    lifetimes: BTreeMap<u64, Lifetime>,
+}
+
+/// One VM's life in the simulator's clock: from its creation to its deletion.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Lifetime {
+    pub name: String,
+    /// GCE's `id`, as the API prints it (a decimal string).
+    pub id: String,
+    pub zone: String,
+    pub created: String,
+    /// `None` while it lives.
+    pub deleted: Option<String>,
+}
+
+impl State {
+    /// A VM was made: its life begins.
+    pub(super) fn vm_made(&mut self, vm: &Instance) {
+        let life = Lifetime {
+            name: vm.name.clone(),
+            id: vm.id.to_string(),
+            zone: vm.zone.clone(),
+            created: ts(vm.created),
+            deleted: None,
+        };
+        self.lifetimes.insert(vm.id, life);
+    }
+
+    /// A VM is gone (deleted, by a caller or by GCE): its life ends `now`.
+    pub(super) fn vm_gone(&mut self, id: u64, now: DateTime<Utc>) {
+        if let Some(l) = self.lifetimes.get_mut(&id) {
+            l.deleted.get_or_insert_with(|| ts(now));
+        }
+    }
+
+    /// Every VM's life, made first first.
+    pub fn lifetimes(&self) -> Vec<Lifetime> {
+        let mut all: Vec<Lifetime> = self.lifetimes.values().cloned().collect();
+        all.sort_by(|a, b| (&a.created, &a.name).cmp(&(&b.created, &b.name)));
+        all
+    }
 }
 
 pub fn ts(t: DateTime<Utc>) -> String {
@@ -286,6 +329,7 @@ pub fn http_reason(code: u16) -> &'static str {
 impl State {
     pub fn new(time_scale: f64) -> State {
         State {
+            lifetimes: BTreeMap::new(),
             time_scale,
             migs: BTreeMap::new(),
             instances: BTreeMap::new(),
@@ -495,6 +539,7 @@ impl State {
             for name in &mig.vms {
                 let k = (key.project.clone(), mig.zone.clone(), name.clone());
                 if let Some(vm) = self.instances.remove(&k) {
+                    self.vm_gone(vm.id, now);
                     self.free_slot(&vm.zone, vm.host);
                     if vm.booted {
                         effects.push(Effect::Stop(vm.name));

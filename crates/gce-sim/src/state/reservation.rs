@@ -476,6 +476,7 @@ impl State {
                 continue;
             }
             let vm = self.instances.remove(&k).expect("listed above");
+            self.vm_gone(vm.id, now);
             self.free_slot(&vm.zone, vm.host);
             if let Some(mig) = self.migs.get_mut(&vm.mig) {
                 mig.vms.remove(&vm.name);

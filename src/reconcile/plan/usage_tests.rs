@@ -1,0 +1,285 @@
+//! Table tests of the usage rule (`usage.rs`): which spans a full pass opens and closes, and the
+//! busy and idle seconds it counts. Nodeset `a` (flex, no GPUs recorded: `unknown`), `gpu` with a
+//! shape of 8 GPUs.
+
+use super::*;
+use std::num::NonZeroU64;
+
+fn id(n: u64) -> NonZeroU64 {
+    NonZeroU64::new(n).unwrap()
+}
+
+fn at(mins: i64) -> DateTime<Utc> {
+    t0() + Duration::minutes(mins)
+}
+
+fn shapes() -> BTreeMap<String, NodesetShape> {
+    [("gpu".to_string(), NodesetShape { machine_type: "a3-highgpu-8g".into(), gpus: 8 })].into()
+}
+
+/// A VM of node `name` with instance id `n`, made `created` minutes from t0.
+fn listed(name: &str, n: u64, created: i64) -> ObservedVm {
+    ObservedVm { id: Some(id(n)), created: Some(at(created)), ..vm(name, "m1") }
+}
+
+/// The span a pass at `seen` left open for `listed(name, n, created)`.
+fn span(name: &str, n: u64, created: i64, seen: i64) -> UsageVm {
+    let ns = cfg().naming.parse(name).unwrap().nodeset;
+    let shape = shapes().get(&ns).cloned().unwrap_or_else(NodesetShape::unknown);
+    UsageVm {
+        id: id(n),
+        vm: name.into(),
+        node: name.into(),
+        nodeset: ns,
+        model: "flex",
+        machine_type: shape.machine_type,
+        gpus: shape.gpus,
+        job_id: None,
+        created_at: at(created),
+        last_seen: at(seen),
+        deleted_at: None,
+        restored: false,
+        counted_to: Some(at(seen)),
+    }
+}
+
+fn running(job: u64, nodes: &str, start: i64) -> SlurmJob {
+    SlurmJob {
+        job_id: job,
+        state: "RUNNING".into(),
+        configuring: false,
+        nodes: nodes.into(),
+        user: "alice".into(),
+        account: "physics".into(),
+        partition: "p".into(),
+        start: Some(at(start)),
+        end: None,
+    }
+}
+
+fn job_span(job: u64, node: &str, start: i64) -> UsageJob {
+    UsageJob {
+        job_id: job,
+        node: node.into(),
+        user: "alice".into(),
+        account: "physics".into(),
+        partition: "p".into(),
+        started_at: at(start),
+        ended_at: None,
+    }
+}
+
+struct Case {
+    what: &'static str,
+    open: Vec<UsageVm>,
+    open_jobs: Vec<UsageJob>,
+    /// `None`: the VM list failed.
+    listed: Option<Vec<ObservedVm>>,
+    jobs: Option<Vec<SlurmJob>>,
+    unreachable: Option<&'static str>,
+    reused: bool,
+    /// (instance id) opened, (instance id, minute) closed, (job, node, start) opened,
+    /// (job, node, minute) closed.
+    opened: Vec<u64>,
+    closed: Vec<(u64, i64)>,
+    jobs_opened: Vec<(u64, &'static str, i64)>,
+    jobs_closed: Vec<(u64, &'static str, i64)>,
+    /// (nodeset, use, VM seconds, GPU seconds) counted by a pass at minute 10.
+    seconds: Vec<(&'static str, &'static str, f64, f64)>,
+}
+
+fn base(what: &'static str) -> Case {
+    Case {
+        what,
+        open: vec![],
+        open_jobs: vec![],
+        listed: Some(vec![]),
+        jobs: Some(vec![]),
+        unreachable: None,
+        reused: false,
+        opened: vec![],
+        closed: vec![],
+        jobs_opened: vec![],
+        jobs_closed: vec![],
+        seconds: vec![],
+    }
+}
+
+#[test]
+fn usage_spans_open_extend_and_close() {
+    let now = at(10);
+    let cases = vec![
+        Case {
+            listed: Some(vec![listed("hpc-gpu-1", 11, 2), listed("hpc-x-1", 12, 2)]),
+            opened: vec![11],
+            seconds: vec![("gpu", "busy", 0.0, 0.0), ("gpu", "idle", 480.0, 3840.0)],
+            ..base("a new VM of ours opens a span from its creation; a VM that is no node of ours does not")
+        },
+        Case {
+            open: vec![span("hpc-gpu-1", 11, 2, 5)],
+            listed: Some(vec![listed("hpc-gpu-1", 11, 2)]),
+            seconds: vec![("gpu", "busy", 0.0, 0.0), ("gpu", "idle", 300.0, 2400.0)],
+            ..base("a VM still listed: nothing written, its seconds since the last pass counted")
+        },
+        Case {
+            open: vec![span("hpc-gpu-1", 11, 2, 5)],
+            closed: vec![(11, 10)],
+            seconds: vec![("gpu", "busy", 0.0, 0.0), ("gpu", "idle", 300.0, 2400.0)],
+            ..base("a VM gone: closed at the first pass that does not list it")
+        },
+        Case {
+            open: vec![span("hpc-gpu-1", 11, 2, 5)],
+            listed: Some(vec![listed("hpc-gpu-1", 13, 8)]),
+            opened: vec![13],
+            closed: vec![(11, 10)],
+            seconds: vec![("gpu", "busy", 0.0, 0.0), ("gpu", "idle", 420.0, 3360.0)],
+            ..base("a node's VM made again under the same name: two spans")
+        },
+        Case {
+            open: vec![UsageVm { restored: true, counted_to: None, ..span("hpc-gpu-1", 11, 2, 4) }],
+            closed: vec![(11, 4)],
+            ..base("after a restart, a VM gone closes at its last sighting, and is not counted")
+        },
+        Case {
+            open: vec![span("hpc-gpu-1", 11, 2, 5)],
+            listed: None,
+            jobs: None,
+            ..base("the VM list failed: nothing closes, nothing is counted")
+        },
+        Case {
+            open: vec![span("hpc-gpu-1", 11, 2, 5)],
+            reused: true,
+            ..base("an inbox-first pass (an earlier list): nothing closes")
+        },
+        Case {
+            open: vec![span("hpc-gpu-1", 11, 2, 5)],
+            unreachable: Some("us-central1-a"),
+            seconds: vec![("gpu", "busy", 0.0, 0.0), ("gpu", "idle", 300.0, 2400.0)],
+            ..base("its zone did not answer: unknown, not gone")
+        },
+        Case {
+            open: vec![span("hpc-gpu-1", 11, 2, 5), span("hpc-gpu-2", 12, 2, 5)],
+            listed: Some(vec![listed("hpc-gpu-1", 11, 2), listed("hpc-gpu-2", 12, 2)]),
+            jobs: Some(vec![
+                running(7, "hpc-gpu-[1-2]", 7),
+                SlurmJob { configuring: true, ..running(8, "hpc-gpu-1", 7) },
+                running(9, "hpc-a-5", 7),
+            ]),
+            jobs_opened: vec![(7, "hpc-gpu-1", 7), (7, "hpc-gpu-2", 7)],
+            seconds: vec![("gpu", "busy", 360.0, 2880.0), ("gpu", "idle", 240.0, 1920.0)],
+            ..base("a job running on two nodes opens a span on each; one still configuring, or on a node without a VM, none")
+        },
+        Case {
+            open: vec![span("hpc-gpu-1", 11, 2, 5)],
+            open_jobs: vec![job_span(7, "hpc-gpu-1", 3)],
+            listed: Some(vec![listed("hpc-gpu-1", 11, 2)]),
+            jobs: Some(vec![SlurmJob { state: "COMPLETED".into(), end: Some(at(8)), ..running(7, "hpc-gpu-1", 3) }]),
+            jobs_closed: vec![(7, "hpc-gpu-1", 8)],
+            seconds: vec![("gpu", "busy", 180.0, 1440.0), ("gpu", "idle", 120.0, 960.0)],
+            ..base("a job Slurm shows ended closes at its end time")
+        },
+        Case {
+            open: vec![span("hpc-gpu-1", 11, 2, 5)],
+            open_jobs: vec![job_span(7, "hpc-gpu-1", 3)],
+            listed: Some(vec![listed("hpc-gpu-1", 11, 2)]),
+            jobs_closed: vec![(7, "hpc-gpu-1", 10)],
+            seconds: vec![("gpu", "busy", 300.0, 2400.0), ("gpu", "idle", 0.0, 0.0)],
+            ..base("a job Slurm forgot closes at the pass")
+        },
+        Case {
+            open: vec![span("hpc-gpu-1", 11, 2, 5)],
+            open_jobs: vec![job_span(7, "hpc-gpu-1", 3)],
+            listed: Some(vec![listed("hpc-gpu-1", 11, 2)]),
+            jobs: None,
+            seconds: vec![("gpu", "busy", 300.0, 2400.0), ("gpu", "idle", 0.0, 0.0)],
+            ..base("jobs not read this pass: job spans stay as they are")
+        },
+        Case {
+            listed: Some(vec![listed("hpc-a-1", 21, 4)]),
+            jobs: Some(vec![running(7, "hpc-a-1", 1)]),
+            opened: vec![21],
+            jobs_opened: vec![(7, "hpc-a-1", 4)],
+            seconds: vec![("a", "busy", 360.0, 0.0), ("a", "idle", 0.0, 0.0)],
+            ..base("a job that started before its node's VM was made is busy from the VM's creation")
+        },
+    ];
+    for c in cases {
+        let mut o = Observed {
+            vms: c.listed.map(|l| l.into_iter().map(|v| (v.name.clone(), v)).collect()),
+            jobs: c.jobs,
+            reused: c.reused,
+            ..Default::default()
+        };
+        o.unreachable_zones.extend(c.unreachable.map(String::from));
+        let mut open = OpenUsage {
+            vms: c.open.into_iter().map(|v| (v.id, v)).collect(),
+            jobs: c.open_jobs.into_iter().map(|j| ((j.job_id, j.node.clone()), j)).collect(),
+        };
+        let change = usage_change(&cfg(), &shapes(), &BTreeMap::new(), &open, &o, now);
+        let opened: Vec<u64> = change.vms_opened.iter().map(|v| v.id.get()).collect();
+        assert_eq!(opened, c.opened, "{}: VM spans opened", c.what);
+        let closed: Vec<(u64, DateTime<Utc>)> =
+            change.vms_closed.iter().map(|(i, t)| (i.get(), *t)).collect();
+        let want: Vec<_> = c.closed.iter().map(|(i, m)| (*i, at(*m))).collect();
+        assert_eq!(closed, want, "{}: VM spans closed", c.what);
+        let jobs: Vec<_> =
+            change.jobs_opened.iter().map(|j| (j.job_id, j.node.as_str(), j.started_at)).collect();
+        let want: Vec<_> = c.jobs_opened.iter().map(|(j, n, m)| (*j, *n, at(*m))).collect();
+        assert_eq!(jobs, want, "{}: job spans opened", c.what);
+        let jobs: Vec<_> = change.jobs_closed.iter().map(|((j, n), t)| (*j, n.as_str(), *t)).collect();
+        let want: Vec<_> = c.jobs_closed.iter().map(|(j, n, m)| (*j, *n, at(*m))).collect();
+        assert_eq!(jobs, want, "{}: job spans closed", c.what);
+        if o.vms.is_none() || o.reused {
+            assert!(change.is_empty(), "{}", c.what);
+            continue; // the reconciler counts nothing on such a pass
+        }
+        let secs = apply_usage(&mut open, &change, now);
+        let got: Vec<_> = secs.iter().map(|((ns, _, u), s)| (ns.as_str(), *u, s.vm, s.gpu)).collect();
+        assert_eq!(got, c.seconds, "{}: seconds counted", c.what);
+        // The spans as the pass leaves them: every one open is seen now and counted to now.
+        let after: BTreeSet<u64> = open.vms.keys().map(|k| k.get()).collect();
+        let mut want: BTreeSet<u64> = opened.iter().copied().collect();
+        want.extend(
+            open.vms.values().filter(|v| !change.vms_opened.iter().any(|o| o.id == v.id)).map(|v| v.id.get()),
+        );
+        assert_eq!(after, want, "{}", c.what);
+        assert!(open.vms.values().all(|v| v.counted_to == Some(now) && v.last_seen == now && !v.restored));
+    }
+}
+
+/// A second pass counts only what came after the first: over a VM's life, busy + idle = its life.
+#[test]
+fn busy_plus_idle_is_the_life_of_the_vm() {
+    let mut open = OpenUsage::default();
+    let c = cfg();
+    let mut total: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut pass =
+        |listed: Vec<ObservedVm>, jobs: Vec<SlurmJob>, now: DateTime<Utc>, open: &mut OpenUsage| {
+            let o = Observed {
+                vms: Some(listed.into_iter().map(|v| (v.name.clone(), v)).collect()),
+                jobs: Some(jobs),
+                ..Default::default()
+            };
+            let change = usage_change(&c, &shapes(), &BTreeMap::new(), open, &o, now);
+            for ((_, _, u), s) in apply_usage(open, &change, now) {
+                *total.entry(u).or_default() += s.vm;
+            }
+        };
+    let v = || listed("hpc-gpu-1", 11, 0);
+    pass(vec![v()], vec![], at(1), &mut open);
+    pass(vec![v()], vec![running(7, "hpc-gpu-1", 2)], at(3), &mut open);
+    pass(
+        vec![v()],
+        vec![SlurmJob { state: "COMPLETED".into(), end: Some(at(5)), ..running(7, "hpc-gpu-1", 2) }],
+        at(6),
+        &mut open,
+    );
+    pass(vec![], vec![], at(9), &mut open);
+    assert!(open.vms.is_empty() && open.jobs.is_empty());
+    assert_eq!(total["busy"], 180.0, "minutes 2 to 5");
+    assert_eq!(
+        total["busy"] + total["idle"],
+        540.0,
+        "creation at 0 to the pass at 9 that no longer lists it"
+    );
+}

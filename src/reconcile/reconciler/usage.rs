@@ -1,0 +1,137 @@
+//! The usage recording of a full pass (`plan/usage.rs` decides, `commit::commit_usage` writes):
+//! the open spans kept between passes, read from the store at a run's first pass, and each
+//! nodeset's machine type and GPUs, read with its template once a run.
+
+use super::Reconciler;
+use crate::reconcile::commit;
+use crate::reconcile::plan::{apply_usage, usage_change};
+use crate::reconcile::report::{PassPhases, PassReport, UsageCount};
+use crate::reconcile::types::*;
+use crate::store::{Store, StoreError, USAGE_SEEN_AT};
+use chrono::{DateTime, Utc};
+use std::num::NonZeroU64;
+
+/// The spans open as the last pass left them, and when that pass began.
+#[derive(Debug, Default)]
+pub(super) struct Recording {
+    /// `None` until a run's first full pass reads them from the store.
+    open: Option<OpenUsage>,
+    seen_at: Option<DateTime<Utc>>,
+}
+
+impl Recording {
+    /// Whether a job span is open: Slurm's jobs are read even when no node shows one.
+    pub(super) fn jobs_open(&self) -> bool {
+        self.open.as_ref().is_some_and(|o| !o.jobs.is_empty())
+    }
+}
+
+/// The open spans on record, as a restarted run takes them over: none seen by it yet.
+async fn restore(store: &Store) -> Result<(OpenUsage, Option<DateTime<Utc>>), StoreError> {
+    let mut open = OpenUsage::default();
+    for s in store.open_vm_spans().await? {
+        let Some(id) = s.instance_id.parse::<u64>().ok().and_then(NonZeroU64::new) else { continue };
+        let model = crate::config::ProvisioningModel::parse(&s.model).unwrap_or_default().as_str();
+        open.vms.insert(
+            id,
+            UsageVm {
+                id,
+                vm: s.vm,
+                node: s.node,
+                nodeset: s.nodeset,
+                model,
+                machine_type: s.machine_type,
+                gpus: s.gpus,
+                job_id: s.job_id,
+                created_at: s.created_at,
+                last_seen: s.last_seen,
+                deleted_at: None,
+                restored: true,
+                counted_to: None,
+            },
+        );
+    }
+    for j in store.open_job_spans().await? {
+        open.jobs.insert(
+            (j.job_id, j.node.clone()),
+            UsageJob {
+                job_id: j.job_id,
+                node: j.node,
+                user: j.user,
+                account: j.account,
+                partition: j.partition,
+                started_at: j.started_at,
+                ended_at: None,
+            },
+        );
+    }
+    let seen = store.meta(USAGE_SEEN_AT).await?.and_then(|v| v.parse().ok()).map(crate::store::from_ms);
+    Ok((open, seen))
+}
+
+impl Reconciler {
+    /// Records the usage a full pass saw (`observed` as the pass left it, `desired` its nodes) and
+    /// puts the seconds it counted in the report. A pass that did not list the VMs, or planned on
+    /// an earlier pass's list, records nothing: the next full pass counts the time.
+    pub(super) async fn record_usage(
+        &mut self,
+        desired: &Desired,
+        observed: &Observed,
+        report: &mut PassReport,
+    ) {
+        if observed.reused || observed.vms.is_none() {
+            return;
+        }
+        let now = report.started_at;
+        let t = tokio::time::Instant::now();
+        if self.recording.open.is_none() {
+            match restore(&self.clients.store).await {
+                Ok((open, seen)) => {
+                    self.recording.open = Some(open);
+                    self.recording.seen_at = seen;
+                }
+                Err(e) => return report.errors.push(format!("reading the open usage spans: {e}")),
+            }
+        }
+        let Some(open) = self.recording.open.as_mut() else { return };
+        let shapes = self.templates.shapes();
+        let change = usage_change(&self.clients.plan_cfg, shapes, &desired.nodes, open, observed, now);
+        if let Err(e) = commit::commit_usage(&self.clients.store, &change, self.recording.seen_at, now).await
+        {
+            // Read back from the store next pass: what it holds is the truth.
+            self.recording.open = None;
+            return report.errors.push(format!("recording the usage spans: {e}"));
+        }
+        self.recording.seen_at = Some(now);
+        let seconds = apply_usage(open, &change, now);
+        // Every configured nodeset's series, zeros included.
+        let mut rows = Vec::new();
+        for ns in self.clients.plan_cfg.nodesets.values() {
+            for use_ in ["busy", "idle"] {
+                let key = (ns.name.clone(), ns.model.as_str(), use_);
+                let s = seconds.get(&key).copied().unwrap_or_default();
+                rows.push(UsageCount {
+                    nodeset: ns.name.clone(),
+                    model: ns.model.as_str().into(),
+                    use_: use_.into(),
+                    vm_seconds: s.vm,
+                    gpu_seconds: s.gpu,
+                });
+            }
+        }
+        // A nodeset a reload removed still has its VMs' last seconds counted.
+        for ((ns, model, use_), s) in seconds {
+            if !self.clients.plan_cfg.nodesets.contains_key(&ns) {
+                rows.push(UsageCount {
+                    nodeset: ns,
+                    model: model.into(),
+                    use_: use_.into(),
+                    vm_seconds: s.vm,
+                    gpu_seconds: s.gpu,
+                });
+            }
+        }
+        report.usage = rows;
+        report.phases.commit_ms += PassPhases::ms(t.elapsed());
+    }
+}

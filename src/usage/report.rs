@@ -234,12 +234,14 @@ pub fn report(
             continue;
         }
         counted += 1;
-        let price = *price_cache
-            .entry((vm.machine_type.as_str(), vm.model.as_str()))
-            .or_insert_with(|| prices.price(&vm.machine_type, &vm.model));
-        if let Some(p) = price {
-            prices_used.insert((vm.machine_type.clone(), vm.model.clone()), p);
-        }
+        // Looked up once per (machine type, model), not once per VM.
+        let price = *price_cache.entry((vm.machine_type.as_str(), vm.model.as_str())).or_insert_with(|| {
+            let p = prices.price(&vm.machine_type, &vm.model);
+            if let Some(p) = p {
+                prices_used.insert((vm.machine_type.clone(), vm.model.clone()), p);
+            }
+            p
+        });
         // The node's jobs within the VM's life, as start (true) and end (false) points.
         points.clear();
         let node_jobs = by_node.get(vm.node.as_str()).map_or(&[][..], Vec::as_slice);

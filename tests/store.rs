@@ -124,6 +124,8 @@ async fn open_creates_schema_private_files_and_reopen_is_a_noop() {
         "request_waits",
         "repair_asks",
         "repairs",
+        "vm_spans",
+        "job_spans",
         "schema_migrations",
     ]
     .iter()

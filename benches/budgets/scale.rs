@@ -352,6 +352,13 @@ fn plan_and_store(rt: &tokio::runtime::Runtime, config: &Path, t: &mut Table) ->
         }
         last = (desired.nodes.len(), desired.requests.len(), desired.migs.len());
     }
+    // The usage recording is on in these passes: every VM listed has its span open (the first,
+    // untimed pass opened them; the timed ones found nothing to change and wrote one row each).
+    let open = rt.block_on(store.open_vm_spans())?.len();
+    let listed = observed.vms.as_ref().map_or(0, BTreeMap::len);
+    if open != listed {
+        bail!("usage recording: {open} VM spans open for {listed} VMs listed");
+    }
     rt.block_on(store.close());
     t.timed("reconcile pass CPU at 10k nodes: plan + store (steady)", &pass, Some(50.0), None);
     t.timed("  context: of which plan() alone", &plan_only, None, None);
@@ -360,7 +367,8 @@ fn plan_and_store(rt: &tokio::runtime::Runtime, config: &Path, t: &mut Table) ->
     t.note(format!(
         "plan + store: the daemon's pass (Reconciler::pass_on) on its own database, {} nodes, {} \
          request groups not done, {} MIGs on record; observed {} VMs, {} MIGs, {} Slurm nodes; every pass \
-         quiet; CPU is this process's (every thread: sqlx runs SQLite on its own thread). A pass starts \
+         quiet, usage recording on (every VM's span open); CPU is this process's (every thread: sqlx runs \
+         SQLite on its own thread). A pass starts \
          from the desired state the previous one committed; the first after start, the first after a \
          failed pass and one in 30 read it from the store instead, which costs the 'reading the desired \
          state' row on top",

@@ -466,3 +466,17 @@ fn an_upcoming_maintenance_is_kept_as_its_text() {
     let vm: LeanVm<'_> = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(vm.upcoming_maintenance(), None);
 }
+
+/// The VM's `id` (the usage spans tell two VMs of one name apart by it) is read, fresh and through
+/// the recall alike (`read` checks the recalled reads equal the fresh one).
+#[test]
+fn the_vm_id_is_read() {
+    let page = json!({"items": {"zones/us-central1-a": {"instances": [
+        full_vm("hpc-a3u-0", "us-central1-a", true),
+        {"name": "hpc-a3u-1", "status": "RUNNING"}
+    ]}}});
+    let bytes = serde_json::to_vec(&page).unwrap();
+    let (_, vms) = read(&bytes).unwrap();
+    assert_eq!(vms[0].1.id, "4471829301");
+    assert_eq!(vms[1].1.id, "", "no id: empty (the pass records no span for it)");
+}

@@ -10,7 +10,7 @@
 use super::error::ReconcileError;
 use super::gce_edge;
 use super::ingest::Ingested;
-use super::plan::new_node;
+use super::plan::{new_node, UsageChange, UsageVm};
 use super::types::*;
 use crate::config::Config;
 use crate::model::*;

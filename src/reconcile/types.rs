@@ -7,9 +7,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-mod usage;
-pub use usage::*;
-
 /// The slice of the configuration the planner decides with, built once from `config::Config` (and
 /// again on a reload) and held by the [`Reconciler`](super::Reconciler).
 #[derive(Debug, Clone)]
@@ -748,5 +745,31 @@ impl PlanConfig {
                 })
                 .collect(),
         }
+    }
+}
+
+/// A job as `squeue` shows it, for the usage rule.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SlurmJob {
+    pub job_id: u64,
+    /// Upper case, the base state (`RUNNING`, `COMPLETED`, ...; on 22.05 a flag such as
+    /// `CONFIGURING` may stand in its place).
+    pub state: String,
+    /// The job waits for its nodes to boot (`CONFIGURING`): not busy yet.
+    pub configuring: bool,
+    /// The nodes it holds, as Slurm's hostlist expression.
+    pub nodes: String,
+    pub user: String,
+    pub account: String,
+    pub partition: String,
+    pub start: Option<DateTime<Utc>>,
+    pub end: Option<DateTime<Utc>>,
+}
+
+impl SlurmJob {
+    /// Running on its nodes (its nodes up): busy time.
+    pub fn runs(&self) -> bool {
+        !self.configuring
+            && matches!(self.state.as_str(), "RUNNING" | "COMPLETING" | "SUSPENDED" | "STOPPED" | "SIGNALING")
     }
 }

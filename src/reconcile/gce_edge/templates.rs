@@ -7,7 +7,8 @@
 use crate::config::Config;
 use crate::gce;
 use crate::model::EventKind;
-use crate::reconcile::types::{NewEvent, NodesetShape};
+use crate::reconcile::plan::NodesetShape;
+use crate::reconcile::types::NewEvent;
 use std::collections::BTreeMap;
 
 /// The judgement of each nodeset's template this run (start-up, and again after a reload, which

@@ -26,6 +26,96 @@ use crate::model::Node;
 use crate::reconcile::types::*;
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroU64;
+
+// ---- the rule's words ---------------------------------------------------------------------------
+
+/// A nodeset's machine type and GPUs, read from its instance template once a run
+/// (`gce::read_node_shape`); `unknown` / 0 when that read failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodesetShape {
+    pub machine_type: String,
+    pub gpus: u32,
+}
+
+impl NodesetShape {
+    /// What a nodeset whose template could not be read is recorded with.
+    pub fn unknown() -> NodesetShape {
+        NodesetShape { machine_type: "unknown".into(), gpus: 0 }
+    }
+}
+
+/// A VM's life as the usage rule keeps it: the store's `vm_spans` row, with the instance id as
+/// GCE's number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageVm {
+    pub id: NonZeroU64,
+    pub vm: String,
+    pub node: String,
+    pub nodeset: String,
+    /// The provisioning model as the config spells it.
+    pub model: &'static str,
+    pub machine_type: String,
+    pub gpus: u32,
+    pub job_id: Option<u64>,
+    pub created_at: DateTime<Utc>,
+    pub last_seen: DateTime<Utc>,
+    pub deleted_at: Option<DateTime<Utc>>,
+    /// Read back from the store at start, not seen by this run yet: if it is gone, it went some
+    /// time after `last_seen` (while the daemon was down) and is closed there.
+    pub restored: bool,
+    /// Its seconds are counted in the metrics up to here (`None`: not counted yet this run).
+    pub counted_to: Option<DateTime<Utc>>,
+}
+
+/// The time one job ran on one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageJob {
+    pub job_id: u64,
+    pub node: String,
+    pub user: String,
+    pub account: String,
+    pub partition: String,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+}
+
+/// The open spans, as the last pass left them (kept by the reconciler, read from the store at
+/// start): VMs by instance id, jobs by (job, node).
+#[derive(Debug, Clone, Default)]
+pub struct OpenUsage {
+    pub vms: BTreeMap<NonZeroU64, UsageVm>,
+    pub jobs: BTreeMap<(u64, String), UsageJob>,
+}
+
+/// What one pass changes in the usage spans.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageChange {
+    pub vms_opened: Vec<UsageVm>,
+    /// Instance ids and their end.
+    pub vms_closed: Vec<(NonZeroU64, DateTime<Utc>)>,
+    pub jobs_opened: Vec<UsageJob>,
+    /// (job, node) and the end.
+    pub jobs_closed: Vec<((u64, String), DateTime<Utc>)>,
+}
+
+impl UsageChange {
+    pub fn is_empty(&self) -> bool {
+        self.vms_opened.is_empty()
+            && self.vms_closed.is_empty()
+            && self.jobs_opened.is_empty()
+            && self.jobs_closed.is_empty()
+    }
+}
+
+/// VM and GPU seconds of one (nodeset, model, busy or idle), counted by one pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UsageSeconds {
+    pub vm: f64,
+    pub gpu: f64,
+}
+
+// ---- the rule --------------------------------------------------------------------------------------
 
 /// (nodeset, model, `busy` or `idle`).
 pub type UsageKey = (String, &'static str, &'static str);
@@ -73,7 +163,8 @@ pub fn usage_change(
             machine_type: shape.machine_type,
             gpus: shape.gpus,
             job_id: nodes.get(&vm.name).and_then(|n| n.job_id).map(u64::from),
-            created_at: vm.created.unwrap_or(now).min(now),
+            // As GCE wrote it, even a little after `now` (a VM made while this pass listed).
+            created_at: vm.created.unwrap_or(now),
             last_seen: now,
             deleted_at: None,
             restored: false,
@@ -113,7 +204,7 @@ fn jobs_change(
             if open.jobs.contains_key(&(job.job_id, name.clone())) {
                 continue;
             }
-            let start = job.start.unwrap_or(now).max(*made).min(now);
+            let start = job.start.unwrap_or(now).min(now).max(*made);
             opened.push(UsageJob {
                 job_id: job.job_id,
                 node: name,
@@ -158,11 +249,12 @@ pub fn apply_usage(
         busy.entry(j.node.as_str()).or_default().push((j.started_at, now));
     }
     let closed_vms: BTreeMap<_, _> = change.vms_closed.iter().copied().collect();
-    let mut out: BTreeMap<UsageKey, UsageSeconds> = BTreeMap::new();
+    // Keyed by the nodeset's name borrowed: no copy a VM a pass.
+    let mut sums: BTreeMap<(&str, &'static str, &'static str), UsageSeconds> = BTreeMap::new();
     for v in open.vms.values().chain(&change.vms_opened) {
         let end = closed_vms.get(&v.id).copied().unwrap_or(now);
         let from = match (v.counted_to, v.restored) {
-            (Some(t), _) => t,
+            (Some(t), _) => t.max(v.created_at),
             (None, true) => continue,
             (None, false) => v.created_at,
         };
@@ -172,11 +264,13 @@ pub fn apply_usage(
         let total = secs(end - from);
         let busy_secs = busy.get(v.node.as_str()).map_or(0.0, |spans| covered(spans, from, end));
         for (use_, s) in [("busy", busy_secs), ("idle", total - busy_secs)] {
-            let e = out.entry((v.nodeset.clone(), v.model, use_)).or_default();
+            let e = sums.entry((v.nodeset.as_str(), v.model, use_)).or_default();
             e.vm += s;
             e.gpu += s * f64::from(v.gpus);
         }
     }
+    let out: BTreeMap<UsageKey, UsageSeconds> =
+        sums.into_iter().map(|((ns, model, use_), s)| ((ns.to_string(), model, use_), s)).collect();
     // The spans as the pass leaves them.
     for (id, _) in &change.vms_closed {
         open.vms.remove(id);
@@ -204,6 +298,11 @@ fn secs(d: chrono::Duration) -> f64 {
 
 /// Seconds of `[from, to)` that the union of `spans` covers.
 fn covered(spans: &[Interval], from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+    if let [(a, b)] = spans {
+        // One job on the node, the usual case: no sorting, no allocation.
+        let (a, b) = ((*a).max(from), (*b).min(to));
+        return if a < b { secs(b - a) } else { 0.0 };
+    }
     let mut clipped: Vec<_> =
         spans.iter().map(|(a, b)| ((*a).max(from), (*b).min(to))).filter(|(a, b)| a < b).collect();
     clipped.sort();

@@ -283,3 +283,30 @@ fn busy_plus_idle_is_the_life_of_the_vm() {
         "creation at 0 to the pass at 9 that no longer lists it"
     );
 }
+
+/// At 10,000 VMs a steady pass (every VM listed as before, nobody's job changed) changes nothing:
+/// nothing is written but the one row of `StoreTx::usage_seen` (`make bench`'s scale section times
+/// the whole pass with it).
+#[test]
+fn a_steady_pass_at_10k_vms_changes_nothing() {
+    let c = PlanConfig { naming: crate::naming::Naming::with_nodesets("hpc", [("a", 0, 10_000)]), ..cfg() };
+    let mut c = c;
+    c.nodesets.retain(|k, _| k == "a");
+    let vms: BTreeMap<String, ObservedVm> = (0..10_000u64)
+        .map(|i| {
+            let name = format!("hpc-a-{i}");
+            (name.clone(), listed(&name, i + 1, 0))
+        })
+        .collect();
+    let jobs: Vec<SlurmJob> = (0..5_000u64).map(|i| running(i + 1, &format!("hpc-a-{i}"), 1)).collect();
+    let o = Observed { vms: Some(vms), jobs: Some(jobs), ..Default::default() };
+    let mut open = OpenUsage::default();
+    let change = usage_change(&c, &shapes(), &BTreeMap::new(), &open, &o, at(2));
+    assert_eq!((change.vms_opened.len(), change.jobs_opened.len()), (10_000, 5_000));
+    apply_usage(&mut open, &change, at(2));
+    let change = usage_change(&c, &shapes(), &BTreeMap::new(), &open, &o, at(3));
+    let secs = apply_usage(&mut open, &change, at(3));
+    assert!(change.is_empty(), "a steady pass changes nothing");
+    let s = &secs[&("a".to_string(), "flex", "busy")];
+    assert_eq!(s.vm, 5_000.0 * 60.0);
+}

@@ -4,7 +4,7 @@
 
 use super::Reconciler;
 use crate::reconcile::commit;
-use crate::reconcile::plan::{apply_usage, usage_change};
+use crate::reconcile::plan::{apply_usage, usage_change, OpenUsage, UsageJob, UsageVm};
 use crate::reconcile::report::{PassPhases, PassReport, UsageCount};
 use crate::reconcile::types::*;
 use crate::store::{Store, StoreError, USAGE_SEEN_AT};

@@ -76,16 +76,10 @@ async fn record(state: &Path) {
     ])
     .await
     .unwrap();
-    // A job's open span on a node is one at a time: (job, node) finds it; the start is the test's.
-    let end =
-        |job_id, node: &str, _started: f64, e| JobSpanEnd { job_id, node: node.into(), ended_at: at(e) };
-    tx.close_job_spans(&[
-        end(7, "hpc-a-0", 1.0, 5.0),
-        end(8, "hpc-a-0", 3.0, 6.0),
-        end(9, "hpc-s-0", 1.0, 3.0),
-    ])
-    .await
-    .unwrap();
+    let end = |job_id, node: &str, e| JobSpanEnd { job_id, node: node.into(), ended_at: at(e) };
+    tx.close_job_spans(&[end(7, "hpc-a-0", 5.0), end(8, "hpc-a-0", 6.0), end(9, "hpc-s-0", 3.0)])
+        .await
+        .unwrap();
     let gone = |id: &str, h| VmSpanEnd { instance_id: id.into(), deleted_at: at(h) };
     tx.close_vm_spans(&[gone("1", 10.0), gone("2", 4.0), gone("3", 1.0)], Some(at(10.0))).await.unwrap();
     tx.usage_seen(at(10.0)).await.unwrap();

@@ -21,6 +21,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use rustc_hash::FxHashMap;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -75,6 +77,22 @@ impl By {
 
     pub fn parse(s: &str) -> Option<By> {
         By::ALL.into_iter().find(|b| b.as_str() == s)
+    }
+
+    /// [`By::of_job`] without an allocation: a job id is written into `buf`.
+    fn key_into<'a>(self, j: &'a JobSpan, buf: &'a mut String) -> &'a str {
+        match self {
+            By::Job => {
+                use std::fmt::Write;
+                buf.clear();
+                let _ = write!(buf, "{}", j.job_id);
+                buf
+            }
+            By::User => &j.user,
+            By::Account => &j.account,
+            By::Partition => &j.partition,
+            By::Nodeset | By::Model => unreachable!("busy time by VM"),
+        }
     }
 
     fn of_job(self, j: &JobSpan) -> String {
@@ -187,6 +205,14 @@ impl Acc {
     }
 }
 
+/// The row of `key`, made on first use (no allocation for a key already there).
+fn acc<'r>(rows: &'r mut FxHashMap<String, Acc>, key: &str) -> &'r mut Acc {
+    if !rows.contains_key(key) {
+        rows.insert(key.to_string(), Acc::default());
+    }
+    rows.get_mut(key).expect("inserted above")
+}
+
 /// The report over `period` at `now`, by `by`, priced from `prices`.
 pub fn report(
     vms: &[VmSpan],
@@ -201,7 +227,7 @@ pub fn report(
     // Where a running job's span ends: the period's end, or the present when that is earlier.
     let open_end = until.min(now.timestamp_millis());
     let mut last_seen: Option<DateTime<Utc>> = None;
-    let mut by_node: HashMap<&str, Vec<(i64, i64, &JobSpan)>> = HashMap::new();
+    let mut by_node: FxHashMap<&str, Vec<(i64, i64, &JobSpan)>> = FxHashMap::default();
     let mut job_seen: HashMap<u64, &JobSpan> = HashMap::new();
     for j in jobs {
         job_seen.entry(j.job_id).or_insert(j);
@@ -214,7 +240,8 @@ pub fn report(
     for spans in by_node.values_mut() {
         spans.sort_by_key(|&(s, e, j)| (s, e, j.job_id));
     }
-    let mut rows: HashMap<String, Acc> = HashMap::new();
+    let mut rows: FxHashMap<String, Acc> = FxHashMap::default();
+    let mut buf = String::new();
     let mut prices_used = BTreeMap::new();
     let mut price_cache: HashMap<(&str, &str), Option<Price>> = HashMap::new();
     let mut counted = 0;
@@ -234,12 +261,14 @@ pub fn report(
             continue;
         }
         counted += 1;
-        let price = *price_cache
-            .entry((vm.machine_type.as_str(), vm.model.as_str()))
-            .or_insert_with(|| prices.price(&vm.machine_type, &vm.model));
-        if let Some(p) = price {
-            prices_used.insert((vm.machine_type.clone(), vm.model.clone()), p);
-        }
+        // Looked up once per (machine type, model), not once per VM.
+        let price = *price_cache.entry((vm.machine_type.as_str(), vm.model.as_str())).or_insert_with(|| {
+            let p = prices.price(&vm.machine_type, &vm.model);
+            if let Some(p) = p {
+                prices_used.insert((vm.machine_type.clone(), vm.model.clone()), p);
+            }
+            p
+        });
         // The node's jobs within the VM's life, as start (true) and end (false) points.
         points.clear();
         let node_jobs = by_node.get(vm.node.as_str()).map_or(&[][..], Vec::as_slice);
@@ -268,7 +297,7 @@ pub fn report(
                     let n = active.len() as i64;
                     for (k, j) in active.iter().enumerate() {
                         let share = len / n + i64::from((k as i64) < len % n);
-                        rows.entry(by.of_job(j)).or_default().add(true, share, vm, price);
+                        acc(&mut rows, by.key_into(j, &mut buf)).add(true, share, vm, price);
                     }
                 }
             }

@@ -33,6 +33,8 @@ mod slurm_26_05 {
 
 /// The devcluster's `reconcile.interval`.
 const INTERVAL_SECS: f64 = 5.0;
+/// The most one pass's own work is allowed to add to the interval before the next one starts.
+const PASS_SECS: f64 = 2.0;
 const FLEX_PRICE: f64 = 2.5;
 const SPOT_PRICE: f64 = 0.75;
 /// (user, uid) of the two users the jobs run as.
@@ -164,7 +166,10 @@ fn usage(slurm: SlurmGeneration) {
     for (ns, (hours, vms)) in &life {
         let r = &by_nodeset[*ns];
         let h = r["vm_hours"].as_f64().unwrap();
-        let slack = *vms as f64 * INTERVAL_SECS / 3600.0;
+        // The first pass that no longer lists a VM starts up to an interval after the pass before,
+        // which itself took a moment (its reads and commit: tens of ms, over a second on a loaded
+        // 2-core machine; seen 5.03 s over a 5 s interval): an interval and a pass's own time.
+        let slack = *vms as f64 * (INTERVAL_SECS + PASS_SECS) / 3600.0;
         // Closed at the first pass whose list no longer shows the VM: after it went, or a moment
         // before when it went between that pass's start and its list.
         let early = *vms as f64 / 3600.0;

@@ -140,6 +140,19 @@ mod tests {
     }
 
     #[test]
+    fn without_duplicates_a_requeued_job_shows_only_its_latest_record() {
+        // Why `-D`: the same jobs printed with and without it (JobID first there, not JobIDRaw).
+        let job5 = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| l.starts_with("5|"))
+                .map(|l| l.split('|').nth(6).unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(job5(include_str!("testdata/sacct-22.05-P-X.txt")), ["PENDING"]);
+        assert_eq!(job5(include_str!("testdata/sacct-22.05-P-X-D.txt")), ["REQUEUED", "PENDING"]);
+    }
+
+    #[test]
     fn array_tasks_are_kept_by_their_own_id() {
         // `-j 7` printed both tasks of array 7; the job asked is task 7_2, raw id 7.
         let runs = parse_runs(RAW, &[7]).unwrap();

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs beyond the Rust toolchain, on Debian 12: Slurm 22.05
-# (slurmctld, slurmd, the client commands) and munge, for the tests that run a real cluster, and
+# (slurmctld, slurmd, the client commands) and munge, for the tests that run a real cluster,
+# slurmdbd and MariaDB (tests/usage_slurmdbd_e2e.rs starts its own, on loopback), and
 # systemd (systemd-analyze verifies the unit), and promtool (Debian's prometheus package: `make test`
 # runs `promtool test rules` on conf/prometheus).
 # Idempotent: installs only what is missing, and does nothing when everything is there.
@@ -9,7 +10,7 @@
 # skipped in CI); otherwise a warning, and the Slurm tests skip themselves with a message.
 set -euo pipefail
 
-packages=(slurmctld slurmd slurm-client munge systemd prometheus)
+packages=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server systemd prometheus)
 # file that must exist -> package that provides it (perl-base is essential; its perl clears the
 # signal mask before a test cluster starts slurmd).
 required=(
@@ -22,6 +23,10 @@ required=(
     /usr/sbin/munged:munge
     /etc/munge/munge.key:munge
     /usr/bin/perl:perl-base
+    /usr/sbin/slurmdbd:slurmdbd
+    /usr/bin/sacct:slurm-client
+    /usr/sbin/mariadbd:mariadb-server
+    /usr/bin/mariadb-install-db:mariadb-server
     /usr/bin/systemd-analyze:systemd
     /usr/bin/promtool:prometheus
 )

@@ -106,13 +106,17 @@ pub async fn run_with_reload(
     mut reload: Option<mpsc::Receiver<()>>,
 ) -> Result<(), DaemonError> {
     // Several controllers: checked before anything is changed (a bad key exits 2).
-    let controllers = role::setup(&cfg).await.map_err(DaemonError::Config)?;
+    let (controllers, slurm_conf) = role::setup(&cfg).await.map_err(DaemonError::Config)?;
+    if slurm_conf.slurmdbd {
+        tracing::info!("slurm.conf keeps accounting in slurmdbd: jobs that end while the daemon is down end at sacct's end in the usage spans");
+    }
     let store = Store::open_for_daemon(&cfg.state_dir).await?;
     let _lock = lock_state_dir(&cfg.state_dir)?;
     save_last_accepted(&cfg);
     let mut reconciler = Reconciler::new(cfg.clone(), store.clone())
         .await
         .map_err(|e| DaemonError::Reconciler(format!("{e:#}")))?;
+    reconciler.set_slurmdbd(slurm_conf.slurmdbd);
     let listener = server::bind(&cfg.socket).map_err(|source| DaemonError::Io {
         what: "binding",
         path: cfg.socket.clone(),
@@ -397,7 +401,8 @@ async fn take_charge(
         match shared_state::adopt_if_newer(store, dir, &cfg.state_dir).await {
             Ok(false) => tracing::info!("in charge: our own state is the newest"),
             Ok(true) => match Reconciler::new(cfg.clone(), store.clone()).await {
-                Ok(r) => {
+                Ok(mut r) => {
+                    r.set_slurmdbd(reconciler.slurmdbd());
                     *reconciler = r;
                     metrics.reloaded(nodeset_names(cfg), reconciler.gce().clone());
                     if let Ok(e) = store.events(None, None, 1).await {
@@ -604,7 +609,8 @@ async fn apply_reload(
             Err(why) => Err(why),
             Ok(changes) => match Reconciler::new(new.clone(), store.clone()).await {
                 Err(e) => Err(format!("{e:#}")),
-                Ok(r) => {
+                Ok(mut r) => {
+                    r.set_slurmdbd(reconciler.slurmdbd());
                     *reconciler = r;
                     metrics.reloaded(nodeset_names(&new), reconciler.gce().clone());
                     *cfg = new;

@@ -11,6 +11,7 @@
 use crate::config::Config;
 use crate::protocol::ControllerRole;
 use crate::slurm::controllers::{self, ControllerPing};
+use crate::slurm::sacct;
 use crate::slurm::Slurm;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -69,9 +70,24 @@ impl Controllers {
     }
 }
 
+/// What the daemon reads of slurm.conf, once at start: the `SlurmctldHost` names and whether
+/// `AccountingStorageType` is slurmdbd (then the usage spans of jobs that ended while the daemon
+/// was down end at `sacct`'s end: `plan/usage.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlurmConfFacts {
+    pub hosts: Vec<String>,
+    pub slurmdbd: bool,
+}
+
 /// The `SlurmctldHost` names: as `scontrol show config` reports them, or, when no controller
 /// answers it, from the slurm.conf file (`slurm.conf`, `$SLURM_CONF`, `/etc/slurm/slurm.conf`).
 pub async fn controller_hosts(cfg: &Config) -> Result<Vec<String>, String> {
+    slurm_conf_facts(cfg).await.map(|f| f.hosts)
+}
+
+/// [`SlurmConfFacts`] from `scontrol show config`, or, when no controller answers it (or it names
+/// no `SlurmctldHost`), from the slurm.conf file as [`controller_hosts`] says.
+pub async fn slurm_conf_facts(cfg: &Config) -> Result<SlurmConfFacts, String> {
     let file = cfg
         .slurm
         .conf
@@ -82,16 +98,24 @@ pub async fn controller_hosts(cfg: &Config) -> Result<Vec<String>, String> {
     let asked = if file.exists() {
         let timeout = Duration::from_secs(cfg.slurm.command_timeout.clamp(1, 10));
         let slurm = Slurm::new(cfg.slurm.bin_dir.clone(), cfg.slurm.conf.clone(), timeout);
-        match slurm.controller_hosts().await {
-            Ok(hosts) if !hosts.is_empty() => return Ok(hosts),
-            Ok(_) => "`scontrol show config` names no SlurmctldHost".to_string(),
+        match slurm.show_config().await {
+            Ok(text) => {
+                let hosts = controllers::parse_show_config(&text);
+                if !hosts.is_empty() {
+                    return Ok(SlurmConfFacts { hosts, slurmdbd: sacct::uses_slurmdbd(&text) });
+                }
+                "`scontrol show config` names no SlurmctldHost".to_string()
+            }
             Err(e) => e.to_string(),
         }
     } else {
         "no slurm.conf".to_string()
     };
     match std::fs::read_to_string(&file) {
-        Ok(text) => Ok(controllers::parse_slurm_conf(&text)),
+        Ok(text) => Ok(SlurmConfFacts {
+            hosts: controllers::parse_slurm_conf(&text),
+            slurmdbd: sacct::uses_slurmdbd(&text),
+        }),
         Err(e) => Err(format!("{asked}; and reading {}: {e}", file.display())),
     }
 }
@@ -122,26 +146,28 @@ pub fn problems(cfg: &Config, hosts: &[String]) -> Vec<(&'static str, String)> {
     out
 }
 
-/// At start: the two-controller setup (`None` with one `SlurmctldHost`), or the first problem of
-/// the keys (the daemon then exits 2). SlurmctldHost entries that cannot be read at all are one
-/// controller, as before this existed, with a warning.
-pub async fn setup(cfg: &Config) -> Result<Option<Controllers>, String> {
-    let hosts = match controller_hosts(cfg).await {
-        Ok(h) => h,
+/// At start: the two-controller setup (`None` with one `SlurmctldHost`) and what else slurm.conf
+/// says ([`SlurmConfFacts`], read in the same call), or the first problem of the keys (the daemon
+/// then exits 2). A slurm.conf that cannot be read at all is one controller, as before this
+/// existed, without slurmdbd, with a warning.
+pub async fn setup(cfg: &Config) -> Result<(Option<Controllers>, SlurmConfFacts), String> {
+    let facts = match slurm_conf_facts(cfg).await {
+        Ok(f) => f,
         Err(why) => {
             tracing::warn!(%why, "cannot read slurm.conf's SlurmctldHost entries: acting as the only controller");
-            Vec::new()
+            SlurmConfFacts::default()
         }
     };
+    let hosts = facts.hosts.clone();
     if let Some((key, message)) = problems(cfg, &hosts).into_iter().next() {
         return Err(format!("{}: {key}: {message}", cfg.source.display()));
     }
     if hosts.len() < 2 {
-        return Ok(None);
+        return Ok((None, facts));
     }
     let this = cfg.daemon.controller_name();
     tracing::info!(controller = %this, controllers = %hosts.join(","), "several controllers: acting only while ours is in charge");
-    Ok(Some(Controllers { this, hosts }))
+    Ok((Some(Controllers { this, hosts }), facts))
 }
 
 #[cfg(test)]

@@ -316,6 +316,9 @@ pub struct Observed {
     /// The jobs Slurm shows (for the usage spans: who runs on which node); `None` when not read
     /// this pass (then no job span opens or closes).
     pub jobs: Option<Vec<SlurmJob>>,
+    /// slurmdbd's runs (`sacct`) of the jobs of spans restored at start that Slurm no longer shows
+    /// (`plan/usage.rs`); `None` when not asked (no slurmdbd, nothing to ask, or `sacct` failed).
+    pub job_runs: Option<Vec<JobRun>>,
 }
 
 /// A reservation nodeset's capacity and window as GCE shows it (`gce_edge/reserved.rs`); the pass
@@ -772,4 +775,13 @@ impl SlurmJob {
         !self.configuring
             && matches!(self.state.as_str(), "RUNNING" | "COMPLETING" | "SUSPENDED" | "STOPPED" | "SIGNALING")
     }
+}
+
+/// One run of a job as slurmdbd's accounting (`sacct`) keeps it, for the usage rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobRun {
+    pub job_id: u64,
+    pub start: Option<DateTime<Utc>>,
+    /// `None` while it waits or runs.
+    pub end: Option<DateTime<Utc>>,
 }

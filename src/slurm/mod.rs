@@ -42,6 +42,7 @@ pub mod controllers;
 mod node;
 pub mod reservation;
 pub mod resume_file;
+pub mod sacct;
 pub mod scontrol_nodes;
 pub mod sinfo;
 pub mod squeue;
@@ -57,6 +58,7 @@ use chrono::{DateTime, Utc};
 pub use node::NodeInfo;
 pub use reservation::Reservation;
 pub use resume_file::{ResumeFile, ResumeFileError, ResumeJob};
+pub use sacct::AccountedRun;
 pub use squeue::{JobInfo, TimeLimit};
 pub use version::{NodeSource, SlurmVersion};
 
@@ -206,8 +208,13 @@ impl Slurm {
     /// The names of slurm.conf's `SlurmctldHost` entries as `scontrol show config` reports them
     /// (answered by the controller in charge only).
     pub async fn controller_hosts(&self) -> Result<Vec<String>, SlurmError> {
+        Ok(controllers::parse_show_config(&self.show_config().await?))
+    }
+
+    /// `scontrol show config` as it prints it (answered by the controller in charge only).
+    pub async fn show_config(&self) -> Result<String, SlurmError> {
         let out = self.run_ok("scontrol", vec!["show".into(), "config".into()]).await?;
-        Ok(controllers::parse_show_config(&String::from_utf8_lossy(&out)))
+        Ok(String::from_utf8_lossy(&out).into_owned())
     }
 
     /// The jobs among `job_ids` that slurmctld still knows, in one `squeue --json` call. A job it

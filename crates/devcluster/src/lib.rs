@@ -56,6 +56,7 @@
 // Test rig: it starts and stops real Slurm daemons and waits for them in real time.
 #![allow(clippy::disallowed_methods)]
 
+pub mod accounting;
 mod binaries;
 mod client;
 mod cluster;

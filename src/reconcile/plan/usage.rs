@@ -16,6 +16,13 @@
 //!   that is later; it closes when Slurm no longer shows it running there: at its end time when
 //!   Slurm still remembers the job, else at the pass's start. Jobs not read this pass
 //!   (`Observed::jobs` `None`) change nothing.
+//! - After a restart, a span restored from the store whose job Slurm no longer shows ended some
+//!   time while the daemon was down. Where slurmdbd keeps accounting, the reconciler asks `sacct`
+//!   for those jobs ([`jobs_to_account`], one call, at the first pass that reads Slurm's jobs) and
+//!   the span closes at the end of the job's first run that ended at or after the span's start
+//!   (`Observed::job_runs`), no later than its node's VM's recorded life and never before its
+//!   start. Without slurmdbd, or when `sacct` failed or does not know the run's end, it closes as
+//!   above: its error is then the downtime, at most.
 //! - Busy seconds are a VM's seconds while a job span on its node is open; idle the rest:
 //!   busy + idle = the VM's seconds.
 //!
@@ -78,6 +85,9 @@ pub struct UsageJob {
     pub partition: String,
     pub started_at: DateTime<Utc>,
     pub ended_at: Option<DateTime<Utc>>,
+    /// Read back from the store at start, and no pass has read Slurm's jobs since: if Slurm no
+    /// longer shows it, it ended while the daemon was down.
+    pub restored: bool,
 }
 
 /// The open spans, as the last pass left them (kept by the reconciler, read from the store at
@@ -97,6 +107,8 @@ pub struct UsageChange {
     pub jobs_opened: Vec<UsageJob>,
     /// (job, node) and the end.
     pub jobs_closed: Vec<((u64, String), DateTime<Utc>)>,
+    /// Slurm's jobs were read this pass: the job spans are no longer restored ones.
+    pub jobs_seen: bool,
 }
 
 impl UsageChange {
@@ -172,18 +184,34 @@ pub fn usage_change(
         });
     }
     if let Some(jobs) = o.jobs.as_ref() {
-        let (opened, closed) = jobs_change(open, jobs, &change, now);
+        let (opened, closed) =
+            jobs_change(open, jobs, o.job_runs.as_deref().unwrap_or_default(), &change, now);
         change.jobs_opened = opened;
         change.jobs_closed = closed;
+        change.jobs_seen = true;
     }
     change
 }
 
-/// The job spans `jobs` open and close, given the VM spans as `vms` leaves them.
+/// The jobs whose end slurmdbd is worth asking (module docs): those of the spans restored from the
+/// store that `change` closes, sorted, each once.
+pub fn jobs_to_account(open: &OpenUsage, change: &UsageChange) -> Vec<u64> {
+    let ids: BTreeSet<u64> = change
+        .jobs_closed
+        .iter()
+        .filter(|(key, _)| open.jobs.get(key).is_some_and(|j| j.restored))
+        .map(|((job, _), _)| *job)
+        .collect();
+    ids.into_iter().collect()
+}
+
+/// The job spans `jobs` open and close, given the VM spans as `vms` leaves them and slurmdbd's
+/// `runs` of the jobs of restored spans.
 #[allow(clippy::type_complexity)]
 fn jobs_change(
     open: &OpenUsage,
     jobs: &[SlurmJob],
+    runs: &[JobRun],
     vms: &UsageChange,
     now: DateTime<Utc>,
 ) -> (Vec<UsageJob>, Vec<((u64, String), DateTime<Utc>)>) {
@@ -213,6 +241,7 @@ fn jobs_change(
                 partition: job.partition.clone(),
                 started_at: start,
                 ended_at: None,
+                restored: false,
             });
         }
     }
@@ -222,9 +251,33 @@ fn jobs_change(
             continue;
         }
         let end = by_id.get(&key.0).filter(|j| !j.runs()).and_then(|j| j.end).filter(|e| *e <= now);
-        closed_jobs.push((key.clone(), end.unwrap_or(now).max(span.started_at)));
+        let accounted = || {
+            // The first run that ended at or after the span began, within its VM's life.
+            let ended = runs
+                .iter()
+                .filter(|r| r.job_id == key.0)
+                .filter_map(|r| r.end)
+                .filter(|e| *e >= span.started_at)
+                .min()?;
+            Some(ended.min(vm_end(open, vms, &span.node, now)))
+        };
+        let end = end.or_else(|| span.restored.then(accounted).flatten());
+        closed_jobs.push((key.clone(), end.unwrap_or(now).min(now).max(span.started_at)));
     }
     (opened, closed_jobs)
+}
+
+/// When the VM life on record of `node` ends as `vms` leaves the spans: `now` while one of its
+/// spans stays open (or none is on record), else the latest end `vms` gives them.
+fn vm_end(open: &OpenUsage, vms: &UsageChange, node: &str, now: DateTime<Utc>) -> DateTime<Utc> {
+    let mut latest = None;
+    for v in open.vms.values().filter(|v| v.node == node) {
+        match vms.vms_closed.iter().find(|(id, _)| *id == v.id) {
+            Some((_, at)) => latest = latest.max(Some(*at)),
+            None => return now,
+        }
+    }
+    latest.unwrap_or(now)
 }
 
 /// Applies `change` to `open` (the spans as this pass leaves them: the open ones seen now, none of
@@ -285,6 +338,9 @@ pub fn apply_usage(
     }
     for (key, _) in &change.jobs_closed {
         open.jobs.remove(key);
+    }
+    if change.jobs_seen {
+        open.jobs.values_mut().for_each(|j| j.restored = false);
     }
     for j in &change.jobs_opened {
         open.jobs.insert((j.job_id, j.node.clone()), j.clone());

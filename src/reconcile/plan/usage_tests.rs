@@ -66,7 +66,23 @@ fn job_span(job: u64, node: &str, start: i64) -> UsageJob {
         partition: "p".into(),
         started_at: at(start),
         ended_at: None,
+        restored: false,
     }
+}
+
+/// A job span read back from the store at start.
+fn restored_job(job: u64, node: &str, start: i64) -> UsageJob {
+    UsageJob { restored: true, ..job_span(job, node, start) }
+}
+
+/// A VM span read back from the store at start, last seen at `seen`.
+fn restored_vm(name: &str, n: u64, created: i64, seen: i64) -> UsageVm {
+    UsageVm { restored: true, counted_to: None, ..span(name, n, created, seen) }
+}
+
+/// A run of `job` as slurmdbd keeps it.
+fn run(job: u64, start: Option<i64>, end: Option<i64>) -> JobRun {
+    JobRun { job_id: job, start: start.map(at), end: end.map(at) }
 }
 
 struct Case {
@@ -76,6 +92,8 @@ struct Case {
     /// `None`: the VM list failed.
     listed: Option<Vec<ObservedVm>>,
     jobs: Option<Vec<SlurmJob>>,
+    /// slurmdbd's runs (`sacct`), when asked.
+    runs: Option<Vec<JobRun>>,
     unreachable: Option<&'static str>,
     reused: bool,
     /// (instance id) opened, (instance id, minute) closed, (job, node, start) opened,
@@ -84,6 +102,8 @@ struct Case {
     closed: Vec<(u64, i64)>,
     jobs_opened: Vec<(u64, &'static str, i64)>,
     jobs_closed: Vec<(u64, &'static str, i64)>,
+    /// The jobs worth asking slurmdbd (`jobs_to_account`), asked or not.
+    asked: Vec<u64>,
     /// (nodeset, use, VM seconds, GPU seconds) counted by a pass at minute 10.
     seconds: Vec<(&'static str, &'static str, f64, f64)>,
 }
@@ -95,12 +115,14 @@ fn base(what: &'static str) -> Case {
         open_jobs: vec![],
         listed: Some(vec![]),
         jobs: Some(vec![]),
+        runs: None,
         unreachable: None,
         reused: false,
         opened: vec![],
         closed: vec![],
         jobs_opened: vec![],
         jobs_closed: vec![],
+        asked: vec![],
         seconds: vec![],
     }
 }
@@ -202,11 +224,84 @@ fn usage_spans_open_extend_and_close() {
             seconds: vec![("a", "busy", 360.0, 0.0), ("a", "idle", 0.0, 0.0)],
             ..base("a job that started before its node's VM was made is busy from the VM's creation")
         },
+        // After a restart, with slurmdbd: the jobs that ended while the daemon was down.
+        Case {
+            open: vec![restored_vm("hpc-gpu-1", 11, 2, 4)],
+            open_jobs: vec![restored_job(7, "hpc-gpu-1", 3)],
+            listed: Some(vec![listed("hpc-gpu-1", 11, 2)]),
+            runs: Some(vec![run(7, Some(3), Some(6))]),
+            jobs_closed: vec![(7, "hpc-gpu-1", 6)],
+            asked: vec![7],
+            ..base("a restored span whose job Slurm forgot closes at slurmdbd's end")
+        },
+        Case {
+            open: vec![restored_vm("hpc-gpu-1", 11, 2, 4)],
+            open_jobs: vec![restored_job(7, "hpc-gpu-1", 3)],
+            runs: Some(vec![run(7, Some(3), Some(8))]),
+            closed: vec![(11, 4)],
+            jobs_closed: vec![(7, "hpc-gpu-1", 4)],
+            asked: vec![7],
+            ..base("no later than its VM's recorded life (the VM gone too: its last sighting)")
+        },
+        Case {
+            open: vec![restored_vm("hpc-gpu-1", 11, 2, 4), restored_vm("hpc-gpu-2", 12, 2, 4)],
+            open_jobs: vec![restored_job(7, "hpc-gpu-1", 3), restored_job(9, "hpc-gpu-2", 3)],
+            listed: Some(vec![listed("hpc-gpu-1", 11, 2), listed("hpc-gpu-2", 12, 2)]),
+            runs: Some(vec![run(7, Some(1), Some(2)), run(7, Some(3), Some(7)), run(9, Some(3), Some(12))]),
+            jobs_closed: vec![(7, "hpc-gpu-1", 7), (9, "hpc-gpu-2", 10)],
+            asked: vec![7, 9],
+            ..base("a requeued job: the first run that ended after the span began; an end past the pass is the pass")
+        },
+        Case {
+            open: vec![restored_vm("hpc-gpu-1", 11, 2, 4)],
+            open_jobs: vec![restored_job(7, "hpc-gpu-1", 3)],
+            listed: Some(vec![listed("hpc-gpu-1", 11, 2)]),
+            runs: Some(vec![run(7, Some(0), Some(1)), run(7, None, None)]),
+            jobs_closed: vec![(7, "hpc-gpu-1", 10)],
+            asked: vec![7],
+            ..base("slurmdbd knows no end after the span began (requeued, pending): at the pass")
+        },
+        Case {
+            open: vec![restored_vm("hpc-gpu-1", 11, 2, 4)],
+            open_jobs: vec![restored_job(7, "hpc-gpu-1", 3)],
+            listed: Some(vec![listed("hpc-gpu-1", 11, 2)]),
+            jobs_closed: vec![(7, "hpc-gpu-1", 10)],
+            asked: vec![7],
+            ..base("no slurmdbd, or sacct failed: at the pass, as before")
+        },
+        Case {
+            open: vec![restored_vm("hpc-gpu-1", 11, 2, 4)],
+            open_jobs: vec![restored_job(7, "hpc-gpu-1", 3)],
+            listed: Some(vec![listed("hpc-gpu-1", 11, 2)]),
+            jobs: Some(vec![SlurmJob { state: "COMPLETED".into(), end: Some(at(8)), ..running(7, "hpc-gpu-1", 3) }]),
+            runs: Some(vec![run(7, Some(3), Some(9))]),
+            jobs_closed: vec![(7, "hpc-gpu-1", 8)],
+            asked: vec![7],
+            ..base("Slurm still remembers the job: its end time first")
+        },
+        Case {
+            open: vec![restored_vm("hpc-gpu-1", 11, 2, 4)],
+            open_jobs: vec![restored_job(7, "hpc-gpu-1", 3)],
+            listed: Some(vec![listed("hpc-gpu-1", 11, 2)]),
+            jobs: Some(vec![running(7, "hpc-gpu-1", 3)]),
+            runs: Some(vec![run(7, Some(3), None)]),
+            ..base("a restored span whose job still runs: nothing to ask")
+        },
+        Case {
+            open: vec![span("hpc-gpu-1", 11, 2, 5)],
+            open_jobs: vec![job_span(7, "hpc-gpu-1", 3)],
+            listed: Some(vec![listed("hpc-gpu-1", 11, 2)]),
+            runs: Some(vec![run(7, Some(3), Some(6))]),
+            jobs_closed: vec![(7, "hpc-gpu-1", 10)],
+            seconds: vec![("gpu", "busy", 300.0, 2400.0), ("gpu", "idle", 0.0, 0.0)],
+            ..base("a span this run saw open is no restored one: slurmdbd is not its source")
+        },
     ];
     for c in cases {
         let mut o = Observed {
             vms: c.listed.map(|l| l.into_iter().map(|v| (v.name.clone(), v)).collect()),
             jobs: c.jobs,
+            job_runs: c.runs,
             reused: c.reused,
             ..Default::default()
         };
@@ -229,6 +324,7 @@ fn usage_spans_open_extend_and_close() {
         let jobs: Vec<_> = change.jobs_closed.iter().map(|((j, n), t)| (*j, n.as_str(), *t)).collect();
         let want: Vec<_> = c.jobs_closed.iter().map(|(j, n, m)| (*j, *n, at(*m))).collect();
         assert_eq!(jobs, want, "{}: job spans closed", c.what);
+        assert_eq!(jobs_to_account(&open, &change), c.asked, "{}: asked of slurmdbd", c.what);
         if o.vms.is_none() || o.reused {
             assert!(change.is_empty(), "{}", c.what);
             continue; // the reconciler counts nothing on such a pass
@@ -244,6 +340,9 @@ fn usage_spans_open_extend_and_close() {
         );
         assert_eq!(after, want, "{}", c.what);
         assert!(open.vms.values().all(|v| v.counted_to == Some(now) && v.last_seen == now && !v.restored));
+        if o.jobs.is_some() {
+            assert!(open.jobs.values().all(|j| !j.restored), "{}: jobs read: none restored now", c.what);
+        }
     }
 }
 

@@ -463,8 +463,8 @@ impl Reconciler {
         let (at, migs_read_at, mig_reuses) =
             (observation.started, observation.migs_read_at, observation.mig_reuses);
         match self.plan_commit_execute(observation, &mut report).await {
-            Ok((desired, observed, failures_waiting)) => {
-                self.record_usage(&desired, &observed, &mut report).await;
+            Ok((desired, mut observed, failures_waiting)) => {
+                self.record_usage(&desired, &mut observed, &mut report).await;
                 let capacity = observed.capacity.clone();
                 if report.reused_observation_ms.is_none() {
                     if let Some(vms) = observed.vms.as_ref() {

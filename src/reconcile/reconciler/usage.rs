@@ -1,11 +1,14 @@
 //! The usage recording of a full pass (`plan/usage.rs` decides, `commit::commit_usage` writes):
 //! the open spans kept between passes, read from the store at a run's first pass, and each
-//! nodeset's machine type and GPUs, read with its template once a run.
+//! nodeset's machine type and GPUs, read with its template once a run. Where slurm.conf says
+//! slurmdbd, the jobs of restored spans that the pass closes are asked of `sacct` first
+//! (`slurm_edge::job_runs`), once.
 
 use super::Reconciler;
 use crate::reconcile::commit;
-use crate::reconcile::plan::{apply_usage, usage_change, OpenUsage, UsageJob, UsageVm};
+use crate::reconcile::plan::{apply_usage, jobs_to_account, usage_change, OpenUsage, UsageJob, UsageVm};
 use crate::reconcile::report::{PassPhases, PassReport, UsageCount};
+use crate::reconcile::slurm_edge;
 use crate::reconcile::types::*;
 use crate::store::{Store, StoreError, USAGE_SEEN_AT};
 use chrono::{DateTime, Utc};
@@ -17,6 +20,8 @@ pub(super) struct Recording {
     /// `None` until a run's first full pass reads them from the store.
     open: Option<OpenUsage>,
     seen_at: Option<DateTime<Utc>>,
+    /// slurm.conf's `AccountingStorageType` is slurmdbd (read by the daemon at start).
+    slurmdbd: bool,
 }
 
 impl Recording {
@@ -62,6 +67,7 @@ async fn restore(store: &Store) -> Result<(OpenUsage, Option<DateTime<Utc>>), St
                 partition: j.partition,
                 started_at: j.started_at,
                 ended_at: None,
+                restored: true,
             },
         );
     }
@@ -70,13 +76,23 @@ async fn restore(store: &Store) -> Result<(OpenUsage, Option<DateTime<Utc>>), St
 }
 
 impl Reconciler {
+    /// Whether slurm.conf's `AccountingStorageType` is slurmdbd: then `sacct` says when the jobs
+    /// of restored spans ended (module docs). Off until set.
+    pub fn set_slurmdbd(&mut self, on: bool) {
+        self.recording.slurmdbd = on;
+    }
+
+    pub fn slurmdbd(&self) -> bool {
+        self.recording.slurmdbd
+    }
+
     /// Records the usage a full pass saw (`observed` as the pass left it, `desired` its nodes) and
     /// puts the seconds it counted in the report. A pass that did not list the VMs, or planned on
     /// an earlier pass's list, records nothing: the next full pass counts the time.
     pub(super) async fn record_usage(
         &mut self,
         desired: &Desired,
-        observed: &Observed,
+        observed: &mut Observed,
         report: &mut PassReport,
     ) {
         if observed.reused || observed.vms.is_none() {
@@ -95,7 +111,14 @@ impl Reconciler {
         }
         let Some(open) = self.recording.open.as_mut() else { return };
         let shapes = self.templates.shapes();
-        let change = usage_change(&self.clients.plan_cfg, shapes, &desired.nodes, open, observed, now);
+        let mut change = usage_change(&self.clients.plan_cfg, shapes, &desired.nodes, open, observed, now);
+        let ask = if self.recording.slurmdbd { jobs_to_account(open, &change) } else { Vec::new() };
+        if !ask.is_empty() {
+            observed.job_runs = slurm_edge::job_runs::job_runs(&self.clients.slurm, &ask).await;
+            if observed.job_runs.is_some() {
+                change = usage_change(&self.clients.plan_cfg, shapes, &desired.nodes, open, observed, now);
+            }
+        }
         if let Err(e) = commit::commit_usage(&self.clients.store, &change, self.recording.seen_at, now).await
         {
             // Read back from the store next pass: what it holds is the truth.

@@ -9,11 +9,13 @@
 //! | `reservations.rs`  | the end-of-life reservations made and deleted, and what the next round learns |
 //! | `admin_comment.rs` | the `slurm-dws:` AdminComment of each waiting job                        |
 //! | `topology.rs`      | the Slurm topology file from GCE's physical host topology               |
+//! | `job_runs.rs`      | slurmdbd's runs (`sacct`) of jobs that ended while the daemon was down   |
 //!
 //! The edge answers the pass: it takes the planner's vocabulary (`types`) and returns what Slurm
 //! said; it never imports a phase of the pass (`tests/architecture.rs` keeps it so).
 
 pub mod admin_comment;
+pub mod job_runs;
 pub mod node_updates;
 pub mod reservations;
 pub mod topology;

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use super::error::BillingError;
 use super::types::{Service, ServicesPage, Sku, SkusPage};
 use crate::gce::auth::{token_source, Credentials, TokenSource};
+use crate::gce::client::error_chain;
 use crate::gce::retry::{parse_retry_after, Backoff};
 
 /// Google's endpoint of the Catalog API.
@@ -245,18 +246,6 @@ impl BillingClient {
         serde_json::from_slice(&body)
             .map_err(|e| BillingError::Decode { path: shown, message: e.to_string() })
     }
-}
-
-/// A reqwest error with its causes.
-fn error_chain(e: &reqwest::Error) -> String {
-    let mut msg = e.to_string();
-    let mut src = std::error::Error::source(e);
-    while let Some(s) = src {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        src = s.source();
-    }
-    msg
 }
 
 fn check_endpoint(endpoint: &str) -> Result<Url, BillingError> {

@@ -436,8 +436,9 @@ async fn read_body(mut resp: reqwest::Response, body: &mut Vec<u8>) -> Result<()
     Ok(())
 }
 
-/// A reqwest error with its causes ("error sending request: connection refused").
-fn error_chain(e: &reqwest::Error) -> String {
+/// A reqwest error with its causes ("error sending request: connection refused"); the Cloud
+/// Billing client says its errors the same way.
+pub(crate) fn error_chain(e: &reqwest::Error) -> String {
     let mut msg = e.to_string();
     let mut src = std::error::Error::source(e);
     while let Some(s) = src {

@@ -25,12 +25,14 @@ STRIP_FLAG := $(if $(filter release,$(CARGO_PROFILE)),-s,)
 # What `make deb` packages besides the build: the unit with /usr paths, man pages, completions.
 DEB_ASSETS := target/deb-assets
 # `make test` checks the package built at opt-level 1 without LTO and debug info: what deb-test
-# checks (the files, the links, the binary running from the package, its size) does not depend on
+# checks (the files, the links, the binary running from the package) does not depend on
 # them, and the shipped profile's release build is minutes longer on a 2-core CI machine (from
 # scratch: ~9 min shipped, 7 min at opt-level 3 without LTO, 5.5 min this way; the stripped binary is
-# 18.8 MB this way, 15.1 MB shipped). `make deb` builds the shipped profile.
+# 21.4 MB this way, 16.5 MB shipped, at d653396). `make deb` builds the shipped profile. The budget
+# (the shipped binary, stripped, ≤ 20 MB) is a row of `make bench`, which builds that profile; this
+# quicker build's binary is held to 26 MB: the shipped budget times the two builds' measured ratio, 1.3.
 DEB_TEST_PROFILE := CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 CARGO_PROFILE_RELEASE_DEBUG=0 \
-	CARGO_PROFILE_RELEASE_OPT_LEVEL=1
+	CARGO_PROFILE_RELEASE_OPT_LEVEL=1 DEB_TEST_MAX_MB=26
 # The fault campaign's one-line summary (tests/fault_campaign), printed last by `make test`.
 FAULT_SUMMARY := $(or $(CARGO_TARGET_DIR),target)/tmp/fault-campaign.txt
 

@@ -2,7 +2,7 @@
 //! prints one table — median with min/max, the budget, a baseline measured in the same run, and their
 //! ratio.
 //!
-//! Sections (run all, or name some: `cargo bench --bench budgets -- hook scale queue stuck spot usage e2e`):
+//! Sections (run all, or name some: `cargo bench --bench budgets -- hook scale queue stuck spot usage binary e2e`):
 //! - `hook`:  whole-process hook latency (spawn to exit, as slurmctld sees it) against `/bin/true` and a
 //!   minimal program that opens the same SQLite database and commits one row (`examples/sqlite_commit.rs`).
 //! - `scale`: 10,000 nodes in 1,000 jobs against the simulator (its own process) and the real daemon (its
@@ -16,6 +16,7 @@
 //!   model, flex and spot, against the simulator and the real daemon.
 //! - `usage`: `slurm-dws usage` over 30 days of history at 10,000 nodes (VMs coming and going, jobs of
 //!   20 users): the store's reads and the report in this process, and the whole command.
+//! - `binary`: the release binary's size as installed (stripped), built with the shipped profile.
 //! - `e2e`:   real slurmctld + simulator + daemon (devcluster `Stack`): sbatch of a 2-node job → RUNNING.
 //!
 //! Not part of `make test`: timings on a shared machine are measurements, not assertions.
@@ -23,6 +24,7 @@
 // Measuring real time is what a benchmark is for.
 #![allow(clippy::disallowed_methods)]
 
+mod binary;
 mod e2e;
 mod fake_slurm;
 mod hook;
@@ -85,6 +87,9 @@ fn main() {
     }
     if run("usage") {
         usage::run(&ctx, &mut t);
+    }
+    if run("binary") {
+        binary::run(&ctx, &mut t);
     }
     if run("e2e") {
         e2e::run(&ctx, &mut t);

@@ -4,7 +4,7 @@
 
 use super::Reconciler;
 use crate::reconcile::commit;
-use crate::reconcile::plan::{apply_usage, usage_change, OpenUsage, UsageJob, UsageVm};
+use crate::reconcile::plan::{apply_usage, usage_change, OpenUsage, UsageVm};
 use crate::reconcile::report::{PassPhases, PassReport, UsageCount};
 use crate::reconcile::types::*;
 use crate::store::{Store, StoreError, USAGE_SEEN_AT};
@@ -36,34 +36,19 @@ async fn restore(store: &Store) -> Result<(OpenUsage, Option<DateTime<Utc>>), St
             id,
             UsageVm {
                 id,
-                vm: s.vm,
                 node: s.node,
                 nodeset: s.nodeset,
                 model,
-                machine_type: s.machine_type,
                 gpus: s.gpus,
-                job_id: s.job_id,
                 created_at: s.created_at,
                 last_seen: s.last_seen,
-                deleted_at: None,
                 restored: true,
                 counted_to: None,
             },
         );
     }
     for j in store.open_job_spans().await? {
-        open.jobs.insert(
-            (j.job_id, j.node.clone()),
-            UsageJob {
-                job_id: j.job_id,
-                node: j.node,
-                user: j.user,
-                account: j.account,
-                partition: j.partition,
-                started_at: j.started_at,
-                ended_at: None,
-            },
-        );
+        open.jobs.insert((j.job_id, j.node), j.started_at);
     }
     let seen = store.meta(USAGE_SEEN_AT).await?.and_then(|v| v.parse().ok()).map(crate::store::from_ms);
     Ok((open, seen))

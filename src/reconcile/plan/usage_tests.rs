@@ -204,7 +204,8 @@ fn usage_spans_open_extend_and_close() {
             vms: c.open.into_iter().map(|v| (v.id, v)).collect(),
             jobs: c.open_jobs.into_iter().collect(),
         };
-        let change = usage_change(&cfg(), &shapes(), &BTreeMap::new(), &open, &o, now);
+        let shapes = shapes();
+        let change = usage_change(&cfg(), &shapes, &BTreeMap::new(), &open, &o, now);
         let opened: Vec<u64> = change.vms_opened.iter().map(|v| v.span.id.get()).collect();
         assert_eq!(opened, c.opened, "{}: VM spans opened", c.what);
         let closed: Vec<(u64, DateTime<Utc>)> =
@@ -252,7 +253,8 @@ fn busy_plus_idle_is_the_life_of_the_vm() {
                 jobs: Some(jobs),
                 ..Default::default()
             };
-            let change = usage_change(&c, &shapes(), &BTreeMap::new(), open, &o, now);
+            let shapes = shapes();
+            let change = usage_change(&c, &shapes, &BTreeMap::new(), open, &o, now);
             for ((_, _, u), s) in apply_usage(open, &change, now) {
                 *total.entry(u).or_default() += s.vm;
             }
@@ -293,10 +295,11 @@ fn a_steady_pass_at_10k_vms_changes_nothing() {
     let jobs: Vec<SlurmJob> = (0..5_000u64).map(|i| running(i + 1, &format!("hpc-a-{i}"), 1)).collect();
     let o = Observed { vms: Some(vms), jobs: Some(jobs), ..Default::default() };
     let mut open = OpenUsage::default();
-    let change = usage_change(&c, &shapes(), &BTreeMap::new(), &open, &o, at(2));
+    let shapes = shapes();
+    let change = usage_change(&c, &shapes, &BTreeMap::new(), &open, &o, at(2));
     assert_eq!((change.vms_opened.len(), change.jobs_opened.len()), (10_000, 5_000));
     apply_usage(&mut open, &change, at(2));
-    let change = usage_change(&c, &shapes(), &BTreeMap::new(), &open, &o, at(3));
+    let change = usage_change(&c, &shapes, &BTreeMap::new(), &open, &o, at(3));
     let secs = apply_usage(&mut open, &change, at(3));
     assert!(change.is_empty(), "a steady pass changes nothing");
     let s = &secs[&("a".to_string(), "flex", "busy")];

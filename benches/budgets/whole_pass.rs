@@ -241,14 +241,19 @@
 //! |--------------------------------------------------|--------------------------------|-------------------|--------|---------|
 //! | before the usage recording (the day's first run) | 54.0 / 41.6 MB                 | -                 | -      | -       |
 //! | 3a327ef (06:11 UTC)                              | 55.8 / 46.4 MB                 | 93.2 ms (90.1–97.8) / 101 ms (98.1–121) | 370 ms | 32.8 ms |
+//! | d24b6ec: + `vms_opened`'s room taken once (06:32) | 56.6 / 46.8 MB                 | 87.8 ms (86.8–99.0) / 99.2 ms (87.3–108) | 330 ms | 32.1 ms |
 //!
 //! 878d4ac itself (the usage recording whole) was not measured with fat LTO; its heaptrack above
 //! puts ~9 MB more heap at the turn-up pass than 3a327ef's lean spans (~4 MB: the map of 10,000
 //! open VM spans and the `vms_opened` they came from). In 3a327ef's run VmHWM was 47.8 MB when all
-//! nodes were up and 55.8 MB when settled: the status call that sees every node up can come
+//! nodes were up and 55.8 MB when settled (d24b6ec: 48.7 and 56.6): the status call that sees every node up can come
 //! before that pass's usage recording ends, so "settled" holds the turn-up pass's tail as well as
-//! the 10,008 reservations; where the remaining ~8 MB above 47.8 come from is NOT found yet (the
-//! next step: heaptrack's timeline of the settle passes with 3a327ef). The restarted daemon's
+//! the 10,008 reservations. heaptrack of f60404f (as 3a327ef, with `vms_opened`'s room taken once):
+//! heap peak 31.6 MB (35.7 before), the usage spans 3.0 MB of it (13.9), and the peak now where the
+//! daemon logs the turn-up pass's events (`daemon::log_new_events`): every node record read back
+//! from the store (5.9 MB: the JSON text and a `Vec<Node>`) into a map of whole records (4.2 MB),
+//! beside the kept desired state (`ChangeSet::apply`, 5.7 MB). 5fce36b keeps of each node only the
+//! job, MIG and request the log line tells (not measured with fat LTO yet). The restarted daemon's
 //! 46.4 MB (41.6 before the usage recording) is its first pass reading the 10,000 open spans back
 //! (`Store::open_vm_spans`: one JSON text of every row, then a `VmSpan` each, then the lean map).
 

@@ -8,13 +8,14 @@ use slurm_dws::cli::{self, Cli};
 
 /// jemalloc, with one arena and no dirty or muzzy pages kept: a steady 10k-node pass allocates and
 /// frees ~20 MB; glibc's malloc spent ~18% of the pass in its own bins, and more arenas or kept
-/// pages hold tens of MB more RSS (`make bench`; docs/architecture.md, "Memory").
-#[cfg(target_os = "linux")]
+/// pages hold tens of MB more RSS (`make bench`; docs/architecture.md, "Memory"). The feature
+/// `system-malloc` (heap profiling only, benches/budgets/whole_pass.rs) leaves glibc's malloc.
+#[cfg(all(target_os = "linux", not(feature = "system-malloc")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's options, read once when it starts (`_rjem_` is the crate's symbol prefix).
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(feature = "system-malloc")))]
 #[unsafe(export_name = "_rjem_malloc_conf")]
 pub static MALLOC_CONF: &[u8; 44] = b"narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0\0";
 

@@ -45,7 +45,8 @@ impl Proc {
             .arg(config)
             .arg("daemon")
             .env("SLURM_DWS_LOG", "info")
-            // For experiments: `BENCH_DAEMON_ENV="_RJEM_MALLOC_CONF=narenas:2"` (space-separated K=V).
+            // For experiments: `BENCH_DAEMON_ENV="_RJEM_MALLOC_CONF=narenas:2"` (space-separated K=V);
+            // heaptrack of the daemon: see benches/budgets/whole_pass.rs ("Heap profiles").
             .envs(
                 std::env::var("BENCH_DAEMON_ENV")
                     .unwrap_or_default()

@@ -211,6 +211,51 @@
 //! days above, the daemon's share of it smaller than ever. Wall 710 ms (784), peak RSS 46.8 / 40.2 MB,
 //! plan + store 36.4 ms, resume → insert 185 ms; 27 of 28 budgets met. To be measured again against
 //! 62fa00f on one machine, one after the other.
+//!
+//! Heap profiles: build without the jemalloc global allocator (`--features system-malloc`, never
+//! shipped; fat LTO is not needed: `CARGO_PROFILE_RELEASE_LTO=false
+//! CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16`) and preload heaptrack's library into the daemons through
+//! a FIFO that `heaptrack_interpret` reads:
+//! `mkfifo /tmp/ht/fifo; /usr/lib/heaptrack/libexec/heaptrack_interpret < /tmp/ht/fifo | gzip >
+//! /tmp/ht/daemon.gz &` then `BENCH_STEADY_PASSES=2 BENCH_DAEMON_ENV="LD_PRELOAD=/usr/lib/heaptrack/
+//! libheaptrack_preload.so DUMP_HEAPTRACK_OUTPUT=/tmp/ht/fifo" cargo bench --bench budgets --features
+//! system-malloc -- scale` (the scale section's first daemon is profiled; stop the bench when the
+//! FIFO's reader is done), and `heaptrack_print -f /tmp/ht/daemon.gz --flamegraph-cost-type peak -F
+//! stacks.txt` gives each stack's bytes at the heap's peak.
+//!
+//! 2026-11-28 (`scale` alone, the 2-core machine shared with two other engineers' builds, load
+//! average 5–9): the usage recording (merged just before) put the whole run's peak in the pass that
+//! turns 10,000 nodes up. heaptrack of 878d4ac (glibc's malloc, no LTO): heap peak 35.7 MB, of which
+//! the usage spans 13.9 MB — `apply_usage`'s map of open VM spans 6.7 MB (10,000 `UsageVm`s of
+//! ~230 bytes inline in half-full B-tree nodes) plus 0.6 MB of their strings and 1 MB of busy
+//! intervals, `usage_change`'s `vms_opened` 5.2 MB (grown by doubling to room for 16,384) —; the
+//! desired state's node records (`ChangeSet::apply`) 5.7 MB, the VM list and its recall ~4 MB,
+//! Slurm's nodes and recall ~2.9 MB. `squeue --json` (1,000 jobs, ~4 KB each in 22.05's shape) was
+//! read whole every pass (up to 8 MB of buffer while the observation is held) but was not at the
+//! heap's peak. Changed: an open span keeps only what counting and judging it need (its machine type,
+//! job, user, account and partition are in its row; the rows a pass writes borrow them and are
+//! made a thousand at a time); `vms_opened` takes its room once; `squeue --json` is read as it
+//! streams, one job at a time, cut to the ten fields read (`squeue::read_jobs`).
+//!
+//! | code (`scale` alone, fat LTO)                    | peak RSS whole run / restarted | steady pass CPU (whole-pass rows / scale's 10 passes) | wall | plan + store |
+//! |--------------------------------------------------|--------------------------------|-------------------|--------|---------|
+//! | before the usage recording (the day's first run) | 54.0 / 41.6 MB                 | -                 | -      | -       |
+//! | 3a327ef (06:11 UTC)                              | 55.8 / 46.4 MB                 | 93.2 ms (90.1–97.8) / 101 ms (98.1–121) | 370 ms | 32.8 ms |
+//! | d24b6ec: + `vms_opened`'s room taken once (06:32) | 56.6 / 46.8 MB                 | 87.8 ms (86.8–99.0) / 99.2 ms (87.3–108) | 330 ms | 32.1 ms |
+//!
+//! 878d4ac itself (the usage recording whole) was not measured with fat LTO; its heaptrack above
+//! puts ~9 MB more heap at the turn-up pass than 3a327ef's lean spans (~4 MB: the map of 10,000
+//! open VM spans and the `vms_opened` they came from). In 3a327ef's run VmHWM was 47.8 MB when all
+//! nodes were up and 55.8 MB when settled (d24b6ec: 48.7 and 56.6): the status call that sees every node up can come
+//! before that pass's usage recording ends, so "settled" holds the turn-up pass's tail as well as
+//! the 10,008 reservations. heaptrack of f60404f (as 3a327ef, with `vms_opened`'s room taken once):
+//! heap peak 31.6 MB (35.7 before), the usage spans 3.0 MB of it (13.9), and the peak now where the
+//! daemon logs the turn-up pass's events (`daemon::log_new_events`): every node record read back
+//! from the store (5.9 MB: the JSON text and a `Vec<Node>`) into a map of whole records (4.2 MB),
+//! beside the kept desired state (`ChangeSet::apply`, 5.7 MB). 5fce36b keeps of each node only the
+//! job, MIG and request the log line tells (not measured with fat LTO yet). The restarted daemon's
+//! 46.4 MB (41.6 before the usage recording) is its first pass reading the 10,000 open spans back
+//! (`Store::open_vm_spans`: one JSON text of every row, then a `VmSpan` each, then the lean map).
 
 use crate::fake_slurm::FakeSlurm;
 use crate::process::{memory, quiet, task_cpu, Proc};

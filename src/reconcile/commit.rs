@@ -10,7 +10,7 @@
 use super::error::ReconcileError;
 use super::gce_edge;
 use super::ingest::Ingested;
-use super::plan::{new_node, UsageChange, UsageVm};
+use super::plan::{new_node, OpenedVm, UsageChange};
 use super::types::*;
 use crate::config::Config;
 use crate::model::*;
@@ -503,14 +503,16 @@ fn unused_tag(desired: &Desired, taken: &HashSet<String>, g: &NewGroup) -> Strin
 /// the last full pass before this one (a span closed now was last seen then).
 pub async fn commit_usage(
     store: &Store,
-    change: &UsageChange,
+    change: &UsageChange<'_>,
     seen: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     use crate::store::{JobSpanEnd, VmSpanEnd};
     let mut tx = store.begin().await?;
-    if !change.vms_opened.is_empty() {
-        let spans: Vec<crate::usage::VmSpan> = change.vms_opened.iter().map(vm_span).collect();
+    // The rows are owned copies: a thousand at a time, not one per VM of a pass that turns
+    // 10,000 nodes up (the statement takes a thousand anyway).
+    for chunk in change.vms_opened.chunks(1000) {
+        let spans: Vec<crate::usage::VmSpan> = chunk.iter().map(vm_span).collect();
         tx.open_vm_spans(&spans).await?;
     }
     if !change.vms_closed.is_empty() {
@@ -521,18 +523,17 @@ pub async fn commit_usage(
             .collect();
         tx.close_vm_spans(&ends, seen).await?;
     }
-    if !change.jobs_opened.is_empty() {
-        let spans: Vec<crate::usage::JobSpan> = change
-            .jobs_opened
+    for chunk in change.jobs_opened.chunks(1000) {
+        let spans: Vec<crate::usage::JobSpan> = chunk
             .iter()
             .map(|j| crate::usage::JobSpan {
                 job_id: j.job_id,
                 node: j.node.clone(),
-                user: j.user.clone(),
-                account: j.account.clone(),
-                partition: j.partition.clone(),
+                user: j.user.into(),
+                account: j.account.into(),
+                partition: j.partition.into(),
                 started_at: j.started_at,
-                ended_at: j.ended_at,
+                ended_at: None,
             })
             .collect();
         tx.open_job_spans(&spans).await?;
@@ -549,19 +550,20 @@ pub async fn commit_usage(
     tx.commit().await
 }
 
-fn vm_span(v: &UsageVm) -> crate::usage::VmSpan {
+fn vm_span(v: &OpenedVm<'_>) -> crate::usage::VmSpan {
+    let s = &v.span;
     crate::usage::VmSpan {
-        instance_id: v.id.to_string(),
-        vm: v.vm.clone(),
-        node: v.node.clone(),
-        nodeset: v.nodeset.clone(),
-        model: v.model.to_string(),
-        machine_type: v.machine_type.clone(),
-        gpus: v.gpus,
+        instance_id: s.id.to_string(),
+        vm: s.node.clone(),
+        node: s.node.clone(),
+        nodeset: s.nodeset.clone(),
+        model: s.model.to_string(),
+        machine_type: v.machine_type.into(),
+        gpus: s.gpus,
         job_id: v.job_id,
-        created_at: v.created_at,
-        last_seen: v.last_seen,
-        deleted_at: v.deleted_at,
+        created_at: s.created_at,
+        last_seen: s.last_seen,
+        deleted_at: None,
     }
 }
 

@@ -227,15 +227,15 @@ impl Slurm {
         // jobs that just ended visible there too.
         let args =
             vec!["--json".to_string(), "--states=all".to_string(), format!("--jobs={}", join(job_ids))];
-        let out = command::run(&self.bin_dir, self.conf.as_deref(), self.timeout, "squeue", &args).await?;
-        if !out.success {
+        let wanted = job_ids.to_vec();
+        let read = move |out: &mut dyn std::io::BufRead| squeue::read_jobs(out, Some(&wanted));
+        match command::run_streamed(&self.bin_dir, self.conf.as_deref(), self.timeout, "squeue", &args, read)
+            .await
+        {
             // A Slurm that honours --jobs may refuse a list in which no job exists any more.
-            if out.stderr.contains("Invalid job id") {
-                return Ok(Vec::new());
-            }
-            return Err(command::failed("squeue", &args, &out));
+            Err(SlurmError::Failed { stderr, .. }) if stderr.contains("Invalid job id") => Ok(Vec::new()),
+            answer => answer,
         }
-        Ok(squeue::parse_jobs(&out.stdout, Some(job_ids))?)
     }
 
     /// Every job slurmctld knows, running and pending and those that ended within its `MinJobAge`
@@ -243,11 +243,9 @@ impl Slurm {
     /// it, and the waiting jobs' time limits come from the same answer.
     pub async fn all_jobs(&self) -> Result<Vec<JobInfo>, SlurmError> {
         let args = vec!["--json".to_string(), "--states=all".to_string()];
-        let out = command::run(&self.bin_dir, self.conf.as_deref(), self.timeout, "squeue", &args).await?;
-        if !out.success {
-            return Err(command::failed("squeue", &args, &out));
-        }
-        Ok(squeue::parse_jobs(&out.stdout, None)?)
+        // Streamed: 22.05 prints ~4 KB a job whatever is asked (see `squeue::read_jobs`).
+        let read = |out: &mut dyn std::io::BufRead| squeue::read_jobs(out, None);
+        command::run_streamed(&self.bin_dir, self.conf.as_deref(), self.timeout, "squeue", &args, read).await
     }
 
     /// The pending jobs of `partitions` (a job of several partitions counts when one of them is

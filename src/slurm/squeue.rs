@@ -26,6 +26,24 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::ParseError;
+use crate::json_stream::{for_each_element, only_fields};
+
+const WHAT: &str = "squeue --json";
+
+/// The fields of a job [`RawJob`] reads: the rest of each job (~2.5 KB of 22.05's ~2.8) is skipped,
+/// never decoded.
+const JOB_FIELDS: &[&str] = &[
+    "job_id",
+    "job_state",
+    "time_limit",
+    "nodes",
+    "partition",
+    "state_reason",
+    "user_name",
+    "account",
+    "start_time",
+    "end_time",
+];
 
 /// A job's time limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,11 +110,6 @@ pub struct JobInfo {
 }
 
 #[derive(Deserialize)]
-struct Document {
-    jobs: Vec<RawJob>,
-}
-
-#[derive(Deserialize)]
 struct RawJob {
     job_id: u32,
     #[serde(default)]
@@ -136,32 +149,53 @@ pub(super) fn epoch_secs(v: &Value) -> Option<i64> {
 /// Parses `squeue --json` output and keeps the jobs in `wanted` (all jobs when `wanted` is
 /// `None`), in Slurm's order.
 pub fn parse_jobs(json: &[u8], wanted: Option<&[u32]>) -> Result<Vec<JobInfo>, ParseError> {
-    let doc: Document = serde_json::from_slice(json).map_err(|e| ParseError::new("squeue --json", e))?;
-    // A field missing from the document (rather than present as null) is "not said".
-    Ok(doc
-        .jobs
-        .into_iter()
-        .filter(|j| wanted.is_none_or(|w| w.contains(&j.job_id)))
-        .map(|j| {
-            let (state, flags) = split_state(j.job_state);
-            JobInfo {
-                job_id: j.job_id,
-                state,
-                flags,
-                time_limit: match &j.time_limit {
-                    None => TimeLimit::Unknown,
-                    Some(v) => TimeLimit::from_json(Some(v)),
-                },
-                nodes: j.nodes.unwrap_or_default(),
-                partition: j.partition.unwrap_or_default(),
-                reason: j.state_reason.unwrap_or_default(),
-                user: j.user_name.unwrap_or_default(),
-                account: j.account.unwrap_or_default(),
-                start_time: epoch_secs(&j.start_time),
-                end_time: epoch_secs(&j.end_time),
-            }
-        })
-        .collect())
+    read_jobs(&mut &json[..], wanted)
+}
+
+/// [`parse_jobs`] as the output streams: one job is held at a time, cut down to [`JOB_FIELDS`]
+/// (`json_stream`). At 10,000 nodes in 1,000 jobs 22.05 prints ~4 MB a pass, which held whole
+/// (and grown by doubling as it is read) was several MB of the daemon's peak.
+pub fn read_jobs(
+    json: &mut dyn std::io::BufRead,
+    wanted: Option<&[u32]>,
+) -> Result<Vec<JobInfo>, ParseError> {
+    let mut jobs = Vec::new();
+    let mut cut = Vec::new();
+    let found = for_each_element(json, &["jobs"], None, |e| {
+        cut.clear();
+        only_fields(e.bytes, JOB_FIELDS, &mut cut, &mut [])?;
+        let j: RawJob = serde_json::from_slice(&cut).map_err(|e| format!("a job: {e}"))?;
+        if wanted.is_none_or(|w| w.contains(&j.job_id)) {
+            jobs.push(job_info(j));
+        }
+        Ok(())
+    })
+    .map_err(|e| ParseError::new(WHAT, e))?;
+    if found != [true] {
+        return Err(ParseError::new(WHAT, "missing field `jobs`"));
+    }
+    Ok(jobs)
+}
+
+/// A field missing from the job (rather than present as null) is "not said".
+fn job_info(j: RawJob) -> JobInfo {
+    let (state, flags) = split_state(j.job_state);
+    JobInfo {
+        job_id: j.job_id,
+        state,
+        flags,
+        time_limit: match &j.time_limit {
+            None => TimeLimit::Unknown,
+            Some(v) => TimeLimit::from_json(Some(v)),
+        },
+        nodes: j.nodes.unwrap_or_default(),
+        partition: j.partition.unwrap_or_default(),
+        reason: j.state_reason.unwrap_or_default(),
+        user: j.user_name.unwrap_or_default(),
+        account: j.account.unwrap_or_default(),
+        start_time: epoch_secs(&j.start_time),
+        end_time: epoch_secs(&j.end_time),
+    }
 }
 
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
@@ -388,7 +422,7 @@ mod tests {
 
     #[test]
     fn garbage_is_a_parse_error() {
-        for doc in [&b""[..], b"{", b"{\"jobs\":[{\"job_id\":\"x\"}]}", b"[]"] {
+        for doc in [&b""[..], b"{", b"{\"jobs\":[{\"job_id\":\"x\"}]}", b"[]", b"{}", b"{\"meta\":{}}"] {
             let err = parse_jobs(doc, None).unwrap_err();
             assert!(err.to_string().contains("squeue --json"), "{err}");
         }

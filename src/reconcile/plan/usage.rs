@@ -37,6 +37,9 @@ use std::num::NonZeroU64;
 
 // ---- the rule's words ---------------------------------------------------------------------------
 
+/// The machine type recorded for a nodeset whose template could not be read.
+const UNKNOWN_MACHINE_TYPE: &str = "unknown";
+
 /// A nodeset's machine type and GPUs, read from its instance template once a run
 /// (`gce::read_node_shape`); `unknown` / 0 when that read failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,26 +51,23 @@ pub struct NodesetShape {
 impl NodesetShape {
     /// What a nodeset whose template could not be read is recorded with.
     pub fn unknown() -> NodesetShape {
-        NodesetShape { machine_type: "unknown".into(), gpus: 0 }
+        NodesetShape { machine_type: UNKNOWN_MACHINE_TYPE.into(), gpus: 0 }
     }
 }
 
-/// A VM's life as the usage rule keeps it: the store's `vm_spans` row, with the instance id as
-/// GCE's number.
+/// An open VM span as the usage rule keeps it between passes: what judging it gone and counting
+/// its seconds need. Its row in the store (`vm_spans`) holds the rest: the machine type, the job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageVm {
     pub id: NonZeroU64,
-    pub vm: String,
+    /// The node's name, its VM's too.
     pub node: String,
     pub nodeset: String,
     /// The provisioning model as the config spells it.
     pub model: &'static str,
-    pub machine_type: String,
     pub gpus: u32,
-    pub job_id: Option<u64>,
     pub created_at: DateTime<Utc>,
     pub last_seen: DateTime<Utc>,
-    pub deleted_at: Option<DateTime<Utc>>,
     /// Read back from the store at start, not seen by this run yet: if it is gone, it went some
     /// time after `last_seen` (while the daemon was down) and is closed there.
     pub restored: bool,
@@ -75,43 +75,60 @@ pub struct UsageVm {
     pub counted_to: Option<DateTime<Utc>>,
 }
 
-/// The time one job ran on one node.
+/// A VM span a pass opens: the span kept from now on, and what its row records besides (the
+/// machine type borrowed from the nodeset's shape).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsageJob {
+pub struct OpenedVm<'a> {
+    pub span: UsageVm,
+    pub machine_type: &'a str,
+    /// The job the node was resumed for.
+    pub job_id: Option<u64>,
+}
+
+/// A job span a pass opens: the time one job runs on one node, from `started_at`; who ran it
+/// borrowed from Slurm's job, for its row (the open span keeps only its start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageJob<'a> {
     pub job_id: u64,
     pub node: String,
-    pub user: String,
-    pub account: String,
-    pub partition: String,
+    pub user: &'a str,
+    pub account: &'a str,
+    pub partition: &'a str,
     pub started_at: DateTime<Utc>,
-    pub ended_at: Option<DateTime<Utc>>,
-    /// Read back from the store at start, and no pass has read Slurm's jobs since: if Slurm no
-    /// longer shows it, it ended while the daemon was down.
+}
+
+/// An open job span as the rule keeps it between passes: its start, and whether it was read back
+/// from the store at start with no pass having read Slurm's jobs since (if Slurm no longer shows
+/// its job, that job ended while the daemon was down).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenJob {
+    pub started_at: DateTime<Utc>,
     pub restored: bool,
 }
 
 /// The open spans, as the last pass left them (kept by the reconciler, read from the store at
-/// start): VMs by instance id, jobs by (job, node).
+/// start): VMs by instance id, jobs' starts by (job, node).
 #[derive(Debug, Clone, Default)]
 pub struct OpenUsage {
     pub vms: BTreeMap<NonZeroU64, UsageVm>,
-    pub jobs: BTreeMap<(u64, String), UsageJob>,
+    pub jobs: BTreeMap<(u64, String), OpenJob>,
 }
 
-/// What one pass changes in the usage spans.
+/// What one pass changes in the usage spans; what it opens borrows from the pass's observation
+/// and the nodesets' shapes.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct UsageChange {
-    pub vms_opened: Vec<UsageVm>,
+pub struct UsageChange<'a> {
+    pub vms_opened: Vec<OpenedVm<'a>>,
     /// Instance ids and their end.
     pub vms_closed: Vec<(NonZeroU64, DateTime<Utc>)>,
-    pub jobs_opened: Vec<UsageJob>,
+    pub jobs_opened: Vec<UsageJob<'a>>,
     /// (job, node) and the end.
     pub jobs_closed: Vec<((u64, String), DateTime<Utc>)>,
     /// Slurm's jobs were read this pass: the job spans are no longer restored ones.
     pub jobs_seen: bool,
 }
 
-impl UsageChange {
+impl UsageChange<'_> {
     pub fn is_empty(&self) -> bool {
         self.vms_opened.is_empty()
             && self.vms_closed.is_empty()
@@ -137,18 +154,21 @@ type Interval = (DateTime<Utc>, DateTime<Utc>);
 
 /// What a full pass changes in the open spans (module docs). `nodes` are the desired nodes (for a
 /// new VM's job); `shapes` each nodeset's machine type and GPUs.
-pub fn usage_change(
+pub fn usage_change<'a>(
     cfg: &PlanConfig,
-    shapes: &BTreeMap<String, NodesetShape>,
+    shapes: &'a BTreeMap<String, NodesetShape>,
     nodes: &BTreeMap<String, Node>,
     open: &OpenUsage,
-    o: &Observed,
+    o: &'a Observed,
     now: DateTime<Utc>,
-) -> UsageChange {
+) -> UsageChange<'a> {
     let mut change = UsageChange::default();
     let Some(vms) = o.vms.as_ref().filter(|_| !o.reused) else { return change };
+    // Room for the VMs listed beyond the spans open, taken once: the pass that turns 10,000 nodes
+    // up opens 10,000 spans, which grown by doubling would take room for 16,384 (`make bench`).
+    change.vms_opened.reserve(vms.len().saturating_sub(open.vms.len()));
     for span in open.vms.values() {
-        if vms.get(&span.vm).is_some_and(|v| v.id == Some(span.id)) {
+        if vms.get(&span.node).is_some_and(|v| v.id == Some(span.id)) {
             continue;
         }
         let zones = cfg.nodesets.get(&span.nodeset).map(|n| n.zones.as_slice());
@@ -165,22 +185,23 @@ pub fn usage_change(
         }
         let Ok(node) = cfg.naming.parse(&vm.name) else { continue };
         let Some(ns) = cfg.nodesets.get(&node.nodeset) else { continue };
-        let shape = shapes.get(&ns.name).cloned().unwrap_or_else(NodesetShape::unknown);
-        change.vms_opened.push(UsageVm {
-            id,
-            vm: vm.name.clone(),
-            node: vm.name.clone(),
-            nodeset: ns.name.clone(),
-            model: ns.model.as_str(),
-            machine_type: shape.machine_type,
-            gpus: shape.gpus,
+        let (machine_type, gpus) =
+            shapes.get(&ns.name).map_or((UNKNOWN_MACHINE_TYPE, 0), |s| (s.machine_type.as_str(), s.gpus));
+        change.vms_opened.push(OpenedVm {
+            span: UsageVm {
+                id,
+                node: vm.name.clone(),
+                nodeset: ns.name.clone(),
+                model: ns.model.as_str(),
+                gpus,
+                // As GCE wrote it, even a little after `now` (a VM made while this pass listed).
+                created_at: vm.created.unwrap_or(now),
+                last_seen: now,
+                restored: false,
+                counted_to: None,
+            },
+            machine_type,
             job_id: nodes.get(&vm.name).and_then(|n| n.job_id).map(u64::from),
-            // As GCE wrote it, even a little after `now` (a VM made while this pass listed).
-            created_at: vm.created.unwrap_or(now),
-            last_seen: now,
-            deleted_at: None,
-            restored: false,
-            counted_to: None,
         });
     }
     if let Some(jobs) = o.jobs.as_ref() {
@@ -208,18 +229,19 @@ pub fn jobs_to_account(open: &OpenUsage, change: &UsageChange) -> Vec<u64> {
 /// The job spans `jobs` open and close, given the VM spans as `vms` leaves them and slurmdbd's
 /// `runs` of the jobs of restored spans.
 #[allow(clippy::type_complexity)]
-fn jobs_change(
+fn jobs_change<'a>(
     open: &OpenUsage,
-    jobs: &[SlurmJob],
+    jobs: &'a [SlurmJob],
     runs: &[JobRun],
-    vms: &UsageChange,
+    vms: &UsageChange<'_>,
     now: DateTime<Utc>,
-) -> (Vec<UsageJob>, Vec<((u64, String), DateTime<Utc>)>) {
+) -> (Vec<UsageJob<'a>>, Vec<((u64, String), DateTime<Utc>)>) {
     let (mut opened, mut closed_jobs) = (Vec::new(), Vec::new());
     // Each node's VM as this pass leaves it: when it was made.
     let mut created: BTreeMap<&str, DateTime<Utc>> = BTreeMap::new();
     let closed: BTreeSet<_> = vms.vms_closed.iter().map(|(id, _)| *id).collect();
-    for v in open.vms.values().filter(|v| !closed.contains(&v.id)).chain(&vms.vms_opened) {
+    let opened_vms = vms.vms_opened.iter().map(|v| &v.span);
+    for v in open.vms.values().filter(|v| !closed.contains(&v.id)).chain(opened_vms) {
         created.insert(&v.node, v.created_at);
     }
     let mut running: BTreeSet<(u64, &str)> = BTreeSet::new();
@@ -236,12 +258,10 @@ fn jobs_change(
             opened.push(UsageJob {
                 job_id: job.job_id,
                 node: name,
-                user: job.user.clone(),
-                account: job.account.clone(),
-                partition: job.partition.clone(),
+                user: &job.user,
+                account: &job.account,
+                partition: &job.partition,
                 started_at: start,
-                ended_at: None,
-                restored: false,
             });
         }
     }
@@ -259,7 +279,7 @@ fn jobs_change(
                 .filter_map(|r| r.end)
                 .filter(|e| *e >= span.started_at)
                 .min()?;
-            Some(ended.min(vm_end(open, vms, &span.node, now)))
+            Some(ended.min(vm_end(open, vms, &key.1, now)))
         };
         let end = end.or_else(|| span.restored.then(accounted).flatten());
         closed_jobs.push((key.clone(), end.unwrap_or(now).min(now).max(span.started_at)));
@@ -287,16 +307,16 @@ fn vm_end(open: &OpenUsage, vms: &UsageChange, node: &str, now: DateTime<Utc>) -
 /// this run's first pass (the metrics restart at zero).
 pub fn apply_usage(
     open: &mut OpenUsage,
-    change: &UsageChange,
+    change: &UsageChange<'_>,
     now: DateTime<Utc>,
 ) -> BTreeMap<UsageKey, UsageSeconds> {
     // Each node's job intervals, as this pass leaves them.
     let mut busy: BTreeMap<&str, Vec<Interval>> = BTreeMap::new();
     let closed_jobs: BTreeMap<&(u64, String), DateTime<Utc>> =
         change.jobs_closed.iter().map(|(k, at)| (k, *at)).collect();
-    for (key, j) in &open.jobs {
+    for (key, span) in &open.jobs {
         let end = closed_jobs.get(key).copied().unwrap_or(now);
-        busy.entry(j.node.as_str()).or_default().push((j.started_at, end));
+        busy.entry(key.1.as_str()).or_default().push((span.started_at, end));
     }
     for j in &change.jobs_opened {
         busy.entry(j.node.as_str()).or_default().push((j.started_at, now));
@@ -304,7 +324,7 @@ pub fn apply_usage(
     let closed_vms: BTreeMap<_, _> = change.vms_closed.iter().copied().collect();
     // Keyed by the nodeset's name borrowed: no copy a VM a pass.
     let mut sums: BTreeMap<(&str, &'static str, &'static str), UsageSeconds> = BTreeMap::new();
-    for v in open.vms.values().chain(&change.vms_opened) {
+    for v in open.vms.values().chain(change.vms_opened.iter().map(|v| &v.span)) {
         let end = closed_vms.get(&v.id).copied().unwrap_or(now);
         let from = match (v.counted_to, v.restored) {
             (Some(t), _) => t.max(v.created_at),
@@ -334,7 +354,7 @@ pub fn apply_usage(
         v.restored = false;
     }
     for v in &change.vms_opened {
-        open.vms.insert(v.id, UsageVm { counted_to: Some(now), ..v.clone() });
+        open.vms.insert(v.span.id, UsageVm { counted_to: Some(now), ..v.span.clone() });
     }
     for (key, _) in &change.jobs_closed {
         open.jobs.remove(key);
@@ -343,7 +363,7 @@ pub fn apply_usage(
         open.jobs.values_mut().for_each(|j| j.restored = false);
     }
     for j in &change.jobs_opened {
-        open.jobs.insert((j.job_id, j.node.clone()), j.clone());
+        open.jobs.insert((j.job_id, j.node.clone()), OpenJob { started_at: j.started_at, restored: false });
     }
     out
 }

@@ -28,16 +28,12 @@ fn span(name: &str, n: u64, created: i64, seen: i64) -> UsageVm {
     let shape = shapes().get(&ns).cloned().unwrap_or_else(NodesetShape::unknown);
     UsageVm {
         id: id(n),
-        vm: name.into(),
         node: name.into(),
         nodeset: ns,
         model: "flex",
-        machine_type: shape.machine_type,
         gpus: shape.gpus,
-        job_id: None,
         created_at: at(created),
         last_seen: at(seen),
-        deleted_at: None,
         restored: false,
         counted_to: Some(at(seen)),
     }
@@ -57,22 +53,15 @@ fn running(job: u64, nodes: &str, start: i64) -> SlurmJob {
     }
 }
 
-fn job_span(job: u64, node: &str, start: i64) -> UsageJob {
-    UsageJob {
-        job_id: job,
-        node: node.into(),
-        user: "alice".into(),
-        account: "physics".into(),
-        partition: "p".into(),
-        started_at: at(start),
-        ended_at: None,
-        restored: false,
-    }
+/// An open job span: (job, node), its start, not restored.
+fn job_span(job: u64, node: &str, start: i64) -> ((u64, String), OpenJob) {
+    ((job, node.into()), OpenJob { started_at: at(start), restored: false })
 }
 
 /// A job span read back from the store at start.
-fn restored_job(job: u64, node: &str, start: i64) -> UsageJob {
-    UsageJob { restored: true, ..job_span(job, node, start) }
+fn restored_job(job: u64, node: &str, start: i64) -> ((u64, String), OpenJob) {
+    let (key, span) = job_span(job, node, start);
+    (key, OpenJob { restored: true, ..span })
 }
 
 /// A VM span read back from the store at start, last seen at `seen`.
@@ -88,7 +77,7 @@ fn run(job: u64, start: Option<i64>, end: Option<i64>) -> JobRun {
 struct Case {
     what: &'static str,
     open: Vec<UsageVm>,
-    open_jobs: Vec<UsageJob>,
+    open_jobs: Vec<((u64, String), OpenJob)>,
     /// `None`: the VM list failed.
     listed: Option<Vec<ObservedVm>>,
     jobs: Option<Vec<SlurmJob>>,
@@ -308,10 +297,11 @@ fn usage_spans_open_extend_and_close() {
         o.unreachable_zones.extend(c.unreachable.map(String::from));
         let mut open = OpenUsage {
             vms: c.open.into_iter().map(|v| (v.id, v)).collect(),
-            jobs: c.open_jobs.into_iter().map(|j| ((j.job_id, j.node.clone()), j)).collect(),
+            jobs: c.open_jobs.into_iter().collect(),
         };
-        let change = usage_change(&cfg(), &shapes(), &BTreeMap::new(), &open, &o, now);
-        let opened: Vec<u64> = change.vms_opened.iter().map(|v| v.id.get()).collect();
+        let shapes = shapes();
+        let change = usage_change(&cfg(), &shapes, &BTreeMap::new(), &open, &o, now);
+        let opened: Vec<u64> = change.vms_opened.iter().map(|v| v.span.id.get()).collect();
         assert_eq!(opened, c.opened, "{}: VM spans opened", c.what);
         let closed: Vec<(u64, DateTime<Utc>)> =
             change.vms_closed.iter().map(|(i, t)| (i.get(), *t)).collect();
@@ -336,7 +326,10 @@ fn usage_spans_open_extend_and_close() {
         let after: BTreeSet<u64> = open.vms.keys().map(|k| k.get()).collect();
         let mut want: BTreeSet<u64> = opened.iter().copied().collect();
         want.extend(
-            open.vms.values().filter(|v| !change.vms_opened.iter().any(|o| o.id == v.id)).map(|v| v.id.get()),
+            open.vms
+                .values()
+                .filter(|v| !change.vms_opened.iter().any(|o| o.span.id == v.id))
+                .map(|v| v.id.get()),
         );
         assert_eq!(after, want, "{}", c.what);
         assert!(open.vms.values().all(|v| v.counted_to == Some(now) && v.last_seen == now && !v.restored));
@@ -359,7 +352,8 @@ fn busy_plus_idle_is_the_life_of_the_vm() {
                 jobs: Some(jobs),
                 ..Default::default()
             };
-            let change = usage_change(&c, &shapes(), &BTreeMap::new(), open, &o, now);
+            let shapes = shapes();
+            let change = usage_change(&c, &shapes, &BTreeMap::new(), open, &o, now);
             for ((_, _, u), s) in apply_usage(open, &change, now) {
                 *total.entry(u).or_default() += s.vm;
             }
@@ -400,12 +394,32 @@ fn a_steady_pass_at_10k_vms_changes_nothing() {
     let jobs: Vec<SlurmJob> = (0..5_000u64).map(|i| running(i + 1, &format!("hpc-a-{i}"), 1)).collect();
     let o = Observed { vms: Some(vms), jobs: Some(jobs), ..Default::default() };
     let mut open = OpenUsage::default();
-    let change = usage_change(&c, &shapes(), &BTreeMap::new(), &open, &o, at(2));
+    let shapes = shapes();
+    let change = usage_change(&c, &shapes, &BTreeMap::new(), &open, &o, at(2));
     assert_eq!((change.vms_opened.len(), change.jobs_opened.len()), (10_000, 5_000));
     apply_usage(&mut open, &change, at(2));
-    let change = usage_change(&c, &shapes(), &BTreeMap::new(), &open, &o, at(3));
+    let change = usage_change(&c, &shapes, &BTreeMap::new(), &open, &o, at(3));
     let secs = apply_usage(&mut open, &change, at(3));
     assert!(change.is_empty(), "a steady pass changes nothing");
     let s = &secs[&("a".to_string(), "flex", "busy")];
     assert_eq!(s.vm, 5_000.0 * 60.0);
+}
+
+/// What a pass opens carries the rest of its row, borrowed: the nodeset's machine type (`unknown`
+/// when its template was not read), who ran the job, on which account and partition.
+#[test]
+fn opened_spans_carry_their_rows() {
+    let o = Observed {
+        vms: Some([listed("hpc-gpu-1", 11, 2), listed("hpc-a-1", 12, 2)].map(|v| (v.name.clone(), v)).into()),
+        jobs: Some(vec![running(7, "hpc-gpu-1", 3)]),
+        ..Default::default()
+    };
+    let shapes = shapes();
+    let change = usage_change(&cfg(), &shapes, &BTreeMap::new(), &OpenUsage::default(), &o, at(10));
+    let vms: Vec<_> =
+        change.vms_opened.iter().map(|v| (v.span.node.as_str(), v.machine_type, v.span.gpus)).collect();
+    assert_eq!(vms, [("hpc-a-1", "unknown", 0), ("hpc-gpu-1", "a3-highgpu-8g", 8)]);
+    let jobs: Vec<_> =
+        change.jobs_opened.iter().map(|j| (j.node.as_str(), j.user, j.account, j.partition)).collect();
+    assert_eq!(jobs, [("hpc-gpu-1", "alice", "physics", "p")]);
 }

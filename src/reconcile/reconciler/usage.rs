@@ -6,7 +6,7 @@
 
 use super::Reconciler;
 use crate::reconcile::commit;
-use crate::reconcile::plan::{apply_usage, jobs_to_account, usage_change, OpenUsage, UsageJob, UsageVm};
+use crate::reconcile::plan::{apply_usage, jobs_to_account, usage_change, OpenJob, OpenUsage, UsageVm};
 use crate::reconcile::report::{PassPhases, PassReport, UsageCount};
 use crate::reconcile::slurm_edge;
 use crate::reconcile::types::*;
@@ -41,35 +41,19 @@ async fn restore(store: &Store) -> Result<(OpenUsage, Option<DateTime<Utc>>), St
             id,
             UsageVm {
                 id,
-                vm: s.vm,
                 node: s.node,
                 nodeset: s.nodeset,
                 model,
-                machine_type: s.machine_type,
                 gpus: s.gpus,
-                job_id: s.job_id,
                 created_at: s.created_at,
                 last_seen: s.last_seen,
-                deleted_at: None,
                 restored: true,
                 counted_to: None,
             },
         );
     }
     for j in store.open_job_spans().await? {
-        open.jobs.insert(
-            (j.job_id, j.node.clone()),
-            UsageJob {
-                job_id: j.job_id,
-                node: j.node,
-                user: j.user,
-                account: j.account,
-                partition: j.partition,
-                started_at: j.started_at,
-                ended_at: None,
-                restored: true,
-            },
-        );
+        open.jobs.insert((j.job_id, j.node), OpenJob { started_at: j.started_at, restored: true });
     }
     let seen = store.meta(USAGE_SEEN_AT).await?.and_then(|v| v.parse().ok()).map(crate::store::from_ms);
     Ok((open, seen))
@@ -111,14 +95,18 @@ impl Reconciler {
         }
         let Some(open) = self.recording.open.as_mut() else { return };
         let shapes = self.templates.shapes();
-        let mut change = usage_change(&self.clients.plan_cfg, shapes, &desired.nodes, open, observed, now);
-        let ask = if self.recording.slurmdbd { jobs_to_account(open, &change) } else { Vec::new() };
-        if !ask.is_empty() {
-            observed.job_runs = slurm_edge::job_runs::job_runs(&self.clients.slurm, &ask).await;
-            if observed.job_runs.is_some() {
-                change = usage_change(&self.clients.plan_cfg, shapes, &desired.nodes, open, observed, now);
+        // Spans restored at start whose jobs Slurm no longer shows: asked of slurmdbd first, and the
+        // change made again with its answer (the first pass of a run that reads Slurm's jobs, only).
+        if self.recording.slurmdbd && open.jobs.values().any(|j| j.restored) {
+            let ask = jobs_to_account(
+                open,
+                &usage_change(&self.clients.plan_cfg, shapes, &desired.nodes, open, observed, now),
+            );
+            if !ask.is_empty() {
+                observed.job_runs = slurm_edge::job_runs::job_runs(&self.clients.slurm, &ask).await;
             }
         }
+        let change = usage_change(&self.clients.plan_cfg, shapes, &desired.nodes, open, observed, now);
         if let Err(e) = commit::commit_usage(&self.clients.store, &change, self.recording.seen_at, now).await
         {
             // Read back from the store next pass: what it holds is the truth.

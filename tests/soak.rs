@@ -157,8 +157,13 @@ fn soak(slurm: SlurmGeneration) {
     std::thread::sleep(Duration::from_secs(10));
     s.sim_delete("faults");
 
-    // 3: a wave, a slurmctld restart, a spot preemption and the static node's VM expiring.
-    submit(&s, &mut rng, wave, &mut jobs);
+    // 3: a wave, a slurmctld restart, a spot preemption and the static node's VM expiring. The wave
+    // holds a spot job whatever the seed, so a spot VM is there to preempt (seed 1795849288 drew no
+    // `sp` job for this wave, and wave 2's spot VMs were suspended by then).
+    submit(&s, &mut rng, wave - 1, &mut jobs);
+    let spot_job =
+        s.cluster.sbatch(&["-N", "1", "--time=5", "--requeue", "-p", "sp", "--wrap", "sleep 4"]).unwrap();
+    jobs.push(spot_job);
     std::thread::sleep(Duration::from_secs(3));
     s.cluster.restart_slurmctld().unwrap();
     *faults.entry("slurmctld restart").or_default() += 1;

@@ -635,13 +635,6 @@ async fn apply_reload(
     }
 }
 
-/// What an event's log line tells of its first node.
-struct Said {
-    job_id: Option<u32>,
-    mig: Option<String>,
-    request_id: Option<i64>,
-}
-
 /// Writes the events recorded since the last one logged (`(id, time)`) to the log, one line each with
 /// structured fields, so the journal (or a pipeline reading `--log-format json`) carries the same story as
 /// `slurm-dws events` and can be searched by node, job, MIG or resize request. `node` is the event's
@@ -659,55 +652,29 @@ async fn log_new_events(store: &Store, last: &mut (i64, chrono::DateTime<chrono:
     };
     let seen = last.0;
     let events: Vec<_> = events.into_iter().filter(|e| e.id > seen).collect();
-    // The first node of each event's hostlist, and its record: one query per event for a few events,
-    // one read of every node after a big pass (a 10,000-node resume logs thousands of events).
+    // The first node of each event's hostlist, and of it what the line tells (its job, MIG and
+    // request), read in one statement for every event (a 10,000-node resume logs thousands).
     let firsts: Vec<Option<String>> = events
         .iter()
         .map(|e| crate::hostlist::expand(&e.nodes).ok().and_then(|n| n.into_iter().next()))
         .collect();
-    // Of each node, what an event's line tells: its job, MIG and request (not the whole record: at
-    // 10,000 nodes whole records in a map were ~4 MB of the daemon's peak, heaptrack).
-    let said =
-        |n: crate::model::Node| (n.name, Said { job_id: n.job_id, mig: n.mig, request_id: n.request_id });
-    let mut nodes: HashMap<String, Said> = HashMap::new();
-    let mut requests: HashMap<i64, Option<String>> = HashMap::new();
-    if firsts.iter().flatten().count() > 20 {
-        nodes = store.nodes().await.unwrap_or_default().into_iter().map(said).collect();
-        requests = store
-            .requests(false)
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .map(|r| (r.id, Some(r.name)))
-            .collect();
-    } else {
-        for name in firsts.iter().flatten() {
-            if let Ok(n) = store.node(name).await {
-                let (_, n) = said(n);
-                nodes.insert(name.clone(), n);
-            }
+    let names: Vec<&str> = firsts.iter().flatten().map(String::as_str).collect();
+    let nodes: HashMap<String, crate::store::NodeContext> = match store.node_contexts(&names).await {
+        Ok(c) => c.into_iter().map(|c| (c.name.clone(), c)).collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the nodes of the events to log");
+            HashMap::new()
         }
-    }
+    };
     for (e, first) in events.iter().zip(&firsts) {
         let node = first.as_ref().and_then(|name| nodes.get(name));
-        let request = match node.and_then(|n| n.request_id) {
-            Some(id) => match requests.get(&id) {
-                Some(name) => name.clone(),
-                None => {
-                    let name = store.request(id).await.ok().map(|r| r.name);
-                    requests.insert(id, name.clone());
-                    name
-                }
-            },
-            None => None,
-        };
         tracing::info!(
             target: "slurm_dws::event",
             kind = %e.kind,
             node = %e.nodes,
             job = node.and_then(|n| n.job_id),
             mig = node.and_then(|n| n.mig.as_deref()),
-            request = request.as_deref(),
+            request = node.and_then(|n| n.request.as_deref()),
             event_id = e.id,
             count = e.count,
             "{}",

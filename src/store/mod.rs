@@ -34,6 +34,7 @@ mod writes;
 
 pub use counts::Counts;
 pub use migrate::LATEST as SCHEMA_VERSION;
+pub use reads::NodeContext;
 pub use usage::{JobSpanEnd, VmSpanEnd, USAGE_SEEN_AT, USAGE_STARTED_AT};
 pub use waits::{RequestWait, WaitsCache};
 pub use writes::{HookNote, Pruned, StoreTx};

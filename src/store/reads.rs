@@ -6,6 +6,16 @@ use crate::model::*;
 use chrono::{DateTime, Utc};
 use sqlx::Row;
 
+/// A node as an event's log line names it (`Store::node_contexts`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct NodeContext {
+    pub name: String,
+    pub job_id: Option<u32>,
+    pub mig: Option<String>,
+    /// The name of its resize request, when it has one the store still holds.
+    pub request: Option<String>,
+}
+
 impl Store {
     // ---- inbox ----------------------------------------------------------------------------------------
 
@@ -46,6 +56,26 @@ impl Store {
         .try_get(0)?;
         let rows: Vec<NodeJsonRow> = serde_json::from_str(json.as_deref().unwrap_or("[]"))?;
         rows.into_iter().map(node_from_json).collect()
+    }
+
+    /// Of each named node the store holds, what an event's log line tells: its job, its MIG and
+    /// its resize request's name. One statement however many names; only those columns are read
+    /// (the daemon's log of a 10,000-node pass's events reads this, not every whole record).
+    pub async fn node_contexts(&self, names: &[&str]) -> Result<Vec<NodeContext>> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let json: Option<String> = sqlx::query(
+            "SELECT json_group_array(json_array(n.name, n.job_id, n.mig, r.name)) \
+             FROM nodes AS n LEFT JOIN requests AS r ON r.id = n.request_id \
+             WHERE n.name IN (SELECT value FROM json_each(?))",
+        )
+        .bind(serde_json::to_string(names)?)
+        .fetch_one(&self.pool)
+        .await?
+        .try_get(0)?;
+        // Each row an array in the fields' order (serde reads a struct from a sequence).
+        Ok(serde_json::from_str(json.as_deref().unwrap_or("[]"))?)
     }
 
     /// One node, or `NotFound`.

@@ -464,6 +464,10 @@ impl Reconciler {
             (observation.started, observation.migs_read_at, observation.mig_reuses);
         match self.plan_commit_execute(observation, &mut report).await {
             Ok((desired, mut observed, failures_waiting)) => {
+                // Slurm's nodes and reservations are never read after the plan: freed before the
+                // usage recording, whose turn-up pass at 10,000 nodes is the heap's peak.
+                let slurm_read = observed.slurm.take().is_some();
+                observed.reservations = None;
                 self.record_usage(&desired, &mut observed, &mut report).await;
                 let capacity = observed.capacity.clone();
                 if report.reused_observation_ms.is_none() {
@@ -490,7 +494,7 @@ impl Reconciler {
                     && report.gce_steps.iter().all(|s| s.ok)
                     && observed.vms.is_some()
                     && observed.migs.is_some()
-                    && observed.slurm.is_some()
+                    && slurm_read
                     && observed.unreachable_zones.is_empty()
                 {
                     let migs_unchanged = report.gce_steps.is_empty()
@@ -503,9 +507,7 @@ impl Reconciler {
                             .as_ref()
                             .is_some_and(|m| m.keys().all(|k| desired.migs.contains_key(k)));
                     let mut observed = observed;
-                    observed.slurm = None; // never planned on again: freed now
-                    observed.reservations = None;
-                    observed.jobs = None;
+                    observed.jobs = None; // never planned on again: freed now
                     self.kept = Some(Kept { at, observed, migs_read_at, mig_reuses, migs_unchanged });
                 }
                 self.waiting_jobs_comments(&desired, &capacity, &mut report).await;

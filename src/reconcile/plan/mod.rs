@@ -84,8 +84,8 @@ pub use repair::{repair_drain_reason, repair_reason, HOST_REPORTED};
 pub use requests::next_backoff;
 pub use reserved::{window_hold, WINDOW_PREFIX};
 pub use usage::{
-    apply_usage, jobs_to_account, usage_change, NodesetShape, OpenJob, OpenUsage, OpenedVm, UsageChange,
-    UsageJob, UsageKey, UsageSeconds, UsageVm,
+    apply_usage, jobs_to_account, usage_change, NodesetShape, OpenJob, OpenUsage, OpenVms, OpenedVm,
+    UsageChange, UsageJob, UsageKey, UsageSeconds, UsageVm,
 };
 
 use super::types::*;

@@ -295,10 +295,8 @@ fn usage_spans_open_extend_and_close() {
             ..Default::default()
         };
         o.unreachable_zones.extend(c.unreachable.map(String::from));
-        let mut open = OpenUsage {
-            vms: c.open.into_iter().map(|v| (v.id, v)).collect(),
-            jobs: c.open_jobs.into_iter().collect(),
-        };
+        let mut open =
+            OpenUsage { vms: c.open.into_iter().collect(), jobs: c.open_jobs.into_iter().collect() };
         let shapes = shapes();
         let change = usage_change(&cfg(), &shapes, &BTreeMap::new(), &open, &o, now);
         let opened: Vec<u64> = change.vms_opened.iter().map(|v| v.span.id.get()).collect();
@@ -323,7 +321,7 @@ fn usage_spans_open_extend_and_close() {
         let got: Vec<_> = secs.iter().map(|((ns, _, u), s)| (ns.as_str(), *u, s.vm, s.gpu)).collect();
         assert_eq!(got, c.seconds, "{}: seconds counted", c.what);
         // The spans as the pass leaves them: every one open is seen now and counted to now.
-        let after: BTreeSet<u64> = open.vms.keys().map(|k| k.get()).collect();
+        let after: BTreeSet<u64> = open.vms.values().map(|v| v.id.get()).collect();
         let mut want: BTreeSet<u64> = opened.iter().copied().collect();
         want.extend(
             open.vms
@@ -422,4 +420,23 @@ fn opened_spans_carry_their_rows() {
     let jobs: Vec<_> =
         change.jobs_opened.iter().map(|j| (j.node.as_str(), j.user, j.account, j.partition)).collect();
     assert_eq!(jobs, [("hpc-gpu-1", "alice", "physics", "p")]);
+}
+
+#[test]
+fn the_open_vm_spans_stay_sorted_by_id_through_batches_and_an_added_span_replaces_its_id() {
+    let mut open: OpenVms = [span("hpc-a-3", 30, 0, 1), span("hpc-a-1", 10, 0, 1)].into_iter().collect();
+    open.add_all([span("hpc-a-2", 20, 0, 1), span("hpc-gpu-1", 10, 5, 5)]);
+    let ids: Vec<u64> = open.values().map(|v| v.id.get()).collect();
+    assert_eq!(ids, [10, 20, 30]);
+    assert_eq!(
+        open.get(&id(10)).unwrap().node,
+        "hpc-gpu-1",
+        "the span added replaces the open one of its id"
+    );
+    assert!(open.contains_key(&id(20)) && !open.contains_key(&id(15)));
+    open.remove_all(&[id(10), id(30)].into_iter().collect());
+    let ids: Vec<u64> = open.values().map(|v| v.id.get()).collect();
+    assert_eq!(ids, [20]);
+    open.remove_all(&rustc_hash::FxHashSet::default());
+    assert_eq!(open.len(), 1);
 }

@@ -33,13 +33,14 @@ impl Recording {
 
 /// The open spans on record, as a restarted run takes them over: none seen by it yet.
 async fn restore(store: &Store) -> Result<(OpenUsage, Option<DateTime<Utc>>), StoreError> {
-    let mut open = OpenUsage::default();
-    for s in store.open_vm_spans().await? {
-        let Some(id) = s.instance_id.parse::<u64>().ok().and_then(NonZeroU64::new) else { continue };
-        let model = crate::config::ProvisioningModel::parse(&s.model).unwrap_or_default().as_str();
-        open.vms.insert(
-            id,
-            UsageVm {
+    let vms = store
+        .open_vm_spans()
+        .await?
+        .into_iter()
+        .filter_map(|s| {
+            let id = s.instance_id.parse::<u64>().ok().and_then(NonZeroU64::new)?;
+            let model = crate::config::ProvisioningModel::parse(&s.model).unwrap_or_default().as_str();
+            Some(UsageVm {
                 id,
                 node: s.node,
                 nodeset: s.nodeset,
@@ -49,9 +50,10 @@ async fn restore(store: &Store) -> Result<(OpenUsage, Option<DateTime<Utc>>), St
                 last_seen: s.last_seen,
                 restored: true,
                 counted_to: None,
-            },
-        );
-    }
+            })
+        })
+        .collect();
+    let mut open = OpenUsage { vms, ..Default::default() };
     for j in store.open_job_spans().await? {
         open.jobs.insert((j.job_id, j.node), OpenJob { started_at: j.started_at, restored: true });
     }

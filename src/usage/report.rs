@@ -79,29 +79,38 @@ impl By {
         By::ALL.into_iter().find(|b| b.as_str() == s)
     }
 
-    /// [`By::of_job`] without an allocation: a job id is written into `buf`.
-    fn key_into<'a>(self, j: &'a JobSpan, buf: &'a mut String) -> &'a str {
+    /// The row a job's busy time goes to.
+    fn key_of(self, j: &JobSpan) -> Key<'_> {
         match self {
-            By::Job => {
-                use std::fmt::Write;
-                buf.clear();
-                let _ = write!(buf, "{}", j.job_id);
-                buf
-            }
-            By::User => &j.user,
-            By::Account => &j.account,
-            By::Partition => &j.partition,
+            By::Job => Key::Job(j.job_id),
+            By::User => Key::Name(&j.user),
+            By::Account => Key::Name(&j.account),
+            By::Partition => Key::Name(&j.partition),
             By::Nodeset | By::Model => unreachable!("busy time by VM"),
         }
     }
+}
 
-    fn of_job(self, j: &JobSpan) -> String {
+/// A row's key while the rows add up, borrowed from the spans (no allocation per span).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Key<'a> {
+    Job(u64),
+    Name(&'a str),
+}
+
+impl Key<'_> {
+    /// Named rows first, by key (jobs by number); the rows in parentheses last.
+    fn rank(self) -> (bool, u64) {
         match self {
-            By::Job => j.job_id.to_string(),
-            By::User => j.user.clone(),
-            By::Account => j.account.clone(),
-            By::Partition => j.partition.clone(),
-            By::Nodeset | By::Model => unreachable!("busy time by VM"),
+            Key::Job(id) => (false, id),
+            Key::Name(k) => (k.starts_with('('), k.parse::<u64>().unwrap_or(u64::MAX)),
+        }
+    }
+
+    fn text(self) -> String {
+        match self {
+            Key::Job(id) => id.to_string(),
+            Key::Name(k) => k.to_string(),
         }
     }
 }
@@ -205,14 +214,6 @@ impl Acc {
     }
 }
 
-/// The row of `key`, made on first use (no allocation for a key already there).
-fn acc<'r>(rows: &'r mut FxHashMap<String, Acc>, key: &str) -> &'r mut Acc {
-    if !rows.contains_key(key) {
-        rows.insert(key.to_string(), Acc::default());
-    }
-    rows.get_mut(key).expect("inserted above")
-}
-
 /// The report over `period` at `now`, by `by`, priced from `prices`.
 pub fn report(
     vms: &[VmSpan],
@@ -228,7 +229,7 @@ pub fn report(
     let open_end = until.min(now.timestamp_millis());
     let mut last_seen: Option<DateTime<Utc>> = None;
     let mut by_node: FxHashMap<&str, Vec<(i64, i64, &JobSpan)>> = FxHashMap::default();
-    let mut job_seen: HashMap<u64, &JobSpan> = HashMap::new();
+    let mut job_seen: FxHashMap<u64, &JobSpan> = FxHashMap::default();
     for j in jobs {
         job_seen.entry(j.job_id).or_insert(j);
         let s = j.started_at.timestamp_millis().max(since);
@@ -240,8 +241,7 @@ pub fn report(
     for spans in by_node.values_mut() {
         spans.sort_by_key(|&(s, e, j)| (s, e, j.job_id));
     }
-    let mut rows: FxHashMap<String, Acc> = FxHashMap::default();
-    let mut buf = String::new();
+    let mut rows: FxHashMap<Key, Acc> = FxHashMap::default();
     let mut prices_used = BTreeMap::new();
     let mut price_cache: HashMap<(&str, &str), Option<Price>> = HashMap::new();
     let mut counted = 0;
@@ -297,7 +297,7 @@ pub fn report(
                     let n = active.len() as i64;
                     for (k, j) in active.iter().enumerate() {
                         let share = len / n + i64::from((k as i64) < len % n);
-                        acc(&mut rows, by.key_into(j, &mut buf)).add(true, share, vm, price);
+                        rows.entry(by.key_of(j)).or_default().add(true, share, vm, price);
                     }
                 }
             }
@@ -311,34 +311,42 @@ pub fn report(
             }
         }
         let idle = (end - start) - busy;
-        let idle_key = match by {
-            By::Nodeset => vm.nodeset.clone(),
-            By::Model => vm.model.clone(),
-            By::Job => vm.job_id.map_or_else(|| NO_JOB.to_string(), |id| id.to_string()),
-            By::User | By::Account | By::Partition => match vm.job_id {
-                None => NO_JOB.to_string(),
-                Some(id) => job_seen.get(&id).map_or_else(|| JOB_NOT_SEEN.to_string(), |j| by.of_job(j)),
+        let idle_key = match (by, vm.job_id) {
+            (By::Nodeset, _) => Key::Name(&vm.nodeset),
+            (By::Model, _) => Key::Name(&vm.model),
+            (_, None) => Key::Name(NO_JOB),
+            (By::Job, Some(id)) => Key::Job(id),
+            (By::User | By::Account | By::Partition, Some(id)) => match job_seen.get(&id) {
+                Some(j) => by.key_of(j),
+                None => Key::Name(JOB_NOT_SEEN),
             },
         };
+        let row = rows.entry(idle_key).or_default();
         if matches!(by, By::Nodeset | By::Model) {
-            rows.entry(idle_key.clone()).or_default().add(true, busy, vm, price);
+            row.add(true, busy, vm, price);
         }
-        rows.entry(idle_key).or_default().add(false, idle, vm, price);
+        row.add(false, idle, vm, price);
     }
+    // Named rows first, by key (jobs by number); the rows in parentheses last. Each key ranked
+    // once (by job, a few hundred thousand rows: not a parse per comparison).
+    let mut out: Vec<((bool, u64), Key, Acc)> = rows.into_iter().map(|(k, acc)| (k.rank(), k, acc)).collect();
+    out.sort_unstable_by(|(ra, a, _), (rb, b, _)| {
+        ra.cmp(rb).then_with(|| match (a, b) {
+            (Key::Name(a), Key::Name(b)) => a.cmp(b),
+            // Two job rows of one rank are the same job; a job row and a name row of one rank
+            // (a name that is a number): by their text.
+            _ => a.text().cmp(&b.text()),
+        })
+    });
+    // The total in the rows' order (a sum of floats: the same rows, the same figure).
     let mut total = Acc::default();
-    let mut out: Vec<(String, Acc)> = rows.into_iter().collect();
-    for (_, acc) in &out {
+    for (_, _, acc) in &out {
         total.merge(acc);
     }
-    // Named rows first, by key (jobs by number); the rows in parentheses last.
-    out.sort_by(|(a, _), (b, _)| {
-        let rank = |k: &str| (k.starts_with('('), k.parse::<u64>().unwrap_or(u64::MAX));
-        rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
-    });
     Report {
         period,
         by,
-        rows: out.into_iter().map(|(k, acc)| acc.row(k)).collect(),
+        rows: out.into_iter().map(|(_, k, acc)| acc.row(k.text())).collect(),
         total: total.row("total".into()),
         vms: counted,
         last_seen,

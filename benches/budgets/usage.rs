@@ -11,7 +11,7 @@ use chrono::{DateTime, Duration, Utc};
 use slurm_dws::config::Pricing;
 use slurm_dws::store::Store;
 use slurm_dws::usage::pricing::CatalogState;
-use slurm_dws::usage::report::report;
+use slurm_dws::usage::report::report_spans;
 use slurm_dws::usage::{By, JobSpan, Period, PriceBook, VmSpan};
 use std::time::Instant;
 
@@ -138,7 +138,7 @@ async fn measure(ctx: &crate::Ctx, t: &mut Table) -> Result<(), String> {
             let spans = store.usage_spans(period.since, period.until).await.map_err(e)?;
             let waits = store.request_waits().await.map_err(e)?;
             read.push(t0.elapsed());
-            let r = report(&spans.vms, &spans.jobs, period, now, by, &prices);
+            let r = report_spans(&spans, period, now, by, &prices);
             let _ = slurm_dws::usage::report::queue_times(&waits, period);
             whole.push(t0.elapsed());
             if r.vms == 0 || r.total.cost.is_none() {

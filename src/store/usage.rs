@@ -150,9 +150,9 @@ impl Store {
     }
 
     /// What `slurm-dws usage` reads for `[since, until)`: the spans that overlap it and when the
-    /// kept data starts. Lean: in no order, and without the VMs' `instance_id` and `vm` (left empty;
-    /// the report needs neither), as 30 days at 10,000 nodes is a few hundred thousand spans (`make
-    /// bench`, usage section).
+    /// kept data starts. Lean, as 30 days at 10,000 nodes is a few hundred thousand spans (`make
+    /// bench`, usage section): in no order, without the VMs' `instance_id` and `vm` (the report
+    /// needs neither), each name allocated once (the JSON's rows are read borrowing their text).
     ///
     /// Both reads scan their table (`NOT INDEXED`): the index on the start (`created_at`,
     /// `started_at`) bounds only `start < until`, which for a period ending now is every row, and
@@ -164,7 +164,31 @@ impl Store {
         since: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<crate::usage::read::UsageSpans> {
-        type LeanVm = (String, String, String, String, u32, Option<u64>, i64, i64, Option<i64>);
+        use crate::usage::read::{Interner, JobRef, UsageSpans, VmRef};
+        use std::borrow::Cow;
+        /// A row as the JSON holds it, its names borrowed from the text.
+        #[derive(Deserialize)]
+        struct LeanVm<'a>(
+            #[serde(borrow)] Cow<'a, str>,
+            #[serde(borrow)] Cow<'a, str>,
+            #[serde(borrow)] Cow<'a, str>,
+            #[serde(borrow)] Cow<'a, str>,
+            u32,
+            Option<u64>,
+            i64,
+            i64,
+            Option<i64>,
+        );
+        #[derive(Deserialize)]
+        struct LeanJob<'a>(
+            u64,
+            #[serde(borrow)] Cow<'a, str>,
+            #[serde(borrow)] Cow<'a, str>,
+            #[serde(borrow)] Cow<'a, str>,
+            #[serde(borrow)] Cow<'a, str>,
+            i64,
+            Option<i64>,
+        );
         let vms = async {
             let json: Option<String> = sqlx::query(
                 "SELECT json_group_array(json_array(node, nodeset, model, machine_type, gpus, job_id, \
@@ -176,28 +200,7 @@ impl Store {
             .fetch_one(&self.pool)
             .await?
             .try_get(0)?;
-            let seen = self.meta_ms(USAGE_SEEN_AT).await?;
-            Ok::<_, super::StoreError>(
-                rows::<LeanVm>(json)?
-                    .into_iter()
-                    .map(|(node, nodeset, model, machine_type, gpus, job_id, created, last_seen, deleted)| {
-                        let r = (
-                            String::new(),
-                            String::new(),
-                            node,
-                            nodeset,
-                            model,
-                            machine_type,
-                            gpus,
-                            job_id,
-                            created,
-                            last_seen,
-                            deleted,
-                        );
-                        vm_span(r, seen)
-                    })
-                    .collect::<Vec<_>>(),
-            )
+            Ok::<_, super::StoreError>((json, self.meta_ms(USAGE_SEEN_AT).await?))
         };
         let jobs = async {
             let json: Option<String> = sqlx::query(&format!(
@@ -209,11 +212,46 @@ impl Store {
             .fetch_one(&self.pool)
             .await?
             .try_get(0)?;
-            Ok::<_, super::StoreError>(rows::<JobRow>(json)?.into_iter().map(job_span).collect::<Vec<_>>())
+            Ok::<_, super::StoreError>(json)
         };
         // Side by side: SQLite builds each answer on its own connection's thread.
-        let (vms, jobs, data_since) = tokio::try_join!(vms, jobs, self.usage_data_since())?;
-        Ok(crate::usage::read::UsageSpans { vms, jobs, data_since, catalog: None })
+        let ((vm_json, seen), job_json, data_since) = tokio::try_join!(vms, jobs, self.usage_data_since())?;
+        let vm_rows: Vec<LeanVm> = serde_json::from_str(vm_json.as_deref().unwrap_or("[]"))?;
+        let job_rows: Vec<LeanJob> = serde_json::from_str(job_json.as_deref().unwrap_or("[]"))?;
+        let mut n = Interner::default();
+        let vms = vm_rows
+            .iter()
+            .map(|LeanVm(node, nodeset, model, machine_type, gpus, job_id, created, last_seen, deleted)| {
+                VmRef {
+                    node: n.id(node),
+                    nodeset: n.id(nodeset),
+                    model: n.id(model),
+                    machine_type: n.id(machine_type),
+                    gpus: *gpus,
+                    job_id: *job_id,
+                    created_at: *created,
+                    // An open span was seen by every full pass since it opened (see the module docs).
+                    last_seen: match (deleted, seen) {
+                        (None, Some(s)) => (*last_seen).max(s),
+                        _ => *last_seen,
+                    },
+                    deleted_at: *deleted,
+                }
+            })
+            .collect();
+        let jobs = job_rows
+            .iter()
+            .map(|LeanJob(job_id, node, user, account, partition, started, ended)| JobRef {
+                job_id: *job_id,
+                node: n.id(node),
+                user: n.id(user),
+                account: n.id(account),
+                partition: n.id(partition),
+                started_at: *started,
+                ended_at: *ended,
+            })
+            .collect();
+        Ok(UsageSpans { names: n.names, vms, jobs, data_since, catalog: None })
     }
 
     /// The oldest time the kept spans cover completely: when recording began, or the cut-off of the

@@ -11,7 +11,7 @@ use crate::cli::table::{age, rfc3339, ts, Table};
 use crate::cli::CliError;
 use crate::config::Config;
 use crate::usage::pricing::PriceSource;
-use crate::usage::report::{queue_times, report, QueueTime};
+use crate::usage::report::{queue_times, report_spans, QueueTime};
 use crate::usage::{By, Period, PriceBook, Report, UsageRow};
 
 /// What is said with every cost.
@@ -70,7 +70,7 @@ pub async fn usage(
         _ => PriceBook::load(&cfg.pricing, &cfg.state_dir),
     };
     let waits = source.request_waits().await?;
-    let r = report(&spans.vms, &spans.jobs, period, now, by, &prices);
+    let r = report_spans(&spans, period, now, by, &prices);
     let queue = queue_times(&waits, period);
     Ok(match format {
         Format::Json => json_of(&r, spans.data_since, &prices, &queue, cfg),

@@ -51,20 +51,23 @@ pub struct JobRef {
     pub ended_at: Option<i64>,
 }
 
-/// Gives each distinct name its index in `names`, borrowing the names it is handed (one
-/// allocation per distinct name, not one per span).
+/// Gives each distinct name its index in `names` (one allocation per distinct name, not one per
+/// span).
 #[derive(Default)]
-pub struct Interner<'a> {
-    ids: FxHashMap<&'a str, u32>,
+pub struct Interner {
+    ids: FxHashMap<String, u32>,
     pub names: Vec<String>,
 }
 
-impl<'a> Interner<'a> {
-    pub fn id(&mut self, name: &'a str) -> u32 {
-        *self.ids.entry(name).or_insert_with(|| {
-            self.names.push(name.to_string());
-            (self.names.len() - 1) as u32
-        })
+impl Interner {
+    pub fn id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.ids.insert(name.to_string(), id);
+        self.names.push(name.to_string());
+        id
     }
 }
 

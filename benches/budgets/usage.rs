@@ -4,7 +4,12 @@
 //! static, one VM the whole month), one to three jobs of 20 users in 5 accounts on each VM, on flex,
 //! spot and standard nodesets; then the report is made the way the command makes it (the store's
 //! reads and the pure report) in this process, and by the binary itself (`usage --since 30d --json`,
-//! by every key).
+//! by every key: by job prints a row per job, ~225,000 here, the slowest).
+//!
+//! Measured (release profile without LTO, 16 codegen units; 2 shared CPUs, load ~3): at 05dedd7 the
+//! reads took 1.1–1.2 s, the command by nodeset 1.36 s; after the scan in rowid chunks, the interned
+//! rows and the report without a `String` per span, reads 0.22 s, the command 0.41–0.52 s by every
+//! key but job, 0.91 s by job.
 
 use crate::table::{Samples, Table};
 use chrono::{DateTime, Duration, Utc};

@@ -85,8 +85,8 @@ pub enum Query {
     Repair {
         node: String,
     },
-    /// The usage spans overlapping `[since, until)` and when the kept data starts
-    /// (`Store::vm_spans_between`, `job_spans_between`, `usage_data_since`), for `slurm-dws usage`.
+    /// The usage spans overlapping `[since, until)`, their names interned, and when the kept data
+    /// starts (`Store::usage_spans`), for `slurm-dws usage`.
     UsageSpans {
         since: chrono::DateTime<chrono::Utc>,
         until: chrono::DateTime<chrono::Utc>,

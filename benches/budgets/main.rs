@@ -15,7 +15,7 @@
 //! - `spot`:  API calls of one 2-node job's life (resume → up → suspend → MIG collected) per provisioning
 //!   model, flex and spot, against the simulator and the real daemon.
 //! - `usage`: `slurm-dws usage` over 30 days of history at 10,000 nodes (VMs coming and going, jobs of
-//!   20 users): the store's reads and the report in this process, and the whole command.
+//!   20 users): the store's reads and the report in this process, and the whole command by every `--by`.
 //! - `binary`: the release binary's size as installed (stripped), built with the shipped profile.
 //! - `e2e`:   real slurmctld + simulator + daemon (devcluster `Stack`): sbatch of a 2-node job → RUNNING.
 //!

@@ -19,7 +19,7 @@
 //! - Cost: hours × the price of one VM-hour of the VM's machine type and provisioning model; a row
 //!   with hours of a machine type and model without a price has no cost (`None`), and says which.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::FxHashMap;
 
@@ -27,6 +27,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::pricing::{Price, PriceBook};
+use super::read::{JobRef, UsageSpans, VmRef};
 use super::{JobSpan, VmSpan};
 
 /// The row of idle time of VMs made for no job (static nodes).
@@ -79,29 +80,38 @@ impl By {
         By::ALL.into_iter().find(|b| b.as_str() == s)
     }
 
-    /// [`By::of_job`] without an allocation: a job id is written into `buf`.
-    fn key_into<'a>(self, j: &'a JobSpan, buf: &'a mut String) -> &'a str {
+    /// The row a job's busy time goes to.
+    fn key_of<'a>(self, j: &JobRef, spans: &'a UsageSpans) -> Key<'a> {
         match self {
-            By::Job => {
-                use std::fmt::Write;
-                buf.clear();
-                let _ = write!(buf, "{}", j.job_id);
-                buf
-            }
-            By::User => &j.user,
-            By::Account => &j.account,
-            By::Partition => &j.partition,
+            By::Job => Key::Job(j.job_id),
+            By::User => Key::Name(spans.name(j.user)),
+            By::Account => Key::Name(spans.name(j.account)),
+            By::Partition => Key::Name(spans.name(j.partition)),
             By::Nodeset | By::Model => unreachable!("busy time by VM"),
         }
     }
+}
 
-    fn of_job(self, j: &JobSpan) -> String {
+/// A row's key while the rows add up, borrowed from the spans (no allocation per span).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Key<'a> {
+    Job(u64),
+    Name(&'a str),
+}
+
+impl Key<'_> {
+    /// Named rows first, by key (jobs by number); the rows in parentheses last.
+    fn rank(self) -> (bool, u64) {
         match self {
-            By::Job => j.job_id.to_string(),
-            By::User => j.user.clone(),
-            By::Account => j.account.clone(),
-            By::Partition => j.partition.clone(),
-            By::Nodeset | By::Model => unreachable!("busy time by VM"),
+            Key::Job(id) => (false, id),
+            Key::Name(k) => (k.starts_with('('), k.parse::<u64>().unwrap_or(u64::MAX)),
+        }
+    }
+
+    fn text(self) -> String {
+        match self {
+            Key::Job(id) => id.to_string(),
+            Key::Name(k) => k.to_string(),
         }
     }
 }
@@ -154,11 +164,12 @@ struct Acc {
     idle_gpu_ms: i64,
     /// Σ ms × price of one hour.
     cost_ms: f64,
-    unpriced: BTreeSet<(String, String)>,
+    /// (machine type, model) of hours without a price, as indexes of names.
+    unpriced: BTreeSet<(u32, u32)>,
 }
 
 impl Acc {
-    fn add(&mut self, busy: bool, ms: i64, vm: &VmSpan, price: Option<Price>) {
+    fn add(&mut self, busy: bool, ms: i64, vm: &VmRef, price: Option<Price>) {
         if ms <= 0 {
             return;
         }
@@ -173,7 +184,7 @@ impl Acc {
         match price {
             Some(p) => self.cost_ms += ms as f64 * p.per_hour,
             None => {
-                self.unpriced.insert((vm.machine_type.clone(), vm.model.clone()));
+                self.unpriced.insert((vm.machine_type, vm.model));
             }
         }
     }
@@ -184,13 +195,15 @@ impl Acc {
         self.busy_gpu_ms += o.busy_gpu_ms;
         self.idle_gpu_ms += o.idle_gpu_ms;
         self.cost_ms += o.cost_ms;
-        self.unpriced.extend(o.unpriced.iter().cloned());
+        self.unpriced.extend(o.unpriced.iter().copied());
     }
 
-    fn row(&self, key: String) -> UsageRow {
+    fn row(&self, key: String, spans: &UsageSpans) -> UsageRow {
         let (busy, idle) = (self.busy_ms as f64 / MS_PER_HOUR, self.idle_ms as f64 / MS_PER_HOUR);
         let (busy_gpu, idle_gpu) =
             (self.busy_gpu_ms as f64 / MS_PER_HOUR, self.idle_gpu_ms as f64 / MS_PER_HOUR);
+        let unpriced: BTreeSet<(&str, &str)> =
+            self.unpriced.iter().map(|&(m, p)| (spans.name(m), spans.name(p))).collect();
         UsageRow {
             key,
             // The sum of the two printed figures, so that busy + idle = total holds in the output too.
@@ -200,23 +213,28 @@ impl Acc {
             gpu_hours: busy_gpu + idle_gpu,
             cost: self.unpriced.is_empty().then(|| self.cost_ms / MS_PER_HOUR),
             idle_gpu_hours: idle_gpu,
-            unpriced: self.unpriced.iter().map(|(m, p)| format!("{m}/{p}")).collect(),
+            unpriced: unpriced.iter().map(|(m, p)| format!("{m}/{p}")).collect(),
         }
     }
 }
 
-/// The row of `key`, made on first use (no allocation for a key already there).
-fn acc<'r>(rows: &'r mut FxHashMap<String, Acc>, key: &str) -> &'r mut Acc {
-    if !rows.contains_key(key) {
-        rows.insert(key.to_string(), Acc::default());
-    }
-    rows.get_mut(key).expect("inserted above")
-}
-
-/// The report over `period` at `now`, by `by`, priced from `prices`.
+/// The report over `period` at `now`, by `by`, priced from `prices`, of spans as the daemon
+/// records them ([`report_spans`] of [`UsageSpans::from_spans`]).
 pub fn report(
     vms: &[VmSpan],
     jobs: &[JobSpan],
+    period: Period,
+    now: DateTime<Utc>,
+    by: By,
+    prices: &PriceBook,
+) -> Report {
+    report_spans(&UsageSpans::from_spans(vms, jobs), period, now, by, prices)
+}
+
+/// The report over `period` at `now`, by `by`, priced from `prices`, of spans as the store reads
+/// them for `slurm-dws usage`.
+pub fn report_spans(
+    spans: &UsageSpans,
     period: Period,
     now: DateTime<Utc>,
     by: By,
@@ -226,34 +244,43 @@ pub fn report(
     let until = period.until.timestamp_millis();
     // Where a running job's span ends: the period's end, or the present when that is earlier.
     let open_end = until.min(now.timestamp_millis());
-    let mut last_seen: Option<DateTime<Utc>> = None;
-    let mut by_node: FxHashMap<&str, Vec<(i64, i64, &JobSpan)>> = FxHashMap::default();
-    let mut job_seen: HashMap<u64, &JobSpan> = HashMap::new();
-    for j in jobs {
-        job_seen.entry(j.job_id).or_insert(j);
-        let s = j.started_at.timestamp_millis().max(since);
-        let e = j.ended_at.map_or(open_end, |t| t.timestamp_millis()).min(until);
+    let jobs = &spans.jobs;
+    let mut last_seen: Option<i64> = None;
+    // The jobs' spans clipped to the period, by node then start: (node, start, end, job id, index).
+    let mut clipped: Vec<(u32, i64, i64, u64, u32)> = Vec::with_capacity(jobs.len());
+    let mut job_seen: FxHashMap<u64, u32> = FxHashMap::default();
+    for (i, j) in jobs.iter().enumerate() {
+        job_seen.entry(j.job_id).or_insert(i as u32);
+        let s = j.started_at.max(since);
+        let e = j.ended_at.unwrap_or(open_end).min(until);
         if e > s {
-            by_node.entry(j.node.as_str()).or_default().push((s, e, j));
+            clipped.push((j.node, s, e, j.job_id, i as u32));
         }
     }
-    for spans in by_node.values_mut() {
-        spans.sort_by_key(|&(s, e, j)| (s, e, j.job_id));
+    clipped.sort_unstable();
+    // Each node's run of `clipped`.
+    let mut node_jobs: FxHashMap<u32, (usize, usize)> = FxHashMap::default();
+    let mut at = 0;
+    while at < clipped.len() {
+        let node = clipped[at].0;
+        let end = at + clipped[at..].partition_point(|c| c.0 == node);
+        node_jobs.insert(node, (at, end));
+        at = end;
     }
-    let mut rows: FxHashMap<String, Acc> = FxHashMap::default();
-    let mut buf = String::new();
+    let mut rows: FxHashMap<Key, Acc> = FxHashMap::default();
     let mut prices_used = BTreeMap::new();
-    let mut price_cache: HashMap<(&str, &str), Option<Price>> = HashMap::new();
+    let mut price_cache: FxHashMap<(u32, u32), Option<Price>> = FxHashMap::default();
     let mut counted = 0;
-    let mut active: Vec<&JobSpan> = Vec::new();
+    // Indexes of the jobs running together, by job id.
+    let mut active: Vec<u32> = Vec::new();
     let mut points: Vec<(i64, bool, usize)> = Vec::new();
-    for vm in vms {
-        let start = vm.created_at.timestamp_millis().max(since);
+    for vm in &spans.vms {
+        let start = vm.created_at.max(since);
         let end = match vm.deleted_at {
-            Some(t) => t.timestamp_millis(),
+            Some(t) => t,
             None => {
                 last_seen = last_seen.max(Some(vm.last_seen));
-                vm.last_seen.timestamp_millis()
+                vm.last_seen
             }
         }
         .min(until);
@@ -262,18 +289,19 @@ pub fn report(
         }
         counted += 1;
         // Looked up once per (machine type, model), not once per VM.
-        let price = *price_cache.entry((vm.machine_type.as_str(), vm.model.as_str())).or_insert_with(|| {
-            let p = prices.price(&vm.machine_type, &vm.model);
+        let price = *price_cache.entry((vm.machine_type, vm.model)).or_insert_with(|| {
+            let (mt, model) = (spans.name(vm.machine_type), spans.name(vm.model));
+            let p = prices.price(mt, model);
             if let Some(p) = p {
-                prices_used.insert((vm.machine_type.clone(), vm.model.clone()), p);
+                prices_used.insert((mt.to_string(), model.to_string()), p);
             }
             p
         });
         // The node's jobs within the VM's life, as start (true) and end (false) points.
         points.clear();
-        let node_jobs = by_node.get(vm.node.as_str()).map_or(&[][..], Vec::as_slice);
+        let node_jobs = node_jobs.get(&vm.node).map_or(&[][..], |&(a, b)| &clipped[a..b]);
         // Sorted by start: every span that starts before the VM ends may overlap it.
-        for (i, &(s, e, _)) in node_jobs.iter().enumerate() {
+        for (i, &(_, s, e, _, _)) in node_jobs.iter().enumerate() {
             if s >= end {
                 break;
             }
@@ -284,7 +312,7 @@ pub fn report(
             }
         }
         // Ends before starts at the same instant: a job ending as another starts does not overlap it.
-        points.sort_by_key(|&(t, starts, i)| (t, starts, i));
+        points.sort_unstable();
         let mut busy = 0i64;
         let mut at = start;
         active.clear();
@@ -295,53 +323,64 @@ pub fn report(
                 if matches!(by, By::Job | By::User | By::Account | By::Partition) {
                     // Shared equally among the jobs running together, the odd milliseconds to the first.
                     let n = active.len() as i64;
-                    for (k, j) in active.iter().enumerate() {
+                    for (k, &j) in active.iter().enumerate() {
                         let share = len / n + i64::from((k as i64) < len % n);
-                        acc(&mut rows, by.key_into(j, &mut buf)).add(true, share, vm, price);
+                        rows.entry(by.key_of(&jobs[j as usize], spans))
+                            .or_default()
+                            .add(true, share, vm, price);
                     }
                 }
             }
             at = at.max(t);
-            let j = node_jobs[i].2;
+            let j = node_jobs[i].4;
             if starts {
-                let pos = active.partition_point(|a| a.job_id <= j.job_id);
+                let id = jobs[j as usize].job_id;
+                let pos = active.partition_point(|&a| jobs[a as usize].job_id <= id);
                 active.insert(pos, j);
-            } else if let Some(pos) = active.iter().position(|a| std::ptr::eq(*a, j)) {
+            } else if let Some(pos) = active.iter().position(|&a| a == j) {
                 active.remove(pos);
             }
         }
         let idle = (end - start) - busy;
-        let idle_key = match by {
-            By::Nodeset => vm.nodeset.clone(),
-            By::Model => vm.model.clone(),
-            By::Job => vm.job_id.map_or_else(|| NO_JOB.to_string(), |id| id.to_string()),
-            By::User | By::Account | By::Partition => match vm.job_id {
-                None => NO_JOB.to_string(),
-                Some(id) => job_seen.get(&id).map_or_else(|| JOB_NOT_SEEN.to_string(), |j| by.of_job(j)),
+        let idle_key = match (by, vm.job_id) {
+            (By::Nodeset, _) => Key::Name(spans.name(vm.nodeset)),
+            (By::Model, _) => Key::Name(spans.name(vm.model)),
+            (_, None) => Key::Name(NO_JOB),
+            (By::Job, Some(id)) => Key::Job(id),
+            (By::User | By::Account | By::Partition, Some(id)) => match job_seen.get(&id) {
+                Some(&j) => by.key_of(&jobs[j as usize], spans),
+                None => Key::Name(JOB_NOT_SEEN),
             },
         };
+        let row = rows.entry(idle_key).or_default();
         if matches!(by, By::Nodeset | By::Model) {
-            rows.entry(idle_key.clone()).or_default().add(true, busy, vm, price);
+            row.add(true, busy, vm, price);
         }
-        rows.entry(idle_key).or_default().add(false, idle, vm, price);
+        row.add(false, idle, vm, price);
     }
+    // Named rows first, by key (jobs by number); the rows in parentheses last. Each key ranked
+    // once (by job, a few hundred thousand rows: not a parse per comparison).
+    let mut out: Vec<((bool, u64), Key, Acc)> = rows.into_iter().map(|(k, acc)| (k.rank(), k, acc)).collect();
+    out.sort_unstable_by(|(ra, a, _), (rb, b, _)| {
+        ra.cmp(rb).then_with(|| match (a, b) {
+            (Key::Name(a), Key::Name(b)) => a.cmp(b),
+            // Two job rows of one rank are the same job; a job row and a name row of one rank
+            // (a name that is a number): by their text.
+            _ => a.text().cmp(&b.text()),
+        })
+    });
+    // The total in the rows' order (a sum of floats: the same rows, the same figure).
     let mut total = Acc::default();
-    let mut out: Vec<(String, Acc)> = rows.into_iter().collect();
-    for (_, acc) in &out {
+    for (_, _, acc) in &out {
         total.merge(acc);
     }
-    // Named rows first, by key (jobs by number); the rows in parentheses last.
-    out.sort_by(|(a, _), (b, _)| {
-        let rank = |k: &str| (k.starts_with('('), k.parse::<u64>().unwrap_or(u64::MAX));
-        rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
-    });
     Report {
         period,
         by,
-        rows: out.into_iter().map(|(k, acc)| acc.row(k)).collect(),
-        total: total.row("total".into()),
+        rows: out.into_iter().map(|(_, k, acc)| acc.row(k.text(), spans)).collect(),
+        total: total.row("total".into(), spans),
         vms: counted,
-        last_seen,
+        last_seen: last_seen.map(|ms| DateTime::from_timestamp_millis(ms).unwrap_or_default()),
         prices_used,
     }
 }

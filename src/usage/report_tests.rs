@@ -239,3 +239,216 @@ fn queue_time_of_the_requests_that_got_capacity_in_the_period() {
         }]
     );
 }
+
+/// The report as it was computed before the spans were read interned (`report` over `VmSpan` and
+/// `JobSpan` with a `String` per row): the reference the property below holds the report to. Rows
+/// as (key, busy ms, idle ms, busy GPU ms, idle GPU ms, Σ ms × price, unpriced).
+mod reference {
+    use super::*;
+    use std::collections::HashMap;
+
+    pub type Row = (i64, i64, i64, i64, f64, BTreeSet<(String, String)>);
+
+    fn of_job(by: By, j: &JobSpan) -> String {
+        match by {
+            By::Job => j.job_id.to_string(),
+            By::User => j.user.clone(),
+            By::Account => j.account.clone(),
+            By::Partition => j.partition.clone(),
+            By::Nodeset | By::Model => unreachable!(),
+        }
+    }
+
+    fn add(row: &mut Row, busy: bool, ms: i64, vm: &VmSpan, price: Option<Price>) {
+        if ms <= 0 {
+            return;
+        }
+        let g = ms * i64::from(vm.gpus);
+        if busy {
+            row.0 += ms;
+            row.2 += g;
+        } else {
+            row.1 += ms;
+            row.3 += g;
+        }
+        match price {
+            Some(p) => row.4 += ms as f64 * p.per_hour,
+            None => {
+                row.5.insert((vm.machine_type.clone(), vm.model.clone()));
+            }
+        }
+    }
+
+    pub fn report(
+        vms: &[VmSpan],
+        jobs: &[JobSpan],
+        period: Period,
+        now: DateTime<Utc>,
+        by: By,
+        prices: &PriceBook,
+    ) -> BTreeMap<String, Row> {
+        let since = period.since.timestamp_millis();
+        let until = period.until.timestamp_millis();
+        let open_end = until.min(now.timestamp_millis());
+        let mut by_node: HashMap<&str, Vec<(i64, i64, &JobSpan)>> = HashMap::new();
+        let mut job_seen: HashMap<u64, &JobSpan> = HashMap::new();
+        for j in jobs {
+            job_seen.entry(j.job_id).or_insert(j);
+            let s = j.started_at.timestamp_millis().max(since);
+            let e = j.ended_at.map_or(open_end, |t| t.timestamp_millis()).min(until);
+            if e > s {
+                by_node.entry(j.node.as_str()).or_default().push((s, e, j));
+            }
+        }
+        for spans in by_node.values_mut() {
+            spans.sort_by_key(|&(s, e, j)| (s, e, j.job_id));
+        }
+        let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+        for vm in vms {
+            let start = vm.created_at.timestamp_millis().max(since);
+            let end = vm.deleted_at.unwrap_or(vm.last_seen).timestamp_millis().min(until);
+            if end <= start {
+                continue;
+            }
+            let price = prices.price(&vm.machine_type, &vm.model);
+            let node_jobs = by_node.get(vm.node.as_str()).map_or(&[][..], Vec::as_slice);
+            let mut points = Vec::new();
+            for (i, &(s, e, _)) in node_jobs.iter().enumerate() {
+                let (s, e) = (s.max(start), e.min(end));
+                if e > s {
+                    points.push((s, true, i));
+                    points.push((e, false, i));
+                }
+            }
+            points.sort_by_key(|&(t, starts, i)| (t, starts, i));
+            let (mut busy, mut at) = (0i64, start);
+            let mut active: Vec<&JobSpan> = Vec::new();
+            for &(t, starts, i) in &points {
+                if t > at && !active.is_empty() {
+                    let len = t - at;
+                    busy += len;
+                    if matches!(by, By::Job | By::User | By::Account | By::Partition) {
+                        let n = active.len() as i64;
+                        for (k, j) in active.iter().enumerate() {
+                            let share = len / n + i64::from((k as i64) < len % n);
+                            add(rows.entry(of_job(by, j)).or_default(), true, share, vm, price);
+                        }
+                    }
+                }
+                at = at.max(t);
+                let j = node_jobs[i].2;
+                if starts {
+                    let pos = active.partition_point(|a| a.job_id <= j.job_id);
+                    active.insert(pos, j);
+                } else if let Some(pos) = active.iter().position(|a| std::ptr::eq(*a, j)) {
+                    active.remove(pos);
+                }
+            }
+            let idle = (end - start) - busy;
+            let key = match by {
+                By::Nodeset => vm.nodeset.clone(),
+                By::Model => vm.model.clone(),
+                By::Job => vm.job_id.map_or_else(|| NO_JOB.to_string(), |id| id.to_string()),
+                By::User | By::Account | By::Partition => match vm.job_id {
+                    None => NO_JOB.to_string(),
+                    Some(id) => job_seen.get(&id).map_or_else(|| JOB_NOT_SEEN.to_string(), |j| of_job(by, j)),
+                },
+            };
+            let row = rows.entry(key).or_default();
+            if matches!(by, By::Nodeset | By::Model) {
+                add(row, true, busy, vm, price);
+            }
+            add(row, false, idle, vm, price);
+        }
+        rows
+    }
+}
+
+mod same_as_reference {
+    use super::*;
+    use proptest::prelude::*;
+
+    const H: i64 = 3_600_000;
+
+    /// Times in ms within 0..48 h after T0, on whole minutes or odd milliseconds.
+    fn ms() -> impl Strategy<Value = i64> {
+        prop_oneof![(0i64..48 * 60).prop_map(|m| m * 60_000), 0i64..48 * H]
+    }
+
+    fn t(ms: i64) -> DateTime<Utc> {
+        at(0.0) + chrono::Duration::milliseconds(ms)
+    }
+
+    fn vms() -> impl Strategy<Value = Vec<VmSpan>> {
+        let one = (0u8..4, 0usize..4, proptest::option::of(1u64..8), ms(), 1i64..30 * H, any::<bool>());
+        proptest::collection::vec(one, 0..12).prop_map(|vs| {
+            vs.into_iter()
+                .enumerate()
+                .map(|(i, (node, kind, job, from, len, open))| {
+                    let (nodeset, model) =
+                        [("a3", "flex"), ("a3s", "spot"), ("cpu", "standard"), ("a3r", "reservation")][kind];
+                    let mut v = vm(&i.to_string(), &format!("n{node}"), nodeset, model, job, 0.0, None);
+                    v.created_at = t(from);
+                    v.last_seen = t(from + len);
+                    v.deleted_at = (!open).then(|| t(from + len));
+                    v
+                })
+                .collect()
+        })
+    }
+
+    fn jobs() -> impl Strategy<Value = Vec<JobSpan>> {
+        let one = (1u64..10, 0u8..4, 0u8..3, ms(), 0i64..10 * H, any::<bool>());
+        proptest::collection::vec(one, 0..16).prop_map(|js| {
+            js.into_iter()
+                .map(|(id, node, user, from, len, open)| {
+                    let mut j = job(
+                        id,
+                        &format!("n{node}"),
+                        &format!("u{user}"),
+                        &format!("a{}", user % 2),
+                        0.0,
+                        None,
+                    );
+                    j.started_at = t(from);
+                    j.ended_at = (!open).then(|| t(from + len));
+                    j
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        /// The report's rows are the reference's, to the millisecond and (whole prices) to the cent.
+        #[test]
+        fn the_report_equals_the_reference(
+            vms in vms(),
+            jobs in jobs(),
+            (a, len) in (ms(), 1i64..60 * H),
+            now in ms(),
+            by in proptest::sample::select(By::ALL.to_vec()),
+        ) {
+            let period = Period { since: t(a - 6 * H), until: t(a - 6 * H + len) };
+            let got = report(&vms, &jobs, period, t(now), by, &book());
+            let want = reference::report(&vms, &jobs, period, t(now), by, &book());
+            let want: Vec<UsageRow> = want
+                .into_iter()
+                .map(|(key, (busy, idle, busy_gpu, idle_gpu, cost, unpriced))| {
+                    let acc = Acc { busy_ms: busy, idle_ms: idle, busy_gpu_ms: busy_gpu, idle_gpu_ms: idle_gpu, cost_ms: cost, unpriced: BTreeSet::new() };
+                    let mut row = acc.row(key, &UsageSpans::default());
+                    row.cost = unpriced.is_empty().then_some(cost / MS_PER_HOUR);
+                    row.unpriced = unpriced.iter().map(|(m, p)| format!("{m}/{p}")).collect();
+                    row
+                })
+                .collect();
+            // The same rows (the reference's in key order); busy + idle = total in each.
+            let mut sorted = got.rows.clone();
+            sorted.sort_by(|x, y| x.key.cmp(&y.key));
+            prop_assert_eq!(sorted, want);
+            for row in got.rows.iter().chain([&got.total]) {
+                prop_assert_eq!(row.busy_vm_hours + row.idle_vm_hours, row.vm_hours);
+            }
+        }
+    }
+}

@@ -3,14 +3,15 @@
 //! the requests; for people, `--json` or `--csv`.
 
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::{now, open, parse_time, to_json};
+use super::{now, open, parse_time};
 use crate::cli::table::{age, rfc3339, ts, Table};
 use crate::cli::CliError;
 use crate::config::Config;
 use crate::usage::pricing::PriceSource;
-use crate::usage::report::{queue_times, report, QueueTime};
+use crate::usage::report::{queue_times, report_spans, QueueTime};
 use crate::usage::{By, Period, PriceBook, Report, UsageRow};
 
 /// What is said with every cost.
@@ -69,10 +70,10 @@ pub async fn usage(
         _ => PriceBook::load(&cfg.pricing, &cfg.state_dir),
     };
     let waits = source.request_waits().await?;
-    let r = report(&spans.vms, &spans.jobs, period, now, by, &prices);
+    let r = report_spans(&spans, period, now, by, &prices);
     let queue = queue_times(&waits, period);
     Ok(match format {
-        Format::Json => to_json(&json_of(&r, spans.data_since, &prices, &queue, cfg)),
+        Format::Json => json_of(&r, spans.data_since, &prices, &queue, cfg),
         Format::Csv => csv_of(&r),
         Format::Text => text_of(&r, spans.data_since, &prices, &queue, cfg, now),
     })
@@ -89,13 +90,56 @@ fn model_of<'a>(cfg: &'a Config, nodeset: &str) -> &'a str {
     cfg.nodeset(nodeset).map_or("", |n| n.provisioning_model.as_str())
 }
 
+/// `usage --json`, written straight from the report (by job, a row per job: no `serde_json::Value`
+/// of a few hundred thousand maps on the way). The keys of every object in alphabetical order, as
+/// a `Value` prints them.
 fn json_of(
     r: &Report,
     data_since: Option<DateTime<Utc>>,
     prices: &PriceBook,
     queue: &[QueueTime],
     cfg: &Config,
-) -> Value {
+) -> String {
+    /// A row, its keys in alphabetical order.
+    #[derive(Serialize)]
+    struct Row<'a> {
+        busy_vm_hours: f64,
+        cost: Option<f64>,
+        gpu_hours: f64,
+        idle_gpu_hours: f64,
+        idle_vm_hours: f64,
+        key: &'a str,
+        unpriced: &'a [String],
+        vm_hours: f64,
+    }
+    fn row(r: &UsageRow) -> Row<'_> {
+        Row {
+            busy_vm_hours: r.busy_vm_hours,
+            cost: r.cost,
+            gpu_hours: r.gpu_hours,
+            idle_gpu_hours: r.idle_gpu_hours,
+            idle_vm_hours: r.idle_vm_hours,
+            key: &r.key,
+            unpriced: &r.unpriced,
+            vm_hours: r.vm_hours,
+        }
+    }
+    /// The whole answer, its keys in alphabetical order.
+    #[derive(Serialize)]
+    struct Out<'a> {
+        by: &'a str,
+        catalog: String,
+        currency: &'a str,
+        data_since: Value,
+        estimate: &'a str,
+        last_seen: Value,
+        prices: Vec<Value>,
+        queue: Vec<Value>,
+        rows: Vec<Row<'a>>,
+        since: String,
+        total: Row<'a>,
+        until: String,
+    }
     let prices_used: Vec<Value> = r
         .prices_used
         .iter()
@@ -113,44 +157,57 @@ fn json_of(
             })
         })
         .collect();
-    json!({
-        "since": rfc3339(r.period.since),
-        "until": rfc3339(r.period.until),
-        "by": r.by.as_str(),
-        "data_since": ts(data_since),
-        "currency": prices.currency,
-        "rows": r.rows,
-        "last_seen": ts(r.last_seen),
-        "total": r.total,
-        "prices": prices_used,
-        "catalog": prices.catalog_line(),
-        "queue": queue,
-        "estimate": ESTIMATE,
-    })
+    let out = Out {
+        by: r.by.as_str(),
+        catalog: prices.catalog_line(),
+        currency: &prices.currency,
+        data_since: ts(data_since),
+        estimate: ESTIMATE,
+        last_seen: ts(r.last_seen),
+        prices: prices_used,
+        queue,
+        rows: r.rows.iter().map(row).collect(),
+        since: rfc3339(r.period.since),
+        total: row(&r.total),
+        until: rfc3339(r.period.until),
+    };
+    // Sized up front (a row prints in under 300 bytes): no copies of a growing buffer of tens of MB.
+    let mut text = Vec::with_capacity(4096 + 300 * (r.rows.len() + 1));
+    if serde_json::to_writer_pretty(&mut text, &out).is_err() {
+        return String::new();
+    }
+    text.push(b'\n');
+    String::from_utf8(text).unwrap_or_default()
 }
 
 /// A CSV field, quoted when it must be (RFC 4180).
-fn csv_field(s: &str) -> String {
+fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
     if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
     } else {
-        s.to_string()
+        s.into()
     }
 }
 
 fn csv_of(r: &Report) -> String {
-    let mut out = String::from("key,vm_hours,busy_vm_hours,idle_vm_hours,gpu_hours,cost\n");
+    use std::fmt::Write;
+    let mut out = String::with_capacity(64 + 100 * r.rows.len());
+    out.push_str("key,vm_hours,busy_vm_hours,idle_vm_hours,gpu_hours,cost\n");
     for row in &r.rows {
         // The same numbers as --json prints (the shortest text that reads back to the same value).
-        let cost = row.cost.map(|c| c.to_string()).unwrap_or_default();
-        out.push_str(&format!(
-            "{},{},{},{},{},{cost}\n",
+        let _ = write!(
+            out,
+            "{},{},{},{},{},",
             csv_field(&row.key),
             row.vm_hours,
             row.busy_vm_hours,
             row.idle_vm_hours,
             row.gpu_hours
-        ));
+        );
+        if let Some(c) = row.cost {
+            let _ = write!(out, "{c}");
+        }
+        out.push('\n');
     }
     out
 }

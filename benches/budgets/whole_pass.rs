@@ -242,6 +242,20 @@
 //! | before the usage recording (the day's first run) | 54.0 / 41.6 MB                 | -                 | -      | -       |
 //! | 3a327ef (06:11 UTC)                              | 55.8 / 46.4 MB                 | 93.2 ms (90.1–97.8) / 101 ms (98.1–121) | 370 ms | 32.8 ms |
 //! | d24b6ec: + `vms_opened`'s room taken once (06:32) | 56.6 / 46.8 MB                 | 87.8 ms (86.8–99.0) / 99.2 ms (87.3–108) | 330 ms | 32.1 ms |
+//! | f982875, next session: `rss` merged, the event log's lean node read (07:38; a helper building beside it) | 52.9 / 47.1 MB | 98.7 ms (90.1–123) / 106 ms (89.5–116) | 534 ms | 37.2 ms |
+//! | f1246fa: hashed lookups in the rule, its working sets freed first, Slurm's view freed before it (08:20) | 50.4 / 47.0 MB | 93.1 ms (80.6–113) / 103 ms (88.6–123) | 428 ms | 24.8 ms |
+//! | 28d7516: the open VM spans one sorted buffer (08:45; a clean-clone `make test` building beside it) | 51.9 / 45.9 MB | 85.5 ms (82.7–110) / 95.3 ms (87.5–105) | 516 ms | 27.6 ms |
+//!
+//! perf of the in-process pass at f982875 (`--call-graph dwarf`, the bench's `plan_and_store`): the
+//! usage recording was ~18 ms of the pass's 37, `usage_change` ~15 ms of it, its B-tree inserts and
+//! gets comparing node names that share their prefix (`memcmp`). heaptrack of f982875 (glibc, no
+//! LTO): heap peak 29.3 MB at the turn-up pass's `apply_usage` (the open spans' map growing, 2.8 MB,
+//! beside `vms_opened` 1.5 MB, `jobs_opened` 1.6 MB, the per-node busy vectors 1.7 MB, the desired
+//! state 5.5 MB, the observation's VM map 2.2 MB and Slurm's view ~2 MB). At 28d7516 the whole run's
+//! peak is no longer the turn-up (46.9 MB when all nodes were up, 49.5 MB settled) but the steady
+//! passes after it (51.9 MB; 50.4 at f1246fa): the restarted daemon's steady passes stay at 45.9 MB,
+//! so the excess is the first daemon's heap as the turn-up left it (fragments) plus a steady pass's
+//! own working set. Not yet found.
 //!
 //! 878d4ac itself (the usage recording whole) was not measured with fat LTO; its heaptrack above
 //! puts ~9 MB more heap at the turn-up pass than 3a327ef's lean spans (~4 MB: the map of 10,000

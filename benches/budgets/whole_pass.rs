@@ -245,6 +245,12 @@
 //! | f982875, next session: `rss` merged, the event log's lean node read (07:38; a helper building beside it) | 52.9 / 47.1 MB | 98.7 ms (90.1–123) / 106 ms (89.5–116) | 534 ms | 37.2 ms |
 //! | f1246fa: hashed lookups in the rule, its working sets freed first, Slurm's view freed before it (08:20) | 50.4 / 47.0 MB | 93.1 ms (80.6–113) / 103 ms (88.6–123) | 428 ms | 24.8 ms |
 //! | 28d7516: the open VM spans one sorted buffer (08:45; a clean-clone `make test` building beside it) | 51.9 / 45.9 MB | 85.5 ms (82.7–110) / 95.3 ms (87.5–105) | 516 ms | 27.6 ms |
+//! | 043d720: + the usage report's reads (09:15, alone; `usage binary scale hook`) | 51.8 / 46.8 MB | 104 ms (96.7–122) / 120 ms (94.7–131) | 448 ms | 24.9 ms |
+//! | 043d720 with `BENCH_DAEMON_ENV="_RJEM_MALLOC_CONF=tcache:false"` (09:25) | 50.8 / 45.9 MB | 114 ms (101–128) / 138 ms (131–152) | - | 35.8 ms |
+//!
+//! Without jemalloc's thread caches the peak is ~1 MB lower and a steady pass costs ~10–20% more
+//! CPU: not taken. The steady-pass CPU row moves by ±10 ms between runs of the same code on this
+//! machine (85.5 and 104 ms medians above within an hour), so it is near its 100 ms budget again.
 //!
 //! perf of the in-process pass at f982875 (`--call-graph dwarf`, the bench's `plan_and_store`): the
 //! usage recording was ~18 ms of the pass's 37, `usage_change` ~15 ms of it, its B-tree inserts and

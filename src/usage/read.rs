@@ -5,6 +5,7 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+#[cfg(test)]
 use super::{JobSpan, VmSpan};
 
 /// What `slurm-dws usage` reads for a period (`Store::usage_spans`; the answer to
@@ -78,6 +79,7 @@ impl UsageSpans {
     }
 
     /// The spans in the report's form, in the same order.
+    #[cfg(test)]
     pub fn from_spans(vms: &[VmSpan], jobs: &[JobSpan]) -> UsageSpans {
         let mut n = Interner::default();
         let vms = vms

@@ -28,6 +28,7 @@ use serde::Serialize;
 
 use super::pricing::{Price, PriceBook};
 use super::read::{JobRef, UsageSpans, VmRef};
+#[cfg(test)]
 use super::{JobSpan, VmSpan};
 
 /// The row of idle time of VMs made for no job (static nodes).
@@ -219,7 +220,9 @@ impl Acc {
 }
 
 /// The report over `period` at `now`, by `by`, priced from `prices`, of spans as the daemon
-/// records them ([`report_spans`] of [`UsageSpans::from_spans`]).
+/// records them ([`report_spans`] of [`UsageSpans::from_spans`]). The tables of the unit tests are
+/// written in spans; the command and the bench read `UsageSpans` from the store.
+#[cfg(test)]
 pub fn report(
     vms: &[VmSpan],
     jobs: &[JobSpan],

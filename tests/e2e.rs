@@ -1150,10 +1150,13 @@ fn e2e_14_a_request_queued_past_queue_timeout_falls_back_too(slurm: SlurmGenerat
             .then_some(())
     });
     let cancelled = Instant::now();
+    s.wait("a's nodes drained for the backoff", 20, || {
+        (drained(&s, "hpc-a-0") && drained(&s, "hpc-a-1")).then_some(())
+    });
     s.wait("the job COMPLETED on b", 60, || (sacct_like_state(&s, job) == "COMPLETED").then_some(()));
     eprintln!("[e2e-14] {slurm}: cancelled -> job COMPLETED on b in {:?}", cancelled.elapsed());
     assert_eq!(ran_on(&out), vec!["hpc-b-0", "hpc-b-1"]);
-    assert!(drained(&s, "hpc-a-0"), "{}", node_reason(&s, "hpc-a-0"));
+    assert!(drained(&s, "hpc-a-0"), "{}", s.state_dump(Some(30)));
     let status = s.cli_json(&["status"]);
     let backoff = status["backoffs"].as_array().and_then(|b| b.iter().find(|b| b["nodeset"] == "a")).cloned();
     let backoff = backoff.expect("a backs off after the queue_timeout cancel");
@@ -1166,7 +1169,7 @@ fn e2e_14_a_request_queued_past_queue_timeout_falls_back_too(slurm: SlurmGenerat
     while chrono::Utc::now() < until.with_timezone(&chrono::Utc) + chrono::Duration::seconds(2) {
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert!(drained(&s, "hpc-a-0"), "nobody lifted it meanwhile");
+    assert!(drained(&s, "hpc-a-0"), "nobody lifted it meanwhile\n{}", s.state_dump(Some(30)));
     let restarted = Instant::now();
     s.start_daemon().unwrap();
     s.wait("a's stale drain lifted after the restart", 30, || {

@@ -172,8 +172,39 @@ pub enum ClientError {
     Closed,
 }
 
+/// The line of a [`Response::Rows`] answer whose rows are the JSON text `rows` (a read's answer,
+/// written without building a `serde_json::Value` of rows that can be tens of megabytes).
+pub fn rows_line(rows: &[u8]) -> Vec<u8> {
+    const HEAD: &[u8] = br#"{"response":"rows","rows":"#;
+    let mut line = Vec::with_capacity(HEAD.len() + rows.len() + 2);
+    line.extend_from_slice(HEAD);
+    line.extend_from_slice(rows);
+    line.extend_from_slice(b"}\n");
+    line
+}
+
+/// The rows' JSON text of an answer line that is a [`Response::Rows`], unparsed, so a client reads
+/// them into its own types without a `serde_json::Value` between; `None` for any other answer.
+pub fn rows_text(line: &str) -> Option<&str> {
+    #[derive(Deserialize)]
+    struct Rows<'a> {
+        response: &'a str,
+        #[serde(borrow)]
+        rows: &'a serde_json::value::RawValue,
+    }
+    match serde_json::from_str::<Rows>(line) {
+        Ok(r) if r.response == "rows" => Some(r.rows.get()),
+        _ => None,
+    }
+}
+
 /// Sends one request and waits at most `timeout` for the answer.
 pub async fn call(socket: &Path, request: Request, timeout: Duration) -> Result<Response, ClientError> {
+    Ok(serde_json::from_str(&call_line(socket, request, timeout).await?)?)
+}
+
+/// Sends one request and waits at most `timeout` for the answer's line, unparsed.
+pub async fn call_line(socket: &Path, request: Request, timeout: Duration) -> Result<String, ClientError> {
     let path = socket.display().to_string();
     let fut = async {
         let mut stream = UnixStream::connect(socket)
@@ -183,8 +214,7 @@ pub async fn call(socket: &Path, request: Request, timeout: Duration) -> Result<
         line.push(b'\n');
         stream.write_all(&line).await?;
         let mut reader = BufReader::new(stream);
-        let answer = read_line_within(&mut reader, MAX_ANSWER).await?.ok_or(ClientError::Closed)?;
-        Ok(serde_json::from_str(&answer)?)
+        read_line_within(&mut reader, MAX_ANSWER).await?.ok_or(ClientError::Closed)
     };
     tokio::time::timeout(timeout, fut)
         .await
@@ -270,6 +300,19 @@ mod tests {
         assert_eq!(serde_json::from_str::<Envelope>(&wire).unwrap(), e);
         let r = Response::Rows { rows: serde_json::json!([1]) };
         assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"response":"rows","rows":[1]}"#);
+        // The daemon writes reads' answers itself, the client reads their rows unparsed: both are
+        // the same wire as the derived serialisation.
+        let line = rows_line(br#"[1,{"a":"b"}]"#);
+        let line = std::str::from_utf8(&line).unwrap();
+        assert!(line.ends_with('\n'), "{line}");
+        assert_eq!(
+            serde_json::from_str::<Response>(line).unwrap(),
+            Response::Rows { rows: serde_json::json!([1, {"a": "b"}]) }
+        );
+        assert_eq!(rows_text(line), Some(r#"[1,{"a":"b"}]"#));
+        assert_eq!(rows_text(r#"{"response":"error","message":"no"}"#), None);
+        assert_eq!(rows_text(r#"{"response":"status","rows":[1]}"#), None);
+        assert_eq!(rows_text("not json"), None);
     }
 
     #[test]

@@ -186,7 +186,17 @@ async fn handle(
                 tracing::warn!(uid, "refused a read: not root, the service user or a reader");
                 Response::Error { message: access.refusal(uid) }
             }
-            Ok(Envelope { request: Request::Read { query }, .. }) => read_state(store, query).await,
+            Ok(Envelope { request: Request::Read { query }, .. }) => {
+                return match read_state(store, query).await {
+                    Ok(rows) => write.write_all(&protocol::rows_line(&rows)).await,
+                    Err(e) => {
+                        let error = Response::Error { message: format!("reading the state: {e}") };
+                        let mut out = serde_json::to_vec(&error).unwrap_or_default();
+                        out.push(b'\n');
+                        write.write_all(&out).await
+                    }
+                };
+            }
             Ok(Envelope { request: Request::Repair { nodes, behavior, description }, .. }) => {
                 ask_repair(store, &tx, &nodes, &behavior, &description).await
             }
@@ -198,15 +208,17 @@ async fn handle(
     write.write_all(&out).await
 }
 
-/// Answers a read from the store (SQLite lets it run beside a pass).
-async fn read_state(store: &Store, query: Query) -> Response {
-    fn rows<T: serde::Serialize>(r: Result<T, StoreError>) -> Result<serde_json::Value, String> {
-        r.map_err(|e| e.to_string()).and_then(|v| serde_json::to_value(v).map_err(|e| e.to_string()))
+/// Answers a read from the store (SQLite lets it run beside a pass): the rows' JSON text, written
+/// straight from the store's types (30 days of usage at 10,000 nodes is tens of megabytes of it; a
+/// `serde_json::Value` of it would be several times that in the daemon's memory).
+async fn read_state(store: &Store, query: Query) -> Result<Vec<u8>, String> {
+    fn rows<T: serde::Serialize>(r: Result<T, StoreError>) -> Result<Vec<u8>, String> {
+        r.map_err(|e| e.to_string()).and_then(|v| serde_json::to_vec(&v).map_err(|e| e.to_string()))
     }
-    let result = match query {
+    match query {
         Query::Nodes => rows(store.nodes().await),
         Query::Node { name } => match store.node(&name).await {
-            Err(StoreError::NotFound { .. }) => Ok(serde_json::Value::Null),
+            Err(StoreError::NotFound { .. }) => Ok(b"null".to_vec()),
             r => rows(r),
         },
         Query::Requests { open_only } => rows(store.requests(open_only).await),
@@ -226,10 +238,6 @@ async fn read_state(store: &Store, query: Query) -> Response {
             u.catalog = crate::usage::pricing::read_catalog_for_reader(dir);
             u
         })),
-    };
-    match result {
-        Ok(rows) => Response::Rows { rows },
-        Err(e) => Response::Error { message: format!("reading the state: {e}") },
     }
 }
 

@@ -247,6 +247,16 @@
 //! | 28d7516: the open VM spans one sorted buffer (08:45; a clean-clone `make test` building beside it) | 51.9 / 45.9 MB | 85.5 ms (82.7–110) / 95.3 ms (87.5–105) | 516 ms | 27.6 ms |
 //! | 043d720: + the usage report's reads (09:15, alone; `usage binary scale hook`) | 51.8 / 46.8 MB | 104 ms (96.7–122) / 120 ms (94.7–131) | 448 ms | 24.9 ms |
 //! | 043d720 with `BENCH_DAEMON_ENV="_RJEM_MALLOC_CONF=tcache:false"` (09:25) | 50.8 / 45.9 MB | 114 ms (101–128) / 138 ms (131–152) | - | 35.8 ms |
+//! | 6a26420: SQLite allocates through jemalloc (next session, 10:50, a 26.05 e2e loop beside it) | 46.2 / 39.0 MB | 82.3 ms (72.9–105) / - | 280 ms | 21.4 ms |
+//!
+//! The excess at 043d720 was SQLite's: its C code called glibc's `malloc` (jemalloc's symbols are
+//! prefixed), which gave each sqlx connection thread an arena and kept the freed multi-megabyte
+//! texts of the batch writes in them. Found by experiment: `BENCH_DAEMON_ENV="MALLOC_ARENA_MAX=1"`
+//! alone took the whole run's peak from 51.7 to 46.2 MB (restarted 46.8 → 42.0), with a 128 KiB
+//! mmap and trim threshold as well 45.5 / 40.2 MB; large allocations of the daemon's own (`perf
+//! probe` on `_rjem_malloc`/`_rjem_realloc` with `size >= 524288`) were the same in the first and
+//! the restarted daemon and no larger than 3.7 MB (the turn-up pass's Vecs), 2.1 MB in a steady
+//! pass. 6a26420 hands SQLite jemalloc's functions (`src/main.rs`) instead; its CPU came down too.
 //!
 //! Without jemalloc's thread caches the peak is ~1 MB lower and a steady pass costs ~10–20% more
 //! CPU: not taken. The steady-pass CPU row moves by ±10 ms between runs of the same code on this

@@ -97,18 +97,21 @@ impl Reconciler {
         }
         let Some(open) = self.recording.open.as_mut() else { return };
         let shapes = self.templates.shapes();
-        // Spans restored at start whose jobs Slurm no longer shows: asked of slurmdbd first, and the
-        // change made again with its answer (the first pass of a run that reads Slurm's jobs, only).
-        if self.recording.slurmdbd && open.jobs.values().any(|j| j.restored) {
-            let ask = jobs_to_account(
-                open,
-                &usage_change(&self.clients.plan_cfg, shapes, &desired.nodes, open, observed, now),
-            );
-            if !ask.is_empty() {
-                observed.job_runs = slurm_edge::job_runs::job_runs(&self.clients.slurm, &ask).await;
-            }
-        }
         let change = usage_change(&self.clients.plan_cfg, shapes, &desired.nodes, open, observed, now);
+        // Spans restored at start whose jobs Slurm no longer shows: asked of slurmdbd, and the
+        // change made again with its answer (a pass that would close such a span, only: once a run).
+        let ask = if self.recording.slurmdbd && open.jobs.values().any(|j| j.restored) {
+            jobs_to_account(open, &change)
+        } else {
+            Vec::new()
+        };
+        let change = if ask.is_empty() {
+            change
+        } else {
+            drop(change);
+            observed.job_runs = slurm_edge::job_runs::job_runs(&self.clients.slurm, &ask).await;
+            usage_change(&self.clients.plan_cfg, shapes, &desired.nodes, open, observed, now)
+        };
         if let Err(e) = commit::commit_usage(&self.clients.store, &change, self.recording.seen_at, now).await
         {
             // Read back from the store next pass: what it holds is the truth.

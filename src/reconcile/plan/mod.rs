@@ -80,7 +80,7 @@ pub use fallback::{unschedulable, FALLBACK_REASON};
 pub use groups::{run_duration, RunDuration};
 pub use maintenance::{maint_reservation, reservation_span, DEFAULT_WINDOW_SECS, MAINT_PREFIX};
 pub use release::RELEASE_REASON;
-pub use repair::{repair_drain_reason, repair_reason, HOST_REPORTED};
+pub use repair::{repair_drain_reason, repair_reason, HOST_REPORTED, REBOOT_SETTLE_SECS, UNEXPECTED_REBOOT};
 pub use requests::next_backoff;
 pub use reserved::{window_hold, WINDOW_PREFIX};
 pub use usage::{

@@ -11,6 +11,10 @@ use super::*;
 
 /// How long a host report may go unanswered (no Operation seen to its end) before the repair fails.
 pub const REPORT_TIMEOUT_SECS: i64 = 3600;
+/// How long after a repair ended a DOWN "Node unexpectedly rebooted" is still the repair's restart.
+pub const REBOOT_SETTLE_SECS: i64 = 120;
+/// The reason Slurm gives a node whose slurmd registered with a boot time after its last answer.
+pub const UNEXPECTED_REBOOT: &str = "Node unexpectedly rebooted";
 /// What the GCE edge records in a repair's outcome when GCE finished the report.
 pub const HOST_REPORTED: &str = "GCE reported the host faulty";
 
@@ -70,6 +74,43 @@ impl Planner<'_> {
             self.repairs.values().filter(|r| r.phase.is_open()).map(|r| r.node.clone()).collect();
         for name in open {
             self.carry_repair(&name);
+        }
+        self.after_repairs();
+    }
+
+    /// A node a repair returned to service a moment ago that Slurm then set DOWN as "Node
+    /// unexpectedly rebooted": slurmd registered again after the resume, with a boot time later
+    /// than the node's last answer (the VM's restart on its new host, which was the repair's own
+    /// doing; measured on 22.05 and 26.05 with a second registration 0.7 s after the resume). Its
+    /// VM runs and Slurm has it responding: back in service. Only for [`REBOOT_SETTLE_SECS`] after
+    /// the repair ended, so a later reboot is left to the admin as Slurm means it.
+    fn after_repairs(&mut self) {
+        let now = self.now;
+        let settling: Vec<String> = self
+            .repairs
+            .values()
+            .filter(|r| {
+                r.phase == RepairPhase::Repaired && secs_since(now, r.updated_at) < REBOOT_SETTLE_SECS
+            })
+            .map(|r| r.node.clone())
+            .collect();
+        for name in settling {
+            let Some(s) = self.slurm_node(&name) else { continue };
+            let rebooted = s.is_down() && s.reason.starts_with(UNEXPECTED_REBOOT);
+            let responding = !s.powering_up() && !s.powered_down() && !s.has_flag("NOT_RESPONDING");
+            let running = matches!(self.sight(&name), Sight::Seen(vm) if vm.status == VmStatus::Running);
+            let dynamic = self.nodes.current(&name).is_some_and(|n| !n.is_static);
+            if rebooted && responding && running && dynamic {
+                self.slurm_update(&name, NodeStateChange::Resume, None);
+                self.plan.event(
+                    EventKind::Repaired,
+                    vec![name.clone()],
+                    format!(
+                        "repaired: Slurm set the node DOWN ({}) for the restart the repair made: back in service",
+                        s.reason
+                    ),
+                );
+            }
         }
     }
 

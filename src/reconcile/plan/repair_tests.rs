@@ -194,6 +194,40 @@ fn a_node_slurm_set_down_for_the_restart_is_resumed() {
     }
 }
 
+/// slurmd registered again just after a repair resumed its node, with a boot time past the node's
+/// last answer: Slurm set it DOWN "Node unexpectedly rebooted". Within REBOOT_SETTLE_SECS of the
+/// repair's end, a responding dynamic node whose VM runs is resumed again (one `repaired` event
+/// saying why); later, or another reason, or a static node, or not responding: left alone.
+#[test]
+fn a_node_slurm_set_down_for_a_reboot_just_after_its_repair_is_resumed_again() {
+    use crate::reconcile::plan::{REBOOT_SETTLE_SECS, UNEXPECTED_REBOOT};
+    let settle = REBOOT_SETTLE_SECS;
+    for (ended_ago, reason, is_static, flags, resumed) in [
+        (5, UNEXPECTED_REBOOT, false, vec![], true),
+        (settle - 1, UNEXPECTED_REBOOT, false, vec![], true),
+        (settle + 1, UNEXPECTED_REBOOT, false, vec![], false),
+        (5, "an admin's reason", false, vec![], false),
+        (5, UNEXPECTED_REBOOT, true, vec![], false),
+        (5, UNEXPECTED_REBOOT, false, vec!["NOT_RESPONDING"], false),
+    ] {
+        let mut w = world(true, slurm("down", &flags, reason));
+        w.d.nodes.get_mut("hpc-a-1").unwrap().is_static = is_static;
+        let mut r = repair("hpc-a-1", RepairPhase::Repaired, Some("its VM runs again on another host"));
+        r.updated_at = t0() - Duration::seconds(ended_ago);
+        w.d.repairs.insert("hpc-a-1".into(), r);
+        let p = w.plan();
+        let case = format!("ended {ended_ago}s ago, {reason:?}, static={is_static} {flags:?}");
+        assert_eq!(has_update(&p, "hpc-a-1", "resume"), resumed, "{case}");
+        let said = p.events.iter().filter(|e| e.kind == EventKind::Repaired).collect::<Vec<_>>();
+        assert_eq!(said.len(), usize::from(resumed), "{case}");
+        assert!(said.iter().all(|e| e.message.contains(UNEXPECTED_REBOOT)), "{case}: {said:?}");
+        assert!(
+            !p.gce.iter().any(|g| matches!(g, GceStep::ReportHostAsFaulty { .. })),
+            "{case}: no report again"
+        );
+    }
+}
+
 /// A VM whose host is being reported may show a stopped status meanwhile: it is not failed.
 #[test]
 fn a_vm_whose_host_is_reported_is_not_replaced_as_failed() {

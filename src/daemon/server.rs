@@ -187,15 +187,11 @@ async fn handle(
                 Response::Error { message: access.refusal(uid) }
             }
             Ok(Envelope { request: Request::Read { query }, .. }) => {
-                return match read_state(store, query).await {
-                    Ok(rows) => write.write_all(&protocol::rows_line(&rows)).await,
-                    Err(e) => {
-                        let error = Response::Error { message: format!("reading the state: {e}") };
-                        let mut out = serde_json::to_vec(&error).unwrap_or_default();
-                        out.push(b'\n');
-                        write.write_all(&out).await
-                    }
+                let out = match read_state(store, query).await {
+                    Ok(rows) => protocol::rows_line(&rows),
+                    Err(e) => answer_line(&Response::Error { message: format!("reading the state: {e}") }),
                 };
+                return write.write_all(&out).await;
             }
             Ok(Envelope { request: Request::Repair { nodes, behavior, description }, .. }) => {
                 ask_repair(store, &tx, &nodes, &behavior, &description).await
@@ -203,9 +199,14 @@ async fn handle(
             Ok(env) => answer(env.request, &tx, &liveness).await,
         },
     };
-    let mut out = serde_json::to_vec(&response).unwrap_or_default();
+    write.write_all(&answer_line(&response)).await
+}
+
+/// An answer as its line on the socket.
+fn answer_line(response: &Response) -> Vec<u8> {
+    let mut out = serde_json::to_vec(response).unwrap_or_default();
     out.push(b'\n');
-    write.write_all(&out).await
+    out
 }
 
 /// Answers a read from the store (SQLite lets it run beside a pass): the rows' JSON text, written

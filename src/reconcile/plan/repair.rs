@@ -47,7 +47,7 @@ pub fn repair_drain_reason(r: &Repair) -> String {
     }
 }
 
-impl Planner<'_> {
+impl<'a> Planner<'a> {
     /// Takes the asks and drain reasons, and carries every open repair one step further.
     pub(super) fn repairs(&mut self) {
         let o = self.o;
@@ -95,12 +95,10 @@ impl Planner<'_> {
             .map(|r| r.node.clone())
             .collect();
         for name in settling {
-            let Some(s) = self.slurm_node(&name) else { continue };
+            let Some(s) = self.running_and_responding(&name) else { continue };
             let rebooted = s.is_down() && s.reason.starts_with(UNEXPECTED_REBOOT);
-            let responding = !s.powering_up() && !s.powered_down() && !s.has_flag("NOT_RESPONDING");
-            let running = matches!(self.sight(&name), Sight::Seen(vm) if vm.status == VmStatus::Running);
             let dynamic = self.nodes.current(&name).is_some_and(|n| !n.is_static);
-            if rebooted && responding && running && dynamic {
+            if rebooted && dynamic {
                 self.slurm_update(&name, NodeStateChange::Resume, None);
                 self.plan.event(
                     EventKind::Repaired,
@@ -260,13 +258,16 @@ impl Planner<'_> {
     /// so its slurmd's registration is an unexpected reboot to Slurm, which sets the node DOWN
     /// (`ReturnToService` 0 or 1, docs/slurm-facts.md): a DOWN dynamic node is resumed (which lifts
     /// the drain too). A static node's DOWN is slurm-dws's own, lifted by the node rule first.
-    fn return_when_running(&mut self, name: &str, how: &str) {
+    /// Slurm's view of the node when its VM runs and Slurm has it responding; else `None`.
+    fn running_and_responding(&self, name: &str) -> Option<&'a SlurmNode> {
         let running = matches!(self.sight(name), Sight::Seen(vm) if vm.status == VmStatus::Running);
-        let Some(s) = self.slurm_node(name) else { return };
+        let s = self.slurm_node(name)?;
         let responding = !s.powering_up() && !s.powered_down() && !s.has_flag("NOT_RESPONDING");
-        if !(running && responding) {
-            return;
-        }
+        (running && responding).then_some(s)
+    }
+
+    fn return_when_running(&mut self, name: &str, how: &str) {
+        let Some(s) = self.running_and_responding(name) else { return };
         if s.is_down() {
             if self.nodes.current(name).is_none_or(|n| n.is_static) {
                 return;

@@ -339,3 +339,51 @@ fn many_windows_at_once_are_reserved_a_thousand_a_round() {
     assert_eq!(creates, 200);
     assert!(p.events.iter().all(|e| e.kind != EventKind::MaintenanceScheduled));
 }
+
+/// GCE stops a GPU VM for its host maintenance (GPU VMs cannot be live-migrated). slurm-dws takes
+/// the stop as it takes any VM that stopped: it does not wait for a restart GCE may make outside
+/// the window, or never (a Flex VM is not restarted). The node leaves service, its job is requeued
+/// and its VM deleted; the maintenance stays on record, and its reservation in Slurm, while GCE
+/// lists the stopped VM, and both go with it.
+#[test]
+fn a_vm_stopped_for_its_maintenance_is_replaced_and_its_reservation_goes_with_it() {
+    let ongoing = Maintenance { maintenance_status: "ONGOING".into(), ..window(-1, Some(1)) };
+    let stopped =
+        ObservedVm { maintenance: Some(Box::new(ongoing.clone())), ..vm_in("hpc-a-1", "m1", "TERMINATED") };
+    let mut w = World::new()
+        .node(Node { maintenance: Some(Box::new(ongoing.clone())), ..up_node("hpc-a-1", "m1") })
+        .mig(mig("m1", MigState::Active), Some(1))
+        .vm(stopped)
+        .slurm("hpc-a-1", slurm("allocated", &["CLOUD"], ""));
+    w.o.reservations.as_mut().unwrap().insert(maint_reservation("hpc-a-1"));
+    let p = w.plan();
+    assert!(
+        p.gce.contains(&GceStep::DeleteInstances { mig: "m1".into(), instances: vec![vm_ref("hpc-a-1")] }),
+        "{:?}",
+        p.gce
+    );
+    assert!(has_update(&p, "hpc-a-1", "down"), "{:?}", p.slurm);
+    assert!(p.slurm.contains(&SlurmStep::SetJobsBegin { jobs: vec![7], begin: t0() }), "{:?}", p.slurm);
+    assert!(
+        p.events.iter().any(|e| e.kind == EventKind::VmFailed && e.message.contains("TERMINATED")),
+        "{:?}",
+        p.events
+    );
+    assert!(!p.slurm.iter().any(|s| matches!(s, SlurmStep::DeleteReservation { .. })), "{:?}", p.slurm);
+    assert!(p.events.iter().all(|e| e.kind != EventKind::MaintenanceDone), "{:?}", p.events);
+    let after = node_after(&p, "hpc-a-1").unwrap().clone();
+    assert_eq!(after.maintenance.as_deref(), Some(&ongoing));
+
+    // The next pass, the VM gone: the record and the reservation go.
+    let mut w = World::new().node(after).mig(mig("m1", MigState::Active), Some(0));
+    w.o.reservations.as_mut().unwrap().insert(maint_reservation("hpc-a-1"));
+    let p = w.plan();
+    assert!(
+        p.slurm.contains(&SlurmStep::DeleteReservation { name: maint_reservation("hpc-a-1") }),
+        "{:?}",
+        p.slurm
+    );
+    let done: Vec<_> = p.events.iter().filter(|e| e.kind == EventKind::MaintenanceDone).collect();
+    assert!(done.len() == 1 && done[0].message.contains("the node's VM is gone"), "{:?}", p.events);
+    assert_eq!(node_after(&p, "hpc-a-1").and_then(|n| n.maintenance.clone()), None);
+}

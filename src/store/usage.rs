@@ -303,103 +303,98 @@ impl Store {
     }
 }
 
+/// Spans a batch write carries in one statement.
+const WRITE_BATCH: usize = 1000;
+
 impl StoreTx {
-    /// Records new VM spans (one statement a 1,000). A span of an instance already recorded keeps
-    /// its row (a pass never opens one twice; this makes a repeat harmless).
-    pub async fn open_vm_spans(&mut self, spans: &[VmSpan]) -> Result<()> {
-        for chunk in spans.chunks(1000) {
-            let rows: Vec<_> = chunk
-                .iter()
-                .map(|s| {
-                    (
-                        &s.instance_id,
-                        &s.vm,
-                        &s.node,
-                        &s.nodeset,
-                        &s.model,
-                        &s.machine_type,
-                        s.gpus,
-                        s.job_id,
-                        to_ms(s.created_at),
-                        to_ms(s.last_seen),
-                        s.deleted_at.map(to_ms),
-                    )
-                })
-                .collect();
-            sqlx::query(
-                "INSERT OR IGNORE INTO vm_spans (instance_id, vm, node, nodeset, model, machine_type, gpus, \
-                 job_id, created_at, last_seen, deleted_at) \
-                 SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6, \
-                 value->>7, value->>8, value->>9, value->>10 FROM json_each(?)",
-            )
-            .bind(serde_json::to_string(&rows)?)
-            .execute(&mut *self.tx)
-            .await?;
+    /// Runs `sql` once a [`WRITE_BATCH`] of `rows`: its last parameter is the batch as one JSON
+    /// array that `sql` reads with `json_each`; `lead`, when given, is bound before it.
+    async fn in_batches<R: serde::Serialize>(
+        &mut self,
+        sql: &str,
+        lead: Option<i64>,
+        rows: &[R],
+    ) -> Result<()> {
+        for batch in rows.chunks(WRITE_BATCH) {
+            let rows = serde_json::to_string(batch)?;
+            let mut q = sqlx::query(sql);
+            if let Some(lead) = lead {
+                q = q.bind(lead);
+            }
+            q.bind(rows).execute(&mut *self.tx).await?;
         }
         Ok(())
     }
 
-    /// Closes VM spans (one statement a 1,000): `deleted_at` set, `last_seen` brought to the last
+    /// Records new VM spans (a statement a batch). A span of an instance already recorded keeps its
+    /// row (a pass never opens one twice; this makes a repeat harmless).
+    pub async fn open_vm_spans(&mut self, spans: &[VmSpan]) -> Result<()> {
+        let sql =
+            "INSERT OR IGNORE INTO vm_spans (instance_id, vm, node, nodeset, model, machine_type, gpus, \
+                   job_id, created_at, last_seen, deleted_at) \
+                   SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6, \
+                   value->>7, value->>8, value->>9, value->>10 FROM json_each(?)";
+        let rows: Vec<_> = spans
+            .iter()
+            .map(|s| {
+                (
+                    &s.instance_id,
+                    &s.vm,
+                    &s.node,
+                    &s.nodeset,
+                    &s.model,
+                    &s.machine_type,
+                    s.gpus,
+                    s.job_id,
+                    to_ms(s.created_at),
+                    to_ms(s.last_seen),
+                    s.deleted_at.map(to_ms),
+                )
+            })
+            .collect();
+        self.in_batches(sql, None, &rows).await
+    }
+
+    /// Closes VM spans (a statement a batch): `deleted_at` set, `last_seen` brought to the last
     /// full pass that saw them (`seen`, the [`USAGE_SEEN_AT`] before this pass) when later.
     pub async fn close_vm_spans(&mut self, ends: &[VmSpanEnd], seen: Option<DateTime<Utc>>) -> Result<()> {
+        let sql = "UPDATE vm_spans SET deleted_at = j.value->>1, \
+                   last_seen = max(last_seen, min(?, j.value->>1)) \
+                   FROM json_each(?) AS j WHERE vm_spans.instance_id = j.value->>0 AND deleted_at IS NULL";
         let seen = seen.map_or(i64::MIN, to_ms);
-        for chunk in ends.chunks(1000) {
-            let rows: Vec<_> = chunk.iter().map(|e| (&e.instance_id, to_ms(e.deleted_at))).collect();
-            sqlx::query(
-                "UPDATE vm_spans SET deleted_at = j.value->>1, \
-                 last_seen = max(last_seen, min(?, j.value->>1)) \
-                 FROM json_each(?) AS j WHERE vm_spans.instance_id = j.value->>0 AND deleted_at IS NULL",
-            )
-            .bind(seen)
-            .bind(serde_json::to_string(&rows)?)
-            .execute(&mut *self.tx)
-            .await?;
-        }
-        Ok(())
+        let rows: Vec<_> = ends.iter().map(|e| (&e.instance_id, to_ms(e.deleted_at))).collect();
+        self.in_batches(sql, Some(seen), &rows).await
     }
 
-    /// Records new job spans (one statement a 1,000); a repeat of one recorded is ignored.
+    /// Records new job spans (a statement a batch); a repeat of one recorded is ignored.
     pub async fn open_job_spans(&mut self, spans: &[JobSpan]) -> Result<()> {
-        for chunk in spans.chunks(1000) {
-            let rows: Vec<_> = chunk
-                .iter()
-                .map(|s| {
-                    (
-                        s.job_id,
-                        &s.node,
-                        &s.user,
-                        &s.account,
-                        &s.partition,
-                        to_ms(s.started_at),
-                        s.ended_at.map(to_ms),
-                    )
-                })
-                .collect();
-            sqlx::query(
-                "INSERT OR IGNORE INTO job_spans (job_id, node, user, account, partition, started_at, ended_at) \
-                 SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6 \
-                 FROM json_each(?)",
-            )
-            .bind(serde_json::to_string(&rows)?)
-            .execute(&mut *self.tx)
-            .await?;
-        }
-        Ok(())
+        let sql =
+            "INSERT OR IGNORE INTO job_spans (job_id, node, user, account, partition, started_at, ended_at) \
+                   SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6 \
+                   FROM json_each(?)";
+        let rows: Vec<_> = spans
+            .iter()
+            .map(|s| {
+                (
+                    s.job_id,
+                    &s.node,
+                    &s.user,
+                    &s.account,
+                    &s.partition,
+                    to_ms(s.started_at),
+                    s.ended_at.map(to_ms),
+                )
+            })
+            .collect();
+        self.in_batches(sql, None, &rows).await
     }
 
-    /// Closes job spans (one statement a 1,000).
+    /// Closes job spans (a statement a batch).
     pub async fn close_job_spans(&mut self, ends: &[JobSpanEnd]) -> Result<()> {
-        for chunk in ends.chunks(1000) {
-            let rows: Vec<_> = chunk.iter().map(|e| (e.job_id, &e.node, to_ms(e.ended_at))).collect();
-            sqlx::query(
-                "UPDATE job_spans SET ended_at = max(started_at, j.value->>2) FROM json_each(?) AS j \
-                 WHERE job_spans.job_id = j.value->>0 AND job_spans.node = j.value->>1 AND ended_at IS NULL",
-            )
-            .bind(serde_json::to_string(&rows)?)
-            .execute(&mut *self.tx)
-            .await?;
-        }
-        Ok(())
+        let sql = "UPDATE job_spans SET ended_at = max(started_at, j.value->>2) FROM json_each(?) AS j \
+                   WHERE job_spans.job_id = j.value->>0 AND job_spans.node = j.value->>1 AND ended_at IS NULL";
+        let rows: Vec<_> = ends.iter().map(|e| (e.job_id, &e.node, to_ms(e.ended_at))).collect();
+        self.in_batches(sql, None, &rows).await
     }
 
     /// Records that a full pass beginning at `now` recorded usage: every open span was seen then

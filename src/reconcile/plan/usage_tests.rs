@@ -295,8 +295,11 @@ fn usage_spans_open_extend_and_close() {
             ..Default::default()
         };
         o.unreachable_zones.extend(c.unreachable.map(String::from));
-        let mut open =
-            OpenUsage { vms: c.open.into_iter().collect(), jobs: c.open_jobs.into_iter().collect() };
+        let mut open = OpenUsage {
+            vms: c.open.into_iter().collect(),
+            jobs: c.open_jobs.into_iter().collect(),
+            ..Default::default()
+        };
         let shapes = shapes();
         let change = usage_change(&cfg(), &shapes, &BTreeMap::new(), &open, &o, now);
         let opened: Vec<u64> = change.vms_opened.iter().map(|v| v.span.id.get()).collect();
@@ -373,6 +376,70 @@ fn busy_plus_idle_is_the_life_of_the_vm() {
         540.0,
         "creation at 0 to the pass at 9 that no longer lists it"
     );
+}
+
+/// A node's busy time is the union of its own jobs' time on it: two jobs sharing a node count once
+/// where they overlap, and another node's jobs never count on it.
+#[test]
+fn a_nodes_busy_time_is_the_union_of_its_own_jobs() {
+    let mut open = OpenUsage::default();
+    let c = cfg();
+    let shapes = shapes();
+    let vms = || [listed("hpc-gpu-1", 11, 0), listed("hpc-gpu-2", 12, 0)];
+    let pass = |jobs: Vec<SlurmJob>, now: DateTime<Utc>, open: &mut OpenUsage| {
+        let o = Observed {
+            vms: Some(vms().into_iter().map(|v| (v.name.clone(), v)).collect()),
+            jobs: Some(jobs),
+            ..Default::default()
+        };
+        let change = usage_change(&c, &shapes, &BTreeMap::new(), open, &o, now);
+        let mut total: BTreeMap<&str, f64> = BTreeMap::new();
+        for ((_, _, u), s) in apply_usage(open, &change, now) {
+            *total.entry(u).or_default() += s.vm;
+        }
+        total
+    };
+    pass(vec![], at(1), &mut open);
+    let jobs = vec![running(7, "hpc-gpu-1", 2), running(8, "hpc-gpu-[1-2]", 3), running(9, "hpc-gpu-2", 4)];
+    let total = pass(jobs, at(6), &mut open);
+    // hpc-gpu-1: jobs 7 and 8, minutes 2 to 6; hpc-gpu-2: jobs 8 and 9, minutes 3 to 6.
+    assert_eq!(total["busy"], 240.0 + 180.0, "{total:?}");
+    assert_eq!(total["busy"] + total["idle"], 2.0 * 300.0, "{total:?}");
+}
+
+/// A read of the same running jobs as the last one changes no job span (it is not worked out
+/// again), unless a VM came or went since: a job on a node whose VM came in a pass that did not read
+/// Slurm's jobs opens its span at the next read of the same jobs.
+#[test]
+fn the_same_jobs_read_again_change_nothing_unless_a_vm_came_meanwhile() {
+    let mut open = OpenUsage::default();
+    let c = cfg();
+    let shapes = shapes();
+    let pass =
+        |open: &mut OpenUsage, vms: Vec<ObservedVm>, jobs: Option<Vec<SlurmJob>>, now: DateTime<Utc>| {
+            let o = Observed {
+                vms: Some(vms.into_iter().map(|v| (v.name.clone(), v)).collect()),
+                jobs,
+                ..Default::default()
+            };
+            let change = usage_change(&c, &shapes, &BTreeMap::new(), open, &o, now);
+            let opened: Vec<_> = change.jobs_opened.iter().map(|j| (j.job_id, j.node.clone())).collect();
+            let closed: Vec<_> = change.jobs_closed.iter().map(|(k, _)| k.clone()).collect();
+            apply_usage(open, &change, now);
+            (opened, closed)
+        };
+    let jobs = || Some(vec![running(7, "hpc-gpu-1", 0)]);
+    let vm = || vec![listed("hpc-gpu-1", 11, 1)];
+    // No VM yet: the job's node has no busy time to count.
+    assert_eq!(pass(&mut open, vec![], jobs(), at(1)), (vec![], vec![]));
+    // The VM comes in a pass that does not read the jobs ...
+    assert_eq!(pass(&mut open, vm(), None, at(2)), (vec![], vec![]));
+    // ... and the same jobs read next open the span.
+    assert_eq!(pass(&mut open, vm(), jobs(), at(3)), (vec![(7, "hpc-gpu-1".to_string())], vec![]));
+    assert_eq!(pass(&mut open, vm(), jobs(), at(4)), (vec![], vec![]), "the same again: nothing");
+    assert_eq!(open.jobs.len(), 1);
+    assert_eq!(pass(&mut open, vm(), Some(vec![]), at(5)), (vec![], vec![(7, "hpc-gpu-1".to_string())]));
+    assert!(open.jobs.is_empty());
 }
 
 /// At 10,000 VMs a steady pass (every VM listed as before, nobody's job changed) changes nothing:

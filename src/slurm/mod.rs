@@ -150,6 +150,8 @@ pub struct Slurm {
     version: Arc<tokio::sync::OnceCell<Detected>>,
     /// The nodes of the last [`Slurm::node_states`] (see [`crate::json_stream::Recall`]), shared by clones.
     recall: Arc<std::sync::Mutex<Option<(NodeSource, crate::json_stream::Recall)>>>,
+    /// The jobs of the last [`Slurm::all_jobs`], likewise.
+    job_recall: Arc<std::sync::Mutex<Option<crate::json_stream::Recall>>>,
 }
 
 /// What `scontrol --version` said, once it ran and exited 0. Failures to run it (timeout, exit
@@ -167,7 +169,14 @@ impl Slurm {
     /// `bin_dir` holds scontrol, squeue and sinfo; `conf` is exported as `SLURM_CONF` when set
     /// (otherwise the commands inherit ours); each call is killed after `timeout`.
     pub fn new(bin_dir: PathBuf, conf: Option<PathBuf>, timeout: Duration) -> Self {
-        Slurm { bin_dir, conf, timeout, version: Arc::default(), recall: Arc::default() }
+        Slurm {
+            bin_dir,
+            conf,
+            timeout,
+            version: Arc::default(),
+            recall: Arc::default(),
+            job_recall: Arc::default(),
+        }
     }
 
     pub fn bin_dir(&self) -> &Path {
@@ -243,8 +252,13 @@ impl Slurm {
     /// it, and the waiting jobs' time limits come from the same answer.
     pub async fn all_jobs(&self) -> Result<Vec<JobInfo>, SlurmError> {
         let args = vec!["--json".to_string(), "--states=all".to_string()];
-        // Streamed: 22.05 prints ~4 KB a job whatever is asked (see `squeue::read_jobs`).
-        let read = |out: &mut dyn std::io::BufRead| squeue::read_jobs(out, None);
+        // Streamed: 22.05 prints ~4 KB a job whatever is asked (see `squeue::read_jobs`). The last
+        // read's jobs, unless another read holds them (then this one reads without).
+        let recall = self.job_recall.clone();
+        let read = move |out: &mut dyn std::io::BufRead| match recall.try_lock() {
+            Ok(mut held) => squeue::read_jobs_recalled(out, held.get_or_insert_with(squeue::job_recall)),
+            Err(_) => squeue::read_jobs(out, None),
+        };
         command::run_streamed(&self.bin_dir, self.conf.as_deref(), self.timeout, "squeue", &args, read).await
     }
 

@@ -26,7 +26,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::ParseError;
-use crate::json_stream::{for_each_element, only_fields};
+use crate::json_stream::{field_note_len, for_each_element, only_fields, only_fields_again, Recall};
 
 const WHAT: &str = "squeue --json";
 
@@ -159,11 +159,38 @@ pub fn read_jobs(
     json: &mut dyn std::io::BufRead,
     wanted: Option<&[u32]>,
 ) -> Result<Vec<JobInfo>, ParseError> {
+    read(json, wanted, None)
+}
+
+/// [`read_jobs`] of every job, remembering each in `recall` (made by [`job_recall`]): a job whose
+/// bytes are those of the job at its place in the last read (a running job prints the same from
+/// pass to pass) is taken by its length and hash, not scanned, and its fields are cut where they
+/// were.
+pub(crate) fn read_jobs_recalled(
+    json: &mut dyn std::io::BufRead,
+    recall: &mut Recall,
+) -> Result<Vec<JobInfo>, ParseError> {
+    read(json, None, Some(recall))
+}
+
+/// A [`Recall`] for [`read_jobs_recalled`].
+pub(crate) fn job_recall() -> Recall {
+    Recall::new(field_note_len(JOB_FIELDS))
+}
+
+fn read(
+    json: &mut dyn std::io::BufRead,
+    wanted: Option<&[u32]>,
+    recall: Option<&mut Recall>,
+) -> Result<Vec<JobInfo>, ParseError> {
     let mut jobs = Vec::new();
     let mut cut = Vec::new();
-    let found = for_each_element(json, &["jobs"], None, |e| {
-        cut.clear();
-        only_fields(e.bytes, JOB_FIELDS, &mut cut, &mut [])?;
+    let found = for_each_element(json, &["jobs"], recall, |e| {
+        // A job the same as last time: its fields are where they were.
+        if !(e.same && only_fields_again(e.bytes, JOB_FIELDS, &mut cut, e.kept)) {
+            cut.clear();
+            only_fields(e.bytes, JOB_FIELDS, &mut cut, e.kept)?;
+        }
         let j: RawJob = serde_json::from_slice(&cut).map_err(|e| format!("a job: {e}"))?;
         if wanted.is_none_or(|w| w.contains(&j.job_id)) {
             jobs.push(job_info(j));
@@ -378,6 +405,36 @@ mod tests {
         for (doc, want) in cases {
             assert_eq!(rows(&parse_jobs(doc, None).unwrap()), want);
         }
+    }
+
+    /// A recall carried from read to read never changes what is read: the same document again
+    /// (taken by length and hash), jobs that changed, fewer or more jobs, another version's shape.
+    #[test]
+    fn jobs_read_with_a_recall_are_the_jobs_read_without() {
+        let mut recall = job_recall();
+        let docs = [
+            V24_11_HELD,
+            V24_11_HELD,
+            V24_11_CONFIGURING,
+            V24_11_RUNNING,
+            V24_11_RUNNING,
+            V24_11_JOBS_1_4_999,
+            V22_05,
+            V22_05,
+            V24_11_HELD,
+        ];
+        for (i, doc) in docs.into_iter().enumerate() {
+            let recalled = read_jobs_recalled(&mut &doc[..], &mut recall).unwrap();
+            assert_eq!(recalled, parse_jobs(doc, None).unwrap(), "read {i}");
+            assert_eq!(recall.len(), recalled.len(), "read {i}");
+        }
+        // A read that fails leaves nothing recalled; the next reads whole.
+        assert!(read_jobs_recalled(&mut &b"{\"jobs\": [{\"job_id\": 1}, {"[..], &mut recall).is_err());
+        assert_eq!(recall.len(), 0);
+        assert_eq!(
+            read_jobs_recalled(&mut &V22_05[..], &mut recall).unwrap(),
+            parse_jobs(V22_05, None).unwrap()
+        );
     }
 
     #[test]

@@ -262,6 +262,24 @@
 //! CPU: not taken. The steady-pass CPU row moves by ±10 ms between runs of the same code on this
 //! machine (85.5 and 104 ms medians above within an hour), so it is near its 100 ms budget again.
 //!
+//! 2026-11-28, fifth session. A full `make bench` of ad37655 (14:33 UTC, machine otherwise idle)
+//! MISSED the CPU row: 107 ms (91.6–109), the baseline mode 208 ms; `scale` alone right after,
+//! same binary, 80.4 ms (75.7–85.5), and again under `perf --call-graph dwarf` 110 ms. Of that
+//! profile's daemon samples the usage recording was 9.8% (`apply_usage` 5.0, `usage_change` 4.8,
+//! its `jobs_change` 3.7: a name's B-tree and hash lookups, a hostlist expansion a job) and
+//! `Slurm::all_jobs` 7.5% (22.05's ~4 KB a job scanned every pass); `memcmp` the top symbol, half
+//! of it `seconds_gained`'s halving over node names. Then, `scale` alone:
+//!
+//! | code | steady pass CPU (whole-pass rows) | usage recording / `all_jobs`, share of the daemon's samples (dwarf) |
+//! |------|-----------------------------------|----------------------------------------------------------------------|
+//! | ad37655 | 80.4 ms (75.7–85.5); 110 ms (102–135) under `perf` | 9.8% / 7.5% |
+//! | 001ee19: job intervals sorted and found by the name's hash; the same running jobs not worked out again (`running_jobs_digest`) | 90.3 ms (78.6–98.8) | - |
+//! | de45c6a: + the jobs' `Recall` | 83.7 ms (82.5–112) under `perf` | 5.9% / 2.9% |
+//!
+//! About 8.5% of the daemon's samples gone; the medians cannot show it through the machine's
+//! swings. What is left of the usage rule is `seconds_gained` (4.4%: the FxHash of each VM's node
+//! name and the halving over 10,000 intervals, cache misses).
+//!
 //! perf of the in-process pass at f982875 (`--call-graph dwarf`, the bench's `plan_and_store`): the
 //! usage recording was ~18 ms of the pass's 37, `usage_change` ~15 ms of it, its B-tree inserts and
 //! gets comparing node names that share their prefix (`memcmp`). heaptrack of f982875 (glibc, no

@@ -275,6 +275,7 @@
 //! | ad37655 | 80.4 ms (75.7–85.5); 110 ms (102–135) under `perf` | 9.8% / 7.5% |
 //! | 001ee19: job intervals sorted and found by the name's hash; the same running jobs not worked out again (`running_jobs_digest`) | 90.3 ms (78.6–98.8) | - |
 //! | de45c6a: + the jobs' `Recall` | 83.7 ms (82.5–112) under `perf` | 5.9% / 2.9% |
+//! | 6b11b86, full `make bench` (15:42, 37 of 37 budgets met; baseline mode 184 ms) | 81.8 ms (74.6–96.1) | - |
 //!
 //! About 8.5% of the daemon's samples gone; the medians cannot show it through the machine's
 //! swings. What is left of the usage rule is `seconds_gained` (4.4%: the FxHash of each VM's node

@@ -188,7 +188,6 @@ fn read(
     let found = for_each_element(json, &["jobs"], recall, |e| {
         // A job the same as last time: its fields are where they were.
         if !(e.same && only_fields_again(e.bytes, JOB_FIELDS, &mut cut, e.kept)) {
-            cut.clear();
             only_fields(e.bytes, JOB_FIELDS, &mut cut, e.kept)?;
         }
         let j: RawJob = serde_json::from_slice(&cut).map_err(|e| format!("a job: {e}"))?;

@@ -111,10 +111,13 @@ async fn a_vm_that_fails_on_its_host_is_replaced_or_its_job_requeued_in_one_pass
 
     w.sim_post("instances/hpc-a-0/fail", json!({})).await;
     w.sim_post("instances/hpc-a-1/fail", json!({})).await;
+    // Until the pass's last step for them is in the log (the DOWNs come first, hpc-a-1's
+    // power_down_force after them: read between the two, the log missed it under load).
     w.wait_for("both failures acted on", 30, || {
         let out = takes_out(&w);
-        (out.iter().any(|l| l.contains("hpc-a-0")) && out.iter().any(|l| l.contains("hpc-a-1")))
-            .then_some(out)
+        (out.iter().any(|l| l.contains("hpc-a-0"))
+            && out.iter().any(|l| l.contains("hpc-a-1") && l.contains("power_down_force")))
+        .then_some(out)
     });
     // One pass did it all: DOWN for both (the running job's node first), power_down_force for the
     // dynamic one (its job requeued), never for the static one.

@@ -81,4 +81,10 @@ impl LocalCluster {
             .map(|(n, s)| (n.to_string(), s.trim().to_string()))
             .collect())
     }
+
+    /// Every node Slurm has down, drained or failing, with its state and reason (`sinfo -R`, one
+    /// line each): what a failure message needs beside [`Self::node_states`].
+    pub fn node_reasons(&self) -> Result<String, DevclusterError> {
+        run_capture(self.client("sinfo").args(["-h", "-R", "-N", "-o", "%N %T %E"]))
+    }
 }

@@ -36,9 +36,9 @@ impl Stack {
         poll(what, secs, Duration::from_millis(200), on_timeout, f)
     }
 
-    /// The stack's state, for a failure message: Slurm's jobs and nodes, slurm-dws's nodes and events
-    /// (the last `events_tail` lines of them when given), the last 30 lines of the daemon's log and
-    /// of slurmctld's.
+    /// The stack's state, for a failure message: Slurm's jobs, nodes and the reasons of the nodes it
+    /// has down, slurm-dws's nodes and events (the last `events_tail` lines of them when given), the
+    /// last 30 lines of the daemon's log and of slurmctld's.
     pub fn state_dump(&self, events_tail: Option<usize>) -> String {
         let events = self.cli(&["events"]);
         let (events_header, events) = match events_tail {
@@ -46,9 +46,10 @@ impl Stack {
             None => ("events", events),
         };
         format!(
-            "--- jobs ---\n{}\n--- nodes ---\n{}\n--- slurm-dws nodes ---\n{}\n--- {events_header} ---\n{events}\n--- daemon log ---\n{}\n--- slurmctld ---\n{}",
+            "--- jobs ---\n{}\n--- nodes ---\n{}\n--- node reasons ---\n{}\n--- slurm-dws nodes ---\n{}\n--- {events_header} ---\n{events}\n--- daemon log ---\n{}\n--- slurmctld ---\n{}",
             self.cluster.scontrol(&["show", "job"]).unwrap_or_default(),
             self.cluster.node_states().map(|m| format!("{m:?}")).unwrap_or_default(),
+            self.cluster.node_reasons().unwrap_or_else(|e| e.to_string()),
             self.cli(&["nodes"]),
             last_lines(&self.daemon_log(), 30),
             self.cluster.slurmctld_log_tail(30)

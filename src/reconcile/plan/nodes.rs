@@ -125,7 +125,7 @@ impl Planner<'_> {
                     // DOWN by slurm-dws, or by Slurm's ResumeTimeout while the node waited for
                     // its VM (a static node resumed before its reservation's window, or queued for
                     // capacity): either way the node is ours to return once its VM runs.
-                    let ours_down = down_for_us(s);
+                    let ours_down = down_for_us(s) || first_boot_taken_for_reboot(s, vm, self.now);
                     // A VM restarting on another host re-registers its slurmd: not stuck meanwhile.
                     let stuck = stuck(s, vm, secs_since(self.now, node.state_since))
                         .filter(|_| !self.host_being_reported(name));
@@ -139,11 +139,15 @@ impl Planner<'_> {
                         // power_save") becomes idle~ and is powered up by the drift rule below in
                         // a later pass: while DOWN it would not be.
                         self.slurm_update(name, NodeStateChange::Resume, None);
-                        self.plan.event(
-                            EventKind::Returned,
-                            vec![name.to_string()],
-                            "static node's new VM is running: back in service",
-                        );
+                        let msg = if s.reason.starts_with(UNEXPECTED_REBOOT) {
+                            format!(
+                                "static node's new VM is running: Slurm took its first boot for a reboot ({}); back in service",
+                                s.reason
+                            )
+                        } else {
+                            "static node's new VM is running: back in service".to_string()
+                        };
+                        self.plan.event(EventKind::Returned, vec![name.to_string()], msg);
                     } else if s.has(SlurmFlag::PoweredDown)
                         && !s.powering_up()
                         && secs_since(self.now, node.state_since) > DRIFT_GRACE_SECS
@@ -521,6 +525,28 @@ fn stuck(s: &SlurmNode, vm: &ObservedVm, up_for: i64) -> Option<&'static str> {
     } else {
         None
     }
+}
+
+/// How long after GCE made a VM a "reboot" Slurm sees on its node is still the VM's first boot: its
+/// slurmd registers within [`STUCK_SECS`] of RUNNING, and may register a second time in the
+/// [`REBOOT_SETTLE_SECS`] after that.
+pub const FIRST_BOOT_SECS: i64 = STUCK_SECS + REBOOT_SETTLE_SECS;
+
+/// Slurm has the node DOWN "Node unexpectedly rebooted" and responding, and its VM was made less
+/// than [`FIRST_BOOT_SECS`] ago: the "reboot" is the first boot of the VM slurm-dws asked for. A
+/// static node slurm-dws set DOWN while it re-provisioned is resumed once its new VM's slurmd
+/// registered; on 22.05 the resume clears slurm-dws's reason, and slurmd can register once more
+/// with a boot time one second later (it computes it from its uptime in whole seconds), which
+/// slurmctld takes for a reboot after the node's last answer (docs/slurm-facts.md). A VM made
+/// earlier (a restart on another host, or after maintenance) is a reboot for the admin to judge.
+fn first_boot_taken_for_reboot(s: &SlurmNode, vm: &ObservedVm, now: DateTime<Utc>) -> bool {
+    s.is_down()
+        && s.reason.starts_with(UNEXPECTED_REBOOT)
+        && !s.powering_up()
+        && !s.powered_down()
+        && !s.has_flag("NOT_RESPONDING")
+        && vm.status == VmStatus::Running
+        && vm.created.is_some_and(|c| secs_since(now, c) < FIRST_BOOT_SECS)
 }
 
 /// Slurm has the node DOWN for a reason slurm-dws may undo: its own, Slurm's ResumeTimeout, or none

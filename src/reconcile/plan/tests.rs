@@ -1358,6 +1358,37 @@ fn a_vm_coming_up_is_neither_lost_nor_ready() {
     assert!(has_update(&w.plan(), "hpc-b-0", "resume"));
 }
 
+/// A static node slurm-dws returned to service when its new VM's slurmd registered, that Slurm then
+/// set DOWN "Node unexpectedly rebooted" (22.05 cleared slurm-dws's reason on the resume, and slurmd
+/// registered again with a boot time a second later): the first boot of a VM made moments ago is
+/// no reboot, and the node is resumed again. A VM made long ago, a node not responding, or a
+/// dynamic node: left to the admin (or to the repair's own rule).
+#[test]
+fn a_new_vms_first_boot_taken_for_a_reboot_is_no_reason_to_keep_a_static_node_down() {
+    use crate::reconcile::plan::nodes::FIRST_BOOT_SECS;
+    let made = |ago: i64| ObservedVm { created: Some(t0() - Duration::seconds(ago)), ..vm("hpc-b-0", "m2") };
+    for (name, ago, flags, resumed) in [
+        ("hpc-b-0", 5, &["CLOUD"][..], true),
+        ("hpc-b-0", FIRST_BOOT_SECS - 1, &["CLOUD"], true),
+        ("hpc-b-0", FIRST_BOOT_SECS + 1, &["CLOUD"], false),
+        ("hpc-b-0", 5, &["CLOUD", "NOT_RESPONDING"], false),
+        ("hpc-a-1", 5, &["CLOUD"], false),
+    ] {
+        let case = format!("{name}, VM made {ago}s ago, {flags:?}");
+        let p = World::new()
+            .with_static()
+            .node(up_node(name, "m2"))
+            .mig(mig("m2", MigState::Active), Some(1))
+            .vm(ObservedVm { name: name.into(), ..made(ago) })
+            .slurm(name, slurm("down", flags, UNEXPECTED_REBOOT))
+            .plan();
+        assert_eq!(has_update(&p, name, "resume"), resumed, "{case}: {:?}", p.slurm);
+        let returned: Vec<_> = p.events.iter().filter(|e| e.kind == EventKind::Returned).collect();
+        assert_eq!(returned.len(), usize::from(resumed), "{case}: {:?}", p.events);
+        assert!(returned.iter().all(|e| e.message.contains("first boot")), "{case}: {returned:?}");
+    }
+}
+
 /// A nodeset whose template cannot work for DWS Flex Start gets no request: a dynamic node's resume
 /// is answered at once (powered down with the reason, job requeued), a static node is set DOWN; the
 /// other nodesets go on.

@@ -2,9 +2,10 @@
 //! reservation in the simulator) opens about a minute after the start. Before it opens, a job for
 //! its nodeset is PENDING with its expected start at the window's start (the window hold); when it
 //! opens, the job runs on VMs that consume the delivered reservation and a static nodeset on another
-//! booking fills; a job whose time limit would cross the window's end does not start in it; a VM
-//! GCE deletes within the window is made again; at the end the nodes leave service and the VMs,
-//! MIGs and requests are gone. Runs on Debian bookworm's 22.05 (the host's) and, when its root is
+//! booking fills (a static node Slurm takes its new VM's slurmd for a reboot is returned); a job
+//! whose time limit would cross the window's end does not start in it; a VM GCE deletes within the
+//! window is made again; at the end the nodes leave service and the VMs, MIGs and requests are
+//! gone. Runs on Debian bookworm's 22.05 (the host's) and, when its root is
 //! there, forky's 26.05 (scripts/slurm-root.sh); outside CI a Slurm that is missing is said and
 //! skipped, under CI=true it fails.
 
@@ -183,6 +184,24 @@ fn calendar_booking(slurm: SlurmGeneration) {
             && ["hpc-s-0", "hpc-s-1"].iter().all(|n| node_state(&s, n) == "idle"))
         .then_some(())
     });
+
+    // hpc-s-1's slurmd registers again with a later boot time (what a second registration right
+    // after slurm-dws's resume can do): to Slurm a reboot, DOWN; the first boot of a VM made
+    // moments ago is no reboot, and the node is back in service.
+    let reboots = || {
+        std::fs::read_to_string(s.cluster.log_dir().join("slurmctld.log"))
+            .unwrap_or_default()
+            .matches("Node hpc-s-1 unexpectedly rebooted")
+            .count()
+    };
+    let returns = || events(&s, "returned").iter().filter(|e| e["nodes"] == "hpc-s-1").count();
+    let (before, returned) = (reboots(), returns());
+    s.cluster.stop_slurmd("hpc-s-1").unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    s.cluster.start_slurmd("hpc-s-1").unwrap();
+    s.wait("Slurm taking hpc-s-1's new registration for a reboot", 30, || (reboots() > before).then_some(()));
+    s.wait("hpc-s-1 back in service", 60, || (node_state(&s, "hpc-s-1") == "idle").then_some(()));
+    assert!(returns() > returned, "{:?}", events(&s, "returned"));
 
     // A job that would outlive the window does not start in it.
     let b = s.cluster.sbatch(&["-N1", "-p", "c", "--time=10", "--wrap", "sleep 600"]).unwrap();

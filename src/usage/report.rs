@@ -19,7 +19,7 @@
 //! - Cost: hours × the price of one VM-hour of the VM's machine type and provisioning model; a row
 //!   with hours of a machine type and model without a price has no cost (`None`), and says which.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
@@ -156,6 +156,78 @@ pub struct Report {
     pub prices_used: BTreeMap<(String, String), Price>,
 }
 
+/// The (machine type, model) pairs without a price that a row has hours of, as indexes into the
+/// report's [`Unpriced`] list: a bit each for the first 64, the rest listed. No allocation for a
+/// row (by job, a few hundred thousand of them, each with at most one or two such pairs).
+#[derive(Debug, Default, Clone, PartialEq)]
+struct UnpricedSet {
+    bits: u64,
+    more: Vec<u32>,
+}
+
+impl UnpricedSet {
+    fn insert(&mut self, id: u32) {
+        if id < 64 {
+            self.bits |= 1 << id;
+        } else if !self.more.contains(&id) {
+            self.more.push(id);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.bits == 0 && self.more.is_empty()
+    }
+
+    fn merge(&mut self, o: &UnpricedSet) {
+        self.bits |= o.bits;
+        for &id in &o.more {
+            self.insert(id);
+        }
+    }
+
+    fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..64u32).filter(|i| self.bits & (1 << i) != 0).chain(self.more.iter().copied())
+    }
+}
+
+/// The (machine type, model) pairs of the report's VMs that have no price, in the order they were
+/// met: what an [`UnpricedSet`] indexes. Each row prints its pairs as `machine_type/model`, sorted
+/// by (machine type, model).
+#[derive(Debug, Default)]
+struct Unpriced {
+    /// `machine_type/model` of each pair.
+    text: Vec<String>,
+    /// Each pair's place in (machine type, model) order.
+    rank: Vec<u32>,
+}
+
+impl Unpriced {
+    fn new(pairs: &[(u32, u32)], spans: &UsageSpans) -> Unpriced {
+        let names = |&(m, p): &(u32, u32)| (spans.name(m), spans.name(p));
+        let mut order: Vec<usize> = (0..pairs.len()).collect();
+        order.sort_by(|&a, &b| names(&pairs[a]).cmp(&names(&pairs[b])));
+        let mut rank = vec![0; pairs.len()];
+        for (r, &i) in order.iter().enumerate() {
+            rank[i] = r as u32;
+        }
+        let text = pairs.iter().map(|pair| {
+            let (m, p) = names(pair);
+            format!("{m}/{p}")
+        });
+        Unpriced { text: text.collect(), rank }
+    }
+
+    /// A row's pairs as it prints them.
+    fn of(&self, set: &UnpricedSet) -> Vec<String> {
+        let mut ids: Vec<u32> = set.ids().collect();
+        ids.sort_unstable_by_key(|&i| self.rank[i as usize]);
+        ids.iter().map(|&i| self.text[i as usize].clone()).collect()
+    }
+}
+
+/// A price of one VM-hour, or the index of the (machine type, model) pair without one.
+type Priced = Result<Price, u32>;
+
 /// Hours of one row as whole milliseconds, and their cost so far.
 #[derive(Debug, Default, Clone)]
 struct Acc {
@@ -165,12 +237,12 @@ struct Acc {
     idle_gpu_ms: i64,
     /// Σ ms × price of one hour.
     cost_ms: f64,
-    /// (machine type, model) of hours without a price, as indexes of names.
-    unpriced: BTreeSet<(u32, u32)>,
+    /// The pairs of hours without a price.
+    unpriced: UnpricedSet,
 }
 
 impl Acc {
-    fn add(&mut self, busy: bool, ms: i64, vm: &VmRef, price: Option<Price>) {
+    fn add(&mut self, busy: bool, ms: i64, vm: &VmRef, price: Priced) {
         if ms <= 0 {
             return;
         }
@@ -183,10 +255,8 @@ impl Acc {
             self.idle_gpu_ms += gpu_ms;
         }
         match price {
-            Some(p) => self.cost_ms += ms as f64 * p.per_hour,
-            None => {
-                self.unpriced.insert((vm.machine_type, vm.model));
-            }
+            Ok(p) => self.cost_ms += ms as f64 * p.per_hour,
+            Err(pair) => self.unpriced.insert(pair),
         }
     }
 
@@ -196,15 +266,13 @@ impl Acc {
         self.busy_gpu_ms += o.busy_gpu_ms;
         self.idle_gpu_ms += o.idle_gpu_ms;
         self.cost_ms += o.cost_ms;
-        self.unpriced.extend(o.unpriced.iter().copied());
+        self.unpriced.merge(&o.unpriced);
     }
 
-    fn row(&self, key: String, spans: &UsageSpans) -> UsageRow {
+    fn row(&self, key: String, unpriced: &Unpriced) -> UsageRow {
         let (busy, idle) = (self.busy_ms as f64 / MS_PER_HOUR, self.idle_ms as f64 / MS_PER_HOUR);
         let (busy_gpu, idle_gpu) =
             (self.busy_gpu_ms as f64 / MS_PER_HOUR, self.idle_gpu_ms as f64 / MS_PER_HOUR);
-        let unpriced: BTreeSet<(&str, &str)> =
-            self.unpriced.iter().map(|&(m, p)| (spans.name(m), spans.name(p))).collect();
         UsageRow {
             key,
             // The sum of the two printed figures, so that busy + idle = total holds in the output too.
@@ -214,7 +282,7 @@ impl Acc {
             gpu_hours: busy_gpu + idle_gpu,
             cost: self.unpriced.is_empty().then(|| self.cost_ms / MS_PER_HOUR),
             idle_gpu_hours: idle_gpu,
-            unpriced: unpriced.iter().map(|(m, p)| format!("{m}/{p}")).collect(),
+            unpriced: unpriced.of(&self.unpriced),
         }
     }
 }
@@ -270,9 +338,13 @@ pub fn report_spans(
         node_jobs.insert(node, (at, end));
         at = end;
     }
-    let mut rows: FxHashMap<Key, Acc> = FxHashMap::default();
+    // By job, about a row per job span: sized once rather than grown through every power of two.
+    let expected_rows = if by == By::Job { jobs.len() } else { 0 };
+    let mut rows: FxHashMap<Key, Acc> =
+        FxHashMap::with_capacity_and_hasher(expected_rows, Default::default());
     let mut prices_used = BTreeMap::new();
-    let mut price_cache: FxHashMap<(u32, u32), Option<Price>> = FxHashMap::default();
+    let mut price_cache: FxHashMap<(u32, u32), Priced> = FxHashMap::default();
+    let mut unpriced_pairs: Vec<(u32, u32)> = Vec::new();
     let mut counted = 0;
     // Indexes of the jobs running together, by job id.
     let mut active: Vec<u32> = Vec::new();
@@ -294,11 +366,16 @@ pub fn report_spans(
         // Looked up once per (machine type, model), not once per VM.
         let price = *price_cache.entry((vm.machine_type, vm.model)).or_insert_with(|| {
             let (mt, model) = (spans.name(vm.machine_type), spans.name(vm.model));
-            let p = prices.price(mt, model);
-            if let Some(p) = p {
-                prices_used.insert((mt.to_string(), model.to_string()), p);
+            match prices.price(mt, model) {
+                Some(p) => {
+                    prices_used.insert((mt.to_string(), model.to_string()), p);
+                    Ok(p)
+                }
+                None => {
+                    unpriced_pairs.push((vm.machine_type, vm.model));
+                    Err(unpriced_pairs.len() as u32 - 1)
+                }
             }
-            p
         });
         // The node's jobs within the VM's life, as start (true) and end (false) points.
         points.clear();
@@ -362,8 +439,14 @@ pub fn report_spans(
         row.add(false, idle, vm, price);
     }
     // Named rows first, by key (jobs by number); the rows in parentheses last. Each key ranked
-    // once (by job, a few hundred thousand rows: not a parse per comparison).
-    let mut out: Vec<((bool, u64), Key, Acc)> = rows.into_iter().map(|(k, acc)| (k.rank(), k, acc)).collect();
+    // once (by job, a few hundred thousand rows: not a parse per comparison); the keys are sorted
+    // with their row's index, not with the row.
+    let mut accs: Vec<Acc> = Vec::with_capacity(rows.len());
+    let mut out: Vec<((bool, u64), Key, u32)> = Vec::with_capacity(rows.len());
+    for (k, acc) in rows {
+        out.push((k.rank(), k, accs.len() as u32));
+        accs.push(acc);
+    }
     out.sort_unstable_by(|(ra, a, _), (rb, b, _)| {
         ra.cmp(rb).then_with(|| match (a, b) {
             (Key::Name(a), Key::Name(b)) => a.cmp(b),
@@ -374,14 +457,15 @@ pub fn report_spans(
     });
     // The total in the rows' order (a sum of floats: the same rows, the same figure).
     let mut total = Acc::default();
-    for (_, _, acc) in &out {
-        total.merge(acc);
+    for &(_, _, i) in &out {
+        total.merge(&accs[i as usize]);
     }
+    let unpriced = Unpriced::new(&unpriced_pairs, spans);
     Report {
         period,
         by,
-        rows: out.into_iter().map(|(_, k, acc)| acc.row(k.text(), spans)).collect(),
-        total: total.row("total".into(), spans),
+        rows: out.into_iter().map(|(_, k, i)| accs[i as usize].row(k.text(), &unpriced)).collect(),
+        total: total.row("total".into(), &unpriced),
         vms: counted,
         last_seen: last_seen.map(|ms| DateTime::from_timestamp_millis(ms).unwrap_or_default()),
         prices_used,

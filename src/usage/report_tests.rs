@@ -4,6 +4,7 @@
 use super::*;
 use crate::config::{HourPrice, MachinePrices, Pricing};
 use crate::usage::pricing::CatalogState;
+use std::collections::BTreeSet;
 
 const T0: &str = "2026-11-01T00:00:00Z";
 /// The last pass that saw the VMs still open (hours after T0).
@@ -435,8 +436,8 @@ mod same_as_reference {
             let want: Vec<UsageRow> = want
                 .into_iter()
                 .map(|(key, (busy, idle, busy_gpu, idle_gpu, cost, unpriced))| {
-                    let acc = Acc { busy_ms: busy, idle_ms: idle, busy_gpu_ms: busy_gpu, idle_gpu_ms: idle_gpu, cost_ms: cost, unpriced: BTreeSet::new() };
-                    let mut row = acc.row(key, &UsageSpans::default());
+                    let acc = Acc { busy_ms: busy, idle_ms: idle, busy_gpu_ms: busy_gpu, idle_gpu_ms: idle_gpu, cost_ms: cost, unpriced: UnpricedSet::default() };
+                    let mut row = acc.row(key, &Unpriced::default());
                     row.cost = unpriced.is_empty().then_some(cost / MS_PER_HOUR);
                     row.unpriced = unpriced.iter().map(|(m, p)| format!("{m}/{p}")).collect();
                     row
@@ -451,4 +452,28 @@ mod same_as_reference {
             }
         }
     }
+}
+
+/// A row's pairs without a price: any number of them (past the 64 a bit each), each once, printed
+/// in (machine type, model) order, which is not the order of their `machine_type/model` text.
+#[test]
+fn a_rows_unpriced_pairs_are_each_printed_once_in_machine_type_then_model_order() {
+    let mut set = UnpricedSet::default();
+    for id in [70, 3, 70, 65, 3, 0] {
+        set.insert(id);
+    }
+    let mut other = UnpricedSet::default();
+    other.insert(65);
+    other.insert(66);
+    set.merge(&other);
+    assert_eq!(set.ids().collect::<Vec<_>>(), [0, 3, 70, 65, 66]);
+    assert!(UnpricedSet::default().is_empty() && !set.is_empty());
+
+    let spans = UsageSpans { names: vec!["a-b".into(), "a".into(), "x".into()], ..UsageSpans::default() };
+    // ("a-b", "x") met first; ("a", "x") sorts before it though "a-b/x" < "a/x" as text.
+    let unpriced = Unpriced::new(&[(0, 2), (1, 2)], &spans);
+    let mut both = UnpricedSet::default();
+    both.insert(0);
+    both.insert(1);
+    assert_eq!(unpriced.of(&both), ["a/x", "a-b/x"]);
 }

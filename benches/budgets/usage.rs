@@ -15,6 +15,16 @@
 //! the time (132k: jemalloc returned every freed page at once, the daemon's setting). With every
 //! command but the daemon keeping freed pages for 10 s (`src/main.rs`): 69k faults, by job 649 ms,
 //! the other keys 231–297 ms (330–490 before).
+//!
+//! 2026-11-28, later (fat LTO): a full `make bench` had by job at 960 ms (837–1149) on a loaded
+//! machine. A profile of the command by job (`perf --call-graph dwarf`): the store's reads 18% of
+//! the samples, the report 32% (the rows' map growing through every power of two, a `BTreeSet` per
+//! row for its unpriced pairs, the rows moved while sorted), the JSON 21% (serde's pretty printer,
+//! 65 MB for 225,317 rows), page faults throughout. With the map sized by job, the unpriced pairs
+//! as bits and the keys sorted with an index (1882460), over ten alternating runs on one database
+//! and an absolute period (byte-identical output): CPU 624–950 ms before, 630–877 after (the
+//! machine's swing is larger than the change); peak RSS 204–217 MB before, 191–205 after; minor
+//! faults 69k before, 64k after. What is left is the reads, serde's printer and the output's size.
 
 use crate::table::{Samples, Table};
 use chrono::{DateTime, Duration, Utc};

@@ -5,9 +5,9 @@
 //! booking fills (a static node Slurm takes its new VM's slurmd for a reboot is returned); a job
 //! whose time limit would cross the window's end does not start in it; a VM GCE deletes within the
 //! window is made again; at the end the nodes leave service and the VMs, MIGs and requests are
-//! gone. Runs on Debian bookworm's 22.05 (the host's) and, when its root is
-//! there, forky's 26.05 (scripts/slurm-root.sh); outside CI a Slurm that is missing is said and
-//! skipped, under CI=true it fails.
+//! gone. Runs on Debian bookworm's 22.05 (the host's) and, when its root is there, forky's 26.05
+//! (scripts/slurm-root.sh); outside CI a Slurm that is missing is said and skipped, under CI=true
+//! it fails.
 
 // Real slurmctld, slurmds and jobs: these wait for them in real time.
 #![allow(clippy::disallowed_methods)]

@@ -246,6 +246,11 @@ impl SlurmNode {
     pub fn is_down(&self) -> bool {
         self.state == "down"
     }
+    /// Slurm hears from the node's slurmd: neither powering up or down, nor powered down, nor
+    /// not responding (a DOWN node may be responding).
+    pub fn responding(&self) -> bool {
+        !self.powering_up() && !self.powered_down() && !self.has_flag("NOT_RESPONDING")
+    }
     /// Up and usable or in use, as far as Slurm is concerned.
     pub fn in_service(&self) -> bool {
         !self.powered_down() && !self.powering_up() && !self.is_down()

@@ -542,9 +542,7 @@ pub const FIRST_BOOT_SECS: i64 = STUCK_SECS + REBOOT_SETTLE_SECS;
 fn first_boot_taken_for_reboot(s: &SlurmNode, vm: &ObservedVm, now: DateTime<Utc>) -> bool {
     s.is_down()
         && s.reason.starts_with(UNEXPECTED_REBOOT)
-        && !s.powering_up()
-        && !s.powered_down()
-        && !s.has_flag("NOT_RESPONDING")
+        && s.responding()
         && vm.status == VmStatus::Running
         && vm.created.is_some_and(|c| secs_since(now, c) < FIRST_BOOT_SECS)
 }

@@ -262,8 +262,7 @@ impl<'a> Planner<'a> {
     fn running_and_responding(&self, name: &str) -> Option<&'a SlurmNode> {
         let running = matches!(self.sight(name), Sight::Seen(vm) if vm.status == VmStatus::Running);
         let s = self.slurm_node(name)?;
-        let responding = !s.powering_up() && !s.powered_down() && !s.has_flag("NOT_RESPONDING");
-        (running && responding).then_some(s)
+        (running && s.responding()).then_some(s)
     }
 
     fn return_when_running(&mut self, name: &str, how: &str) {

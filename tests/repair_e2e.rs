@@ -189,7 +189,7 @@ fn repairs(slurm: SlurmGeneration) {
     assert!(asked[0]["message"].as_str().unwrap().contains("asked by the drain reason"), "{asked:?}");
     // The reservation-bound node: the same VM, its host reported once and moved.
     let now = &after[2];
-    assert_eq!(now["id"], before[2]["id"], "the same VM: {now}");
+    assert_eq!(now["id"], before[2]["id"], "the same VM: {now}\n{}", s.state_dump(None));
     assert_ne!(
         now["resourceStatus"]["physicalHostTopology"]["host"],
         before[2]["resourceStatus"]["physicalHostTopology"]["host"],
